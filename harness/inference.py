@@ -1,0 +1,353 @@
+"""The LLM protocol, the backend registry, the scripted fake, the response cache and the role wrapper.
+
+Every model call in the project goes through `LLM.chat`. Backends are small classes registered by name;
+`make_roles(cfg)` builds the four role LLMs (planner, producer, evaluator, compressor) from one config.
+Concrete network/runtime backends live in harness/backends/ and are imported lazily, so importing this
+module stays cheap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+
+from harness.config import ROLES, BackendConfig
+
+log = logging.getLogger("harness.inference")
+
+Message = Mapping[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
+
+SMOKE_LABEL = "SMOKE RUN (embedded SmolLM2-135M): structure check only, not research quality"
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    model: str
+    backend: str
+    cached: bool = False
+    finish_reason: str = "stop"  # "length" when max_tokens cut the reply
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@runtime_checkable
+class LLM(Protocol):
+    backend: str
+    model: str
+
+    def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        schema: Mapping[str, Any] | None = None,
+        temperature: float = 0.7,
+        max_tokens: int = 512,
+        seed: int | None = None,
+    ) -> ChatResult: ...
+
+
+# -- errors ------------------------------------------------------------------------------------------
+
+
+class BackendError(RuntimeError):
+    """A backend could not answer. The message names the backend, host and model."""
+
+
+class BackendUnavailable(BackendError):
+    """The server is down or unreachable."""
+
+
+class ModelMissing(BackendError):
+    """The server answered but does not have the model."""
+
+
+class FakeExhausted(BackendError):
+    """The scripted fake ran out of replies: the test asked for more calls than it scripted."""
+
+
+# -- registry ----------------------------------------------------------------------------------------
+
+BackendFactory = Callable[[BackendConfig, str], LLM]
+_REGISTRY: dict[str, BackendFactory] = {}
+# backends implemented in their own modules, imported on first use
+_LAZY = {
+    "ollama": "harness.backends.ollama_backend",
+    "openai": "harness.backends.openai_backend",
+    "embedded": "harness.backends.embedded",
+    "auto": "harness.backends.auto",
+}
+
+
+def register_backend(name: str) -> Callable[[BackendFactory], BackendFactory]:
+    def deco(factory: BackendFactory) -> BackendFactory:
+        _REGISTRY[name] = factory
+        return factory
+
+    return deco
+
+
+def backend_names() -> list[str]:
+    return sorted(set(_REGISTRY) | set(_LAZY))
+
+
+def make_llm(cfg: BackendConfig, role: str = "producer") -> LLM:
+    """Build the raw backend LLM for one role (no cache, no tracing)."""
+    name = cfg.kind
+    if name not in _REGISTRY and name in _LAZY:
+        importlib.import_module(_LAZY[name])
+    if name not in _REGISTRY:
+        raise ValueError(f"backend.kind={name!r} is not a backend; expected one of {', '.join(backend_names())}")
+    return _REGISTRY[name](cfg, role)
+
+
+# -- the scripted fake (tests only) ------------------------------------------------------------------
+
+
+@dataclass
+class FakeCall:
+    messages: list[dict[str, str]]
+    schema: Mapping[str, Any] | None
+    temperature: float
+    max_tokens: int
+    seed: int | None
+
+
+class FakeLLM:
+    """Scripted replies for tests: a queue, and/or replies keyed by a prompt substring.
+
+    Keyed replies are matched against the concatenated messages (first key that occurs wins); a keyed value
+    may be a string (reused every time), a list (consumed in order) or a callable(messages) -> str. With no
+    match the queue is consumed. With neither, FakeExhausted is raised, so a test never silently gets "".
+    """
+
+    def __init__(
+        self,
+        replies: Sequence[str] = (),
+        *,
+        keyed: Mapping[str, Any] | None = None,
+        model: str = "fake-model",
+        backend: str = "fake",
+        latency_s: float = 0.0,
+    ) -> None:
+        self.queue: deque[str] = deque(replies)
+        self.keyed = dict(keyed or {})
+        self.model = model
+        self.backend = backend
+        self.latency_s = latency_s
+        self.calls: list[FakeCall] = []
+        self._lock = threading.Lock()
+
+    def chat(self, messages, *, schema=None, temperature=0.7, max_tokens=512, seed=None) -> ChatResult:
+        msgs = [dict(m) for m in messages]
+        with self._lock:
+            self.calls.append(FakeCall(msgs, schema, temperature, max_tokens, seed))
+            text = self._next(msgs)
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        prompt = sum(len(m.get("content", "").split()) for m in msgs)
+        return ChatResult(text, prompt, len(text.split()), self.latency_s, self.model, self.backend)
+
+    def _next(self, msgs: list[dict[str, str]]) -> str:
+        joined = "\n".join(m.get("content", "") for m in msgs)
+        for key, value in self.keyed.items():
+            if key in joined:
+                if callable(value):
+                    return value(msgs)
+                if isinstance(value, list):
+                    if value:
+                        return value.pop(0)
+                    continue
+                return value
+        if self.queue:
+            return self.queue.popleft()
+        raise FakeExhausted(f"fake backend has no reply left for prompt starting {joined[:120]!r}")
+
+
+register_backend("fake")(lambda cfg, role: FakeLLM(model=cfg.model_for(role)))
+
+
+# -- response cache ----------------------------------------------------------------------------------
+
+
+def cache_key(backend: str, model: str, messages: Sequence[Message], schema, temperature, max_tokens, seed) -> str:
+    blob = json.dumps(
+        {
+            "backend": backend,
+            "model": model,
+            "messages": [dict(m) for m in messages],
+            "schema": schema,
+            "temperature": round(float(temperature), 4),
+            "max_tokens": int(max_tokens),
+            "seed": seed,
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class ResponseCache:
+    """SQLite (WAL) store of replies keyed on backend, model, messages, schema and sampling options.
+
+    Safe for several processes: each call opens a short transaction; busy_timeout absorbs contention.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.hits = 0
+        self.misses = 0
+        self._local = threading.local()
+        with self._conn() as conn:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, result TEXT NOT NULL, created REAL NOT NULL)"
+            )
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA busy_timeout=30000")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+        return conn
+
+    def get(self, key: str) -> ChatResult | None:
+        row = self._conn().execute("SELECT result FROM replies WHERE key=?", (key,)).fetchone()
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return replace(ChatResult(**json.loads(row[0])), cached=True, latency_s=0.0)
+
+    def put(self, key: str, result: ChatResult) -> None:
+        data = {k: v for k, v in result.__dict__.items() if k != "cached"}
+        self._conn().execute(
+            "INSERT OR REPLACE INTO replies (key, result, created) VALUES (?, ?, ?)",
+            (key, json.dumps(data), time.time()),
+        )
+
+    def stats(self) -> dict[str, int]:
+        return {"hits": self.hits, "misses": self.misses}
+
+
+class CachedLLM:
+    """Wraps an LLM with the response cache. Empty or cut-off replies are not cached."""
+
+    def __init__(self, inner: LLM, cache: ResponseCache) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.backend = inner.backend
+        self.model = inner.model
+
+    def chat(self, messages, *, schema=None, temperature=0.7, max_tokens=512, seed=None) -> ChatResult:
+        key = cache_key(self.backend, self.model, messages, schema, temperature, max_tokens, seed)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        result = self.inner.chat(messages, schema=schema, temperature=temperature, max_tokens=max_tokens, seed=seed)
+        if result.text.strip():
+            self.cache.put(key, result)
+        return result
+
+
+# -- role wrapper: tracing and per-role accounting ---------------------------------------------------
+
+
+class RoleLLM:
+    """An LLM bound to a role. Each call is a trace span and is counted per role and per stage."""
+
+    def __init__(self, role: str, inner: LLM) -> None:
+        self.role = role
+        self.inner = inner
+        self.backend = inner.backend
+        self.model = inner.model
+
+    @property
+    def smoke(self) -> bool:
+        return self.backend == "embedded"
+
+    def chat(self, messages, *, schema=None, temperature=0.7, max_tokens=512, seed=None) -> ChatResult:
+        from harness.logger import current_tracer
+
+        tracer = current_tracer()
+        with tracer.span(f"llm.{self.role}", cat="llm", model=self.model, backend=self.backend) as span:
+            result = self.inner.chat(
+                messages, schema=schema, temperature=temperature, max_tokens=max_tokens, seed=seed
+            )
+            span.update(
+                prompt_tokens=result.prompt_tokens,
+                completion_tokens=result.completion_tokens,
+                cached=result.cached,
+                finish_reason=result.finish_reason,
+            )
+        tracer.count_call(self.role, result)
+        return result
+
+
+@dataclass
+class Roles:
+    """The four role LLMs used by one harness run."""
+
+    planner: LLM
+    producer: LLM
+    evaluator: LLM
+    compressor: LLM
+    cache: ResponseCache | None = None
+    description: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def smoke(self) -> bool:
+        return any(getattr(llm, "backend", "") == "embedded" for llm in (self.planner, self.producer, self.evaluator))
+
+    def by_role(self, role: str) -> LLM:
+        if role not in ROLES:
+            raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
+        return getattr(self, role)
+
+    def cache_stats(self) -> dict[str, int]:
+        return self.cache.stats() if self.cache else {"hits": 0, "misses": 0}
+
+
+def wrap_roles(llms: Mapping[str, LLM], cache: ResponseCache | None = None) -> Roles:
+    """Wrap raw LLMs (e.g. FakeLLMs in tests) with cache and role accounting."""
+    wrapped = {}
+    for role in ROLES:
+        llm = llms[role]
+        if cache is not None:
+            llm = CachedLLM(llm, cache)
+        wrapped[role] = RoleLLM(role, llm)
+    return Roles(
+        **wrapped,
+        cache=cache,
+        description={r: f"{llms[r].backend}:{llms[r].model}" for r in ROLES},
+    )
+
+
+def make_roles(cfg: BackendConfig, results_dir: str | Path = "results") -> Roles:
+    """Build the four role LLMs from config: one registry lookup per role, shared cache."""
+    cache = None
+    if cfg.cache:
+        cache = ResponseCache(cfg.cache_path or Path(results_dir) / "llm_cache.sqlite")
+    return wrap_roles({role: make_llm(cfg, role) for role in ROLES}, cache)
+
+
+def fake_roles(fake: FakeLLM | Mapping[str, LLM], cache: ResponseCache | None = None) -> Roles:
+    """Tests: one FakeLLM for every role, or a mapping role -> LLM."""
+    llms = fake if isinstance(fake, Mapping) else {role: fake for role in ROLES}
+    return wrap_roles(llms, cache)

@@ -1,0 +1,210 @@
+"""Structured run logging: one JSON line per run in runs.jsonl, one Chrome Trace Event file per run.
+
+The trace format is the JSON Object Format of Chrome's Trace Event spec ("traceEvents" list of complete
+events, ph="X", microsecond ts/dur), which Perfetto and chrome://tracing open.
+
+runs.jsonl appends are whole-line, single `write` calls on an O_APPEND descriptor under an exclusive flock,
+so several processes appending at once never interleave or tear a line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import fcntl
+import json
+import os
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+_PID = os.getpid()
+
+
+@dataclass
+class Span:
+    name: str
+    cat: str
+    start_us: float
+    tid: int
+    args: dict[str, Any] = field(default_factory=dict)
+    dur_us: float = 0.0
+
+    def update(self, **args: Any) -> None:
+        self.args.update(args)
+
+
+class Tracer:
+    """Collects spans (per thread) and per-role / per-stage LLM usage for one run. Thread-safe."""
+
+    def __init__(self, run_id: str = "run") -> None:
+        self.run_id = run_id
+        self.t0 = time.perf_counter()
+        self.wall_t0 = time.time()
+        self.events: list[dict[str, Any]] = []
+        self.usage: dict[str, dict[str, float]] = defaultdict(
+            lambda: {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "latency_s": 0.0, "cached": 0}
+        )
+        self.calls_by_stage: dict[str, int] = defaultdict(int)
+        self.stage_s: dict[str, float] = defaultdict(float)
+        self._lock = threading.Lock()
+        self._stack = threading.local()
+        self._tids: dict[int, int] = {}
+
+    def _now_us(self) -> float:
+        return (time.perf_counter() - self.t0) * 1e6
+
+    def _tid(self) -> int:
+        ident = threading.get_ident()
+        with self._lock:
+            return self._tids.setdefault(ident, len(self._tids) + 1)
+
+    def _frames(self) -> list[Span]:
+        if not hasattr(self._stack, "frames"):
+            self._stack.frames = []
+        return self._stack.frames
+
+    def current_stage(self) -> str:
+        for span in reversed(self._frames()):
+            if span.cat == "stage":
+                return span.name
+        return "-"
+
+    @contextlib.contextmanager
+    def span(self, name: str, cat: str = "stage", **args: Any) -> Iterator[Span]:
+        span = Span(name=name, cat=cat, start_us=self._now_us(), tid=self._tid(), args=dict(args))
+        frames = self._frames()
+        frames.append(span)
+        try:
+            yield span
+        except BaseException as exc:
+            span.args["error"] = f"{type(exc).__name__}: {exc}"[:300]
+            raise
+        finally:
+            frames.pop()
+            span.dur_us = max(self._now_us() - span.start_us, 0.0)
+            event = {
+                "name": span.name,
+                "cat": span.cat,
+                "ph": "X",
+                "ts": round(span.start_us, 1),
+                "dur": round(span.dur_us, 1),
+                "pid": _PID,
+                "tid": span.tid,
+                "args": _jsonable(span.args),
+            }
+            with self._lock:
+                self.events.append(event)
+                if cat == "stage" and len([f for f in frames if f.cat == "stage"]) == 0:
+                    self.stage_s[name] += span.dur_us / 1e6
+
+    def stage(self, name: str, **args: Any):
+        return self.span(name, cat="stage", **args)
+
+    def count_call(self, role: str, result: Any) -> None:
+        stage = self.current_stage()
+        with self._lock:
+            u = self.usage[role]
+            u["calls"] += 1
+            u["prompt_tokens"] += result.prompt_tokens
+            u["completion_tokens"] += result.completion_tokens
+            u["latency_s"] += result.latency_s
+            u["cached"] += int(bool(result.cached))
+            self.calls_by_stage[stage] += 1
+
+    def llm_seconds(self) -> float:
+        """Seconds spent inside LLM calls (sum of llm spans)."""
+        with self._lock:
+            return sum(e["dur"] for e in self.events if e["cat"] == "llm") / 1e6
+
+    def total_calls(self) -> int:
+        with self._lock:
+            return int(sum(u["calls"] for u in self.usage.values()))
+
+    def to_chrome_trace(self) -> dict[str, Any]:
+        with self._lock:
+            events = sorted(self.events, key=lambda e: (e["ts"], -e["dur"]))
+            tids = dict(self._tids)
+        meta = [{"name": "process_name", "ph": "M", "pid": _PID, "tid": 0, "ts": 0, "args": {"name": f"harness {self.run_id}"}}]
+        meta += [
+            {"name": "thread_name", "ph": "M", "pid": _PID, "tid": tid, "ts": 0, "args": {"name": f"worker-{tid}"}}
+            for tid in sorted(tids.values())
+        ]
+        return {"traceEvents": meta + events, "displayTimeUnit": "ms", "otherData": {"run_id": self.run_id}}
+
+    def write(self, directory: str | Path) -> Path:
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        out = path / f"{self.run_id}.json"
+        tmp = out.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.to_chrome_trace()))
+        os.replace(tmp, out)
+        return out
+
+
+class _NullTracer(Tracer):
+    """Used when no run is active: spans still time, nothing is kept beyond the process."""
+
+
+_current: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("harness_tracer", default=None)
+_fallback = _NullTracer("untraced")
+
+
+def current_tracer() -> Tracer:
+    return _current.get() or _fallback
+
+
+@contextlib.contextmanager
+def use_tracer(tracer: Tracer) -> Iterator[Tracer]:
+    token = _current.set(tracer)
+    try:
+        yield tracer
+    finally:
+        _current.reset(token)
+
+
+def _jsonable(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, default=str))
+
+
+def append_jsonl(path: str | Path, record: dict[str, Any]) -> None:
+    """Append one record as one line, atomically with respect to other appenders."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = (json.dumps(record, default=str, ensure_ascii=False) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            view = memoryview(line)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """Read every valid record; a torn final line (e.g. power loss) is skipped, not fatal."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def new_run_id(prefix: str = "run") -> str:
+    return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{os.urandom(3).hex()}"
