@@ -1,0 +1,425 @@
+"""The single-focus run lifecycle (seed 003), stage by stage.
+
+    parse_skills -> memory.get_context -> make_plan -> auto_activate -> gather_research      (prepare)
+    -> synthesize (+ count check) -> write output -> wiggum_loop -> run_panel
+    -> post_synthesis skills -> compress_and_store -> runs.jsonl + trace                    (finish)
+
+`prepare` holds everything that does not depend on SYNTH_INSTRUCTION, so an experiment computes it once per task
+and reuses it across trials; `finish` is what a synthesis sweep re-runs. `run` does both under one trace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from harness import skills as skills_mod
+from harness.config import HarnessConfig, config_hash, to_dict
+from harness.inference import SMOKE_LABEL, Roles, make_roles
+from harness.logger import Tracer, append_jsonl, current_tracer, new_run_id, use_tracer
+from harness.planner import Plan, make_plan, plan_from_dict
+from harness.research import ResearchQuality, ResearchResult, gather_research
+from harness.search import SearchResult
+
+_SAVE_TO = re.compile(r"\b(?:save|write|store|output)\b[^.\n]*?\b(?:to|as|in|into)\s+[`'\"]?([\w./-]+\.(?:md|markdown|txt))\b", re.I)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Planning and research context of one task: independent of the synthesis instruction."""
+
+    task: str
+    clean_task: str
+    skills: tuple[str, ...]
+    unknown_skills: tuple[str, ...]
+    memory_context: str
+    memory_titles: tuple[str, ...]
+    plan: Plan
+    research: ResearchResult
+    timings: dict[str, float] = field(default_factory=dict)
+    llm_calls: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "clean_task": self.clean_task,
+            "skills": list(self.skills),
+            "unknown_skills": list(self.unknown_skills),
+            "memory_context": self.memory_context,
+            "memory_titles": list(self.memory_titles),
+            "plan": self.plan.to_dict(),
+            "research": research_to_dict(self.research),
+            "timings": dict(self.timings),
+            "llm_calls": self.llm_calls,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Prepared":
+        return cls(
+            task=d["task"],
+            clean_task=d["clean_task"],
+            skills=tuple(d.get("skills", ())),
+            unknown_skills=tuple(d.get("unknown_skills", ())),
+            memory_context=d.get("memory_context", ""),
+            memory_titles=tuple(d.get("memory_titles", ())),
+            plan=plan_from_dict(d["plan"]),
+            research=research_from_dict(d["research"]),
+            timings=dict(d.get("timings", {})),
+            llm_calls=int(d.get("llm_calls", 0)),
+        )
+
+
+def research_to_dict(r: ResearchResult) -> dict[str, Any]:
+    return dataclasses.asdict(r)
+
+
+def research_from_dict(d: Mapping[str, Any]) -> ResearchResult:
+    d = dict(d)
+    d["sources"] = tuple(SearchResult(**s) for s in d.get("sources", ()))
+    if d.get("quality") is not None:
+        d["quality"] = ResearchQuality(**d["quality"])
+    names = {f.name for f in dataclasses.fields(ResearchResult)}
+    return ResearchResult(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_id: str
+    task: str
+    status: str  # ok | failed
+    output_text: str = ""
+    output_path: str | None = None
+    evaluation: Any = None  # evaluators.composite.Evaluation of the kept round
+    wiggum: Any = None
+    panel: tuple = ()
+    record: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    smoke: bool = False
+    trace_path: str | None = None
+
+    @property
+    def score(self) -> float | None:
+        return None if self.evaluation is None else self.evaluation.composite
+
+
+def output_name_for(task: str) -> str:
+    """The file the task asks for ("... save to output.md"), else a slug of the task."""
+    m = _SAVE_TO.search(task)
+    if m:
+        return Path(m.group(1)).name
+    slug = re.sub(r"[^a-z0-9]+", "-", task.lower()).strip("-")[:60] or "output"
+    return f"{slug}.md"
+
+
+class Harness:
+    """One configured harness: backends, memory and search built once, reused across runs."""
+
+    def __init__(self, cfg: HarnessConfig, roles: Roles | None = None, *, memory=None, search=None) -> None:
+        self.cfg = cfg
+        self.roles = roles if roles is not None else make_roles(cfg.backend, cfg.results_dir)
+        self._memory = memory
+        self._search = search
+
+    # -- lazily built edges --------------------------------------------------------------------------
+    @property
+    def memory(self):
+        if self._memory is None and self.cfg.memory.enabled:
+            from harness.memory import Memory
+
+            self._memory = Memory(self.cfg.memory, self.cfg.results_path)
+        return self._memory
+
+    @property
+    def search(self):
+        if self._search is None:
+            from harness.search import make_search
+
+            self._search = make_search(self.cfg.search, self.cfg.results_dir)
+        return self._search
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+    def prepare(self, task: str) -> Prepared:
+        """Stages 1-5: skills, memory, plan, auto-activation, research. Spans go to the current tracer."""
+        if not task or not task.strip():
+            raise ValueError("task is empty: expected a non-empty task string")
+        tracer = current_tracer()
+        calls0 = tracer.total_calls()
+        timings: dict[str, float] = {}
+
+        def timed(name: str):
+            return _Timed(tracer, name, timings)
+
+        with timed("parse_skills"):
+            clean, active, unknown = skills_mod.parse_skills_detailed(task)
+        memory_context, titles = "", ()
+        with timed("memory.get_context"):
+            if self.memory is not None:
+                observations = self.memory.get_context(clean)
+                memory_context = self.memory.format_context(observations)
+                titles = tuple(o.title for o in observations)
+        with timed("make_plan"):
+            plan = make_plan(clean, self.roles.planner, memory_context=memory_context, cfg=self.cfg.planner)
+        with timed("auto_activate"):
+            active = skills_mod.auto_activate(clean, plan, active)
+        with timed("gather_research"):
+            research_cfg = self.cfg.research
+            bonus = skills_mod.research_rounds_bonus(active)
+            if bonus:
+                research_cfg = dataclasses.replace(research_cfg, max_rounds=research_cfg.max_rounds + bonus)
+            research = gather_research(
+                clean,
+                plan,
+                search=self.search,
+                compressor=self.roles.compressor,
+                cfg=research_cfg,
+                cache_dir=self.cfg.results_path / "research_cache",
+            )
+        return Prepared(
+            task=task,
+            clean_task=clean,
+            skills=tuple(sorted(active)),
+            unknown_skills=tuple(unknown),
+            memory_context=memory_context,
+            memory_titles=titles,
+            plan=plan,
+            research=research,
+            timings=timings,
+            llm_calls=tracer.total_calls() - calls0,
+        )
+
+    def finish(
+        self,
+        prepared: Prepared,
+        *,
+        instructions: Mapping[str, str] | None = None,
+        run_id: str | None = None,
+        criteria: Mapping[str, Any] | None = None,
+        output_name: str | None = None,
+        extra_record: Mapping[str, Any] | None = None,
+        tracer: Tracer | None = None,
+    ) -> RunResult:
+        """Stages 6-8: synthesize, write, wiggum, panel, skills, memory; then the run record and trace.
+
+        Never raises on a stage failure: the run is recorded as failed with the error and returned.
+        """
+        run_id = run_id or new_run_id()
+        tracer = tracer or Tracer(run_id)
+        t0 = time.perf_counter()
+        state: dict[str, Any] = {}
+        with use_tracer(tracer):
+            try:
+                result = self._finish(prepared, run_id, instructions or {}, dict(criteria or {}), output_name, state)
+            except Exception as exc:  # recorded, not swallowed: status failed + error in runs.jsonl
+                result = RunResult(run_id=run_id, task=prepared.task, status="failed", error=f"{type(exc).__name__}: {exc}",
+                                   smoke=self.roles.smoke, output_path=state.get("output_path"))
+        trace_path = tracer.write(self.cfg.traces_dir)
+        record = self._record(prepared, result, state, tracer, time.perf_counter() - t0, trace_path, extra_record)
+        append_jsonl(self.cfg.runs_jsonl, record)
+        return dataclasses.replace(result, record=record, trace_path=str(trace_path))
+
+    def run(self, task: str, **kwargs: Any) -> RunResult:
+        run_id = kwargs.pop("run_id", None) or new_run_id()
+        tracer = Tracer(run_id)
+        with use_tracer(tracer):
+            try:
+                prepared = self.prepare(task)
+            except ValueError:
+                raise
+            except Exception as exc:  # a stage that should not raise did: record and report
+                prepared = _empty_prepared(task)
+                failed = RunResult(run_id=run_id, task=task, status="failed", error=f"{type(exc).__name__}: {exc}",
+                                   smoke=self.roles.smoke)
+                trace_path = tracer.write(self.cfg.traces_dir)
+                record = self._record(prepared, failed, {}, tracer, 0.0, trace_path, None)
+                append_jsonl(self.cfg.runs_jsonl, record)
+                return dataclasses.replace(failed, record=record, trace_path=str(trace_path))
+        return self.finish(prepared, run_id=run_id, tracer=tracer, **kwargs)
+
+    # -- internals -----------------------------------------------------------------------------------
+    def _finish(self, prepared, run_id, instructions, criteria, output_name, state) -> RunResult:
+        from evaluators.composite import evaluate
+        from harness.panel import run_panel
+        from harness.security import safe_output_path
+        from harness.synthesis import instruction_for, synthesize
+        from harness.wiggum import wiggum_loop
+
+        cfg, roles, plan, research = self.cfg, self.roles, prepared.plan, prepared.research
+        tracer = current_tracer()
+        active = frozenset(prepared.skills)
+        task = prepared.clean_task
+
+        instruction = instructions.get(plan.task_type) or instruction_for(plan.task_type, cfg.synth)
+        state["instruction"] = instruction
+        with tracer.stage("synthesize", task_type=plan.task_type):
+            injections = [x for x in skills_mod.run_hooks("pre_synthesis", active, task=task, plan=plan) if x]
+            synth = synthesize(
+                task,
+                plan=plan,
+                research_context=research.context,
+                memory_context=prepared.memory_context,
+                instruction=instruction,
+                llm=roles.producer,
+                cfg=cfg.synth,
+                injections=tuple(injections),
+            )
+        state["synth"] = {"retried": synth.retried, "expected": synth.expected, "found": synth.found}
+        expected = criteria.get("expected_count", synth.expected)
+
+        with tracer.stage("write_output"):
+            out_path = safe_output_path(output_name or output_name_for(prepared.task), cfg.output_path)
+            self._write(out_path, synth.text)
+        state["output_path"] = str(out_path)
+
+        evaluations: dict[str, Any] = {}
+
+        def _evaluate(text: str):
+            if text not in evaluations:
+                evaluations[text] = evaluate(
+                    task,
+                    text,
+                    roles.evaluator,
+                    cfg.evaluator,
+                    expected_count=expected,
+                    required_terms=tuple(criteria.get("required_terms", ())),
+                    sources=research.sources,
+                    task_type=plan.task_type,
+                    seed=cfg.seed,
+                )
+            return evaluations[text]
+
+        with tracer.stage("wiggum_loop"):
+            wig = wiggum_loop(task, synth.text, producer=roles.producer, evaluate=_evaluate, cfg=cfg.wiggum)
+        text = wig.best_text
+        evaluation = _evaluate(text)
+
+        panel: tuple = ()
+        skills_mod.run_hooks("post_wiggum", active, task=task, text=text, plan=plan)
+        if cfg.panel.enabled or "panel" in active:
+            with tracer.stage("run_panel"):
+                panel = tuple(run_panel(task, text, roles.evaluator, cfg.panel.personas))
+
+        with tracer.stage("post_synthesis"):
+            for out in skills_mod.run_hooks("post_synthesis", active, task=task, text=text, sources=research.sources):
+                if isinstance(out, str) and out.strip():
+                    text = out
+        self._write(out_path, text)
+
+        with tracer.stage("compress_and_store"):
+            stored = None
+            if self.memory is not None and not cfg.memory.frozen:
+                stored = self.memory.compress_and_store(task, text, plan, roles.compressor, run_id)
+        state["memory_stored"] = stored is not None
+
+        return RunResult(
+            run_id=run_id,
+            task=prepared.task,
+            status="ok",
+            output_text=text,
+            output_path=str(out_path),
+            evaluation=evaluation,
+            wiggum=wig,
+            panel=panel,
+            smoke=roles.smoke,
+        )
+
+    def _write(self, path: Path, text: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        body = text if not self.roles.smoke else f"> {SMOKE_LABEL}\n\n{text}"
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(body.rstrip() + "\n", encoding="utf-8")
+        tmp.replace(path)
+
+    def _record(self, prepared, result, state, tracer, finish_s, trace_path, extra) -> dict[str, Any]:
+        plan, research, ev = prepared.plan, prepared.research, result.evaluation
+        stage_s = {**prepared.timings, **{k: round(v, 4) for k, v in tracer.stage_s.items()}}
+        record: dict[str, Any] = {
+            "run_id": result.run_id,
+            "time": time.time(),
+            "task": prepared.task,
+            "clean_task": prepared.clean_task,
+            "status": result.status,
+            "error": result.error,
+            "smoke": result.smoke,
+            "backend": self.roles.description,
+            "config_hash": config_hash(self.cfg),
+            "config": to_dict(self.cfg),
+            "skills": list(prepared.skills),
+            "unknown_skills": list(prepared.unknown_skills),
+            "memory_titles": list(prepared.memory_titles),
+            "plan": plan.to_dict(),
+            "research": {
+                "quality": dataclasses.asdict(research.quality) if research.quality else None,
+                "rounds": research.rounds,
+                "search_calls": research.search_calls,
+                "sources": len(research.sources),
+                "from_cache": research.from_cache,
+                "degraded_reason": research.degraded_reason,
+                "flagged": research.flagged,
+            },
+            "synthesis": state.get("synth"),
+            "instruction": state.get("instruction"),
+            "stage_s": stage_s,
+            "finish_s": round(finish_s, 4),
+            "llm": {role: dict(u) for role, u in tracer.usage.items()},
+            "llm_calls_by_stage": dict(tracer.calls_by_stage),
+            "llm_calls_prepare": prepared.llm_calls,
+            "cache": self.roles.cache_stats(),
+            "scores": None,
+            "wiggum": None,
+            "panel": [dataclasses.asdict(p) for p in result.panel],
+            "output_path": result.output_path or state.get("output_path"),
+            "memory_stored": state.get("memory_stored", False),
+            "trace": str(trace_path),
+        }
+        if ev is not None:
+            rubric = ev.rubric
+            record["scores"] = {
+                "composite": ev.composite,
+                "mode": getattr(ev, "mode", None),
+                "rubric": None if rubric is None else {
+                    "dimensions": rubric.dimensions,
+                    "weighted": rubric.weighted,
+                    "judge_sd": rubric.judge_sd,
+                    "parser": rubric.parser,
+                },
+                "deterministic": ev.deterministic,
+            }
+        if result.wiggum is not None:
+            w = result.wiggum
+            record["wiggum"] = {
+                "passed": w.passed,
+                "best_round": w.best_round,
+                "best_score": w.best_score,
+                "rounds": [{"round": r.round, "score": r.score, "passed": r.passed} for r in w.rounds],
+            }
+        if extra:
+            record.update(extra)
+        return record
+
+
+class _Timed:
+    """A stage span that also records its duration into a dict (prepare timings survive caching)."""
+
+    def __init__(self, tracer: Tracer, name: str, timings: dict[str, float]) -> None:
+        self.tracer, self.name, self.timings = tracer, name, timings
+
+    def __enter__(self):
+        self._cm = self.tracer.stage(self.name)
+        self._t0 = time.perf_counter()
+        return self._cm.__enter__()
+
+    def __exit__(self, *exc):
+        self.timings[self.name] = round(time.perf_counter() - self._t0, 4)
+        return self._cm.__exit__(*exc)
+
+
+def _empty_prepared(task: str) -> Prepared:
+    return Prepared(
+        task=task, clean_task=task, skills=(), unknown_skills=(), memory_context="", memory_titles=(),
+        plan=Plan(), research=ResearchResult(context="", sources=(), quality=None, rounds=0, search_calls=0,
+                                             from_cache=False, degraded_reason=None, flagged=0),
+    )
