@@ -1,1 +1,21 @@
-"""evaluators."""
+"""The experiments' ground truth: the rubric judge, deterministic criteria and the composite objective.
+
+Nothing here imports mutators/: what is optimised never changes how it is measured.
+"""
+
+from evaluators.composite import MODES, Evaluation, combine, evaluate
+from evaluators.deterministic import aggregate, count_items, deterministic_scores
+from evaluators.rubric import EvalResult, parse_rubric, score_rubric
+
+__all__ = [
+    "MODES",
+    "Evaluation",
+    "EvalResult",
+    "aggregate",
+    "combine",
+    "count_items",
+    "deterministic_scores",
+    "evaluate",
+    "parse_rubric",
+    "score_rubric",
+]

@@ -1,0 +1,318 @@
+"""The wiggum rubric: an LLM judge scores named dimensions 1-10, weighted into one total.
+
+One judge call per repeat, with a bounded JSON schema. Parsing falls down a ladder: json -> dirtyjson ->
+regex per dimension (`"depth": 7`, `Depth: 7/10`). When nothing can be read the repeat is marked failed and
+scores None: no number is invented, the caller decides (composite falls back to the deterministic criteria).
+The prompt is blind: it carries the task, the answer and the criteria, never the config or arm that made it.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.config import EvaluatorConfig
+from harness.jsonparse import JSONParseError, extract_string_field, extract_string_list, parse_json_object
+
+__all__ = [
+    "EvalResult",
+    "RubricParse",
+    "DIMENSION_GUIDE",
+    "TASK_CRITERIA",
+    "rubric_schema",
+    "rubric_messages",
+    "parse_rubric",
+    "weighted_total",
+    "score_rubric",
+]
+
+FEEDBACK_MAX_CHARS = 400
+WEAKNESS_MAX_CHARS = 160
+MAX_WEAKNESSES = 3
+MAX_ANSWER_CHARS = 12000
+_PARSER_RANK = {"json": 0, "dirtyjson": 1, "regex": 2}
+
+DIMENSION_GUIDE: dict[str, str] = {
+    "relevance": "answers the task that was asked, without drifting to other topics",
+    "completeness": "covers everything the task requires (the requested number of items, all parts of the question)",
+    "depth": "explains why and how, with reasoning and trade-offs, not only what",
+    "specificity": "concrete names, numbers, versions, commands or code-level details instead of generalities",
+    "structure": "organised and easy to scan: headings or numbered items, short paragraphs, no wall of text",
+    "grounded": "claims are supported by the cited sources or by well-established knowledge; nothing invented",
+}
+
+TASK_CRITERIA: dict[str, str] = {
+    "enumerated": (
+        "This task asks for a specific number of items. The answer must contain exactly that many distinct, "
+        "non-overlapping items; a wrong count caps completeness at 4."
+    ),
+    "best_practices": (
+        "This task asks for best practices. Reward practical implementation guidance: concrete steps, code-level "
+        "specifics, tool and library names, and pitfalls to avoid. Generic advice scores low on depth and specificity."
+    ),
+    "research": (
+        "This task asks for research. Reward answers that integrate several sources into one coherent account, "
+        "cite them with [n] markers, and separate established findings from open questions."
+    ),
+}
+
+
+@dataclass(frozen=True)
+class RubricParse:
+    """One judge reply, read: dimension scores found (1-10), feedback, weaknesses, and which parser read it."""
+
+    scores: dict[str, float]
+    feedback: str
+    weaknesses: tuple[str, ...]
+    parser: str  # json | dirtyjson | regex | failed
+    missing: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """The rubric verdict over k repeats: mean per dimension, weighted total (None when every repeat failed to
+    parse), the judge's spread (sd of the weighted totals), and the feedback of the first readable repeat."""
+
+    dimensions: dict[str, float]
+    weighted: float | None
+    feedback: str
+    weaknesses: tuple[str, ...]
+    parser: str
+    repeats: int
+    judge_sd: float
+    totals: tuple[float | None, ...] = ()
+    parse_failures: int = 0
+    missing: tuple[str, ...] = ()
+    raw: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def failed(self) -> bool:
+        return self.parser == "failed" or self.weighted is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dimensions": dict(self.dimensions),
+            "weighted": self.weighted,
+            "feedback": self.feedback,
+            "weaknesses": list(self.weaknesses),
+            "parser": self.parser,
+            "repeats": self.repeats,
+            "judge_sd": self.judge_sd,
+            "totals": list(self.totals),
+            "parse_failures": self.parse_failures,
+            "missing": list(self.missing),
+        }
+
+
+def _check_dimensions(dimensions: Mapping[str, float]) -> dict[str, float]:
+    if not dimensions:
+        raise ValueError("evaluator.dimensions is empty; expected at least one name -> weight")
+    out = {}
+    for name, weight in dimensions.items():
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ValueError(f"evaluator dimension names must be identifiers, got {name!r}")
+        if not isinstance(weight, (int, float)) or weight < 0:
+            raise ValueError(f"evaluator weight for {name!r} must be a number >= 0, got {weight!r}")
+        out[name] = float(weight)
+    if sum(out.values()) <= 0:
+        raise ValueError(f"evaluator weights sum to 0 ({out}); expected at least one positive weight")
+    return out
+
+
+def rubric_schema(dimensions: Mapping[str, float]) -> dict[str, Any]:
+    """Bounded JSON schema: every dimension an integer 1-10, feedback and weaknesses capped."""
+    props: dict[str, Any] = {name: {"type": "integer", "minimum": 1, "maximum": 10} for name in dimensions}
+    props["feedback"] = {"type": "string", "maxLength": FEEDBACK_MAX_CHARS}
+    props["weaknesses"] = {
+        "type": "array",
+        "items": {"type": "string", "maxLength": WEAKNESS_MAX_CHARS},
+        "maxItems": MAX_WEAKNESSES,
+    }
+    return {
+        "type": "object",
+        "properties": props,
+        "required": [*dimensions, "feedback", "weaknesses"],
+        "additionalProperties": False,
+    }
+
+
+def rubric_messages(
+    task: str,
+    output: str,
+    dimensions: Mapping[str, float],
+    *,
+    task_type: str = "research",
+    expected_count: int | None = None,
+) -> list[dict[str, str]]:
+    """The judge prompt. Blind: task, answer and criteria only."""
+    criteria = TASK_CRITERIA.get(task_type, TASK_CRITERIA["research"])
+    if expected_count:
+        criteria += f" The task asks for exactly {expected_count} items."
+    dims = "\n".join(f"- {name}: {DIMENSION_GUIDE.get(name, f'how well the answer does on {name}')}" for name in dimensions)
+    answer = output if len(output) <= MAX_ANSWER_CHARS else output[:MAX_ANSWER_CHARS] + "\n[... answer truncated]"
+    example = ", ".join(f'"{name}": <1-10>' for name in dimensions)
+    system = (
+        "You are a strict, fair reviewer of written answers. Score the answer against the task on each "
+        "dimension from 1 (very poor) to 10 (excellent). Use the whole range: 7 means good with clear room "
+        "to improve, 9-10 is rare. Reply with one JSON object and nothing else."
+    )
+    user = (
+        f"# Task\n{task.strip()}\n\n# What this kind of task needs\n{criteria}\n\n# Dimensions\n{dims}\n\n"
+        f"# Answer to score\n<<<\n{answer.strip()}\n>>>\n\n"
+        f'Reply as JSON: {{{example}, "feedback": "<the most important fix, at most 2 sentences>", '
+        f'"weaknesses": ["<up to {MAX_WEAKNESSES} short weaknesses>"]}}'
+    )
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def _to_score(value: Any) -> float | None:
+    if isinstance(value, Mapping):
+        value = value.get("score", value.get("value"))
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, str):
+        m = re.match(r"\s*(-?\d+(?:\.\d+)?)", value)
+        if not m:
+            return None
+        value = float(m.group(1))
+    if not isinstance(value, (int, float)):
+        return None
+    return float(min(10.0, max(1.0, float(value))))
+
+
+def _lookup(obj: Mapping[str, Any], name: str) -> Any:
+    lowered = {str(k).lower().strip(): v for k, v in obj.items()}
+    if name.lower() in lowered:
+        return lowered[name.lower()]
+    for nest in ("scores", "dimensions", "ratings", "rubric"):
+        inner = lowered.get(nest)
+        if isinstance(inner, Mapping):
+            found = _lookup(inner, name)
+            if found is not None:
+                return found
+    return None
+
+
+def _regex_score(text: str, name: str) -> float | None:
+    pattern = rf"(?<![A-Za-z]){re.escape(name)}(?![A-Za-z])[\s\"'`*_]*[:=\-][\s\"'`*_]*(\d+(?:\.\d+)?)(?:\s*/\s*10)?"
+    m = re.search(pattern, text, re.IGNORECASE)
+    return _to_score(m.group(1)) if m else None
+
+
+def _clean_weaknesses(values: Any) -> tuple[str, ...]:
+    if isinstance(values, str):
+        values = [values]
+    if not isinstance(values, (list, tuple)):
+        return ()
+    out = []
+    for v in values:
+        s = " ".join(str(v).split())[:WEAKNESS_MAX_CHARS]
+        if s and s not in out:
+            out.append(s)
+    return tuple(out[:MAX_WEAKNESSES])
+
+
+def parse_rubric(text: str, dimensions: Mapping[str, float] | tuple[str, ...]) -> RubricParse:
+    """Read one judge reply. Never raises; parser="failed" and no scores when no dimension can be read."""
+    names = list(dimensions)
+    text = text if isinstance(text, str) else ""
+    scores: dict[str, float] = {}
+    feedback = ""
+    weaknesses: tuple[str, ...] = ()
+    parser = "failed"
+    try:
+        obj, parser = parse_json_object(text)
+    except JSONParseError:
+        obj = None
+    if obj is not None:
+        for name in names:
+            score = _to_score(_lookup(obj, name))
+            if score is not None:
+                scores[name] = score
+        fb = obj.get("feedback", "")
+        feedback = " ".join(str(fb).split())[:FEEDBACK_MAX_CHARS] if fb is not None else ""
+        weaknesses = _clean_weaknesses(obj.get("weaknesses", ()))
+    if not scores:
+        for name in names:
+            score = _regex_score(text, name)
+            if score is not None:
+                scores[name] = score
+        parser = "regex" if scores else "failed"
+        if scores:
+            feedback = feedback or " ".join((extract_string_field(text, "feedback") or "").split())[:FEEDBACK_MAX_CHARS]
+            weaknesses = weaknesses or _clean_weaknesses(extract_string_list(text, "weaknesses"))
+    if not scores:
+        return RubricParse({}, "", (), "failed", tuple(names))
+    missing = tuple(n for n in names if n not in scores)
+    return RubricParse(scores, feedback, weaknesses, parser, missing)
+
+
+def weighted_total(scores: Mapping[str, float], weights: Mapping[str, float]) -> float | None:
+    """Weighted mean over the dimensions present (weights renormalised); None when none is present."""
+    present = [(scores[n], w) for n, w in weights.items() if n in scores and w > 0]
+    total_w = sum(w for _, w in present)
+    if not present or total_w <= 0:
+        return None
+    return round(sum(s * w for s, w in present) / total_w, 4)
+
+
+def score_rubric(
+    task: str,
+    output: str,
+    llm: Any,
+    cfg: EvaluatorConfig,
+    *,
+    task_type: str = "research",
+    seed: int = 0,
+    expected_count: int | None = None,
+) -> EvalResult:
+    """Score `output` cfg.repeats times (seeds seed, seed+1, ...): mean per dimension, weighted total and the
+    judge's sd over the weighted totals of the readable repeats. Backend errors propagate."""
+    weights = _check_dimensions(cfg.dimensions)
+    repeats = int(cfg.repeats)
+    if repeats < 1:
+        raise ValueError(f"evaluator.repeats must be >= 1, got {cfg.repeats!r}")
+    messages = rubric_messages(task, output, weights, task_type=task_type, expected_count=expected_count)
+    schema = rubric_schema(weights)
+    parses: list[RubricParse] = []
+    raws: list[str] = []
+    for i in range(repeats):
+        reply = llm.chat(messages, schema=schema, temperature=cfg.temperature, max_tokens=cfg.max_tokens, seed=seed + i)
+        raws.append(reply.text[:2000])
+        parses.append(parse_rubric(reply.text, weights))
+
+    readable = [p for p in parses if p.parser != "failed"]
+    totals = tuple(weighted_total(p.scores, weights) for p in parses)
+    failures = len(parses) - len(readable)
+    if not readable:
+        return EvalResult({}, None, "", (), "failed", repeats, 0.0, totals, failures, tuple(weights), tuple(raws))
+
+    dims: dict[str, float] = {}
+    for name in weights:
+        values = [p.scores[name] for p in readable if name in p.scores]
+        if values:
+            dims[name] = round(statistics.fmean(values), 4)
+    valid_totals = [t for t in totals if t is not None]
+    sd = round(statistics.stdev(valid_totals), 4) if len(valid_totals) >= 2 else 0.0
+    parser = max((p.parser for p in readable), key=_PARSER_RANK.__getitem__)
+    first = readable[0]
+    merged: list[str] = []
+    for p in readable:
+        merged.extend(w for w in p.weaknesses if w not in merged)
+    missing = tuple(n for n in weights if n not in dims)
+    return EvalResult(
+        dimensions=dims,
+        weighted=weighted_total(dims, weights),
+        feedback=first.feedback,
+        weaknesses=tuple(merged[:MAX_WEAKNESSES]),
+        parser=parser,
+        repeats=repeats,
+        judge_sd=sd,
+        totals=totals,
+        parse_failures=failures,
+        missing=missing,
+        raw=tuple(raws),
+    )

@@ -1,0 +1,256 @@
+"""Synthesis: the producer writes the answer in Markdown from task, memory, plan and research context.
+
+The instruction (SYNTH_INSTRUCTION) is chosen per task_type and is what the experiments mutate. Tasks that ask
+for a number of items get a count check and exactly one retry that says how many were found and how many are
+needed; the attempt closer to the count is kept.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from evaluators.deterministic import count_items
+from harness.config import SynthConfig
+from harness.inference import BackendError
+
+__all__ = [
+    "TASK_TYPES",
+    "DEFAULT_INSTRUCTIONS",
+    "NUMBER_WORDS",
+    "SynthResult",
+    "instruction_for",
+    "count_from_task",
+    "expected_count",
+    "count_items",
+    "strip_fences",
+    "synthesis_messages",
+    "retry_message",
+    "synthesize",
+]
+
+TASK_TYPES = ("enumerated", "best_practices", "research")
+
+DEFAULT_INSTRUCTIONS: dict[str, str] = {
+    "enumerated": (
+        "Write the answer in Markdown as a numbered list with exactly the number of items the task asks for: "
+        "no more, no fewer, and no extra numbered lists. Give each item a bold title followed by 2-3 sentences "
+        "that are concrete: name the specific tool, function, setting or number, and say why it matters. "
+        "Items must not overlap. No introduction longer than one sentence."
+    ),
+    "best_practices": (
+        "Write technical best-practice guidance in Markdown for a practitioner who will implement it today. "
+        "For each practice give the practical implementation: code-level specifics (function names, "
+        "parameters, short code snippets where they help), the tools and libraries to use with versions where "
+        "relevant, and the pitfalls to avoid. Prefer concrete commands and settings over general advice."
+    ),
+    "research": (
+        "Write a research synthesis in Markdown prose with a few headings. Integrate the sources into one "
+        "coherent account rather than summarising them one by one; compare where they agree and disagree. "
+        "Cite sources with [n] markers matching the numbered research context, state what is established and "
+        "what remains uncertain, and end with the practical implications."
+    ),
+}
+
+NUMBER_WORDS: dict[str, int] = {
+    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+    "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16,
+    "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "dozen": 12, "a dozen": 12,
+}
+_MAX_COUNT = 50
+_NUM = r"(\d{1,2}|" + "|".join(sorted((re.escape(w) for w in NUMBER_WORDS), key=len, reverse=True)) + r")"
+_VERBS = (
+    r"list|top|give|name|provide|suggest|outline|share|enumerate|identify|describe|explain|recommend|write|"
+    r"summari[sz]e|compare|highlight|present|offer|propose"
+)
+_AFTER_VERB = re.compile(
+    rf"\b(?:{_VERBS})\s+(?:me\s+|us\s+)?(?:the\s+|your\s+)?(?:top\s+|best\s+|key\s+|main\s+)?{_NUM}(?![\w.])",
+    re.IGNORECASE,
+)
+_BEFORE_NOUN = re.compile(
+    rf"(?<![\w.]){_NUM}\s+([A-Za-z][\w-]*)(?:\s+[A-Za-z][\w-]*){{0,3}}?s\b",
+    re.IGNORECASE,
+)
+_NOT_ITEMS = {
+    "seconds", "second", "minutes", "minute", "hours", "hour", "days", "day", "weeks", "week", "months", "month",
+    "years", "year", "times", "percent", "ms", "lines", "bytes", "kb", "mb", "gb", "tb", "x", "cores", "threads",
+    "gpus", "pages", "words", "characters", "chars", "tokens",
+}
+_THINK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL | re.IGNORECASE)
+_WRAPPING_FENCE = re.compile(r"^\s*```[ \t]*(?:markdown|md|text)?[ \t]*\n(.*?)\n?```\s*$", re.DOTALL | re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SynthResult:
+    text: str
+    instruction: str
+    retried: bool
+    expected: int | None
+    found: int
+    first_found: int | None = None  # count of the first attempt when a retry happened
+    retry_error: str | None = None  # the retry call failed; the first attempt was kept
+
+
+def instruction_for(task_type: str, cfg: SynthConfig) -> str:
+    """cfg.instructions[task_type] when set and non-empty, else the default for that task_type (research when
+    the task_type is unknown)."""
+    override = (cfg.instructions or {}).get(task_type)
+    if isinstance(override, str) and override.strip():
+        return override.strip()
+    return DEFAULT_INSTRUCTIONS.get(task_type, DEFAULT_INSTRUCTIONS["research"])
+
+
+def _to_int(token: str) -> int | None:
+    token = token.lower().strip()
+    value = int(token) if token.isdigit() else NUMBER_WORDS.get(token)
+    return value if value is not None and 1 <= value <= _MAX_COUNT else None
+
+
+def count_from_task(task: str) -> int | None:
+    """The number of items the task text asks for ("List 5 ...", "top 10 ...", "five best practices"), or None.
+
+    A number glued to a capitalised name ("Python 3 features") or part of a version is not a count."""
+    if not isinstance(task, str):
+        return None
+    m = _AFTER_VERB.search(task)
+    if m:
+        return _to_int(m.group(1))
+    for m in _BEFORE_NOUN.finditer(task):
+        before = task[: m.start()].rstrip()
+        prev = before.split()[-1] if before.split() else ""
+        if prev[:1].isupper() and prev.lower() not in {"list", "top", "the", "give", "name"} and m.group(1).isdigit():
+            continue
+        if m.group(2).lower() in _NOT_ITEMS:
+            continue
+        value = _to_int(m.group(1))
+        if value is not None:
+            return value
+    return None
+
+
+def expected_count(task: str, plan: Any = None) -> int | None:
+    """Count asked for in the task text, else the plan's expected_sections (when a positive int), else None."""
+    found = count_from_task(task)
+    if found is not None:
+        return found
+    sections = getattr(plan, "expected_sections", None)
+    if isinstance(sections, bool):
+        return None
+    if isinstance(sections, int) and 1 <= sections <= _MAX_COUNT:
+        return sections
+    if isinstance(sections, str) and sections.strip().isdigit():
+        return _to_int(sections.strip())
+    return None
+
+
+def strip_fences(text: str) -> str:
+    """Drop a leading <think> block and a code fence wrapping the whole reply (```markdown ... ```)."""
+    if not isinstance(text, str):
+        return ""
+    text = _THINK.sub("", text)
+    m = _WRAPPING_FENCE.match(text)
+    if m:
+        text = m.group(1)
+    return text.strip()
+
+
+def _plan_context(plan: Any) -> str:
+    render = getattr(plan, "synthesis_context", None)
+    if callable(render):
+        try:
+            return str(render() or "").strip()
+        except Exception:  # noqa: BLE001 - a Plan-like stand-in must not break synthesis
+            return ""
+    return ""
+
+
+def synthesis_messages(
+    task: str,
+    *,
+    instruction: str,
+    plan: Any = None,
+    research_context: str = "",
+    memory_context: str = "",
+    injections: Sequence[str] = (),
+    expected: int | None = None,
+) -> list[dict[str, str]]:
+    """System: the instruction. User: task, memory context, plan context, research context, skill injections."""
+    parts = [f"# Task\n{task.strip()}"]
+    if memory_context and memory_context.strip():
+        parts.append(f"# What earlier runs found (memory)\n{memory_context.strip()}")
+    plan_ctx = _plan_context(plan)
+    if plan_ctx:
+        parts.append(f"# Plan context\n{plan_ctx}")
+    if research_context and research_context.strip():
+        parts.append(f"# Research context\n{research_context.strip()}")
+    extra = [s.strip() for s in injections if isinstance(s, str) and s.strip()]
+    if extra:
+        parts.append("# Additional guidance\n" + "\n\n".join(extra))
+    closing = "Write the answer now, in Markdown, without a preamble about what you are going to do."
+    if expected:
+        closing = f"The answer must contain exactly {expected} numbered items. " + closing
+    parts.append(closing)
+    return [
+        {"role": "system", "content": instruction.strip()},
+        {"role": "user", "content": "\n\n".join(parts)},
+    ]
+
+
+def retry_message(found: int, expected: int) -> str:
+    return (
+        f"Your answer has {found} items, but the task needs exactly {expected}. Rewrite the complete answer with "
+        f"exactly {expected} numbered items (1. to {expected}.), keeping the best content. Return only the answer."
+    )
+
+
+def _count_applies(task: str, plan: Any, expected: int | None) -> bool:
+    if expected is None:
+        return False
+    return getattr(plan, "task_type", None) == "enumerated" or count_from_task(task) is not None
+
+
+def synthesize(
+    task: str,
+    *,
+    plan: Any,
+    research_context: str,
+    memory_context: str,
+    instruction: str,
+    llm: Any,
+    cfg: SynthConfig,
+    injections: Sequence[str] = (),
+    seed: int | None = None,
+) -> SynthResult:
+    """One producer call; for counted tasks a count check and at most one retry. Backend errors of the first
+    call propagate; a failed retry keeps the first attempt and records why."""
+    if not isinstance(instruction, str) or not instruction.strip():
+        raise ValueError("synthesis instruction is empty; expected the SYNTH_INSTRUCTION text for this task_type")
+    expected = expected_count(task, plan)
+    counted = _count_applies(task, plan, expected)
+    messages = synthesis_messages(
+        task,
+        instruction=instruction,
+        plan=plan,
+        research_context=research_context,
+        memory_context=memory_context,
+        injections=injections,
+        expected=expected if counted else None,
+    )
+    reply = llm.chat(messages, temperature=cfg.temperature, max_tokens=cfg.max_tokens, seed=seed)
+    text = strip_fences(reply.text)
+    found = count_items(text)
+    if not (counted and cfg.count_retry and found != expected):
+        return SynthResult(text, instruction, False, expected, found)
+
+    retry = [*messages, {"role": "assistant", "content": text}, {"role": "user", "content": retry_message(found, expected)}]
+    try:
+        again = llm.chat(retry, temperature=cfg.temperature, max_tokens=cfg.max_tokens, seed=None if seed is None else seed + 1)
+    except BackendError as exc:
+        return SynthResult(text, instruction, True, expected, found, found, f"{type(exc).__name__}: {exc}"[:300])
+    second = strip_fences(again.text)
+    second_found = count_items(second)
+    if abs(second_found - expected) <= abs(found - expected) and second:
+        return SynthResult(second, instruction, True, expected, second_found, found)
+    return SynthResult(text, instruction, True, expected, found, found)

@@ -1,0 +1,166 @@
+"""The wiggum loop: evaluate -> revise -> verify, up to cfg.max_rounds evaluated rounds.
+
+Round 1 scores the draft. Below the threshold, the producer revises the best draft so far using the
+evaluator's feedback and weaknesses, and the revision is scored in the next round. The loop stops at PASS, at
+max_rounds, or when a revision call fails; the best-scoring round is kept, so a regressing revision never
+replaces a better earlier draft. Scoring lives in evaluators/ (the ground truth); this module is only the loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from harness.config import WiggumConfig
+from harness.inference import BackendError
+from harness.logger import current_tracer
+from harness.synthesis import strip_fences
+
+__all__ = ["WiggumRound", "WiggumResult", "revision_messages", "wiggum_loop"]
+
+
+@dataclass(frozen=True)
+class WiggumRound:
+    round: int
+    text: str
+    score: float
+    passed: bool
+    feedback: str
+    weaknesses: tuple[str, ...] = ()
+    evaluation: Any = None  # the Evaluation behind the score
+
+
+@dataclass(frozen=True)
+class WiggumResult:
+    best_text: str
+    best_score: float
+    best_round: int
+    rounds: tuple[WiggumRound, ...]
+    passed: bool
+    stop_reason: str = "passed"  # passed | max_rounds | revision_error | evaluation_error | empty_revision
+    error: str | None = None
+
+    @property
+    def regressed(self) -> bool:
+        """A later round scored below the best one (the best was kept)."""
+        return any(r.round > self.best_round and r.score < self.best_score for r in self.rounds)
+
+    @property
+    def best_evaluation(self) -> Any:
+        return self.rounds[self.best_round - 1].evaluation if self.rounds else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "best_score": self.best_score,
+            "best_round": self.best_round,
+            "passed": self.passed,
+            "verdict": "PASS" if self.passed else "FAIL",
+            "stop_reason": self.stop_reason,
+            "error": self.error,
+            "regressed": self.regressed,
+            "rounds": [
+                {"round": r.round, "score": r.score, "passed": r.passed, "feedback": r.feedback,
+                 "weaknesses": list(r.weaknesses), "chars": len(r.text)}
+                for r in self.rounds
+            ],
+        }
+
+
+def revision_messages(task: str, draft: str, feedback: str, weaknesses: tuple[str, ...], score: float) -> list[dict[str, str]]:
+    """The producer's revision prompt: the evaluator's feedback and weaknesses, and the draft to improve."""
+    weak = "\n".join(f"- {w}" for w in weaknesses) if weaknesses else "- (none listed)"
+    system = (
+        "You revise a Markdown answer so that it scores higher with a strict reviewer. Fix every weakness the "
+        "reviewer names, keep what already works, keep the same format and the number of items the task asks "
+        "for. Return only the complete revised answer."
+    )
+    user = (
+        f"# Task\n{task.strip()}\n\n# Reviewer score\n{score:.1f} / 10\n\n# Reviewer feedback\n{feedback.strip()}\n\n"
+        f"# Weaknesses to fix\n{weak}\n\n# Current draft\n{draft.strip()}\n\nWrite the revised answer now."
+    )
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def _score(evaluation: Any) -> float:
+    value = getattr(evaluation, "composite", evaluation)
+    if not isinstance(value, (int, float)):
+        raise TypeError(f"evaluate() must return an Evaluation with a numeric composite, got {value!r}")
+    return float(value)
+
+
+def wiggum_loop(
+    task: str,
+    draft: str,
+    *,
+    producer: Any,
+    evaluate: Callable[[str], Any],
+    cfg: WiggumConfig,
+    temperature: float = 0.3,
+    max_tokens: int = 900,
+    seed: int | None = None,
+) -> WiggumResult:
+    """Evaluate, revise, verify; never more than cfg.max_rounds evaluations (and max_rounds - 1 revisions).
+
+    An evaluation error in round 1 propagates (there is nothing to keep); later evaluation errors and revision
+    BackendErrors end the loop with the best round so far and the reason recorded."""
+    if cfg.max_rounds < 1:
+        raise ValueError(f"wiggum.max_rounds must be >= 1, got {cfg.max_rounds!r}")
+    tracer = current_tracer()
+    rounds: list[WiggumRound] = []
+    best: WiggumRound | None = None
+    text = draft
+    stop_reason, error = "max_rounds", None
+
+    for n in range(1, cfg.max_rounds + 1):
+        with tracer.span("wiggum.round", cat="round", round=n) as span:
+            try:
+                evaluation = evaluate(text)
+            except BackendError as exc:
+                if best is None:
+                    raise
+                stop_reason, error = "evaluation_error", f"{type(exc).__name__}: {exc}"[:300]
+                span.update(error=error)
+                break
+            score = _score(evaluation)
+            passed = score >= cfg.threshold
+            current = WiggumRound(
+                n, text, score, passed,
+                str(getattr(evaluation, "feedback", "") or ""),
+                tuple(getattr(evaluation, "weaknesses", ()) or ()),
+                evaluation,
+            )
+            rounds.append(current)
+            if best is None or score > best.score:
+                best = current
+            span.update(score=round(score, 4), passed=passed, best_round=best.round)
+            if passed:
+                stop_reason = "passed"
+                break
+            if n == cfg.max_rounds:
+                break
+            messages = revision_messages(task, best.text, best.feedback, best.weaknesses, best.score)
+            try:
+                reply = producer.chat(
+                    messages, temperature=temperature, max_tokens=max_tokens, seed=None if seed is None else seed + n
+                )
+            except BackendError as exc:
+                stop_reason, error = "revision_error", f"{type(exc).__name__}: {exc}"[:300]
+                span.update(error=error)
+                break
+            text = strip_fences(reply.text)
+            if not text:
+                stop_reason, error = "empty_revision", f"round {n}: the producer returned an empty revision"
+                span.update(error=error)
+                break
+
+    assert best is not None
+    return WiggumResult(
+        best_text=best.text,
+        best_score=best.score,
+        best_round=best.round,
+        rounds=tuple(rounds),
+        passed=best.score >= cfg.threshold,
+        stop_reason=stop_reason,
+        error=error,
+    )
