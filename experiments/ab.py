@@ -1,0 +1,408 @@
+"""Paired, replicated, resumable A/B runs of two config variants.
+
+Every (task, replication) pair runs in both arms with one seed derived from (design seed, task, replication); the
+arm order within a pair is drawn from a seeded generator and recorded. Each finished cell is one JSONL line in the
+ledger, keyed by (task, arm, replication): a rerun skips completed cells and retries failed ones. A failed cell
+removes its pair from the analysis (the pair is reported). The harness is injected as
+`run_arm(arm_name, arm_overrides, task, replication, seed) -> dict` returning
+{"score", "dimensions", "secondary", "status", "error"}.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from experiments.stats import (
+    Decision,
+    PairedStats,
+    Preregistration,
+    explain_verdict,
+    paired_stats,
+    sequential_decision,
+    with_holm,
+)
+from harness.logger import append_jsonl, read_jsonl
+
+RunArm = Callable[[str, Mapping[str, Any], Any, int, int], Mapping[str, Any]]
+SECONDARY = ("search_calls", "tokens", "wall_s", "gaps")
+
+
+class PreregistrationMismatch(RuntimeError):
+    """The ledger was started under a different pre-registration or design."""
+
+
+def task_id(task: Any) -> str:
+    """A task's stable id: the string itself, task['id'] or task.id."""
+    if isinstance(task, str):
+        return task
+    if isinstance(task, Mapping) and "id" in task:
+        return str(task["id"])
+    if hasattr(task, "id"):
+        return str(task.id)
+    raise ValueError(f"a task must be a string, a mapping with 'id' or have an .id attribute; got {task!r}")
+
+
+def _digest(*parts: Any) -> int:
+    blob = "|".join(json.dumps(p, sort_keys=True, default=str) for p in parts).encode()
+    return int.from_bytes(hashlib.sha256(blob).digest()[:4], "big")
+
+
+def pair_seed(design_seed: int, task: str, replication: int) -> int:
+    """The seed both arms of one (task, replication) pair share; independent of task order."""
+    return _digest("pair", design_seed, task, replication)
+
+
+def arm_order(arms: Sequence[str], seed: int, randomise: bool = True) -> tuple[str, ...]:
+    """The order the arms run in for one pair (seeded shuffle)."""
+    if not randomise:
+        return tuple(arms)
+    perm = np.random.default_rng(seed).permutation(len(arms))
+    return tuple(arms[i] for i in perm)
+
+
+def blind_label(arm: str, pair_seed: int) -> str:
+    """A label for a judge that does not reveal the arm: differs per pair, reproducible from (arm, seed)."""
+    return "response-" + hashlib.sha256(f"blind|{pair_seed}|{arm}".encode()).hexdigest()[:8]
+
+
+@dataclass(frozen=True)
+class ABDesign:
+    tasks: tuple[Any, ...]
+    arms: Mapping[str, Mapping[str, Any]]  # exactly two, first = A (control), second = B
+    replications: int = 3
+    seed: int = 0
+    randomise_order: bool = True
+    n_boot: int = 2000
+    ci_method: str = "bca"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tasks", tuple(self.tasks))
+        if not isinstance(self.arms, Mapping) or len(self.arms) != 2:
+            got = list(self.arms) if isinstance(self.arms, Mapping) else type(self.arms).__name__
+            raise ValueError(f"ABDesign.arms must map exactly two arm names to overrides, got {got}")
+        object.__setattr__(self, "arms", {str(k): dict(v) for k, v in self.arms.items()})
+        if not self.tasks:
+            raise ValueError("ABDesign.tasks is empty; an A/B test needs at least one task (two to test)")
+        ids = [task_id(t) for t in self.tasks]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"task ids must be unique, got {ids}")
+        if self.replications < 1:
+            raise ValueError(f"replications must be >= 1, got {self.replications}")
+
+    @property
+    def arm_names(self) -> tuple[str, str]:
+        a, b = self.arms
+        return a, b
+
+    @property
+    def task_ids(self) -> tuple[str, ...]:
+        return tuple(task_id(t) for t in self.tasks)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"arms": self.arms, "seed": self.seed, "randomise_order": self.randomise_order,
+                "task_ids": list(self.task_ids), "replications": self.replications}
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    task: str
+    n_pairs: int
+    reps_a: tuple[float, ...]
+    reps_b: tuple[float, ...]
+    mean_a: float
+    mean_b: float
+    diff: float
+
+
+@dataclass(frozen=True)
+class ABResult:
+    arm_names: tuple[str, str]
+    tasks: tuple[TaskResult, ...]
+    primary: PairedStats
+    dimensions: dict[str, PairedStats]
+    secondary: dict[str, PairedStats]
+    excluded_pairs: tuple[dict[str, Any], ...]  # {"task", "replication", "reason"}
+    excluded_tasks: tuple[str, ...]  # no complete pair at all
+    decision: Decision | None
+    looks: tuple[Decision, ...]
+    orders: dict[str, list[str]]  # "task#rep" -> arm order
+    cells_run: int
+    cells_skipped: int
+    verdict: str = "inconclusive"
+    verdict_reason: str = ""
+    ledger_path: str = ""
+
+    def stats_for(self, metric: str) -> PairedStats:
+        """The statistics of a metric: a dimension, a secondary metric, or the primary score."""
+        if metric in self.dimensions:
+            return self.dimensions[metric]
+        if metric in self.secondary:
+            return self.secondary[metric]
+        if metric in (self.primary.metric, "score"):
+            return self.primary
+        known = [self.primary.metric, *self.dimensions, *self.secondary]
+        raise KeyError(f"no statistics for metric {metric!r}; known: {known}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# -- pre-registration file ----------------------------------------------------------------------------------------
+
+
+def prereg_path(ledger_path: str | Path) -> Path:
+    ledger_path = Path(ledger_path)
+    return ledger_path.with_name(ledger_path.stem + ".prereg.json")
+
+
+def write_or_check_prereg(prereg: Preregistration, design: ABDesign, ledger_path: str | Path) -> Path:
+    """Write the pre-registration beside the ledger before any data, or check that it has not changed."""
+    path = prereg_path(ledger_path)
+    want = {"preregistration": prereg.to_dict(), "design": design.fingerprint()}
+    if path.exists():
+        have = json.loads(path.read_text(encoding="utf-8"))
+        for key in ("preregistration", "design"):
+            if json.loads(json.dumps(have.get(key), default=str)) != json.loads(json.dumps(want[key], default=str)):
+                raise PreregistrationMismatch(
+                    f"{path} holds a different {key} than this run: the hypothesis and design cannot change "
+                    f"mid-test. Registered: {have.get(key)}; this run: {want[key]}. Use a new ledger path."
+                )
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({**want, "registered_at": time.time()}, indent=2, default=str), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+# -- running ------------------------------------------------------------------------------------------------------
+
+
+def _key(task: str, arm: str, rep: int) -> tuple[str, str, int]:
+    return task, arm, int(rep)
+
+
+def _load_cells(ledger_path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """Latest record per cell; an ok record is never replaced by a later failure of the same cell."""
+    cells: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for rec in read_jsonl(ledger_path):
+        if rec.get("kind") != "cell":
+            continue
+        k = _key(rec["task"], rec["arm"], rec["replication"])
+        if cells.get(k, {}).get("status") == "ok" and rec.get("status") != "ok":
+            continue
+        cells[k] = rec
+    return cells
+
+
+def _number(value: Any, what: str) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a number, got {value!r}") from None
+    if not math.isfinite(x):
+        raise ValueError(f"{what} must be finite, got {value!r}")
+    return x
+
+
+def _normalise(out: Any) -> dict[str, Any]:
+    """Validate run_arm's return value at the boundary."""
+    if not isinstance(out, Mapping):
+        raise ValueError(f"run_arm must return a dict with score/dimensions/secondary/status, got {type(out).__name__}")
+    status = out.get("status", "ok")
+    if status not in ("ok", "failed"):
+        raise ValueError(f"run_arm status must be 'ok' or 'failed', got {status!r}")
+    if status == "failed":
+        return {"status": "failed", "error": str(out.get("error") or "run_arm reported failure")}
+    dims = out.get("dimensions") or {}
+    sec = out.get("secondary") or {}
+    if not isinstance(dims, Mapping) or not isinstance(sec, Mapping):
+        raise ValueError(f"dimensions and secondary must be dicts, got {type(dims).__name__}, {type(sec).__name__}")
+    return {
+        "status": "ok",
+        "error": None,
+        "score": _number(out.get("score"), "score"),
+        "dimensions": {str(k): _number(v, f"dimension {k!r}") for k, v in dims.items()},
+        "secondary": {str(k): _number(v, f"secondary {k!r}") for k, v in sec.items() if v is not None},
+    }
+
+
+def _looks(n_tasks: int, n_looks: int) -> list[int]:
+    """Task counts after which each interim look happens (equally spaced, last = all tasks)."""
+    return sorted({max(1, math.ceil(k * n_tasks / n_looks)) for k in range(1, n_looks + 1)})
+
+
+def run_ab(
+    design: ABDesign,
+    prereg: Preregistration,
+    run_arm: RunArm,
+    *,
+    ledger_path: str | Path,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+) -> ABResult:
+    """Run (or resume) the A/B test and analyse it; see the module docstring."""
+    if prereg.n_tasks != len(design.tasks) or prereg.replications != design.replications:
+        raise ValueError(
+            f"design does not match the pre-registration: registered n_tasks={prereg.n_tasks}, "
+            f"replications={prereg.replications}; design has {len(design.tasks)} tasks, "
+            f"{design.replications} replications"
+        )
+    ledger_path = Path(ledger_path)
+    write_or_check_prereg(prereg, design, ledger_path)
+    cells = _load_cells(ledger_path)
+    names = design.arm_names
+    ids = design.task_ids
+    total = len(ids) * design.replications * 2
+    look_points = _looks(len(ids), prereg.sequential) if prereg.sequential > 1 else []
+    run = skipped = done = 0
+    started = time.perf_counter()
+    orders: dict[str, list[str]] = {}
+    looks: list[Decision] = []
+    decision: Decision | None = None
+    for j, (task, tid) in enumerate(zip(design.tasks, ids), start=1):
+        for rep in range(design.replications):
+            seed = pair_seed(design.seed, tid, rep)
+            order = arm_order(names, seed, design.randomise_order)
+            orders[f"{tid}#{rep}"] = list(order)
+            for position, arm in enumerate(order):
+                done += 1
+                k = _key(tid, arm, rep)
+                if cells.get(k, {}).get("status") == "ok":
+                    skipped += 1
+                    continue
+                t0 = time.perf_counter()
+                try:
+                    rec = _normalise(run_arm(arm, design.arms[arm], task, rep, seed))
+                except Exception as exc:  # a failed cell is data
+                    rec = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"[:500]}
+                elapsed = time.perf_counter() - t0
+                if rec["status"] == "ok":
+                    rec["secondary"].setdefault("wall_s", elapsed)
+                rec = {"kind": "cell", "task": tid, "arm": arm, "replication": rep, "pair_seed": seed,
+                       "order": list(order), "position": position, "elapsed_s": elapsed, **rec}
+                append_jsonl(ledger_path, rec)
+                cells[k] = rec
+                run += 1
+                if on_progress is not None:
+                    on_progress({"cell": done, "cells": total, "task": j, "tasks": len(ids), "task_id": tid,
+                                 "arm": arm, "replication": rep, "status": rec["status"],
+                                 "elapsed_s": time.perf_counter() - started, "skipped": skipped})
+        if look_points and j in look_points:
+            look = look_points.index(j) + 1
+            diffs = [t.diff for t in _task_results(cells, ids[:j], names, design.replications, "score")[0]]
+            decision = sequential_decision(diffs, look=look, n_looks=len(look_points), alpha=prereg.alpha,
+                                           min_effect=prereg.min_effect, direction=prereg.direction)
+            looks.append(decision)
+            append_jsonl(ledger_path, {"kind": "look", **dataclasses.asdict(decision)})
+            if decision.stop:
+                break
+    analysed = ids[: look_points[len(looks) - 1]] if looks else ids
+    return analyse(cells, design, prereg, task_ids=analysed, decision=decision, looks=tuple(looks),
+                   orders=orders, cells_run=run, cells_skipped=skipped, ledger_path=str(ledger_path))
+
+
+# -- analysis -----------------------------------------------------------------------------------------------------
+
+
+def _value(rec: Mapping[str, Any], metric: str, family: str) -> float | None:
+    if family == "score":
+        return rec.get("score")
+    return (rec.get(family) or {}).get(metric)
+
+
+def _task_results(
+    cells: Mapping[tuple[str, str, int], Mapping[str, Any]],
+    task_ids: Sequence[str],
+    names: tuple[str, str],
+    replications: int,
+    metric: str,
+    family: str = "score",
+) -> tuple[list[TaskResult], list[dict[str, Any]]]:
+    """Per-task means over complete pairs for one metric, and the pairs left out (with why)."""
+    a, b = names
+    results, excluded = [], []
+    for tid in task_ids:
+        ra, rb = [], []
+        for rep in range(replications):
+            ca, cb = cells.get(_key(tid, a, rep)), cells.get(_key(tid, b, rep))
+            missing = [arm for arm, c in ((a, ca), (b, cb)) if c is None]
+            failed = [f"{arm}: {c.get('error')}" for arm, c in ((a, ca), (b, cb)) if c and c.get("status") != "ok"]
+            if missing or failed:
+                why = "; ".join([f"{m}: not run" for m in missing] + failed)
+                excluded.append({"task": tid, "replication": rep, "reason": why})
+                continue
+            va, vb = _value(ca, metric, family), _value(cb, metric, family)
+            if va is None or vb is None:
+                excluded.append({"task": tid, "replication": rep, "reason": f"{metric} missing in an arm"})
+                continue
+            ra.append(float(va))
+            rb.append(float(vb))
+        if ra:
+            ma, mb = float(np.mean(ra)), float(np.mean(rb))
+            results.append(TaskResult(tid, len(ra), tuple(ra), tuple(rb), ma, mb, mb - ma))
+    return results, excluded
+
+
+def _metric_stats(cells, task_ids, names, design, prereg, metric, family, seed_offset) -> tuple[PairedStats, list, list]:
+    tasks, excluded = _task_results(cells, task_ids, names, design.replications, metric, family)
+    st = paired_stats(
+        [t.mean_a for t in tasks], [t.mean_b for t in tasks], metric=metric, alpha=prereg.alpha,
+        n_boot=design.n_boot, seed=design.seed + seed_offset, ci_method=design.ci_method,
+        reps_a=[t.reps_a for t in tasks], reps_b=[t.reps_b for t in tasks],
+    )
+    return st, tasks, excluded
+
+
+def analyse(
+    cells: Mapping[tuple[str, str, int], Mapping[str, Any]],
+    design: ABDesign,
+    prereg: Preregistration,
+    *,
+    task_ids: Sequence[str] | None = None,
+    decision: Decision | None = None,
+    looks: tuple[Decision, ...] = (),
+    orders: Mapping[str, list[str]] | None = None,
+    cells_run: int = 0,
+    cells_skipped: int = 0,
+    ledger_path: str = "",
+) -> ABResult:
+    """Statistics for the primary metric, every dimension and every secondary metric, plus the verdict."""
+    names = design.arm_names
+    ids = list(task_ids if task_ids is not None else design.task_ids)
+    ok = [c for (t, _, _), c in cells.items() if t in ids and c.get("status") == "ok"]
+    dim_names = sorted({k for c in ok for k in (c.get("dimensions") or {})})
+    sec_names = sorted({k for c in ok for k in (c.get("secondary") or {})}, key=lambda s: (SECONDARY.index(s) if s in SECONDARY else len(SECONDARY), s))
+    label = "score" if prereg.metric in dim_names or prereg.metric in sec_names else prereg.metric
+    primary, tasks, excluded = _metric_stats(cells, ids, names, design, prereg, label, "score", 0)
+    dims = {d: _metric_stats(cells, ids, names, design, prereg, d, "dimensions", 1 + i)[0]
+            for i, d in enumerate(dim_names)}
+    secs = {s: _metric_stats(cells, ids, names, design, prereg, s, "secondary", 101 + i)[0]
+            for i, s in enumerate(sec_names)}
+    dims = with_holm(dims, prereg.test) if dims else {}
+    secs = with_holm(secs, prereg.test) if secs else {}
+    primary = with_holm({"p": primary}, prereg.test)["p"]  # family of one: the pre-registered metric
+    done = {t.task for t in tasks}
+    result = ABResult(
+        arm_names=names, tasks=tuple(tasks), primary=primary, dimensions=dims, secondary=secs,
+        excluded_pairs=tuple(excluded), excluded_tasks=tuple(t for t in ids if t not in done),
+        decision=decision, looks=tuple(looks), orders=dict(orders or {}), cells_run=cells_run,
+        cells_skipped=cells_skipped, ledger_path=ledger_path,
+    )
+    v, why = explain_verdict(prereg, result)
+    return dataclasses.replace(result, verdict=v, verdict_reason=why)
+
+
+def load_result(design: ABDesign, prereg: Preregistration, ledger_path: str | Path) -> ABResult:
+    """Analyse a ledger without running anything (e.g. to re-render a report)."""
+    cells = _load_cells(Path(ledger_path))
+    return analyse(cells, design, prereg, ledger_path=str(ledger_path))

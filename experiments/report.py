@@ -1,0 +1,217 @@
+"""Markdown report and PNG plots of an A/B result (matplotlib Agg canvas, no global backend switch)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from experiments.ab import ABResult
+from experiments.stats import PairedStats, Preregistration
+
+REPORT_NAME = "ab_report.md"
+DIFF_PNG = "ab_paired_diff.png"
+FOREST_PNG = "ab_forest.png"
+COLOR_POS, COLOR_NEG, COLOR_BAND, COLOR_MIN = "#2b7bba", "#d1495b", "#9ecae1", "#e08a00"
+
+
+def _f(x: Any, digits: int = 3) -> str:
+    if x is None:
+        return "-"
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    if math.isnan(v):
+        return "n/a"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    if abs(v) >= 1e5 or 0 < abs(v) < 1e-3:
+        return f"{v:.{digits}g}"
+    text = f"{v:.{digits}f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def _p(p: float | None) -> str:
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "n/a"
+    return "<0.0001" if p < 1e-4 else f"{p:.4f}"
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _stats_rows(family: dict[str, PairedStats]) -> list[list[str]]:
+    return [
+        [name, s.n, _f(s.mean_a), _f(s.mean_b), _f(s.mean_diff), f"[{_f(s.ci.low)}, {_f(s.ci.high)}]",
+         _p(s.wilcoxon.pvalue), _p(s.ttest.pvalue), _p(s.p_holm), _f(s.dz, 2), _f(s.rank_biserial, 2)]
+        for name, s in family.items()
+    ]
+
+
+def plot_paired_differences(result: ABResult, prereg: Preregistration, path: Path) -> Path:
+    """Per-task differences (replicate-level spread as light dots), mean with its CI band, zero and minimum-effect lines."""
+    s = result.primary
+    tasks = sorted(result.tasks, key=lambda t: t.diff)
+    a_name, b_name = result.arm_names
+    fig = Figure(figsize=(max(6.0, 0.55 * len(tasks) + 3), 4.2), dpi=120)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    x = np.arange(len(tasks))
+    if tasks and math.isfinite(s.ci.low):
+        ax.axhspan(s.ci.low, s.ci.high, color=COLOR_BAND, alpha=0.35, lw=0,
+                   label=f"{100 * s.ci.level:.0f}% CI of mean ({s.ci.method})")
+    if tasks:
+        ax.axhline(s.mean_diff, color=COLOR_POS, lw=1.5, label=f"mean diff {s.mean_diff:+.2f}")
+    ax.axhline(0, color="black", lw=1)
+    if prereg.min_effect > 0 and prereg.direction != "less":
+        ax.axhline(prereg.min_effect, color=COLOR_MIN, lw=1.2, ls="--", label=f"min effect {prereg.min_effect:g}")
+    if prereg.min_effect > 0 and prereg.direction != "greater":
+        ax.axhline(-prereg.min_effect, color=COLOR_MIN, lw=1.2, ls="--",
+                   label=None if prereg.direction == "two-sided" else f"min effect -{prereg.min_effect:g}")
+    for i, t in enumerate(tasks):
+        rep_diffs = np.subtract(t.reps_b, t.reps_a)
+        if rep_diffs.size > 1:
+            ax.scatter(np.full(rep_diffs.size, i), rep_diffs, s=14, color="grey", alpha=0.45, lw=0, zorder=2,
+                       label="replicate pair" if i == 0 else None)
+    colors = [COLOR_POS if t.diff >= 0 else COLOR_NEG for t in tasks]
+    ax.scatter(x, [t.diff for t in tasks], s=46, color=colors, zorder=3, edgecolor="white", lw=0.8,
+               label="task diff (mean over reps)")
+    ax.set_xticks(x)
+    ax.set_xticklabels([t.task for t in tasks], rotation=35 if len(tasks) > 6 else 0, ha="right" if len(tasks) > 6 else "center",
+                       fontsize=8)
+    ax.set_xlim(-0.6, max(len(tasks) - 0.4, 0.6))
+    ax.set_ylabel(f"{s.metric}: {b_name} − {a_name}")
+    ax.set_title(f"Paired differences per task (n={s.n}, verdict: {result.verdict})", fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.tight_layout()
+    fig.savefig(path)
+    return path
+
+
+def plot_forest(result: ABResult, prereg: Preregistration, path: Path) -> Path:
+    """Mean difference with CI for the primary metric and every dimension; Holm-adjusted p at the right."""
+    rows = [(f"{result.primary.metric} (primary)", result.primary)] + list(result.dimensions.items())
+    fig = Figure(figsize=(7.5, 0.5 * len(rows) + 1.4), dpi=120)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    y = np.arange(len(rows))[::-1]
+    for yi, (name, s) in zip(y, rows):
+        ok = math.isfinite(s.ci.low) and math.isfinite(s.ci.high)
+        sig = (s.p_holm if s.p_holm is not None else s.wilcoxon.pvalue) < prereg.alpha
+        color = COLOR_POS if sig and s.mean_diff > 0 else COLOR_NEG if sig else "grey"
+        if ok:
+            ax.hlines(yi, s.ci.low, s.ci.high, color=color, lw=2)
+        marker = "D" if yi == y[0] else "o"
+        ax.plot([s.mean_diff], [yi], marker=marker, color=color, ms=7 if marker == "D" else 6, zorder=3)
+    ax.axvline(0, color="black", lw=1)
+    if len(rows) > 1:
+        ax.axhline(y[0] - 0.5, color="grey", lw=0.6, ls=":")
+    if prereg.min_effect > 0:
+        ax.axvline(prereg.min_effect if prereg.direction != "less" else -prereg.min_effect, color=COLOR_MIN,
+                   ls="--", lw=1.1, label=f"min effect {prereg.min_effect:g}")
+        ax.legend(fontsize=7, loc="best", frameon=True, framealpha=0.9)
+    ax.set_yticks(y)
+    ax.set_yticklabels([name for name, _ in rows], fontsize=8)
+    ax.set_ylim(-0.7, len(rows) - 0.3)
+    a_name, b_name = result.arm_names
+    ax.set_xlabel(f"mean difference {b_name} − {a_name} ({100 * result.primary.ci.level:.0f}% bootstrap CI)")
+    test = "Wilcoxon" if prereg.test == "wilcoxon" else "paired t"
+    ax.set_title(f"Per-dimension effects (p: {test}, Holm-adjusted)", fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    trans = ax.get_yaxis_transform()
+    ax.text(1.02, len(rows) - 0.45, "Holm p", transform=trans, va="center", fontsize=7, weight="bold")
+    for yi, (_, s) in zip(y, rows):
+        ax.text(1.02, yi, _p(s.p_holm), transform=trans, va="center", fontsize=7)
+    fig.tight_layout()
+    fig.subplots_adjust(right=0.86)
+    fig.savefig(path)
+    return path
+
+
+def render_markdown(result: ABResult, prereg: Preregistration, *, plots: Sequence[str] = (DIFF_PNG, FOREST_PNG)) -> str:
+    s = result.primary
+    a_name, b_name = result.arm_names
+    out = [f"# A/B test: {b_name} vs {a_name}", "",
+           f"**Verdict: {result.verdict}** — {result.verdict_reason}", ""]
+    out += ["## Pre-registration (written before data collection)", ""]
+    out += _table(["field", "value"], [[k, f"`{v}`"] for k, v in prereg.to_dict().items()])
+    out += ["", "## Per-task scores", "",
+            f"Difference = {b_name} − {a_name}; each arm's value is the mean over that task's complete replicate pairs.", ""]
+    out += _table(
+        ["task", "pairs", a_name, b_name, "diff"],
+        [[t.task, t.n_pairs, _f(t.mean_a), _f(t.mean_b), _f(t.diff)] for t in result.tasks],
+    )
+    w, t = s.wilcoxon, s.ttest
+    out += ["", f"## Statistics: {s.metric}", ""]
+    rows = [
+        ["n (task pairs)", s.n],
+        [f"mean {a_name} / {b_name}", f"{_f(s.mean_a)} / {_f(s.mean_b)}"],
+        ["mean difference", _f(s.mean_diff)],
+        [f"{100 * s.ci.level:.0f}% CI (paired bootstrap, {s.ci.method}, {s.ci.n_resamples} resamples, seed {s.ci.seed})",
+         f"[{_f(s.ci.low)}, {_f(s.ci.high)}]"],
+        [f"Wilcoxon signed-rank ({w.method}; zeros dropped: {w.n_zero})",
+         f"W = {_f(w.statistic)} (W+ {_f(w.w_plus)}, W− {_f(w.w_minus)}), p = {_p(w.pvalue)}"],
+        ["paired t-test", f"t({t.df}) = {_f(t.statistic)}, p = {_p(t.pvalue)}"],
+        ["Cohen's dz", _f(s.dz)],
+        ["matched-pairs rank-biserial r", _f(s.rank_biserial)],
+    ]
+    if s.noise is not None:
+        nf = s.noise
+        rows += [
+            [f"noise: pooled within-task SD of replications ({a_name} / {b_name})",
+             f"{_f(nf.sd_a)} / {_f(nf.sd_b)}"],
+            ["noise: SD of one task's diff / of the mean diff, from noise alone",
+             f"{_f(nf.sd_task_diff)} / {_f(nf.sd_mean_diff)}"],
+            ["noise floor (1.96 × SD of mean diff)",
+             f"{_f(nf.floor)} — mean diff {'clears' if nf.clears(s.mean_diff) else 'does not clear'} it"],
+        ]
+    out += _table(["statistic", "value"], rows)
+    if result.looks:
+        out += ["", "## Sequential looks", "", f"Method: {result.looks[0].method}.", ""]
+        out += _table(
+            ["look", "n", "mean", "nominal alpha", "alpha spent", "CI at nominal level", "action", "reason"],
+            [[d.look, d.n, _f(d.mean), _f(d.nominal_alpha, 4), _f(d.spent_alpha, 4),
+              f"[{_f(d.ci_low)}, {_f(d.ci_high)}]", d.action, d.reason] for d in result.looks],
+        )
+    header = ["metric", "n", a_name, b_name, "diff", "CI", "Wilcoxon p", "t p", "Holm p", "dz", "r_rb"]
+    if result.dimensions:
+        out += ["", "## Per-dimension results (Holm across dimensions)", ""]
+        out += _table(header, _stats_rows(result.dimensions))
+    if result.secondary:
+        out += ["", "## Secondary metrics (Holm across secondary metrics)", ""]
+        out += _table(header, _stats_rows(result.secondary))
+    out += ["", "## Plots", ""] + [f"![{Path(p).stem}]({p})" for p in plots]
+    out += ["", "## Run", "",
+            f"- cells run this invocation: {result.cells_run}; skipped (already in ledger): {result.cells_skipped}",
+            f"- ledger: `{result.ledger_path}`"]
+    if result.excluded_pairs:
+        out += [f"- excluded pairs ({len(result.excluded_pairs)}):"]
+        out += [f"  - {e['task']} rep {e['replication']}: {e['reason']}" for e in result.excluded_pairs]
+    if result.excluded_tasks:
+        out += [f"- tasks without a complete pair: {', '.join(result.excluded_tasks)}"]
+    out += ["",
+            "Tests are two-sided; the pre-registered direction decides which sign supports the hypothesis. "
+            "Supported: the primary test is significant (Holm) and the mean difference reaches the minimum effect "
+            "in the stated direction. Not supported: the CI excludes the minimum effect, or the effect is "
+            "significant in the other direction. Otherwise inconclusive.", ""]
+    return "\n".join(out)
+
+
+def write_report(result: ABResult, prereg: Preregistration, out_dir: str | Path) -> Path:
+    """Write ab_report.md with its two PNGs into out_dir; returns the Markdown path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    plot_paired_differences(result, prereg, out / DIFF_PNG)
+    plot_forest(result, prereg, out / FOREST_PNG)
+    path = out / REPORT_NAME
+    path.write_text(render_markdown(result, prereg), encoding="utf-8")
+    return path
