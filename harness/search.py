@@ -1,0 +1,551 @@
+"""Search providers: DuckDuckGo (ddgs), an offline local corpus (SQLite FTS5 / BM25), a TTL cache, a fallback.
+
+`make_search(cfg, results_dir)` picks the stack from config:
+- auto:  CachedSearch(FallbackSearch(DDGSProvider, LocalCorpusProvider))  (degrades offline in < 1 s)
+- ddgs:  CachedSearch(DDGSProvider)
+- local: LocalCorpusProvider  (fast already; not cached, so edits to a user corpus show at once)
+
+The default local corpus is documentation that exists on any Python install: docstrings of a curated set of
+standard-library modules and their public classes and functions, plus the descriptions of installed
+distributions. It is built once (a few seconds) and cached at <results_dir>/search_index/corpus.sqlite with a
+version stamp; users point `search.local_corpus` at their own folders of .md/.txt/.rst/.py/.html files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import importlib
+import inspect
+import json
+import logging
+import os
+import re
+import sqlite3
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Protocol, Sequence, runtime_checkable
+
+from harness.chunker import split_chunks
+
+log = logging.getLogger("harness.search")
+
+__all__ = [
+    "SearchResult",
+    "SearchProvider",
+    "SearchUnavailable",
+    "DDGSProvider",
+    "LocalCorpusProvider",
+    "CachedSearch",
+    "FallbackSearch",
+    "make_search",
+    "fts_query",
+    "normalize_query",
+    "STDLIB_MODULES",
+    "reset_degradation",
+]
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    title: str
+    url: str
+    snippet: str
+    source: str  # provider name that produced it
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+@runtime_checkable
+class SearchProvider(Protocol):
+    name: str
+
+    def search(self, query: str, max_results: int = 5) -> list[SearchResult]: ...
+
+
+class SearchUnavailable(RuntimeError):
+    """A provider cannot answer (disabled, offline, rate-limited, timed out). The message names it and why."""
+
+
+def normalize_query(query: str) -> str:
+    return " ".join(query.lower().split())
+
+
+# -- DuckDuckGo ------------------------------------------------------------------------------------------
+
+
+class DDGSProvider:
+    """Web search through the `ddgs` package. DDGS_DISABLED=1 makes every call fail at once (tests, offline)."""
+
+    name = "ddgs"
+
+    def __init__(self, timeout_s: float = 5.0, *, region: str = "wt-wt", backend: str = "auto") -> None:
+        self.timeout_s = timeout_s
+        self.region = region
+        self.backend = backend
+
+    def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
+        if os.environ.get("DDGS_DISABLED", "").strip().lower() in {"1", "true", "yes", "on"}:
+            raise SearchUnavailable("ddgs: disabled by DDGS_DISABLED=1")
+        box: dict[str, object] = {}
+
+        def work() -> None:
+            try:
+                from ddgs import DDGS
+
+                box["rows"] = DDGS(timeout=max(1, int(self.timeout_s))).text(
+                    query, region=self.region, max_results=max_results, backend=self.backend
+                )
+            except BaseException as exc:  # re-raised in the caller's thread
+                box["error"] = exc
+
+        worker = threading.Thread(target=work, name="ddgs-search", daemon=True)
+        worker.start()
+        worker.join(self.timeout_s)
+        if worker.is_alive():
+            raise SearchUnavailable(f"ddgs: no answer within {self.timeout_s:g} s")
+        if "error" in box:
+            exc = box["error"]
+            raise SearchUnavailable(f"ddgs: {type(exc).__name__}: {str(exc)[:200]}") from exc  # type: ignore[arg-type]
+        rows = box.get("rows") or []
+        out = []
+        for row in rows[:max_results]:  # type: ignore[union-attr]
+            url = str(row.get("href") or row.get("url") or "")
+            if url:
+                out.append(SearchResult(str(row.get("title", "")), url, str(row.get("body", "")), self.name))
+        return out
+
+
+# -- local corpus ----------------------------------------------------------------------------------------
+
+CORPUS_VERSION = "3"
+PASSAGE_CHARS = 800
+USER_SUFFIXES = frozenset({".md", ".markdown", ".txt", ".rst", ".py", ".html", ".htm"})
+
+STDLIB_MODULES: tuple[str, ...] = (
+    "abc", "argparse", "array", "ast", "asyncio", "base64", "bisect", "bz2", "calendar", "cmath", "codecs",
+    "collections", "collections.abc", "concurrent.futures", "configparser", "contextlib", "contextvars", "copy",
+    "csv", "ctypes", "dataclasses", "datetime", "decimal", "difflib", "dis", "doctest", "email", "enum",
+    "errno", "faulthandler", "fcntl", "filecmp", "fnmatch", "fractions", "functools", "gc", "getpass",
+    "gettext", "glob", "graphlib", "gzip", "hashlib", "heapq", "hmac", "html", "html.parser", "http",
+    "http.client", "http.server", "importlib", "importlib.metadata", "importlib.resources", "inspect", "io",
+    "ipaddress", "itertools", "json", "keyword", "linecache", "locale", "logging", "logging.handlers", "lzma",
+    "math", "mimetypes", "mmap", "multiprocessing", "numbers", "operator", "os", "os.path", "pathlib", "pdb",
+    "pickle", "pkgutil", "platform", "pprint", "profile", "cProfile", "pstats", "queue", "random", "re",
+    "reprlib", "resource", "sched", "secrets", "select", "selectors", "shelve", "shlex", "shutil", "signal",
+    "site", "socket", "socketserver", "sqlite3", "ssl", "stat", "statistics", "string", "struct",
+    "subprocess", "sys", "sysconfig", "tarfile", "tempfile", "textwrap", "threading", "time", "timeit",
+    "tokenize", "tomllib", "trace", "traceback", "tracemalloc", "types", "typing", "unicodedata", "unittest",
+    "unittest.mock", "urllib.parse", "urllib.request", "uuid", "venv", "warnings", "weakref", "xml.etree.ElementTree",
+    "zipfile", "zlib", "zoneinfo",
+)
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+
+def fts_query(query: str, max_terms: int = 24) -> str:
+    """A safe FTS5 MATCH expression: every word token double-quoted, OR-ed. Empty string when no tokens."""
+    seen: list[str] = []
+    for tok in _TOKEN.findall(query.lower()):
+        if tok not in seen:
+            seen.append(tok)
+        if len(seen) >= max_terms:
+            break
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in seen)
+
+
+@dataclass(frozen=True)
+class _Doc:
+    title: str
+    url: str
+    text: str
+
+
+def _first_line(doc: str) -> str:
+    return doc.strip().splitlines()[0][:160] if doc.strip() else ""
+
+
+def _stdlib_docs(modules: Sequence[str]) -> Iterator[_Doc]:
+    seen: set[int] = set()
+    for modname in modules:
+        try:
+            with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
+                mod = importlib.import_module(modname)
+        except BaseException as exc:  # a module missing on this platform is skipped, never fatal
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            continue
+        doc = inspect.getdoc(mod) or ""
+        if doc:
+            yield _Doc(f"{modname} module", f"pydoc://{modname}", f"{modname}: {doc}")
+        names = getattr(mod, "__all__", None) or [n for n in vars(mod) if not n.startswith("_")]
+        for name in names:
+            obj = getattr(mod, name, None)
+            if obj is None or id(obj) in seen:
+                continue
+            if not (inspect.isclass(obj) or inspect.isfunction(obj) or inspect.isbuiltin(obj)):
+                continue
+            owner = getattr(obj, "__module__", "") or ""
+            if not (owner == modname or owner.startswith(modname + ".") or owner.lstrip("_") == modname.split(".")[-1]):
+                continue
+            seen.add(id(obj))
+            text = _object_text(f"{modname}.{name}", obj)
+            if text:
+                yield _Doc(f"{modname}.{name}", f"pydoc://{modname}.{name}", text)
+
+
+def _signature(obj: object) -> str:
+    try:
+        return str(inspect.signature(obj))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return ""
+
+
+def _object_text(qualname: str, obj: object) -> str:
+    doc = inspect.getdoc(obj) or ""
+    parts = [f"{qualname}{_signature(obj)}\n{doc}".strip()] if doc else []
+    if inspect.isclass(obj):
+        for mname, member in sorted(vars(obj).items()):
+            if mname.startswith("_") or not callable(member):
+                continue
+            mdoc = inspect.getdoc(member) or ""
+            if mdoc:
+                parts.append(f"{qualname}.{mname}{_signature(member)}: {mdoc[:600]}")
+    return "\n\n".join(parts)[:12000]
+
+
+def _distribution_docs(max_chars: int = 20000) -> Iterator[_Doc]:
+    from importlib import metadata
+
+    seen: set[str] = set()
+    for dist in metadata.distributions():
+        try:
+            meta = dist.metadata
+            name = meta["Name"] or ""
+        except Exception:  # broken dist-info on disk: skip it
+            continue
+        key = name.lower().replace("_", "-")
+        if not name or key in seen:
+            continue
+        seen.add(key)
+        summary = meta.get("Summary") or ""
+        body = meta.get_payload() if hasattr(meta, "get_payload") else ""
+        body = body or meta.get("Description") or ""
+        text = f"{name} {dist.version}: {summary}\n\n{body}".strip()
+        if len(text) > 40:
+            yield _Doc(f"{name} (installed package)", f"pkg://{key}", text[:max_chars])
+
+
+def _folder_docs(folders: Sequence[Path], max_file_bytes: int = 2_000_000) -> Iterator[_Doc]:
+    from harness.security import html_to_text
+
+    for folder in folders:
+        for path in sorted(folder.rglob("*")):
+            if path.suffix.lower() not in USER_SUFFIXES or not path.is_file():
+                continue
+            try:
+                with open(path, "r", encoding="utf-8", errors="replace") as fh:
+                    raw = fh.read(max_file_bytes)
+            except OSError:
+                continue
+            text = html_to_text(raw) if path.suffix.lower() in {".html", ".htm"} else raw
+            title = next((ln.strip("# ").strip() for ln in text.splitlines() if ln.strip()), path.name)[:120]
+            yield _Doc(title or path.name, path.resolve().as_uri(), text)
+
+
+def _folder_fingerprint(folders: Sequence[Path]) -> str:
+    h = hashlib.sha256()
+    for folder in folders:
+        for path in sorted(folder.rglob("*")):
+            if path.suffix.lower() in USER_SUFFIXES and path.is_file():
+                st = path.stat()
+                h.update(f"{path}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def _default_stamp() -> str:
+    from importlib import metadata
+
+    dists = sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions() if d.metadata["Name"])
+    blob = "|".join([CORPUS_VERSION, sys.version, *STDLIB_MODULES, *dists])
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+class LocalCorpusProvider:
+    """BM25 search over an FTS5 index of ~800-char passages (one best passage per document is returned).
+
+    folders=None indexes the default Python-docs corpus; otherwise the .md/.txt/.rst/.py/.html files under
+    the folders. The index is built on first search (or `build()`), reused while its version stamp matches,
+    and rebuilt when the corpus changes (new package versions, edited files).
+    """
+
+    name = "local"
+
+    def __init__(self, folders: Sequence[str | Path] | None = None, *, index_dir: str | Path | None = None) -> None:
+        self.folders = [Path(f).expanduser().resolve() for f in folders] if folders else None
+        for folder in self.folders or []:
+            if not folder.is_dir():
+                raise ValueError(f"search.local_corpus: {folder} is not a folder; expected existing directories")
+        base = Path(index_dir) if index_dir else Path(os.environ.get("HARNESS_RESULTS_DIR", "results")) / "search_index"
+        if self.folders:
+            key = hashlib.sha256("|".join(map(str, self.folders)).encode()).hexdigest()[:12]
+            self.index_path = base / f"folders-{key}.sqlite"
+        else:
+            self.index_path = base / "corpus.sqlite"
+        self.build_seconds: float | None = None
+        self.passages = 0
+        self._ready = False
+        self._lock = threading.Lock()
+
+    def _stamp(self) -> str:
+        return _folder_fingerprint(self.folders) if self.folders else _default_stamp()
+
+    def _documents(self) -> Iterator[_Doc]:
+        if self.folders:
+            yield from _folder_docs(self.folders)
+        else:
+            yield from _stdlib_docs(STDLIB_MODULES)
+            yield from _distribution_docs()
+
+    def _stored_stamp(self) -> str | None:
+        if not self.index_path.exists():
+            return None
+        try:
+            with contextlib.closing(sqlite3.connect(self.index_path, timeout=30)) as conn:
+                row = conn.execute("SELECT value FROM meta WHERE key='stamp'").fetchone()
+                count = conn.execute("SELECT value FROM meta WHERE key='passages'").fetchone()
+            self.passages = int(count[0]) if count else 0
+            return row[0] if row else None
+        except sqlite3.Error:
+            return None
+
+    def ensure_index(self) -> Path:
+        """Build the index if it is missing or stale; safe across threads and processes."""
+        if self._ready:
+            return self.index_path
+        with self._lock:
+            if self._ready:
+                return self.index_path
+            stamp = self._stamp()
+            if self._stored_stamp() != stamp:
+                self.index_path.parent.mkdir(parents=True, exist_ok=True)
+                with open(self.index_path.with_suffix(".lock"), "w") as lockf:
+                    fcntl.flock(lockf, fcntl.LOCK_EX)
+                    if self._stored_stamp() != stamp:  # another process may have built it meanwhile
+                        self.build(stamp)
+            self._ready = True
+        return self.index_path
+
+    def build(self, stamp: str | None = None) -> float:
+        """(Re)build the index into a temp file and swap it in atomically; returns seconds taken."""
+        t0 = time.perf_counter()
+        stamp = stamp or self._stamp()
+        tmp = self.index_path.with_suffix(f".tmp{os.getpid()}")
+        tmp.unlink(missing_ok=True)
+        count = 0
+        with contextlib.closing(sqlite3.connect(tmp)) as conn:
+            conn.execute(
+                "CREATE VIRTUAL TABLE passages USING fts5(title, body, url UNINDEXED, tokenize='porter unicode61')"
+            )
+            conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+            batch: list[tuple[str, str, str]] = []
+            for doc in self._documents():
+                for passage in split_chunks(doc.text, PASSAGE_CHARS):
+                    batch.append((doc.title, passage, doc.url))
+                if len(batch) >= 2000:
+                    conn.executemany("INSERT INTO passages (title, body, url) VALUES (?, ?, ?)", batch)
+                    count += len(batch)
+                    batch = []
+            conn.executemany("INSERT INTO passages (title, body, url) VALUES (?, ?, ?)", batch)
+            count += len(batch)
+            conn.execute("INSERT INTO passages(passages) VALUES ('optimize')")
+            conn.executemany(
+                "INSERT INTO meta VALUES (?, ?)",
+                [("stamp", stamp), ("passages", str(count)), ("built", str(time.time())), ("version", CORPUS_VERSION)],
+            )
+            conn.commit()
+        os.replace(tmp, self.index_path)
+        self.passages = count
+        self.build_seconds = time.perf_counter() - t0
+        log.info("local corpus index: %d passages in %.1f s -> %s", count, self.build_seconds, self.index_path)
+        return self.build_seconds
+
+    def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
+        match = fts_query(query)
+        if not match or max_results <= 0:
+            return []
+        self.ensure_index()
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{self.index_path}?mode=ro", uri=True, timeout=30)) as conn:
+                rows = conn.execute(
+                    "SELECT title, url, body, bm25(passages, 8.0, 1.0) AS score FROM passages "
+                    "WHERE passages MATCH ? ORDER BY score LIMIT ?",
+                    (match, max_results * 8),
+                ).fetchall()
+        except sqlite3.Error as exc:
+            log.warning("local corpus query %r failed: %s", query, exc)
+            return []
+        out: list[SearchResult] = []
+        seen: set[str] = set()
+        for title, url, body, _score in rows:
+            if url in seen:
+                continue
+            seen.add(url)
+            out.append(SearchResult(title, url, body, self.name))
+            if len(out) >= max_results:
+                break
+        return out
+
+
+# -- cache -----------------------------------------------------------------------------------------------
+
+
+class CachedSearch:
+    """A TTL cache (SQLite, WAL) in front of a provider, keyed on provider + normalised query + max_results.
+
+    Empty answers and answers served by a degraded fallback are not stored, so the cache never pins a
+    temporary outage for ttl_hours. `clock` is injectable for tests.
+    """
+
+    def __init__(
+        self,
+        inner: SearchProvider,
+        path: str | Path,
+        ttl_hours: float = 24.0,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.path = Path(path)
+        self.ttl_s = ttl_hours * 3600.0
+        self.clock = clock
+        self.hits = 0
+        self.misses = 0
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._conn().execute(
+            "CREATE TABLE IF NOT EXISTS search_cache (key TEXT PRIMARY KEY, provider TEXT, query TEXT, "
+            "results TEXT NOT NULL, created REAL NOT NULL)"
+        )
+
+    @property
+    def degraded_reason(self) -> str | None:
+        return getattr(self.inner, "degraded_reason", None)
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA busy_timeout=30000")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+        return conn
+
+    def key(self, query: str, max_results: int) -> str:
+        blob = json.dumps([self.inner.name, normalize_query(query), int(max_results)])
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
+        key = self.key(query, max_results)
+        row = self._conn().execute("SELECT results, created FROM search_cache WHERE key=?", (key,)).fetchone()
+        if row is not None and self.clock() - row[1] < self.ttl_s:
+            self.hits += 1
+            return [SearchResult(**r) for r in json.loads(row[0])]
+        self.misses += 1
+        results = self.inner.search(query, max_results)
+        if results and not getattr(self.inner, "last_degraded", False):
+            self._conn().execute(
+                "INSERT OR REPLACE INTO search_cache (key, provider, query, results, created) VALUES (?, ?, ?, ?, ?)",
+                (key, self.inner.name, normalize_query(query), json.dumps([r.to_dict() for r in results]), self.clock()),
+            )
+        return results
+
+    def purge_expired(self) -> int:
+        cur = self._conn().execute("DELETE FROM search_cache WHERE created < ?", (self.clock() - self.ttl_s,))
+        return cur.rowcount
+
+    def stats(self) -> dict[str, int]:
+        return {"hits": self.hits, "misses": self.misses}
+
+
+# -- fallback --------------------------------------------------------------------------------------------
+
+_DOWN: dict[str, str] = {}  # primary provider name -> first failure reason, for the rest of the process
+_DOWN_LOCK = threading.Lock()
+
+
+def reset_degradation() -> None:
+    """Forget recorded primary failures (tests; or a long-running process that wants to retry the web)."""
+    with _DOWN_LOCK:
+        _DOWN.clear()
+
+
+class FallbackSearch:
+    """Use primary; when it raises (or answers nothing) use fallback and record why in degraded_reason.
+
+    After the primary's first failure it is skipped for the rest of the process (across instances), so an
+    offline machine pays the failure once, not per query.
+    """
+
+    def __init__(self, primary: SearchProvider, fallback: SearchProvider) -> None:
+        self.primary = primary
+        self.fallback = fallback
+        self.name = f"{primary.name}|{fallback.name}"
+        self.degraded_reason: str | None = None
+        self.last_degraded = False
+        self.fallback_calls = 0
+
+    def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
+        with _DOWN_LOCK:
+            down = _DOWN.get(self.primary.name)
+        if down is None:
+            try:
+                results = self.primary.search(query, max_results)
+            except Exception as exc:
+                reason = str(exc) if str(exc).startswith(self.primary.name) else f"{self.primary.name}: {type(exc).__name__}: {exc}"
+                with _DOWN_LOCK:
+                    _DOWN.setdefault(self.primary.name, reason[:300])
+                down = reason[:300]
+                log.warning("search degraded to %s: %s", self.fallback.name, down)
+            else:
+                if results:
+                    self.last_degraded = False
+                    return results
+                self.degraded_reason = self.degraded_reason or f"{self.primary.name}: no results for {query[:80]!r}"
+        if down is not None:
+            self.degraded_reason = down
+        self.last_degraded = True
+        self.fallback_calls += 1
+        return self.fallback.search(query, max_results)
+
+
+# -- registry --------------------------------------------------------------------------------------------
+
+PROVIDERS = ("auto", "ddgs", "local")
+
+
+def make_search(cfg, results_dir: str | Path) -> SearchProvider:
+    """The search stack for a SearchConfig (see module docstring)."""
+    results = Path(results_dir)
+    kind = cfg.provider
+    if kind not in PROVIDERS:
+        raise ValueError(f"search.provider={kind!r} is not a provider; expected one of {', '.join(PROVIDERS)}")
+    cache_path = Path(cfg.cache_path) if cfg.cache_path else results / "search_cache.sqlite"
+
+    def local() -> LocalCorpusProvider:
+        return LocalCorpusProvider(cfg.local_corpus or None, index_dir=results / "search_index")
+
+    if kind == "local":
+        return local()
+    ddgs = DDGSProvider(timeout_s=cfg.ddgs_timeout_s)
+    if kind == "ddgs":
+        return CachedSearch(ddgs, cache_path, cfg.ttl_hours)
+    return CachedSearch(FallbackSearch(ddgs, local()), cache_path, cfg.ttl_hours)
+
