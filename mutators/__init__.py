@@ -1,1 +1,28 @@
-"""mutators."""
+"""Mutation operators for synthesis instructions: OPRO rewrite, GEPA-style reflection, crossover, and seeded
+deterministic edits. `propose(name, ctx, llm, seen=...)` is the entry point; operators never edit in place."""
+
+from mutators.base import Candidate, MutationContext, MutationFailed, Operator, instruction_hash
+from mutators.library import CONSTRAINTS, Constraint, constraints_for
+from mutators.operators import (
+    DETERMINISTIC_OPERATORS,
+    LLM_OPERATORS,
+    OPERATORS,
+    operator_names,
+    propose,
+)
+
+__all__ = [
+    "CONSTRAINTS",
+    "Candidate",
+    "Constraint",
+    "DETERMINISTIC_OPERATORS",
+    "LLM_OPERATORS",
+    "MutationContext",
+    "MutationFailed",
+    "OPERATORS",
+    "Operator",
+    "constraints_for",
+    "instruction_hash",
+    "operator_names",
+    "propose",
+]
