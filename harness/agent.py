@@ -22,8 +22,7 @@ from harness.config import HarnessConfig, config_hash, to_dict
 from harness.inference import SMOKE_LABEL, Roles, make_roles
 from harness.logger import Tracer, append_jsonl, current_tracer, new_run_id, use_tracer
 from harness.planner import Plan, make_plan, plan_from_dict
-from harness.research import ResearchQuality, ResearchResult, gather_research
-from harness.search import SearchResult
+from harness.research import ResearchResult, gather_research
 
 _SAVE_TO = re.compile(r"\b(?:save|write|store|output)\b[^.\n]*?\b(?:to|as|in|into)\s+[`'\"]?([\w./-]+\.(?:md|markdown|txt))\b", re.I)
 
@@ -52,7 +51,7 @@ class Prepared:
             "memory_context": self.memory_context,
             "memory_titles": list(self.memory_titles),
             "plan": self.plan.to_dict(),
-            "research": research_to_dict(self.research),
+            "research": self.research.to_dict(),
             "timings": dict(self.timings),
             "llm_calls": self.llm_calls,
         }
@@ -67,23 +66,10 @@ class Prepared:
             memory_context=d.get("memory_context", ""),
             memory_titles=tuple(d.get("memory_titles", ())),
             plan=plan_from_dict(d["plan"]),
-            research=research_from_dict(d["research"]),
+            research=ResearchResult.from_dict(d["research"]),
             timings=dict(d.get("timings", {})),
             llm_calls=int(d.get("llm_calls", 0)),
         )
-
-
-def research_to_dict(r: ResearchResult) -> dict[str, Any]:
-    return dataclasses.asdict(r)
-
-
-def research_from_dict(d: Mapping[str, Any]) -> ResearchResult:
-    d = dict(d)
-    d["sources"] = tuple(SearchResult(**s) for s in d.get("sources", ()))
-    if d.get("quality") is not None:
-        d["quality"] = ResearchQuality(**d["quality"])
-    names = {f.name for f in dataclasses.fields(ResearchResult)}
-    return ResearchResult(**{k: v for k, v in d.items() if k in names})
 
 
 @dataclass(frozen=True)
@@ -100,6 +86,7 @@ class RunResult:
     error: str | None = None
     smoke: bool = False
     trace_path: str | None = None
+    sources: tuple = ()  # the research sources the output was written from
 
     @property
     def score(self) -> float | None:
@@ -142,8 +129,12 @@ class Harness:
         return self._search
 
     # -- lifecycle -----------------------------------------------------------------------------------
-    def prepare(self, task: str) -> Prepared:
-        """Stages 1-5: skills, memory, plan, auto-activation, research. Spans go to the current tracer."""
+    def prepare(self, task: str, *, with_research: bool = True) -> Prepared:
+        """Stages 1-5: skills, memory, plan, auto-activation, research. Spans go to the current tracer.
+
+        with_research=False stops after planning (the orchestrator decides first whether to decompose);
+        `complete_research` then fills the research in.
+        """
         if not task or not task.strip():
             raise ValueError("task is empty: expected a non-empty task string")
         tracer = current_tracer()
@@ -165,20 +156,7 @@ class Harness:
             plan = make_plan(clean, self.roles.planner, memory_context=memory_context, cfg=self.cfg.planner)
         with timed("auto_activate"):
             active = skills_mod.auto_activate(clean, plan, active)
-        with timed("gather_research"):
-            research_cfg = self.cfg.research
-            bonus = skills_mod.research_rounds_bonus(active)
-            if bonus:
-                research_cfg = dataclasses.replace(research_cfg, max_rounds=research_cfg.max_rounds + bonus)
-            research = gather_research(
-                clean,
-                plan,
-                search=self.search,
-                compressor=self.roles.compressor,
-                cfg=research_cfg,
-                cache_dir=self.cfg.results_path / "research_cache",
-            )
-        return Prepared(
+        prepared = Prepared(
             task=task,
             clean_task=clean,
             skills=tuple(sorted(active)),
@@ -186,9 +164,32 @@ class Harness:
             memory_context=memory_context,
             memory_titles=titles,
             plan=plan,
-            research=research,
+            research=_NO_RESEARCH,
             timings=timings,
             llm_calls=tracer.total_calls() - calls0,
+        )
+        return self.complete_research(prepared) if with_research else prepared
+
+    def complete_research(self, prepared: Prepared) -> Prepared:
+        """Stage 5, gather_research, on a prepared task."""
+        tracer = current_tracer()
+        calls0 = tracer.total_calls()
+        timings = dict(prepared.timings)
+        with _Timed(tracer, "gather_research", timings):
+            research_cfg = self.cfg.research
+            bonus = skills_mod.research_rounds_bonus(frozenset(prepared.skills))
+            if bonus:
+                research_cfg = dataclasses.replace(research_cfg, max_rounds=research_cfg.max_rounds + bonus)
+            research = gather_research(
+                prepared.clean_task,
+                prepared.plan,
+                search=self.search,
+                compressor=self.roles.compressor,
+                cfg=research_cfg,
+                cache_dir=self.cfg.results_path / "research_cache",
+            )
+        return dataclasses.replace(
+            prepared, research=research, timings=timings, llm_calls=prepared.llm_calls + tracer.total_calls() - calls0
         )
 
     def finish(
@@ -222,6 +223,7 @@ class Harness:
         return dataclasses.replace(result, record=record, trace_path=str(trace_path))
 
     def run(self, task: str, **kwargs: Any) -> RunResult:
+        """prepare + finish under one trace. A stage failure is recorded (status failed), not raised."""
         run_id = kwargs.pop("run_id", None) or new_run_id()
         tracer = Tracer(run_id)
         with use_tracer(tracer):
@@ -229,15 +231,18 @@ class Harness:
                 prepared = self.prepare(task)
             except ValueError:
                 raise
-            except Exception as exc:  # a stage that should not raise did: record and report
-                prepared = _empty_prepared(task)
-                failed = RunResult(run_id=run_id, task=task, status="failed", error=f"{type(exc).__name__}: {exc}",
-                                   smoke=self.roles.smoke)
-                trace_path = tracer.write(self.cfg.traces_dir)
-                record = self._record(prepared, failed, {}, tracer, 0.0, trace_path, None)
-                append_jsonl(self.cfg.runs_jsonl, record)
-                return dataclasses.replace(failed, record=record, trace_path=str(trace_path))
+            except Exception as exc:
+                return self.record_failure(task, run_id, tracer, exc)
         return self.finish(prepared, run_id=run_id, tracer=tracer, **kwargs)
+
+    def record_failure(self, task: str, run_id: str, tracer: Tracer, exc: BaseException) -> RunResult:
+        """A run that failed before synthesis: trace and runs.jsonl record written, nothing else."""
+        failed = RunResult(run_id=run_id, task=task, status="failed", error=f"{type(exc).__name__}: {exc}",
+                           smoke=self.roles.smoke)
+        trace_path = tracer.write(self.cfg.traces_dir)
+        record = self._record(_empty_prepared(task), failed, {}, tracer, 0.0, trace_path, None)
+        append_jsonl(self.cfg.runs_jsonl, record)
+        return dataclasses.replace(failed, record=record, trace_path=str(trace_path))
 
     # -- internals -----------------------------------------------------------------------------------
     def _finish(self, prepared, run_id, instructions, criteria, output_name, state) -> RunResult:
@@ -255,7 +260,7 @@ class Harness:
         instruction = instructions.get(plan.task_type) or instruction_for(plan.task_type, cfg.synth)
         state["instruction"] = instruction
         with tracer.stage("synthesize", task_type=plan.task_type):
-            injections = [x for x in skills_mod.run_hooks("pre_synthesis", active, task=task, plan=plan) if x]
+            injections = skills_mod.pre_synthesis_injections(active, task=task, plan=plan)
             synth = synthesize(
                 task,
                 plan=plan,
@@ -264,7 +269,7 @@ class Harness:
                 instruction=instruction,
                 llm=roles.producer,
                 cfg=cfg.synth,
-                injections=tuple(injections),
+                injections=injections,
             )
         state["synth"] = {"retried": synth.retried, "expected": synth.expected, "found": synth.found}
         expected = criteria.get("expected_count", synth.expected)
@@ -294,18 +299,16 @@ class Harness:
         with tracer.stage("wiggum_loop"):
             wig = wiggum_loop(task, synth.text, producer=roles.producer, evaluate=_evaluate, cfg=cfg.wiggum)
         text = wig.best_text
-        evaluation = _evaluate(text)
+        evaluation = wig.best_evaluation or _evaluate(text)
 
         panel: tuple = ()
-        skills_mod.run_hooks("post_wiggum", active, task=task, text=text, plan=plan)
-        if cfg.panel.enabled or "panel" in active:
+        flags = skills_mod.post_wiggum_flags(active, task=task, output=text, plan=plan)
+        if cfg.panel.enabled or flags.get("panel"):
             with tracer.stage("run_panel"):
                 panel = tuple(run_panel(task, text, roles.evaluator, cfg.panel.personas))
 
         with tracer.stage("post_synthesis"):
-            for out in skills_mod.run_hooks("post_synthesis", active, task=task, text=text, sources=research.sources):
-                if isinstance(out, str) and out.strip():
-                    text = out
+            text = skills_mod.apply_post_synthesis(active, text, task=task, sources=research.sources)
         self._write(out_path, text)
 
         with tracer.stage("compress_and_store"):
@@ -324,6 +327,7 @@ class Harness:
             wiggum=wig,
             panel=panel,
             smoke=roles.smoke,
+            sources=research.sources,
         )
 
     def _write(self, path: Path, text: str) -> None:
@@ -390,12 +394,7 @@ class Harness:
             }
         if result.wiggum is not None:
             w = result.wiggum
-            record["wiggum"] = {
-                "passed": w.passed,
-                "best_round": w.best_round,
-                "best_score": w.best_score,
-                "rounds": [{"round": r.round, "score": r.score, "passed": r.passed} for r in w.rounds],
-            }
+            record["wiggum"] = w.to_dict()
         if extra:
             record.update(extra)
         return record
@@ -417,9 +416,13 @@ class _Timed:
         return self._cm.__exit__(*exc)
 
 
+_NO_RESEARCH = ResearchResult(
+    context="", sources=(), quality=None, rounds=0, search_calls=0, from_cache=False, degraded_reason=None, flagged=0
+)
+
+
 def _empty_prepared(task: str) -> Prepared:
     return Prepared(
         task=task, clean_task=task, skills=(), unknown_skills=(), memory_context="", memory_titles=(),
-        plan=Plan(), research=ResearchResult(context="", sources=(), quality=None, rounds=0, search_calls=0,
-                                             from_cache=False, degraded_reason=None, flagged=0),
+        plan=Plan(), research=_NO_RESEARCH,
     )

@@ -144,6 +144,8 @@ class OrchestratorConfig:
     mode: str = "auto"  # off | auto | always
     threshold: int = 6  # complexity score at or above which auto plans a step graph
     max_parallel: int = 2
+    max_steps: int = 4  # steps the planner may split a compound task into
+    subtask_wiggum_rounds: int = 1  # subtasks get a short loop; the assembled document gets the full one
 
 
 @dataclass

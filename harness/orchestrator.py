@@ -1,0 +1,257 @@
+"""Compound tasks (seeds 001, 003, 004): route, decompose into a step graph, run steps through the
+single-focus pipeline in parallel, resolve #E placeholders, assemble, then the wiggum loop on the assembly.
+
+A failing step does not abort the run: its error is substituted downstream and the run is flagged had_errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from harness.agent import Harness, Prepared, RunResult
+from harness.config import HarnessConfig, OrchestratorConfig
+from harness.inference import BackendError, Roles
+from harness.logger import Tracer, current_tracer, new_run_id, use_tracer
+from harness.planner import filter_subtasks
+from harness.research import ResearchQuality, ResearchResult
+from harness.taskgraph import (
+    GraphError,
+    TaskGraph,
+    complexity_breakdown,
+    graph_messages,
+    graph_schema,
+    merge_telemetry,
+    resolve_placeholders_detailed,
+)
+
+MODES = ("off", "auto", "always")
+
+
+@dataclass(frozen=True)
+class Route:
+    mode: str  # single | orchestrated
+    reason: str
+    complexity: dict[str, int]
+
+
+def decide_route(task: str, plan: Any, cfg: OrchestratorConfig) -> Route:
+    """Seed 004's plan-first rule plus the planner's subtasks: off | auto (score >= threshold or 2+ subtasks) | always."""
+    if cfg.mode not in MODES:
+        raise ValueError(f"orchestrator.mode must be one of {', '.join(MODES)}, got {cfg.mode!r}")
+    breakdown = complexity_breakdown(task)
+    subtasks = len(getattr(plan, "subtasks", ()) or ())
+    if cfg.mode == "off":
+        return Route("single", "orchestrator.mode=off", breakdown)
+    if cfg.mode == "always":
+        return Route("orchestrated", "orchestrator.mode=always", breakdown)
+    if subtasks >= 2:
+        return Route("orchestrated", f"planner listed {subtasks} subtasks", breakdown)
+    if breakdown["score"] >= cfg.threshold:
+        return Route("orchestrated", f"complexity {breakdown['score']} >= threshold {cfg.threshold}", breakdown)
+    return Route("single", f"complexity {breakdown['score']} < threshold {cfg.threshold} and {subtasks} subtasks", breakdown)
+
+
+def build_graph(task: str, prepared: Prepared, roles: Roles, cfg: OrchestratorConfig) -> tuple[TaskGraph, list[str]]:
+    """Ask the planner for a step graph; on a malformed or invalid graph keep the warning and fall back to the
+    plan's subtasks (independent steps), then to the task itself as one step."""
+    warnings: list[str] = []
+    try:
+        reply = roles.planner.chat(
+            graph_messages(task, prepared.memory_context, cfg.max_steps),
+            schema=graph_schema(cfg.max_steps),
+            temperature=0.1,
+            max_tokens=500,
+        )
+        graph = TaskGraph.from_planner_output(reply.text)
+        kept, dropped = filter_subtasks([t.question for t in graph.tasks])
+        if dropped:
+            warnings.append(f"dropped assembly steps: {list(dropped)}")
+            graph = dataclasses.replace(graph, tasks=tuple(t for t in graph.tasks if t.question in kept))
+        errors = graph.validate()
+        if errors or not graph.tasks:
+            warnings.append(f"planner step graph rejected: {errors or ['no steps']}; raw: {reply.text[:300]!r}")
+        else:
+            return graph, warnings + list(graph.warnings)
+    except GraphError as exc:
+        warnings.append(f"malformed step graph: {exc}; raw: {str(exc.raw)[:300]!r}")
+    except BackendError as exc:
+        warnings.append(f"step-graph planner call failed: {exc}")
+    subtasks = [s for s in prepared.plan.subtasks if s.strip()]
+    if subtasks:
+        return TaskGraph.from_subtasks(subtasks, objective=task), warnings
+    return TaskGraph.from_subtasks([prepared.clean_task], objective=task), warnings + ["no subtasks: one step"]
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    id: str
+    question: str
+    status: str
+    output: str
+    error: str | None
+    run_id: str | None
+    start_s: float
+    wall_s: float
+    llm_calls: int
+    placeholder_problems: tuple[str, ...] = ()
+    sources: tuple = ()
+    search_calls: int = 0
+
+
+class Orchestrator:
+    def __init__(self, harness: Harness) -> None:
+        self.harness = harness
+        sub_cfg = dataclasses.replace(
+            harness.cfg,
+            wiggum=dataclasses.replace(harness.cfg.wiggum, max_rounds=harness.cfg.orchestrator.subtask_wiggum_rounds),
+            orchestrator=dataclasses.replace(harness.cfg.orchestrator, mode="off"),
+        )
+        # subtasks share backends, memory and search with the parent; only the loop length differs
+        self.sub_harness = Harness(sub_cfg, harness.roles, memory=harness._memory, search=harness._search)
+
+    def run(self, task: str) -> RunResult:
+        run_id = new_run_id()
+        tracer = Tracer(run_id)
+        with use_tracer(tracer):
+            try:
+                prepared = self.harness.prepare(task, with_research=False)
+                route = decide_route(prepared.clean_task, prepared.plan, self.harness.cfg.orchestrator)
+                if route.mode == "single":
+                    prepared = self.harness.complete_research(prepared)
+                    extra = {"mode": "single", "route": dataclasses.asdict(route)}
+                    return self.harness.finish(prepared, run_id=run_id, tracer=tracer, extra_record=extra)
+                with tracer.stage("decompose"):
+                    graph, warnings = build_graph(prepared.clean_task, prepared, self.harness.roles, self.harness.cfg.orchestrator)
+                outcomes = self.execute(graph)
+            except ValueError:
+                raise
+            except Exception as exc:
+                return self.harness.record_failure(task, run_id, tracer, exc)
+        assembled = assemble_context(graph, outcomes)
+        sources = tuple({s.url: s for o in outcomes for s in o.sources}.values())
+        research = ResearchResult(
+            context=assembled,
+            sources=sources,
+            quality=ResearchQuality(notes=f"assembled from {len(outcomes)} steps"),
+            rounds=len(outcomes),
+            search_calls=sum(o.search_calls for o in outcomes),
+            from_cache=False,
+            degraded_reason=None,
+            flagged=0,
+        )
+        prepared = dataclasses.replace(prepared, research=research)
+        had_errors = any(o.status != "ok" for o in outcomes)
+        sum_steps = sum(o.wall_s for o in outcomes)
+        span = (max((o.start_s + o.wall_s for o in outcomes), default=0.0) - min((o.start_s for o in outcomes), default=0.0))
+        extra = {
+            "mode": "orchestrated",
+            "route": dataclasses.asdict(route),
+            "graph": graph.to_dict(),
+            "graph_warnings": warnings,
+            "had_errors": had_errors,
+            "steps": [dataclasses.asdict(dataclasses.replace(o, sources=(), output=o.output[:500])) for o in outcomes],
+            "parallel": {"steps_wall_s": round(span, 3), "steps_sum_s": round(sum_steps, 3),
+                         "speedup": round(sum_steps / span, 3) if span > 0 else None,
+                         "max_parallel": self.harness.cfg.orchestrator.max_parallel},
+            "planner_telemetry": merge_telemetry(
+                {"plan": {"complexity": prepared.plan.complexity, "subtasks": len(prepared.plan.subtasks)}},
+                {"graph": graph.telemetry()},
+            ),
+        }
+        return self.harness.finish(prepared, run_id=run_id, tracer=tracer, extra_record=extra)
+
+    def execute(self, graph: TaskGraph) -> list[StepOutcome]:
+        """Run the graph level by level; steps within a level run in parallel (bounded)."""
+        tracer = current_tracer()
+        outputs: dict[str, str] = {}
+        outcomes: dict[str, StepOutcome] = {}
+        t0 = time.perf_counter()
+        workers = max(1, self.harness.cfg.orchestrator.max_parallel)
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="step") as pool:
+            for level in graph.levels():
+                futures = [pool.submit(self._run_step, node, dict(outputs), tracer, t0) for node in level]
+                for node, future in zip(level, futures):
+                    outcome = future.result()
+                    outcomes[node.id] = outcome
+                    outputs[node.id] = outcome.output
+        return [outcomes[t.id] for t in graph.topological_order()]
+
+    def _run_step(self, node, outputs: dict[str, str], tracer: Tracer, t0: float) -> StepOutcome:
+        question, problems = resolve_placeholders_detailed(node.question, outputs)
+        start = time.perf_counter()
+        with use_tracer(tracer), tracer.stage(f"subtask {node.id}", question=question[:200]) as span:
+            try:
+                result = self.sub_harness.run(question)
+                error = result.error
+                status = result.status
+                output = result.output_text if status == "ok" else f"[step {node.id} failed: {error}]"
+                research = result.record.get("research") or {}
+                calls = sum(int(u.get("calls", 0)) for u in (result.record.get("llm") or {}).values())
+                run_id = result.run_id
+                search_calls = int(research.get("search_calls") or 0)
+                sources = _sources_of(result)
+            except Exception as exc:  # a failing step never aborts the run
+                status, error, run_id, calls, search_calls, sources = "failed", f"{type(exc).__name__}: {exc}", None, 0, 0, ()
+                output = f"[step {node.id} failed: {error}]"
+            span.update(status=status, run_id=run_id)
+        return StepOutcome(
+            id=node.id, question=question, status=status, output=output, error=error, run_id=run_id,
+            start_s=round(start - t0, 4), wall_s=round(time.perf_counter() - start, 4), llm_calls=calls,
+            placeholder_problems=problems, sources=sources, search_calls=search_calls,
+        )
+
+
+def _sources_of(result: RunResult) -> tuple:
+    return tuple(getattr(result, "sources", ()) or ())
+
+
+def assemble_context(graph: TaskGraph, outcomes: list[StepOutcome]) -> str:
+    """The step outputs as the research context of the assembly synthesis."""
+    parts = []
+    if graph.objectives:
+        parts.append("Objectives: " + "; ".join(graph.objectives))
+    for o in outcomes:
+        flag = "" if o.status == "ok" else " (FAILED: its error is substituted below)"
+        parts.append(f"### Step {o.id}: {o.question}{flag}\n{o.output.strip()}")
+    return "\n\n".join(parts)
+
+
+def run_task(task: str, cfg: HarnessConfig, roles: Roles | None = None) -> RunResult:
+    """The CLI's entry: route single-focus vs orchestrated per cfg.orchestrator.mode."""
+    harness = Harness(cfg, roles)
+    if cfg.orchestrator.mode == "off":
+        return harness.run(task)
+    return Orchestrator(harness).run(task)
+
+
+def plan_preview(task: str, cfg: HarnessConfig, roles: Roles | None = None) -> str:
+    """Dry run: plan, route, step graph and order. Calls the planner; runs no research, synthesis or step."""
+    harness = Harness(cfg, roles)
+    prepared = harness.prepare(task, with_research=False)
+    plan = prepared.plan
+    route = decide_route(prepared.clean_task, plan, cfg.orchestrator)
+    lines = [
+        f"Task: {prepared.clean_task}",
+        f"Skills: {', '.join(prepared.skills) or '-'}",
+        f"Plan: task_type={plan.task_type} complexity={plan.complexity} expected_sections={plan.expected_sections}"
+        f" parser={plan.parser}",
+        f"Search queries: {list(plan.search_queries)}",
+        f"Gaps: {list(plan.gaps)}",
+        f"Subtasks: {list(plan.subtasks)}",
+        f"Complexity score: {route.complexity['score']} (verbs {route.complexity['verbs']}, files "
+        f"{route.complexity['files']}, sequencers {route.complexity['sequencers']})",
+        f"Route: {route.mode} ({route.reason})",
+    ]
+    if plan.errors:
+        lines.append(f"WARNING: planner fell back ({plan.parser}): {list(plan.errors)}")
+    if route.mode == "orchestrated":
+        graph, warnings = build_graph(prepared.clean_task, prepared, harness.roles, cfg.orchestrator)
+        lines.append(graph.preview())
+        lines += [f"WARNING: {w}" for w in warnings]
+    else:
+        lines.append("Plan preview (dry run: nothing executed): single-focus pipeline")
+    return "\n".join(lines)
