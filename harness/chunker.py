@@ -153,12 +153,14 @@ def iter_file_chunks(path: str | Path, size: int = 1500, max_bytes: int = 8_000_
                 break
             read += len(data)
             carry += decoder.decode(data)
-            while len(carry) >= 2 * size:
-                cut = _cut_point(carry, size)
-                piece = carry[:cut].strip()
-                carry = carry[cut:]
+            pos = 0
+            while len(carry) - pos >= 2 * size:
+                cut = pos + _cut_point(carry[pos : pos + size], size)
+                piece = carry[pos:cut].strip()
+                pos = cut
                 if piece:
                     yield piece
+            carry = carry[pos:]
     carry += decoder.decode(b"", final=True)
     for piece in split_chunks(carry, size):
         yield piece
@@ -167,12 +169,8 @@ def iter_file_chunks(path: str | Path, size: int = 1500, max_bytes: int = 8_000_
 def _score(chunk: str, terms: frozenset[str]) -> float:
     if not terms:
         return 0.0
-    counts: dict[str, int] = {}
-    for w in _WORD.findall(chunk):
-        lw = w.lower()
-        if lw in terms:
-            counts[lw] = counts.get(lw, 0) + 1
-    return sum(1.0 + math.log(c) for c in counts.values())
+    lower = chunk.lower()
+    return sum(1.0 + math.log(c) for c in (lower.count(t) for t in terms) if c)
 
 
 def select_chunks(chunks: Iterable[str], query: str, max_chars: int) -> tuple[list[tuple[int, str]], int]:
@@ -219,15 +217,15 @@ def _convert(path: Path, max_bytes: int) -> str:
     size = path.stat().st_size
     if size > max_bytes:
         raise ChunkerError(f"{path}: {size} bytes is over the {max_bytes}-byte limit for converted formats")
+    if path.suffix.lower() in {".html", ".htm"}:
+        from harness.security import html_to_text
+
+        return html_to_text(path.read_text(encoding="utf-8", errors="replace"))
     try:
         from markitdown import MarkItDown
 
         return MarkItDown().convert(str(path)).text_content or ""
     except Exception as exc:  # MarkItDown raises many types (missing optional deps, corrupt files)
-        if path.suffix.lower() in {".html", ".htm"}:
-            from harness.security import html_to_text
-
-            return html_to_text(path.read_text(encoding="utf-8", errors="replace"))
         raise ChunkerError(f"{path}: MarkItDown could not convert it ({type(exc).__name__}: {exc})") from exc
 
 

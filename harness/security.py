@@ -372,6 +372,15 @@ def _markitdown_bytes(body: bytes, suffix: str) -> str | None:
         return None
 
 
+def _markitdown_html(html: str) -> str | None:
+    try:
+        from markitdown.converters import HtmlConverter
+
+        return HtmlConverter().convert_string(html).markdown
+    except Exception:  # markitdown missing or its parser choked: caller falls back to the simple parser
+        return None
+
+
 class _TextParser(HTMLParser):
     _SKIP = frozenset({"script", "style", "noscript", "template", "svg", "head"})
     _BLOCK = frozenset({"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "section", "article"})
@@ -404,7 +413,7 @@ def html_to_text(html: str) -> str:
     HTML comments are kept visible to scan_text (they are a common place to hide instructions).
     """
     comments = " ".join(f"<!--{c}-->" for c in re.findall(r"<!--(.*?)-->", html, re.DOTALL) if _COMMENT_CUES.search(c))
-    text = _markitdown_bytes(html.encode("utf-8"), ".html")
+    text = _markitdown_html(html)
     if not text:
         parser = _TextParser()
         try:

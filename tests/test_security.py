@@ -283,7 +283,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 @pytest.fixture()
 def loopback_server(monkeypatch):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     strict = security.ip_refusal
     monkeypatch.setattr(
