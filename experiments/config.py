@@ -1,0 +1,320 @@
+"""Structured experiment configuration: the schema Hydra validates conf/*.yaml against.
+
+`ExperimentConfig` reuses the harness dataclasses for every harness node and adds the experiment nodes
+(benchmark, sweep, ab, mlflow). DictConfig stops here: `to_experiment` turns a composed config into plain
+dataclasses with the seeds' environment toggles folded in, and `to_harness_config` hands the harness its part.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+from harness.config import (
+    BackendConfig,
+    EvaluatorConfig,
+    HarnessConfig,
+    MemoryConfig,
+    OrchestratorConfig,
+    PanelConfig,
+    PlannerConfig,
+    ResearchConfig,
+    SearchConfig,
+    SynthConfig,
+    WiggumConfig,
+    apply_env,
+)
+
+TASK_TYPES = ("enumerated", "best_practices", "research")
+SPLITS = ("train", "holdout")
+SWEEP_KINDS = ("single", "synth_mutation", "ab")
+PRUNERS = ("wilcoxon", "median", "none")
+SAMPLERS = ("tpe", "random")
+PLANNER_MODES = ("two_pass", "single_pass")
+SEARCH_PROVIDERS = ("auto", "ddgs", "local")
+COMPOSITES = ("rubric", "deterministic", "blend")
+ORCHESTRATOR_MODES = ("off", "auto", "always")
+DEFAULT_OPERATORS = ("opro", "reflect", "crossover", "add_constraint", "drop_sentence", "reorder")
+
+
+class ConfigError(ValueError):
+    """An invalid configuration value. The message is one line naming the key, the value and what is allowed."""
+
+
+@dataclass
+class TaskSpec:
+    id: str = "???"
+    task: str = "???"
+    task_type: str = "research"
+    expected_count: int | None = None
+    required_terms: list[str] = field(default_factory=list)
+    split: str = "train"
+
+
+@dataclass
+class BenchmarkConfig:
+    name: str = "smoke"
+    description: str = ""
+    tasks: list[TaskSpec] = field(default_factory=list)
+
+
+@dataclass
+class SweepConfig:
+    kind: str = "single"  # single | synth_mutation | ab
+    name: str = "single"  # study name, MLflow experiment, results/<name>/
+    n_trials: int = 12  # total for the study, baseline trial included (resume continues to this count)
+    timeout_s: float | None = None  # wall-clock limit for this invocation
+    max_llm_calls: int | None = None  # uncached LLM calls allowed in this invocation
+    storage: str | None = None  # any Optuna RDB URL; default sqlite:///<results_dir>/optuna.db
+    sampler: str = "tpe"  # tpe | random
+    pruner: str = "wilcoxon"  # wilcoxon | median | none
+    pruner_p: float = 0.1  # WilcoxonPruner p_threshold
+    pruner_startup_steps: int = 2
+    operators: list[str] = field(default_factory=lambda: list(DEFAULT_OPERATORS))
+    mutate_task_types: list[str] = field(default_factory=list)  # empty: every task_type in the train split
+    max_chars: int = 1200  # instruction length bound passed to mutators
+    baseline_repeats: int = 3  # r: baseline runs (different seeds) that measure the noise floor
+    alpha: float = 0.05  # paired Wilcoxon (one-sided, over tasks) significance level
+    holdout_top_k: int = 2
+    reuse_context: bool = True  # plan + research per task computed once per study and reused by every trial
+    freeze_memory: bool = True  # memory read-only for the study
+    failure_rate_stop: float = 0.5  # stop when this share of finished trials failed
+    min_trials_for_failure_stop: int = 3
+    heartbeat_s: int = 60  # Optuna heartbeat; trials silent for 2x this are failed by other workers
+    seed: int = 0
+
+
+@dataclass
+class ABConfig:
+    a: dict[str, Any] = field(default_factory=dict)  # dotted overrides for arm A, e.g. {"planner.skip_prior_knowledge": false}
+    b: dict[str, Any] = field(default_factory=dict)
+    a_name: str = "A"
+    b_name: str = "B"
+    replications: int = 2
+    alpha: float = 0.05
+    min_effect: float = 0.3
+    metric: str = "composite"
+    hypothesis: str = ""
+    sequential: bool = False
+
+
+@dataclass
+class MLflowConfig:
+    enabled: bool = True
+    tracking_uri: str | None = None  # default: $MLFLOW_TRACKING_URI, else sqlite:///<results_dir>/mlflow.db
+    experiment: str | None = None  # default: the sweep name
+
+
+@dataclass
+class ExperimentConfig:
+    backend: BackendConfig = field(default_factory=BackendConfig)
+    planner: PlannerConfig = field(default_factory=PlannerConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+    research: ResearchConfig = field(default_factory=ResearchConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    synth: SynthConfig = field(default_factory=SynthConfig)
+    evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
+    wiggum: WiggumConfig = field(default_factory=WiggumConfig)
+    panel: PanelConfig = field(default_factory=PanelConfig)
+    orchestrator: OrchestratorConfig = field(default_factory=OrchestratorConfig)
+    benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+    ab: ABConfig = field(default_factory=ABConfig)
+    mlflow: MLflowConfig = field(default_factory=MLflowConfig)
+    results_dir: str = "results"
+    output_dir: str | None = None
+    seed: int = 0
+
+    @property
+    def sweep_dir(self) -> Path:
+        return Path(self.results_dir) / self.sweep.name
+
+    @property
+    def storage_url(self) -> str:
+        return self.sweep.storage or f"sqlite:///{Path(self.results_dir).resolve() / 'optuna.db'}"
+
+    def tasks(self, split: str) -> list[TaskSpec]:
+        return [t for t in self.benchmark.tasks if t.split == split]
+
+
+_HARNESS_FIELDS = tuple(f.name for f in dataclasses.fields(HarnessConfig))
+
+
+def register_configs() -> None:
+    """Register the schema in Hydra's ConfigStore (idempotent)."""
+    cs = ConfigStore.instance()
+    cs.store(name="experiment_schema", node=ExperimentConfig)
+
+
+register_configs()
+
+
+# -- DictConfig -> dataclasses -----------------------------------------------------------------------
+
+
+def to_experiment(cfg: DictConfig | ExperimentConfig, environ: dict[str, str] | None = None) -> ExperimentConfig:
+    """Composed config -> ExperimentConfig with HARNESS_SKIP_PRIOR_KNOWLEDGE / RESEARCH_CACHE / ... applied.
+
+    For synth_mutation sweeps with freeze_memory, memory.frozen is forced on (and so shows in the logged config).
+    """
+    if isinstance(cfg, DictConfig):
+        obj = OmegaConf.to_object(cfg)
+        if not isinstance(obj, ExperimentConfig):
+            merged = OmegaConf.merge(OmegaConf.structured(ExperimentConfig), cfg)
+            obj = OmegaConf.to_object(merged)
+    else:
+        obj = dataclasses.replace(cfg)
+    assert isinstance(obj, ExperimentConfig)
+    harness = apply_env(_harness_part(obj), environ)
+    for name in _HARNESS_FIELDS:
+        setattr(obj, name, getattr(harness, name))
+    if obj.sweep.kind == "synth_mutation" and obj.sweep.freeze_memory:
+        obj.memory = dataclasses.replace(obj.memory, frozen=True)
+    return obj
+
+
+def _harness_part(exp: ExperimentConfig) -> HarnessConfig:
+    return HarnessConfig(**{name: getattr(exp, name) for name in _HARNESS_FIELDS})
+
+
+def to_harness_config(cfg: DictConfig | ExperimentConfig, environ: dict[str, str] | None = None) -> HarnessConfig:
+    """The harness's part of an experiment config, env toggles applied (what gets logged is what runs)."""
+    exp = cfg if isinstance(cfg, ExperimentConfig) and environ is None else to_experiment(cfg, environ)
+    return apply_env(_harness_part(exp), environ)
+
+
+def experiment_dict(exp: ExperimentConfig) -> dict[str, Any]:
+    return dataclasses.asdict(exp)
+
+
+# -- validation --------------------------------------------------------------------------------------
+
+
+def _check(key: str, value: Any, allowed: Sequence[Any]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{key}={value!r} is not allowed; expected one of: {', '.join(map(str, allowed))}")
+
+
+def _check_range(key: str, value: float, lo: float | None = None, hi: float | None = None) -> None:
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        span = f"[{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]"
+        raise ConfigError(f"{key}={value!r} is out of range; expected a value in {span}")
+
+
+def known_operators() -> list[str] | None:
+    """Operator names from mutators/, or None when that package does not provide them yet."""
+    try:
+        from mutators import operator_names
+    except ImportError:
+        return None
+    return list(operator_names())
+
+
+def validate(exp: ExperimentConfig) -> ExperimentConfig:
+    """Raise ConfigError (one line: key, value, allowed values) on the first invalid setting."""
+    from harness.inference import backend_names
+
+    _check("backend.kind", exp.backend.kind, backend_names())
+    _check("planner.mode", exp.planner.mode, PLANNER_MODES)
+    _check("search.provider", exp.search.provider, SEARCH_PROVIDERS)
+    _check("evaluator.composite", exp.evaluator.composite, COMPOSITES)
+    _check("orchestrator.mode", exp.orchestrator.mode, ORCHESTRATOR_MODES)
+    _check_range("evaluator.rubric_weight", exp.evaluator.rubric_weight, 0.0, 1.0)
+    _check_range("evaluator.repeats", exp.evaluator.repeats, 1)
+    _check_range("wiggum.max_rounds", exp.wiggum.max_rounds, 0)
+    for key in exp.synth.instructions:
+        _check("synth.instructions key", key, TASK_TYPES)
+    sw = exp.sweep
+    _check("sweep.kind", sw.kind, SWEEP_KINDS)
+    _check("sweep.pruner", sw.pruner, PRUNERS)
+    _check("sweep.sampler", sw.sampler, SAMPLERS)
+    _check_range("sweep.n_trials", sw.n_trials, 1)
+    _check_range("sweep.baseline_repeats", sw.baseline_repeats, 1)
+    _check_range("sweep.alpha", sw.alpha, 0.0, 1.0)
+    _check_range("sweep.pruner_p", sw.pruner_p, 0.0, 1.0)
+    _check_range("sweep.failure_rate_stop", sw.failure_rate_stop, 0.0, 1.0)
+    _check_range("sweep.holdout_top_k", sw.holdout_top_k, 0)
+    if sw.max_llm_calls is not None:
+        _check_range("sweep.max_llm_calls", sw.max_llm_calls, 1)
+    if sw.timeout_s is not None:
+        _check_range("sweep.timeout_s", sw.timeout_s, 0.0)
+    if not sw.name or "/" in sw.name:
+        raise ConfigError(f"sweep.name={sw.name!r} is not allowed; expected a non-empty name without '/'")
+    for tt in sw.mutate_task_types:
+        _check("sweep.mutate_task_types item", tt, TASK_TYPES)
+    if sw.kind == "synth_mutation":
+        if not sw.operators:
+            raise ConfigError("sweep.operators=[] is not allowed; expected at least one mutation operator")
+        ops = known_operators()
+        if ops is not None:
+            for op in sw.operators:
+                _check("sweep.operators item", op, ops)
+    ids = set()
+    for i, t in enumerate(exp.benchmark.tasks):
+        _check(f"benchmark.tasks[{i}].task_type", t.task_type, TASK_TYPES)
+        _check(f"benchmark.tasks[{i}].split", t.split, SPLITS)
+        if t.id in ids:
+            raise ConfigError(f"benchmark.tasks[{i}].id={t.id!r} is a duplicate; expected unique task ids")
+        ids.add(t.id)
+        if t.expected_count is not None:
+            _check_range(f"benchmark.tasks[{i}].expected_count", t.expected_count, 1)
+    if sw.kind in ("synth_mutation", "ab") and not exp.tasks("train"):
+        raise ConfigError(f"benchmark.tasks has no split='train' task; expected at least one for sweep.kind={sw.kind}")
+    if sw.kind == "ab" and exp.ab.a == exp.ab.b:
+        raise ConfigError("ab.a and ab.b are identical; expected two different override sets")
+    return exp
+
+
+# -- composing outside @hydra.main (tests, notebooks, the A/B runner) ----------------------------------
+
+
+def compose_config(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
+    """Compose conf/ with overrides; an unknown group option becomes a one-line ConfigError."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import ConfigCompositionException, MissingConfigException
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module="conf", version_base=None):
+            return compose(config_name=config_name, overrides=list(overrides))
+    except MissingConfigException as exc:
+        raise ConfigError(one_line_hydra_error(exc)) from exc
+    except ConfigCompositionException as exc:
+        raise ConfigError(one_line_hydra_error(exc)) from exc
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def one_line_hydra_error(exc: BaseException) -> str:
+    """Hydra's multi-line 'Could not find ... Available options ...' as one line."""
+    text = str(exc)
+    cause = exc.__cause__
+    while cause is not None and "Available options" not in text:
+        text = str(cause) or text
+        cause = cause.__cause__
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return type(exc).__name__
+    if any(ln.startswith("Available options") for ln in lines):
+        idx = next(i for i, ln in enumerate(lines) if ln.startswith("Available options"))
+        options = []
+        for ln in lines[idx + 1 :]:
+            if ln.startswith("Config search path"):
+                break
+            options.append(ln)
+        m = re.search(r"Could not find '([^']+)/([^'/]+)'", text)
+        head = f"{m.group(1).replace('/', '.')}={m.group(2)} is not an option" if m else lines[0]
+        return f"{head}; expected one of: {', '.join(options)}"
+    return " ".join(lines)
+
+
+def results_dir_from_env(default: str = "results") -> str:
+    return os.environ.get("HARNESS_RESULTS_DIR") or default

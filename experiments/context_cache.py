@@ -1,0 +1,82 @@
+"""Planning + research context per task, computed once per study and reused by every trial.
+
+Stored as JSON under results/<sweep>/context/<task id>-<key>.json. The key covers everything the context
+depends on (task text, planner/search/research/memory config, models, seed), so a changed config never
+reuses a stale context. Writes are atomic (tmp file + rename): a killed sweep leaves no half-written file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from experiments.benchmark import Task
+
+
+@dataclass(frozen=True)
+class CachedContext:
+    task_id: str
+    prepared: Any
+    hit: bool
+    path: Path
+
+
+def context_key(task: Task, depends_on: Mapping[str, Any]) -> str:
+    blob = json.dumps({"task": task.task, "depends_on": depends_on}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def _to_jsonable(prepared: Any) -> Any:
+    if hasattr(prepared, "to_dict"):
+        return prepared.to_dict()
+    return prepared
+
+
+class ContextCache:
+    """get_or_prepare(task, prepare) -> CachedContext; `load` turns stored JSON back into a prepared object."""
+
+    def __init__(
+        self,
+        directory: str | Path,
+        depends_on: Mapping[str, Any],
+        *,
+        load: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> None:
+        self.directory = Path(directory)
+        self.depends_on = dict(depends_on)
+        self.load = load or (lambda d: d)
+
+    def path_for(self, task: Task) -> Path:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in task.id)
+        return self.directory / f"{safe}-{context_key(task, self.depends_on)}.json"
+
+    def get(self, task: Task) -> Any | None:
+        path = self.path_for(task)
+        if not path.exists():
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            return None
+        return self.load(data["prepared"])
+
+    def put(self, task: Task, prepared: Any) -> Path:
+        path = self.path_for(task)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        record = {"task_id": task.id, "task": task.task, "depends_on": self.depends_on, "prepared": _to_jsonable(prepared)}
+        tmp.write_text(json.dumps(record, default=str, ensure_ascii=False, indent=1), encoding="utf-8")
+        os.replace(tmp, path)
+        return path
+
+    def get_or_prepare(self, task: Task, prepare: Callable[[str], Any]) -> CachedContext:
+        cached = self.get(task)
+        if cached is not None:
+            return CachedContext(task.id, cached, True, self.path_for(task))
+        prepared = prepare(task.task)
+        path = self.put(task, prepared)
+        return CachedContext(task.id, self.load(_to_jsonable(prepared)), False, path)

@@ -1,0 +1,77 @@
+"""The results ledger: one JSONL row per trial (keep / discard / crash / pruned / duplicate), beside MLflow."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Iterable
+
+from harness.logger import append_jsonl, read_jsonl
+
+STATUSES = ("keep", "discard", "crash", "pruned", "duplicate")
+
+
+def ledger_status(state: str, value: float | None, best_before: float | None, duplicate: bool) -> str:
+    """crash (FAIL), pruned (PRUNED), duplicate (reused value), keep (new best), else discard."""
+    if state == "FAIL":
+        return "crash"
+    if state == "PRUNED":
+        return "pruned"
+    if duplicate:
+        return "duplicate"
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "crash"
+    if best_before is None or value > best_before:
+        return "keep"
+    return "discard"
+
+
+def row_from_trial(trial: Any, best_before: float | None) -> dict[str, Any]:
+    """A ledger row from an Optuna FrozenTrial (everything needed is in its state, value and user attrs)."""
+    attrs = trial.user_attrs
+    state = trial.state.name
+    value = trial.value if state == "COMPLETE" else attrs.get("partial_value")
+    return {
+        "trial": trial.number,
+        "status": ledger_status(state, value, best_before, attrs.get("duplicate_of") is not None),
+        "state": state,
+        "value": value,
+        "operator": attrs.get("operator") or trial.params.get("operator"),
+        "hash": attrs.get("instruction_hash"),
+        "parent": attrs.get("parent_hash"),
+        "duplicate_of": attrs.get("duplicate_of"),
+        "elapsed_s": attrs.get("elapsed_s"),
+        "llm_calls": attrs.get("llm_calls"),
+        "reason": attrs.get("fail_reason"),
+    }
+
+
+class Ledger:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return read_jsonl(self.path)
+
+    def trial_numbers(self) -> set[int]:
+        return {int(r["trial"]) for r in self.rows() if "trial" in r}
+
+    def append(self, row: dict[str, Any]) -> None:
+        if row.get("status") not in STATUSES:
+            raise ValueError(f"ledger status {row.get('status')!r}; expected one of {', '.join(STATUSES)}")
+        append_jsonl(self.path, row)
+
+    def sync(self, trials: Iterable[Any]) -> int:
+        """Append rows for finished trials not yet in the ledger (idempotent). Returns rows written."""
+        have = self.trial_numbers()
+        best: float | None = None
+        written = 0
+        for t in sorted(trials, key=lambda t: t.number):
+            if t.state.name not in ("COMPLETE", "PRUNED", "FAIL"):
+                continue
+            if t.number not in have:
+                self.append(row_from_trial(t, best))
+                written += 1
+            if t.state.name == "COMPLETE" and t.value is not None:
+                best = t.value if best is None else max(best, t.value)
+        return written

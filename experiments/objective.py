@@ -1,0 +1,503 @@
+"""The Optuna objective of a synthesis-instruction sweep, with the harness injected.
+
+A runner is anything with `prepare(task) -> prepared` and `finish(prepared, *, instructions, run_id, criteria,
+seed) -> result` where the result has `.status`, `.error`, `.output_text`, `.evaluation` (composite, rubric with
+dimensions / feedback / weaknesses / judge_sd) and `.record`. `HarnessRunner` adapts harness.agent.Harness;
+tests use a scripted runner. Only synthesis and evaluation depend on the instruction, so the objective reuses
+the prepared contexts it is given (or prepares afresh per trial when it is given none).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+import optuna
+
+from experiments.benchmark import Task
+from experiments.config import ExperimentConfig
+
+BASELINE = "baseline"
+
+
+class Runner(Protocol):
+    def prepare(self, task: str) -> Any: ...
+
+    def finish(self, prepared: Any, *, instructions: Mapping[str, str], run_id: str | None = None,
+               criteria: Mapping[str, Any] | None = None, seed: int = 0) -> Any: ...
+
+
+class TrialFailed(RuntimeError):
+    """The candidate could not be evaluated (a harness run failed or raised, or no mutation was possible)."""
+
+
+@dataclass(frozen=True)
+class TaskScore:
+    task_id: str
+    task_type: str
+    score: float
+    dimensions: dict[str, float] = field(default_factory=dict)
+    judge_sd: float = 0.0
+    feedback: str = ""
+    weaknesses: tuple[str, ...] = ()
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    llm_calls: int = 0
+    cached_calls: int = 0
+    output_text: str = ""
+    output_path: str | None = None
+    smoke: bool = False
+
+
+@dataclass(frozen=True)
+class CandidateEval:
+    scores: tuple[TaskScore, ...]
+    pruned: bool = False
+
+    @property
+    def mean(self) -> float:
+        return sum(s.score for s in self.scores) / len(self.scores) if self.scores else float("nan")
+
+    def by_task(self) -> dict[str, float]:
+        return {s.task_id: s.score for s in self.scores}
+
+    def dimension_means(self) -> dict[str, float]:
+        sums: dict[str, list[float]] = {}
+        for s in self.scores:
+            for k, v in s.dimensions.items():
+                sums.setdefault(k, []).append(float(v))
+        return {k: sum(v) / len(v) for k, v in sums.items()}
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    """What one trial did, for MLflow artifacts and the summary (the study's user attrs hold the rest)."""
+
+    number: int
+    operator: str
+    instructions: dict[str, str]
+    hash: str
+    parent_hash: str | None
+    note: str = ""
+    evaluation: CandidateEval | None = None
+    duplicate_of: int | None = None
+    value: float | None = None
+    pruned: bool = False
+    error: str | None = None
+    elapsed_s: float = 0.0
+    llm_calls: int = 0
+
+
+# -- candidate identity ------------------------------------------------------------------------------
+
+
+def candidate_hash(instructions: Mapping[str, str]) -> str:
+    """Hash of a full candidate (task_type -> instruction), whitespace-normalised, order-independent."""
+    canon = {k: " ".join(v.split()) for k, v in sorted(instructions.items())}
+    return hashlib.sha256(json.dumps(canon, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def baseline_instructions(exp: ExperimentConfig, task_types: Sequence[str]) -> dict[str, str]:
+    """cfg.synth.instructions, falling back to harness.synthesis.DEFAULT_INSTRUCTIONS for missing types."""
+    out = {tt: text for tt, text in exp.synth.instructions.items() if text and text.strip()}
+    missing = [tt for tt in task_types if tt not in out]
+    if missing:
+        try:
+            from harness.synthesis import DEFAULT_INSTRUCTIONS
+        except ImportError as exc:
+            raise TrialFailed(
+                f"synth.instructions has no text for {missing} and harness.synthesis.DEFAULT_INSTRUCTIONS "
+                "is not importable; expected instructions for every task type in the benchmark"
+            ) from exc
+        for tt in missing:
+            out[tt] = DEFAULT_INSTRUCTIONS[tt]
+    return {tt: out[tt] for tt in sorted(out)}
+
+
+# -- reading a result --------------------------------------------------------------------------------
+
+
+def _usage(record: Mapping[str, Any]) -> tuple[int, int, float, int, int]:
+    prompt = completion = calls = cached = 0
+    latency = 0.0
+    for u in (record.get("llm") or {}).values():
+        prompt += int(u.get("prompt_tokens", 0))
+        completion += int(u.get("completion_tokens", 0))
+        latency += float(u.get("latency_s", 0.0))
+        calls += int(u.get("calls", 0))
+        cached += int(u.get("cached", 0))
+    return prompt, completion, latency, calls, cached
+
+
+def task_score(task: Task, result: Any) -> TaskScore:
+    """A finished harness run -> TaskScore; raises TrialFailed when the run failed or has no evaluation."""
+    status = getattr(result, "status", "ok")
+    if status != "ok":
+        raise TrialFailed(f"task {task.id!r} failed: {getattr(result, 'error', None) or status}")
+    ev = getattr(result, "evaluation", None)
+    if ev is None or ev.composite is None or math.isnan(float(ev.composite)):
+        raise TrialFailed(f"task {task.id!r}: the run finished without an evaluation score")
+    rubric = getattr(ev, "rubric", None)
+    dims = dict(getattr(rubric, "dimensions", {}) or {})
+    for k, v in (getattr(ev, "deterministic", {}) or {}).items():
+        if isinstance(v, (int, float)):
+            dims[f"det_{k}"] = float(v)
+    prompt, completion, latency, calls, cached = _usage(getattr(result, "record", {}) or {})
+    return TaskScore(
+        task_id=task.id,
+        task_type=task.task_type,
+        score=float(ev.composite),
+        dimensions=dims,
+        judge_sd=float(getattr(rubric, "judge_sd", 0.0) or 0.0),
+        feedback=str(getattr(rubric, "feedback", "") or ""),
+        weaknesses=tuple(getattr(rubric, "weaknesses", ()) or ()),
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        latency_s=latency,
+        llm_calls=calls,
+        cached_calls=cached,
+        output_text=str(getattr(result, "output_text", "") or ""),
+        output_path=getattr(result, "output_path", None),
+        smoke=bool(getattr(result, "smoke", False)),
+    )
+
+
+def evaluate_candidate(
+    instructions: Mapping[str, str],
+    tasks: Sequence[Task],
+    runner: Runner,
+    *,
+    contexts: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    trial: Any = None,
+    run_prefix: str = "run",
+    shuffle_seed: int | None = None,
+) -> CandidateEval:
+    """Run the harness's finish() on each task with the candidate; report per-task scores to the trial.
+
+    Step ids are the task's index in `tasks` (stable across trials, as WilcoxonPruner needs); the order of
+    evaluation is shuffled per trial when shuffle_seed is given. Stops early when the trial should prune.
+    """
+    order = list(range(len(tasks)))
+    if shuffle_seed is not None:
+        random.Random(shuffle_seed).shuffle(order)
+    scores: list[TaskScore] = []
+    for i in order:
+        task = tasks[i]
+        prepared = contexts[task.id] if contexts is not None else runner.prepare(task.task)
+        try:
+            result = runner.finish(
+                prepared, instructions=dict(instructions), run_id=f"{run_prefix}-{task.id}",
+                criteria=task.criteria(), seed=seed,
+            )
+        except TrialFailed:
+            raise
+        except Exception as exc:
+            raise TrialFailed(f"task {task.id!r} raised {type(exc).__name__}: {exc}") from exc
+        scores.append(task_score(task, result))
+        if trial is not None:
+            trial.report(scores[-1].score, step=i)
+            if len(scores) < len(tasks) and trial.should_prune():
+                return CandidateEval(tuple(scores), pruned=True)
+    return CandidateEval(tuple(scores))
+
+
+# -- search state for the mutators ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    number: int
+    instructions: dict[str, str]
+    hash: str
+    value: float
+    feedback: tuple[tuple[str, str, float, str], ...] = ()  # (task_id, task_type, score, feedback), worst first
+
+
+@dataclass(frozen=True)
+class SearchState:
+    baseline: dict[str, str]
+    evaluated: tuple[Evaluated, ...] = ()
+    seen: frozenset[str] = frozenset()  # every candidate hash tried (any state)
+    hash_values: dict[str, tuple[int, float]] = field(default_factory=dict)  # hash -> (trial, value) of COMPLETE
+
+    def parent(self) -> Evaluated | None:
+        return max(self.evaluated, key=lambda e: (e.value, -e.number), default=None)
+
+
+def state_from_trials(trials: Sequence[Any], baseline: Mapping[str, str]) -> SearchState:
+    """SearchState from Optuna FrozenTrials (instructions, hash and feedback live in user attrs)."""
+    evaluated, seen, values = [], set(), {}
+    for t in sorted(trials, key=lambda t: t.number):
+        attrs = t.user_attrs
+        h = attrs.get("instruction_hash")
+        if h:
+            seen.add(h)
+        if t.state.name != "COMPLETE" or t.value is None or not attrs.get("instructions"):
+            continue
+        if attrs.get("duplicate_of") is None:
+            fb = tuple(tuple(x) for x in attrs.get("feedback", ()))
+            evaluated.append(Evaluated(t.number, dict(attrs["instructions"]), h, float(t.value), fb))
+        values.setdefault(h, (t.number, float(t.value)))
+    return SearchState(dict(baseline), tuple(evaluated), frozenset(seen), values)
+
+
+def mutation_context_args(state: SearchState, task_type: str, *, seed: int, max_chars: int,
+                          n_feedback: int = 3, pool_size: int = 5) -> dict[str, Any]:
+    """Keyword arguments for mutators.MutationContext for one task type."""
+    parent = state.parent()
+    base = (parent.instructions if parent else state.baseline).get(task_type) or state.baseline[task_type]
+    history, seen_text = [], set()
+    for e in sorted(state.evaluated, key=lambda e: e.value):
+        text = e.instructions.get(task_type)
+        if text and text not in seen_text:
+            seen_text.add(text)
+            history.append((text, round(e.value, 3)))
+    feedback: list[str] = []
+    if parent:
+        ranked = sorted(parent.feedback, key=lambda f: (f[1] != task_type, f[2]))
+        for task_id, _tt, score, text in ranked[:n_feedback]:
+            if text:
+                feedback.append(f"[{task_id}, score {score:.1f}] {text}")
+    pool = [t for t, _ in reversed(history)][:pool_size]
+    return {"base": base, "history": tuple(history), "feedback": tuple(feedback), "pool": tuple(pool),
+            "task_type": task_type, "seed": seed, "max_chars": max_chars}
+
+
+ProposeFn = Callable[..., Any]  # (name, ctx, llm, *, seen) -> Candidate(text, operator, parents, hash, note)
+
+
+def _default_propose() -> tuple[ProposeFn, Callable[..., Any], type]:
+    from mutators import MutationContext, MutationFailed, propose
+
+    return propose, MutationContext, MutationFailed
+
+
+# -- the objective -----------------------------------------------------------------------------------
+
+
+class Objective:
+    """objective(trial) -> mean composite over the train tasks. Works with a real trial or a FixedTrial.
+
+    The baseline trial is marked by the user attr operator="baseline" (enqueued); other trials choose the
+    operator with suggest_categorical("operator", cfg.sweep.operators). A candidate whose hash was already
+    evaluated reuses that value (duplicate_of set) instead of re-running. Raises optuna.TrialPruned when the
+    pruner stops it (the partial mean is in the user attr partial_value) and TrialFailed on a failed run.
+    """
+
+    def __init__(
+        self,
+        exp: ExperimentConfig,
+        runner: Runner,
+        tasks: Sequence[Task],
+        *,
+        contexts: Mapping[str, Any] | None = None,
+        state: Callable[[], SearchState] | SearchState | None = None,
+        propose: ProposeFn | None = None,
+        mutation_llm: Any = None,
+        mutate_types: Sequence[str] | None = None,
+    ) -> None:
+        self.exp = exp
+        self.runner = runner
+        self.tasks = tuple(tasks)
+        self.contexts = contexts
+        self.types = tuple(mutate_types or sorted({t.task_type for t in self.tasks}))
+        self.baseline = baseline_instructions(exp, self.types)
+        self._state = state
+        self._propose = propose
+        self.mutation_llm = mutation_llm
+        self.last: TrialOutcome | None = None
+
+    def state(self) -> SearchState:
+        s = self._state() if callable(self._state) else self._state
+        return s if s is not None else SearchState(self.baseline)
+
+    def _propose_fns(self) -> tuple[ProposeFn, Callable[..., Any], type]:
+        if self._propose is not None:
+            try:
+                from mutators import MutationContext, MutationFailed
+            except ImportError:
+                return self._propose, _PlainContext, Exception
+            return self._propose, MutationContext, MutationFailed
+        return _default_propose()
+
+    def candidate(self, operator: str, number: int) -> tuple[dict[str, str], str | None, str]:
+        """(instructions, parent hash, note) for one operator applied to each mutated task type."""
+        state = self.state()
+        parent = state.parent()
+        base = dict(parent.instructions) if parent else dict(self.baseline)
+        propose, make_ctx, failed_type = self._propose_fns()
+        notes, failed = [], 0
+        for tt in self.types:
+            args = mutation_context_args(state, tt, seed=self.exp.sweep.seed * 100003 + number,
+                                         max_chars=self.exp.sweep.max_chars)
+            try:
+                cand = propose(operator, make_ctx(**args), self.mutation_llm, seen=set(state.seen))
+            except failed_type as exc:
+                notes.append(f"{tt}: {exc}")
+                failed += 1
+                continue
+            if cand.text and cand.text.strip():
+                base[tt] = cand.text
+            notes.append(f"{tt}: {cand.note}" if getattr(cand, "note", "") else f"{tt}: changed")
+        if failed == len(self.types):
+            raise TrialFailed(f"operator {operator!r} produced no instruction: {'; '.join(notes)[:400]}")
+        return base, (parent.hash if parent else candidate_hash(self.baseline)), "; ".join(notes)[:500]
+
+    def __call__(self, trial: Any) -> float:
+        t0 = time.perf_counter()
+        calls0 = _calls(self.runner)
+        number = int(getattr(trial, "number", 0))
+        is_baseline = trial.user_attrs.get("operator") == BASELINE
+        operator = BASELINE if is_baseline else trial.suggest_categorical("operator", list(self.exp.sweep.operators))
+        instructions, parent, note = dict(self.baseline), None, "baseline instruction (cfg.synth)"
+        outcome = dict(number=number, operator=operator, instructions=instructions, hash=candidate_hash(instructions),
+                       parent_hash=None, note=note)
+        try:
+            if not is_baseline:
+                instructions, parent, note = self.candidate(operator, number)
+            h = candidate_hash(instructions)
+            outcome.update(instructions=instructions, hash=h, parent_hash=parent, note=note)
+            trial.set_user_attr("operator", operator)
+            trial.set_user_attr("instruction_hash", h)
+            trial.set_user_attr("parent_hash", parent)
+            trial.set_user_attr("instructions", instructions)
+            trial.set_user_attr("note", note)
+            known = self.state().hash_values.get(h)
+            if known is not None and not is_baseline:
+                trial.set_user_attr("duplicate_of", known[0])
+                trial.set_user_attr("elapsed_s", round(time.perf_counter() - t0, 3))
+                trial.set_user_attr("llm_calls", _calls(self.runner) - calls0)
+                self.last = TrialOutcome(**outcome, duplicate_of=known[0], value=known[1],
+                                         elapsed_s=time.perf_counter() - t0, llm_calls=_calls(self.runner) - calls0)
+                return known[1]
+            ev = evaluate_candidate(
+                instructions, self.tasks, self.runner, contexts=self.contexts, seed=self.exp.seed, trial=trial,
+                run_prefix=f"{self.exp.sweep.name}-t{number}", shuffle_seed=None if is_baseline else number,
+            )
+        except TrialFailed as exc:
+            trial.set_user_attr("fail_reason", str(exc)[:500])
+            trial.set_user_attr("elapsed_s", round(time.perf_counter() - t0, 3))
+            trial.set_user_attr("llm_calls", _calls(self.runner) - calls0)
+            self.last = TrialOutcome(**outcome, error=str(exc), elapsed_s=time.perf_counter() - t0,
+                                     llm_calls=_calls(self.runner) - calls0)
+            raise
+        _record_eval(trial, ev)
+        elapsed, calls = time.perf_counter() - t0, _calls(self.runner) - calls0
+        trial.set_user_attr("elapsed_s", round(elapsed, 3))
+        trial.set_user_attr("llm_calls", calls)
+        self.last = TrialOutcome(**outcome, evaluation=ev, value=ev.mean, pruned=ev.pruned, elapsed_s=elapsed,
+                                 llm_calls=calls)
+        if ev.pruned:
+            trial.set_user_attr("partial_value", ev.mean)
+            raise optuna.TrialPruned(f"pruned after {len(ev.scores)}/{len(self.tasks)} tasks (mean {ev.mean:.3f})")
+        return ev.mean
+
+
+@dataclass(frozen=True)
+class _PlainContext:
+    base: str
+    history: tuple = ()
+    feedback: tuple = ()
+    pool: tuple = ()
+    task_type: str = "research"
+    seed: int = 0
+    max_chars: int = 1200
+
+
+def _record_eval(trial: Any, ev: CandidateEval) -> None:
+    trial.set_user_attr("task_scores", {s.task_id: round(s.score, 4) for s in ev.scores})
+    worst = sorted(ev.scores, key=lambda s: s.score)
+    trial.set_user_attr("feedback", [
+        [s.task_id, s.task_type, round(s.score, 3), (s.feedback + (" Weaknesses: " + "; ".join(s.weaknesses)
+                                                                   if s.weaknesses else ""))[:600]]
+        for s in worst
+    ])
+    trial.set_user_attr("dimensions", {k: round(v, 4) for k, v in ev.dimension_means().items()})
+    trial.set_user_attr("judge_sd", round(sum(s.judge_sd for s in ev.scores) / max(len(ev.scores), 1), 4))
+    trial.set_user_attr("smoke", any(s.smoke for s in ev.scores))
+
+
+def _calls(runner: Any) -> int:
+    fn = getattr(runner, "llm_calls", None)
+    return int(fn()) if callable(fn) else 0
+
+
+def make_objective(exp: ExperimentConfig, runner: Runner, tasks: Sequence[Task] | None = None, **kwargs: Any) -> Objective:
+    """The objective for exp's train split (or the given tasks) with the runner injected."""
+    if tasks is None:
+        from experiments.benchmark import load_tasks, split
+
+        tasks = split(load_tasks(exp.benchmark), "train")
+    return Objective(exp, runner, tasks, **kwargs)
+
+
+# -- the real harness as a runner ----------------------------------------------------------------------
+
+
+class HarnessRunner:
+    """Adapts harness.agent.Harness to the runner protocol: one Harness per seed, sharing roles, memory, search.
+
+    llm_calls() counts uncached model calls (response-cache misses; every call when the cache is off).
+    """
+
+    def __init__(self, harness_cfg: Any, roles: Any = None) -> None:
+        try:
+            from harness.agent import Harness
+        except ImportError as exc:
+            raise RuntimeError(f"harness.agent.Harness is not importable ({exc}); the sweep needs the harness") from exc
+        self._Harness = Harness
+        self.cfg = harness_cfg
+        self.base = Harness(harness_cfg, roles)
+        self._by_seed = {harness_cfg.seed: self.base}
+        self._uncached = 0
+
+    @property
+    def roles(self) -> Any:
+        return self.base.roles
+
+    @property
+    def smoke(self) -> bool:
+        return bool(self.roles.smoke)
+
+    @property
+    def mutation_llm(self) -> Any:
+        return self.roles.producer
+
+    def _for_seed(self, seed: int) -> Any:
+        if seed not in self._by_seed:
+            cfg = dataclasses.replace(self.cfg, seed=seed)
+            self._by_seed[seed] = self._Harness(cfg, self.roles, memory=self.base.memory, search=self.base.search)
+        return self._by_seed[seed]
+
+    def prepare(self, task: str) -> Any:
+        from harness.logger import Tracer, use_tracer
+
+        tracer = Tracer("prepare")
+        with use_tracer(tracer):
+            prepared = self.base.prepare(task)
+        self._uncached += sum(int(u["calls"] - u["cached"]) for u in tracer.usage.values())
+        return prepared
+
+    def prepared_from_dict(self, data: dict[str, Any]) -> Any:
+        from harness.agent import Prepared
+
+        return Prepared.from_dict(data)
+
+    def finish(self, prepared: Any, *, instructions: Mapping[str, str], run_id: str | None = None,
+               criteria: Mapping[str, Any] | None = None, seed: int = 0) -> Any:
+        result = self._for_seed(seed).finish(prepared, instructions=dict(instructions), run_id=run_id,
+                                             criteria=dict(criteria or {}))
+        self._uncached += _usage(result.record or {})[3] - _usage(result.record or {})[4]
+        return result
+
+    def llm_calls(self) -> int:
+        cache = getattr(self.roles, "cache", None)
+        return int(cache.misses) if cache is not None else self._uncached

@@ -1,0 +1,112 @@
+"""Entry point: `python -m experiments.run [+sweep=synth_mutation|prior_knowledge_ab|single] [overrides]`.
+
+`hydra_main` is the one-line @hydra.main wrapper; `main(cfg)` is a plain function (validate, then dispatch on
+sweep.kind). Exceptions become one-line messages here, at the CLI edge, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+import hydra
+from omegaconf import DictConfig
+
+from experiments.config import ConfigError, ExperimentConfig, to_experiment, to_harness_config, validate
+
+
+def make_runner(exp: ExperimentConfig) -> Any:
+    """The real harness behind the runner protocol, built from the experiment's harness config."""
+    from experiments.objective import HarnessRunner
+
+    return HarnessRunner(to_harness_config(exp))
+
+
+def run_single(exp: ExperimentConfig, runner: Any, *, tracker: Any = None, out: Callable[[str], None] = print) -> dict[str, float]:
+    """One run of the configured instructions on every benchmark task; per-task scores logged to MLflow."""
+    from experiments.benchmark import load_tasks, task_types
+    from experiments.objective import TrialFailed, baseline_instructions, evaluate_candidate
+    from experiments.sweep import SMOKE_LINE
+    from experiments.tracking import make_tracker
+
+    tasks = load_tasks(exp.benchmark)
+    instructions = baseline_instructions(exp, task_types(tasks))
+    tracker = tracker if tracker is not None else make_tracker(exp)
+    smoke = bool(getattr(runner, "smoke", False))
+    tracker.start(exp, smoke=smoke)
+    scores: dict[str, float] = {}
+    failed = 0
+    for i, task in enumerate(tasks, 1):
+        try:
+            ev = evaluate_candidate(instructions, [task], runner, seed=exp.seed, run_prefix=f"{exp.sweep.name}")
+        except TrialFailed as exc:
+            failed += 1
+            out(f"[{exp.sweep.name}] task {i}/{len(tasks)} {task.id}: FAILED {exc}")
+            continue
+        s = ev.scores[0]
+        scores[task.id] = s.score
+        out(f"[{exp.sweep.name}] task {i}/{len(tasks)} {task.id}: composite {s.score:.3f}")
+        tracker.log_child(f"task-{task.id}", {"kind": "task", "task_id": task.id, "split": task.split},
+                          {"composite": s.score, "judge_sd": s.judge_sd, "llm_calls": s.llm_calls,
+                           "cache_hits": s.cached_calls, "latency_s": s.latency_s,
+                           **{f"dim.{k}": v for k, v in s.dimensions.items()}},
+                          {f"outputs/{task.id}.md": s.output_text or "(empty)"})
+    mean = sum(scores.values()) / len(scores) if scores else float("nan")
+    lines = ["===== RUN SUMMARY ====="]
+    if smoke:
+        lines.append(SMOKE_LINE)
+    lines += [f"tasks: {len(tasks)} ({failed} failed)", f"mean composite: {mean:.3f}"]
+    lines += [f"task {k}: {v:.3f}" for k, v in scores.items()]
+    lines += [f"MLflow UI: {tracker.ui_command()}", "===== END RUN SUMMARY ====="]
+    text = "\n".join(lines)
+    tracker.finish({"composite": mean, "failed": failed} if scores else {"failed": failed}, {"summary.md": text + "\n"},
+                   status="FINISHED" if scores else "FAILED")
+    out(text)
+    return scores
+
+
+def run_ab(cfg: DictConfig | ExperimentConfig) -> Any:
+    try:
+        from experiments.ab_entry import run_ab_from_config
+    except ImportError as exc:
+        raise RuntimeError(
+            f"sweep.kind=ab needs experiments.ab_entry.run_ab_from_config, which is not importable ({exc})"
+        ) from exc
+    return run_ab_from_config(cfg)
+
+
+def main(cfg: DictConfig | ExperimentConfig, *, runner: Any = None, out: Callable[[str], None] = print) -> Any:
+    """Validate, build the runner, dispatch on sweep.kind (single | synth_mutation | ab)."""
+    exp = validate(to_experiment(cfg))
+    kind = exp.sweep.kind
+    if kind == "ab":
+        return run_ab(cfg)
+    runner = runner if runner is not None else make_runner(exp)
+    if kind == "single":
+        return run_single(exp, runner, out=out)
+    from experiments.sweep import run_sweep
+
+    return run_sweep(exp, runner, out=out)
+
+
+@hydra.main(version_base=None, config_path="../conf", config_name="config")
+def hydra_main(cfg: DictConfig) -> None:
+    cli(cfg)
+
+
+def cli(cfg: DictConfig) -> None:
+    try:
+        main(cfg)
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("interrupted: run the same command again to resume", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    hydra_main()

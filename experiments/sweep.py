@@ -1,0 +1,627 @@
+"""The synthesis-instruction sweep: Optuna ask/tell inside the Hydra app.
+
+Order of work: contexts (plan + research per task, once per study) -> baseline trial (enqueued) -> r-1 more
+baseline runs with other seeds (noise floor) -> search trials until n_trials / timeout / LLM-call budget ->
+holdout confirmation of the top-k candidates against the baseline -> promotion (or "no change kept").
+Everything a resumed process needs lives in the study (trial user attrs, study user attrs), the context cache
+and the LLM response cache, so the same command continues where a killed one stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import socket
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import optuna
+from optuna.trial import TrialState
+
+from experiments.benchmark import Task, load_tasks, split, task_types
+from experiments.config import ExperimentConfig
+from experiments.context_cache import ContextCache
+from experiments.ledger import Ledger, row_from_trial
+from experiments.objective import (
+    BASELINE,
+    CandidateEval,
+    Objective,
+    TrialFailed,
+    _calls,
+    candidate_hash,
+    evaluate_candidate,
+    state_from_trials,
+)
+from experiments.tracking import NullTracker, instruction_diff, make_tracker
+
+SUMMARY_BEGIN = "===== SWEEP SUMMARY ====="
+SUMMARY_END = "===== END SWEEP SUMMARY ====="
+SMOKE_LINE = "SMOKE RUN (embedded model): not research quality"
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+
+
+# -- statistics: noise floor and the paired comparison -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """Spread of the baseline over r runs with different seeds.
+
+    sigma: pooled within-task standard deviation. floor(n, baseline_runs): two standard errors of the
+    difference between one candidate run and a baseline reference averaged over baseline_runs runs, both of
+    the same instruction, over n tasks: 2 * sigma * sqrt((1 + 1/baseline_runs) / n).
+    """
+
+    sigma: float
+    repeats: int
+    n_tasks: int
+    range_of_means: float
+    per_task_sd: dict[str, float] = field(default_factory=dict)
+
+    def floor(self, n: int, baseline_runs: int = 1) -> float:
+        if self.repeats < 2 or n < 1:
+            return 0.0
+        return 2.0 * self.sigma * math.sqrt((1.0 + 1.0 / max(baseline_runs, 1)) / n)
+
+
+def noise_floor(runs: Sequence[Mapping[str, float]]) -> NoiseFloor:
+    """Noise floor from r baseline runs (each a task_id -> score mapping over the same tasks)."""
+    runs = [dict(r) for r in runs if r]
+    if not runs:
+        return NoiseFloor(0.0, 0, 0, 0.0)
+    tasks = sorted(set.intersection(*(set(r) for r in runs)))
+    per_task = {t: statistics.stdev([r[t] for r in runs]) if len(runs) > 1 else 0.0 for t in tasks}
+    sigma = math.sqrt(sum(sd * sd for sd in per_task.values()) / len(per_task)) if per_task else 0.0
+    means = [sum(r[t] for t in tasks) / len(tasks) for r in runs] if tasks else [0.0]
+    return NoiseFloor(sigma, len(runs), len(tasks), max(means) - min(means), per_task)
+
+
+def baseline_reference(runs: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Per-task mean of the baseline runs."""
+    tasks = sorted(set.intersection(*(set(r) for r in runs))) if runs else []
+    return {t: sum(r[t] for r in runs) / len(runs) for t in tasks}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    diff: float  # mean over tasks of candidate - baseline
+    p_value: float  # one-sided paired Wilcoxon signed-rank over tasks (candidate > baseline)
+    floor: float
+    n: int
+    alpha: float
+    claimed: bool  # diff > floor and p < alpha
+    min_possible_p: float
+
+    @property
+    def reason(self) -> str:
+        if self.claimed:
+            return f"improvement: +{self.diff:.3f} > floor {self.floor:.3f} and p={self.p_value:.4f} < {self.alpha}"
+        why = []
+        if self.diff <= self.floor:
+            why.append(f"difference {self.diff:+.3f} within noise floor {self.floor:.3f}")
+        if not self.p_value < self.alpha:
+            why.append(f"p={self.p_value:.4f} >= alpha {self.alpha}")
+            if self.min_possible_p >= self.alpha:
+                why.append(f"n={self.n} tasks cannot reach alpha (smallest possible p={self.min_possible_p:.4f})")
+        return "not an improvement: " + "; ".join(why)
+
+
+def compare(candidate: Mapping[str, float], baseline: Mapping[str, float], *, floor: float, alpha: float) -> Comparison:
+    """Paired comparison over the tasks both have: mean difference vs the floor, and a one-sided Wilcoxon."""
+    tasks = sorted(set(candidate) & set(baseline))
+    diffs = [candidate[t] - baseline[t] for t in tasks]
+    n = len(diffs)
+    diff = sum(diffs) / n if n else 0.0
+    p = 1.0
+    nonzero = [d for d in diffs if abs(d) > 1e-12]
+    if nonzero:
+        from scipy.stats import wilcoxon
+
+        try:
+            p = float(wilcoxon(nonzero, alternative="greater").pvalue)
+        except ValueError:
+            p = 1.0
+    min_p = 0.5 ** len(nonzero) if nonzero else 1.0
+    return Comparison(diff, p, floor, n, alpha, bool(n and diff > floor and p < alpha), min_p)
+
+
+# -- study plumbing ------------------------------------------------------------------------------------
+
+
+def open_study(exp: ExperimentConfig) -> optuna.Study:
+    """Create or load the study (RDB storage, heartbeat on) named after the sweep."""
+    url = exp.storage_url
+    if url.startswith("sqlite:///"):
+        Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+    hb = max(int(exp.sweep.heartbeat_s), 1)
+    storage = optuna.storages.RDBStorage(url, heartbeat_interval=hb, grace_period=2 * hb)
+    sw = exp.sweep
+    sampler: optuna.samplers.BaseSampler
+    if sw.sampler == "random":
+        sampler = optuna.samplers.RandomSampler(seed=sw.seed)
+    else:
+        sampler = optuna.samplers.TPESampler(seed=sw.seed, n_startup_trials=min(len(sw.operators) + 1, 6))
+    pruner: optuna.pruners.BasePruner
+    if sw.pruner == "wilcoxon":
+        pruner = optuna.pruners.WilcoxonPruner(p_threshold=sw.pruner_p, n_startup_steps=sw.pruner_startup_steps)
+    elif sw.pruner == "median":
+        pruner = optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=sw.pruner_startup_steps)
+    else:
+        pruner = optuna.pruners.NopPruner()
+    return optuna.create_study(storage=storage, study_name=sw.name, direction="maximize", sampler=sampler,
+                               pruner=pruner, load_if_exists=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def fail_stale_trials(study: optuna.Study) -> list[int]:
+    """Mark RUNNING trials left by a dead process as FAIL: this host's dead pids at once, others by heartbeat."""
+    from optuna.storages._heartbeat import fail_stale_trials as optuna_fail_stale
+
+    host, failed = socket.gethostname(), []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        a = t.user_attrs
+        if a.get("worker_host") == host and isinstance(a.get("worker_pid"), int) and (
+            a["worker_pid"] == os.getpid() or not _pid_alive(a["worker_pid"])
+        ):
+            study._storage.set_trial_user_attr(t._trial_id, "fail_reason", "process died while the trial was running")
+            try:
+                study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL)
+                failed.append(t.number)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                pass
+    before = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))}
+    optuna_fail_stale(study)
+    after = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))}
+    return sorted(set(failed) | (after - before))
+
+
+def _heartbeat(study: optuna.Study, trial: optuna.Trial):
+    from optuna.storages._heartbeat import get_heartbeat_thread
+
+    return get_heartbeat_thread(trial._trial_id, study._storage)
+
+
+def _finished(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    return study.get_trials(deepcopy=False, states=FINISHED)
+
+
+def _frozen(study: optuna.Study, number: int) -> optuna.trial.FrozenTrial:
+    return next(t for t in study.get_trials(deepcopy=False) if t.number == number)
+
+
+def _ensure_baseline(study: optuna.Study) -> None:
+    live = (TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING)
+    if not any(t.user_attrs.get("operator") == BASELINE and t.state in live for t in study.get_trials(deepcopy=False)):
+        study.enqueue_trial(params={}, user_attrs={"operator": BASELINE}, skip_if_exists=False)
+
+
+def _baseline_trial(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
+    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if t.user_attrs.get("operator") == BASELINE]
+    return done[0] if done else None
+
+
+# -- summary -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HoldoutRow:
+    trial: int | None  # None for the baseline
+    hash: str
+    operator: str
+    train_mean: float
+    holdout_mean: float | None
+    holdout_diff: float | None
+    train: Comparison | None
+    wins: bool
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    sweep: str
+    storage: str
+    stop_reason: str
+    trials: dict[str, int]
+    new_trials: int
+    baseline_train: float | None
+    noise: NoiseFloor
+    train_floor: float
+    best_trial: int | None
+    best_operator: str | None
+    best_value: float | None
+    best_comparison: Comparison | None
+    holdout: tuple[HoldoutRow, ...]
+    baseline_holdout: float | None
+    promoted_trial: int | None
+    promoted_hash: str
+    promoted: bool
+    best_instructions: dict[str, str]
+    baseline_instructions: dict[str, str]
+    llm_calls: int
+    llm_calls_prepare: int
+    calls_per_trial: float | None
+    contexts: dict[str, int]
+    smoke: bool
+    paths: dict[str, str]
+    mlflow_ui: str
+    elapsed_s: float
+
+
+def format_summary(s: SweepSummary) -> str:
+    """The greppable end-of-sweep block."""
+    lines = [SUMMARY_BEGIN]
+    if s.smoke:
+        lines.append(SMOKE_LINE)
+    t = s.trials
+    lines += [
+        f"sweep: {s.sweep}  storage: {s.storage}",
+        f"stopped: {s.stop_reason}",
+        f"trials: {t.get('total', 0)} total ({t.get('complete', 0)} complete, {t.get('pruned', 0)} pruned, "
+        f"{t.get('failed', 0)} failed, {t.get('duplicate', 0)} duplicate), {s.new_trials} new in this run",
+        f"baseline train mean: {_f(s.baseline_train)}",
+        f"noise floor (train): {s.train_floor:.3f}  [sigma {s.noise.sigma:.3f} over {s.noise.repeats} baseline runs, "
+        f"{s.noise.n_tasks} tasks; range of run means {s.noise.range_of_means:.3f}]",
+    ]
+    if s.best_trial is not None:
+        lines.append(f"best trial: #{s.best_trial} ({s.best_operator}) train mean {_f(s.best_value)}")
+        if s.best_comparison is not None:
+            lines.append(f"best vs baseline (train): {s.best_comparison.reason}")
+    else:
+        lines.append("best trial: none beyond the baseline")
+    lines.append(f"holdout baseline mean: {_f(s.baseline_holdout)}")
+    for row in s.holdout:
+        lines.append(
+            f"holdout trial #{row.trial} ({row.operator}, {row.hash}): train {_f(row.train_mean)} holdout "
+            f"{_f(row.holdout_mean)} diff {_f(row.holdout_diff, signed=True)} "
+            f"{'WINS' if row.wins else 'does not win'}" + (f" error: {row.error}" if row.error else "")
+        )
+    if s.promoted:
+        lines.append(f"PROMOTED: trial #{s.promoted_trial} (hash {s.promoted_hash})")
+    else:
+        lines.append(f"PROMOTED: baseline (no change kept; hash {s.promoted_hash})")
+    lines.append(f"LLM calls: {s.llm_calls} uncached in this run ({s.llm_calls_prepare} for contexts); "
+                 f"per search trial: {_f(s.calls_per_trial)}; contexts {s.contexts.get('hits', 0)} reused, "
+                 f"{s.contexts.get('computed', 0)} computed")
+    lines.append(f"elapsed: {_hms(s.elapsed_s)}")
+    lines.append("best instruction:")
+    for tt, text in sorted(s.best_instructions.items()):
+        lines.append(f"  [{tt}] {text}")
+    diff = instruction_diff(s.baseline_instructions, s.best_instructions)
+    lines.append("diff vs baseline:" + ("\n" + diff if diff else " (identical)"))
+    for name, path in s.paths.items():
+        lines.append(f"{name}: {path}")
+    lines.append(f"MLflow UI: {s.mlflow_ui}")
+    lines.append(SUMMARY_END)
+    return "\n".join(lines)
+
+
+def _f(x: float | None, signed: bool = False) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return f"{x:+.3f}" if signed else f"{x:.3f}"
+
+
+def _hms(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+# -- the sweep -----------------------------------------------------------------------------------------
+
+
+def context_depends(exp: ExperimentConfig) -> dict[str, Any]:
+    """What a task's prepared context depends on (its cache key besides the task text)."""
+    b = exp.backend
+    return {
+        "planner": dataclasses.asdict(exp.planner),
+        "search": dataclasses.asdict(exp.search),
+        "research": dataclasses.asdict(exp.research),
+        "memory": {"enabled": exp.memory.enabled, "embedding": exp.memory.embedding, "k": exp.memory.k},
+        "models": [b.kind, b.planner_model, b.compressor_model],
+        "seed": exp.seed,
+    }
+
+
+class Sweep:
+    """One invocation of a synth_mutation sweep. `run()` returns the SweepSummary."""
+
+    def __init__(
+        self,
+        exp: ExperimentConfig,
+        runner: Any,
+        *,
+        propose: Callable[..., Any] | None = None,
+        mutation_llm: Any = None,
+        tracker: NullTracker | None = None,
+        out: Callable[[str], None] = print,
+    ) -> None:
+        self.exp, self.runner, self.out = exp, runner, out
+        self.tasks = load_tasks(exp.benchmark)
+        self.train, self.holdout = split(self.tasks, "train"), split(self.tasks, "holdout")
+        self.dir = exp.sweep_dir
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.smoke = bool(getattr(runner, "smoke", False))
+        self.tracker = tracker if tracker is not None else make_tracker(exp)
+        self.ledger = Ledger(self.dir / "ledger.jsonl")
+        self.propose = propose
+        self.mutation_llm = mutation_llm if mutation_llm is not None else getattr(runner, "mutation_llm", None)
+        self.mutate_types = tuple(exp.sweep.mutate_task_types) or task_types(self.train)
+
+    # -- pieces ----------------------------------------------------------------------------------------
+    def _contexts(self) -> tuple[dict[str, Any] | None, dict[str, int]]:
+        if not self.exp.sweep.reuse_context:
+            return None, {"hits": 0, "computed": 0}
+        cache = ContextCache(self.dir / "context", context_depends(self.exp),
+                             load=getattr(self.runner, "prepared_from_dict", None))
+        contexts, stats = {}, {"hits": 0, "computed": 0}
+        for i, task in enumerate(self.train + self.holdout, 1):
+            got = cache.get_or_prepare(task, self.runner.prepare)
+            contexts[task.id] = got.prepared
+            stats["hits" if got.hit else "computed"] += 1
+            if not got.hit:
+                self.out(f"[{self.exp.sweep.name}] context {i}/{len(self.tasks)} {task.id}: prepared and cached")
+        return contexts, stats
+
+    def _baseline_runs(self, study: optuna.Study, baseline: Mapping[str, str], contexts) -> list[dict[str, float]]:
+        """Baseline trial scores (seed = cfg.seed) plus r-1 further runs with other seeds, each stored once."""
+        bt = _baseline_trial(study)
+        if bt is None:
+            return []
+        runs = [dict(bt.user_attrs.get("task_scores", {}))]
+        stored = dict(study.user_attrs.get("baseline_runs", {}))
+        for k in range(1, self.exp.sweep.baseline_repeats):
+            seed = self.exp.seed + k
+            if str(seed) not in stored:
+                self.out(f"[{self.exp.sweep.name}] baseline repeat {k + 1}/{self.exp.sweep.baseline_repeats} "
+                         f"(seed {seed}) for the noise floor")
+                ev = evaluate_candidate(baseline, self.train, self.runner, contexts=contexts, seed=seed,
+                                        run_prefix=f"{self.exp.sweep.name}-baseline-s{seed}")
+                stored[str(seed)] = ev.by_task()
+                study.set_user_attr("baseline_runs", stored)
+                self._safe(lambda: self.tracker.log_child(
+                    f"baseline-repeat-seed{seed}", {"kind": "baseline_repeat", "seed": str(seed)},
+                    {"composite": ev.mean, **{f"task.{t}": v for t, v in ev.by_task().items()}}))
+            runs.append(dict(stored[str(seed)]))
+        return runs
+
+    def _holdout(self, study, key: str, instructions, contexts) -> tuple[dict[str, float] | None, str | None]:
+        stored = dict(study.user_attrs.get("holdout", {}))
+        if key in stored:
+            return stored[key], None
+        try:
+            ev = evaluate_candidate(instructions, self.holdout, self.runner, contexts=contexts, seed=self.exp.seed,
+                                    run_prefix=f"{self.exp.sweep.name}-holdout-{key}")
+        except TrialFailed as exc:
+            return None, str(exc)
+        stored[key] = ev.by_task()
+        study.set_user_attr("holdout", stored)
+        self._safe(lambda: self.tracker.log_child(
+            f"holdout-{key}", {"kind": "holdout", "instruction_hash": key},
+            {"composite": ev.mean, **{f"task.{t}": v for t, v in ev.by_task().items()}}))
+        return stored[key], None
+
+    def _safe(self, fn: Callable[[], Any]) -> None:
+        try:
+            fn()
+        except Exception as exc:  # tracking must not kill a night's sweep; the next start re-syncs trials
+            self.out(f"[{self.exp.sweep.name}] warning: MLflow logging failed: {type(exc).__name__}: {exc}")
+
+    # -- main loop ---------------------------------------------------------------------------------------
+    def run(self) -> SweepSummary:
+        exp, sw = self.exp, self.exp.sweep
+        t0, calls0 = time.perf_counter(), _calls(self.runner)
+        name = sw.name
+        self.tracker.start(exp, smoke=self.smoke)
+        contexts, ctx_stats = self._contexts()
+        prepare_calls = _calls(self.runner) - calls0
+        study = open_study(exp)
+        stale = fail_stale_trials(study)
+        if stale:
+            self.out(f"[{name}] marked {len(stale)} trial(s) left RUNNING by a dead process as failed: {stale}")
+        objective = Objective(
+            exp, self.runner, self.train, contexts=contexts,
+            state=lambda: state_from_trials(study.get_trials(deepcopy=False), objective.baseline),
+            propose=self.propose, mutation_llm=self.mutation_llm, mutate_types=self.mutate_types,
+        )
+        baseline = objective.baseline
+        self.ledger.sync(study.get_trials(deepcopy=False))
+        self._safe(lambda: self.tracker.sync(study.get_trials(deepcopy=False), baseline))
+        _ensure_baseline(study)
+        study.set_user_attr("baseline_hash", candidate_hash(baseline))
+        study.set_user_attr("controls", {"reuse_context": sw.reuse_context, "memory_frozen": exp.memory.frozen})
+
+        new, new_failed, search_calls, search_trials = 0, 0, 0, 0
+        stop_reason = "n_trials reached"
+        interrupted = False
+        while True:
+            done = len(_finished(study))
+            used = _calls(self.runner) - calls0
+            elapsed = time.perf_counter() - t0
+            if _baseline_trial(study) is not None:
+                self._baseline_runs(study, baseline, contexts)
+            if done >= sw.n_trials:
+                stop_reason = f"n_trials reached ({done}/{sw.n_trials})"
+                break
+            if sw.timeout_s is not None and elapsed >= sw.timeout_s:
+                stop_reason = f"timeout ({elapsed:.0f}s >= {sw.timeout_s:.0f}s)"
+                break
+            if sw.max_llm_calls is not None and used >= sw.max_llm_calls:
+                stop_reason = f"LLM call budget ({used} >= {sw.max_llm_calls})"
+                break
+            if new >= sw.min_trials_for_failure_stop and new_failed / new >= sw.failure_rate_stop:
+                stop_reason = f"failure rate {new_failed}/{new} >= {sw.failure_rate_stop}"
+                break
+            trial = study.ask()
+            trial.set_user_attr("worker_host", socket.gethostname())
+            trial.set_user_attr("worker_pid", os.getpid())
+            trial_calls0 = _calls(self.runner)
+            state, value = TrialState.FAIL, None
+            try:
+                with _heartbeat(study, trial):
+                    value = objective(trial)
+                state = TrialState.COMPLETE
+            except optuna.TrialPruned:
+                state = TrialState.PRUNED
+            except TrialFailed:
+                state = TrialState.FAIL
+            except KeyboardInterrupt:
+                trial.set_user_attr("fail_reason", "interrupted (KeyboardInterrupt)")
+                interrupted = True
+            except Exception as exc:  # a trial that crashes is data: recorded with its reason, the sweep goes on
+                trial.set_user_attr("fail_reason", f"{type(exc).__name__}: {exc}"[:500])
+            if state == TrialState.COMPLETE:
+                study.tell(trial, value)
+            else:
+                study.tell(trial, state=state)
+            new += 1
+            new_failed += state == TrialState.FAIL
+            frozen = _frozen(study, trial.number)
+            if frozen.user_attrs.get("operator") != BASELINE:
+                search_trials += 1
+                search_calls += _calls(self.runner) - trial_calls0
+            outcome = objective.last if objective.last and objective.last.number == trial.number else None
+            self._safe(lambda: self.tracker.log_trial(frozen, outcome, baseline=baseline))
+            self.ledger.sync(study.get_trials(deepcopy=False))
+            self._progress(study, frozen, t0, calls0)
+            if interrupted:
+                raise KeyboardInterrupt
+        summary = self._conclude(study, baseline, contexts, stop_reason=stop_reason, new=new, t0=t0, calls0=calls0,
+                                 prepare_calls=prepare_calls, ctx_stats=ctx_stats,
+                                 calls_per_trial=(search_calls / search_trials) if search_trials else None)
+        return summary
+
+    def _progress(self, study: optuna.Study, frozen, t0: float, calls0: int) -> None:
+        done = len(_finished(study))
+        complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
+        best = max(complete, key=lambda t: t.value, default=None)
+        a = frozen.user_attrs
+        value = frozen.value if frozen.state == TrialState.COMPLETE else a.get("partial_value")
+        budget = f"/{self.exp.sweep.max_llm_calls}" if self.exp.sweep.max_llm_calls else ""
+        extra = f" ({a['fail_reason'][:80]})" if a.get("fail_reason") else ""
+        extra += f" (duplicate of #{a['duplicate_of']})" if a.get("duplicate_of") is not None else ""
+        self.out(
+            f"[{self.exp.sweep.name}] trial {done}/{self.exp.sweep.n_trials} #{frozen.number} "
+            f"{a.get('operator', '?'):<14} {frozen.state.name:<8} value {_f(value)}  best "
+            f"{_f(best.value if best else None)}{f' (#{best.number})' if best else ''}  elapsed "
+            f"{_hms(time.perf_counter() - t0)}  LLM calls {_calls(self.runner) - calls0}{budget}{extra}"
+        )
+
+    def _conclude(self, study, baseline, contexts, *, stop_reason, new, t0, calls0, prepare_calls, ctx_stats,
+                  calls_per_trial) -> SweepSummary:
+        exp, sw = self.exp, self.exp.sweep
+        trials = study.get_trials(deepcopy=False)
+        runs = self._baseline_runs(study, baseline, contexts) if _baseline_trial(study) else []
+        nf = noise_floor(runs)
+        ref = baseline_reference(runs)
+        base_hash = candidate_hash(baseline)
+        train_floor = nf.floor(len(ref), len(runs))
+        candidates = [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get("operator") != BASELINE
+                      and t.user_attrs.get("duplicate_of") is None and t.user_attrs.get("instruction_hash") != base_hash]
+        candidates.sort(key=lambda t: (-t.value, t.number))
+        best = candidates[0] if candidates else None
+
+        def cmp(t) -> Comparison:
+            return compare(t.user_attrs.get("task_scores", {}), ref, floor=train_floor, alpha=sw.alpha)
+
+        rows: list[HoldoutRow] = []
+        base_hold = None
+        top = candidates[: sw.holdout_top_k]
+        if self.holdout and top:
+            base_hold, base_err = self._holdout(study, base_hash, baseline, contexts)
+            hold_floor = nf.floor(len(self.holdout), 1)
+            for t in top:
+                h = t.user_attrs["instruction_hash"]
+                scores, err = self._holdout(study, h, t.user_attrs["instructions"], contexts) if base_hold else (None, base_err)
+                mean = sum(scores.values()) / len(scores) if scores else None
+                bmean = sum(base_hold.values()) / len(base_hold) if base_hold else None
+                diff = (mean - bmean) if (mean is not None and bmean is not None) else None
+                c = cmp(t)
+                wins = bool(c.claimed and diff is not None and diff > hold_floor)
+                rows.append(HoldoutRow(t.number, h, t.user_attrs.get("operator", "?"), t.value, mean, diff, c, wins, err))
+        winners = [r for r in rows if r.wins]
+        promoted_row = max(winners, key=lambda r: (r.holdout_mean, -r.trial)) if winners else None
+        promoted_trial = next((t for t in candidates if promoted_row and t.number == promoted_row.trial), None)
+        best_instr = dict(best.user_attrs["instructions"]) if best else dict(baseline)
+        promoted_instr = dict(promoted_trial.user_attrs["instructions"]) if promoted_trial else dict(baseline)
+
+        paths = {
+            "ledger": str(self.ledger.path),
+            "contexts": str(self.dir / "context") if sw.reuse_context else "(context reuse off)",
+            "summary": str(self.dir / "summary.md"),
+            "promoted synth config": str(self.dir / "promoted_synth.yaml"),
+        }
+        counts = {
+            "total": sum(t.state in FINISHED for t in trials),
+            "complete": sum(t.state == TrialState.COMPLETE for t in trials),
+            "pruned": sum(t.state == TrialState.PRUNED for t in trials),
+            "failed": sum(t.state == TrialState.FAIL for t in trials),
+            "duplicate": sum(t.user_attrs.get("duplicate_of") is not None for t in trials),
+        }
+        bt = _baseline_trial(study)
+        summary = SweepSummary(
+            sweep=sw.name, storage=exp.storage_url, stop_reason=stop_reason, trials=counts, new_trials=new,
+            baseline_train=(sum(ref.values()) / len(ref)) if ref else (bt.value if bt else None),
+            noise=nf, train_floor=train_floor,
+            best_trial=best.number if best else None, best_operator=best.user_attrs.get("operator") if best else None,
+            best_value=best.value if best else None, best_comparison=cmp(best) if best and ref else None,
+            holdout=tuple(rows), baseline_holdout=(sum(base_hold.values()) / len(base_hold)) if base_hold else None,
+            promoted_trial=promoted_trial.number if promoted_trial else None,
+            promoted_hash=candidate_hash(promoted_instr), promoted=promoted_trial is not None,
+            best_instructions=best_instr, baseline_instructions=dict(baseline),
+            llm_calls=_calls(self.runner) - calls0, llm_calls_prepare=prepare_calls, calls_per_trial=calls_per_trial,
+            contexts=ctx_stats, smoke=self.smoke or any(t.user_attrs.get("smoke") for t in trials), paths=paths,
+            mlflow_ui=self.tracker.ui_command(), elapsed_s=time.perf_counter() - t0,
+        )
+        text = format_summary(summary)
+        (self.dir / "summary.md").write_text(text + "\n", encoding="utf-8")
+        (self.dir / "promoted_synth.yaml").write_text(_synth_yaml(exp, promoted_instr, summary), encoding="utf-8")
+        metrics = {"baseline_train": summary.baseline_train, "noise_floor": train_floor, "noise_sigma": nf.sigma,
+                   "best_train": summary.best_value, "baseline_holdout": summary.baseline_holdout,
+                   "promoted": float(summary.promoted), "llm_calls": summary.llm_calls,
+                   "calls_per_trial": calls_per_trial, **{f"trials_{k}": v for k, v in counts.items()}}
+        if summary.best_comparison is not None:
+            metrics["best_diff"] = summary.best_comparison.diff
+            metrics["best_p_value"] = summary.best_comparison.p_value
+        self._safe(lambda: self.tracker.finish(
+            {k: v for k, v in metrics.items() if v is not None},
+            {"summary.md": text + "\n", "promoted_synth.yaml": _synth_yaml(exp, promoted_instr, summary),
+             "ledger.jsonl": self.ledger.path.read_text(encoding="utf-8") if self.ledger.path.exists() else ""},
+            status="FINISHED"))
+        self.out(text)
+        return summary
+
+
+def _synth_yaml(exp: ExperimentConfig, instructions: Mapping[str, str], s: SweepSummary) -> str:
+    """The promoted instructions as a conf/synth/<name>.yaml file (copy it there to use it)."""
+    from omegaconf import OmegaConf
+
+    node = {
+        "variant": f"{s.sweep}-{s.promoted_hash}" if s.promoted else exp.synth.variant,
+        "temperature": exp.synth.temperature,
+        "max_tokens": exp.synth.max_tokens,
+        "count_retry": exp.synth.count_retry,
+        "instructions": {**exp.synth.instructions, **dict(instructions)},
+    }
+    head = (f"# Promoted by sweep {s.sweep}: trial #{s.promoted_trial}\n" if s.promoted
+            else f"# Sweep {s.sweep}: no candidate cleared the noise floor and the holdout; the baseline is kept\n")
+    return head + OmegaConf.to_yaml(OmegaConf.create(node))
+
+
+def run_sweep(exp: ExperimentConfig, runner: Any, **kwargs: Any) -> SweepSummary:
+    """Run (or resume) a synth_mutation sweep with the runner injected. See Sweep."""
+    return Sweep(exp, runner, **kwargs).run()

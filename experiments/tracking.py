@@ -1,0 +1,286 @@
+"""MLflow tracking: one parent run per sweep (found again by tag on resume), one nested child run per trial.
+
+SQLite backend by default (sqlite:///<results_dir>/mlflow.db) so the UI's compare view works; artifacts under
+<results_dir>/mlartifacts. Everything goes through MlflowClient (no global active-run state).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from experiments.config import ExperimentConfig, experiment_dict
+
+log = logging.getLogger("experiments.tracking")
+
+PARENT_TAG = "sweep_parent"
+
+
+def tracking_uri(exp: ExperimentConfig) -> str:
+    """cfg.mlflow.tracking_uri, else $MLFLOW_TRACKING_URI, else sqlite:///<results_dir>/mlflow.db."""
+    if exp.mlflow.tracking_uri:
+        return exp.mlflow.tracking_uri
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    return f"sqlite:///{(Path(exp.results_dir) / 'mlflow.db').resolve()}"
+
+
+def ui_command(uri: str) -> str:
+    return f"mlflow ui --backend-store-uri {uri}"
+
+
+def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def trial_params(exp: ExperimentConfig) -> dict[str, Any]:
+    """Config params logged on every trial run (variant names, toggles, backend, models)."""
+    b = exp.backend
+    return {
+        "synth_variant": exp.synth.variant,
+        "planner_mode": exp.planner.mode,
+        "skip_prior_knowledge": exp.planner.skip_prior_knowledge,
+        "research_cache": exp.research.reuse_cache,
+        "wiggum_rounds": exp.wiggum.max_rounds,
+        "panel": exp.panel.enabled,
+        "evaluator_composite": exp.evaluator.composite,
+        "evaluator_repeats": exp.evaluator.repeats,
+        "backend": b.kind,
+        "planner_model": b.planner_model,
+        "producer_model": b.producer_model,
+        "evaluator_model": b.evaluator_model,
+        "benchmark": exp.benchmark.name,
+        "reuse_context": exp.sweep.reuse_context,
+        "memory_frozen": exp.memory.frozen,
+        "seed": exp.seed,
+    }
+
+
+def instruction_diff(base: Mapping[str, str], cand: Mapping[str, str]) -> str:
+    """Unified diff of a candidate's instructions against the baseline, one block per task type."""
+    chunks = []
+    for tt in sorted(set(base) | set(cand)):
+        a, b = _wrap(base.get(tt, "")), _wrap(cand.get(tt, ""))
+        if a != b:
+            chunks.extend(difflib.unified_diff(a, b, f"baseline/{tt}", f"candidate/{tt}", lineterm=""))
+    return "\n".join(chunks)
+
+
+def _wrap(text: str) -> list[str]:
+    import re
+
+    return [s for s in re.split(r"(?<=[.!?])\s+", " ".join(text.split())) if s]
+
+
+class NullTracker:
+    """mlflow.enabled=false: same interface, records nothing."""
+
+    uri = ""
+    parent_id: str | None = None
+
+    def start(self, exp: ExperimentConfig, *, smoke: bool = False) -> None: ...
+
+    def log_trial(self, trial: Any, outcome: Any = None, *, baseline: Mapping[str, str] | None = None) -> None: ...
+
+    def sync(self, trials: Iterable[Any], baseline: Mapping[str, str] | None = None) -> int:
+        return 0
+
+    def log_child(self, name: str, tags: Mapping[str, str], metrics: Mapping[str, float],
+                  texts: Mapping[str, str] = {}) -> None: ...
+
+    def finish(self, metrics: Mapping[str, float], texts: Mapping[str, str], *, status: str = "FINISHED") -> None: ...
+
+    def trial_runs(self) -> list[Any]:
+        return []
+
+    def ui_command(self) -> str:
+        return "(MLflow tracking disabled: mlflow.enabled=false)"
+
+
+class MLflowTracker(NullTracker):
+    def __init__(self, exp: ExperimentConfig) -> None:
+        from mlflow.tracking import MlflowClient
+
+        self.exp = exp
+        self.uri = tracking_uri(exp)
+        if self.uri.startswith("sqlite:///"):
+            Path(self.uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        self.client = MlflowClient(tracking_uri=self.uri)
+        self.experiment_name = exp.mlflow.experiment or exp.sweep.name
+        self.parent_id: str | None = None
+        self.smoke = False
+
+    def ui_command(self) -> str:
+        return ui_command(self.uri)
+
+    def _experiment_id(self) -> str:
+        found = self.client.get_experiment_by_name(self.experiment_name)
+        if found is not None:
+            return found.experiment_id
+        artifacts = (Path(self.exp.results_dir) / "mlartifacts").resolve().as_uri()
+        return self.client.create_experiment(self.experiment_name, artifact_location=artifacts)
+
+    def start(self, exp: ExperimentConfig, *, smoke: bool = False) -> None:
+        """Find the sweep's parent run by tag (resume) or create it; log the resolved config."""
+        self.smoke = smoke
+        self.experiment_id = self._experiment_id()
+        runs = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.{PARENT_TAG} = 'true' and tags.sweep = '{exp.sweep.name}'",
+            max_results=1,
+        )
+        if runs:
+            self.parent_id = runs[0].info.run_id
+            if runs[0].info.status != "RUNNING":
+                self.client.update_run(self.parent_id, status="RUNNING")
+        else:
+            tags = {PARENT_TAG: "true", "sweep": exp.sweep.name, "kind": exp.sweep.kind,
+                    "mlflow.runName": f"{exp.sweep.name}", "benchmark": exp.benchmark.name}
+            if smoke:
+                tags["smoke"] = "true"
+            run = self.client.create_run(self.experiment_id, tags=tags)
+            self.parent_id = run.info.run_id
+            params = {**trial_params(exp), "sweep.kind": exp.sweep.kind, "sweep.n_trials": exp.sweep.n_trials,
+                      "sweep.pruner": exp.sweep.pruner, "sweep.sampler": exp.sweep.sampler,
+                      "sweep.operators": ",".join(exp.sweep.operators),
+                      "sweep.baseline_repeats": exp.sweep.baseline_repeats, "sweep.alpha": exp.sweep.alpha,
+                      "sweep.holdout_top_k": exp.sweep.holdout_top_k, "sweep.storage": exp.storage_url}
+            self._log_params(self.parent_id, params)
+        self.client.log_text(self.parent_id, json.dumps(experiment_dict(exp), indent=2, default=str),
+                             "config/resolved_config.json")
+
+    def _log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(k, str(v)[:6000]) for k, v in params.items()]
+        for i in range(0, len(items), 100):
+            self.client.log_batch(run_id, params=items[i:i + 100])
+
+    def _log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int = 0) -> None:
+        import time
+
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        items = [Metric(_metric_key(k), float(v), now, step) for k, v in metrics.items()
+                 if isinstance(v, (int, float)) and v == v]
+        for i in range(0, len(items), 500):
+            self.client.log_batch(run_id, metrics=items[i:i + 500])
+
+    def trial_runs(self) -> list[Any]:
+        if self.parent_id is None:
+            return []
+        return self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.mlflow.parentRunId = '{self.parent_id}' and tags.kind = 'trial'",
+            max_results=10000,
+        )
+
+    def _logged_trials(self) -> set[int]:
+        return {int(r.data.tags["trial_number"]) for r in self.trial_runs() if "trial_number" in r.data.tags}
+
+    def log_trial(self, trial: Any, outcome: Any = None, *, baseline: Mapping[str, str] | None = None) -> None:
+        """One nested run for a finished Optuna trial; artifacts from the outcome when this process ran it."""
+        attrs, state = trial.user_attrs, trial.state.name
+        status = {"COMPLETE": "FINISHED", "PRUNED": "KILLED", "FAIL": "FAILED"}.get(state, "FAILED")
+        tags = {"mlflow.parentRunId": self.parent_id, "kind": "trial", "trial_number": str(trial.number),
+                "state": state, "sweep": self.exp.sweep.name,
+                "mlflow.runName": f"trial-{trial.number:03d}-{attrs.get('operator', '?')}"}
+        if self.smoke or attrs.get("smoke"):
+            tags["smoke"] = "true"
+        if attrs.get("duplicate_of") is not None:
+            tags["duplicate_of"] = str(attrs["duplicate_of"])
+        if attrs.get("fail_reason"):
+            tags["fail_reason"] = str(attrs["fail_reason"])[:4000]
+        run = self.client.create_run(self.experiment_id, tags=tags)
+        rid = run.info.run_id
+        params = {**trial_params(self.exp), "operator": attrs.get("operator") or trial.params.get("operator"),
+                  "instruction_hash": attrs.get("instruction_hash"), "parent_hash": attrs.get("parent_hash"),
+                  "trial_number": trial.number}
+        self._log_params(rid, params)
+        metrics: dict[str, float] = {}
+        value = trial.value if state == "COMPLETE" else attrs.get("partial_value")
+        if value is not None:
+            metrics["composite"] = value
+        for k, v in (attrs.get("dimensions") or {}).items():
+            metrics[f"dim.{k}"] = v
+        for k, v in (attrs.get("task_scores") or {}).items():
+            metrics[f"task.{k}"] = v
+        for key in ("judge_sd", "elapsed_s", "llm_calls"):
+            if isinstance(attrs.get(key), (int, float)):
+                metrics[key] = attrs[key]
+        metrics["duplicate"] = float(attrs.get("duplicate_of") is not None)
+        ev = getattr(outcome, "evaluation", None)
+        if ev is not None:
+            metrics["prompt_tokens"] = sum(s.prompt_tokens for s in ev.scores)
+            metrics["completion_tokens"] = sum(s.completion_tokens for s in ev.scores)
+            metrics["latency_s"] = sum(s.latency_s for s in ev.scores)
+            metrics["cache_hits"] = sum(s.cached_calls for s in ev.scores)
+            metrics["harness_llm_calls"] = sum(s.llm_calls for s in ev.scores)
+        self._log_metrics(rid, metrics)
+        for step, v in sorted(trial.intermediate_values.items()):
+            self._log_metrics(rid, {"task_score_by_step": v}, step=int(step))
+        instructions = attrs.get("instructions") or {}
+        for tt, text in instructions.items():
+            self.client.log_text(rid, text + "\n", f"instructions/{tt}.md")
+        if baseline and instructions:
+            self.client.log_text(rid, instruction_diff(baseline, instructions) + "\n", "instructions/diff_vs_baseline.patch")
+        if attrs.get("note"):
+            self.client.log_text(rid, str(attrs["note"]) + "\n", "mutation_note.txt")
+        if ev is not None:
+            for s in ev.scores:
+                if s.output_text:
+                    self.client.log_text(rid, s.output_text, f"outputs/{s.task_id}.md")
+        self.client.set_terminated(rid, status=status)
+
+    def sync(self, trials: Iterable[Any], baseline: Mapping[str, str] | None = None) -> int:
+        """Log finished trials that have no child run yet (a crash between tell and logging); idempotent."""
+        have = self._logged_trials()
+        n = 0
+        for t in sorted(trials, key=lambda t: t.number):
+            if t.state.name in ("COMPLETE", "PRUNED", "FAIL") and t.number not in have:
+                self.log_trial(t, None, baseline=baseline)
+                n += 1
+        return n
+
+    def log_child(self, name: str, tags: Mapping[str, str], metrics: Mapping[str, float],
+                  texts: Mapping[str, str] = {}) -> None:
+        """A nested non-trial run (baseline repeats, holdout confirmations)."""
+        all_tags = {"mlflow.parentRunId": self.parent_id, "mlflow.runName": name, "sweep": self.exp.sweep.name,
+                    **tags}
+        if self.smoke:
+            all_tags["smoke"] = "true"
+        rid = self.client.create_run(self.experiment_id, tags=all_tags).info.run_id
+        self._log_metrics(rid, metrics)
+        for path, text in texts.items():
+            self.client.log_text(rid, text, path)
+        self.client.set_terminated(rid, status="FINISHED")
+
+    def finish(self, metrics: Mapping[str, float], texts: Mapping[str, str], *, status: str = "FINISHED") -> None:
+        if self.parent_id is None:
+            return
+        self._log_metrics(self.parent_id, metrics)
+        for path, text in texts.items():
+            self.client.log_text(self.parent_id, text, path)
+        self.client.set_terminated(self.parent_id, status=status)
+
+
+def _metric_key(key: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_\-. /]", "_", key)[:250]
+
+
+def make_tracker(exp: ExperimentConfig) -> NullTracker:
+    return MLflowTracker(exp) if exp.mlflow.enabled else NullTracker()

@@ -1,0 +1,310 @@
+"""The sweep with a scripted runner (no LLM): objective, promotion after holdout, noise, resume, failures."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import optuna
+import pytest
+
+from experiments.benchmark import load_tasks
+from experiments.config import BenchmarkConfig, TaskSpec, compose_config, to_experiment
+from experiments.ledger import Ledger
+from experiments.objective import BASELINE, TrialFailed, candidate_hash, make_objective
+from experiments.sweep import SUMMARY_BEGIN, compare, noise_floor, open_study, run_sweep
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+BASE = {
+    "enumerated": "List exactly the requested number of items. Give each item a heading and a short explanation.",
+    "research": "Summarise the findings from the sources. Attribute each claim to its source.",
+}
+BOOST = "concrete tool"
+
+
+# -- scripted pieces ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rubric:
+    dimensions: dict
+    feedback: str = "specificity was weak: name tools"
+    weaknesses: tuple = ("specificity",)
+    judge_sd: float = 0.2
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    composite: float
+    rubric: Rubric
+    deterministic: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Result:
+    status: str
+    output_text: str = ""
+    output_path: str | None = None
+    evaluation: Evaluation | None = None
+    record: dict = field(default_factory=dict)
+    error: str | None = None
+    smoke: bool = False
+
+
+class ScriptedRunner:
+    """Score = task difficulty + 1.5 when the instruction mentions a concrete tool + seeded noise (sd 0.3).
+
+    Noise depends on (instruction, task, seed): every candidate draws its own. "CRASH" in an instruction makes
+    the run fail. Counts prepare/finish calls and records run ids.
+    """
+
+    def __init__(self, tasks, noise: float = 0.3, effect: float = 1.5) -> None:
+        self.types = {t.task: t.task_type for t in tasks}
+        self.noise, self.effect = noise, effect
+        self.prepares, self.run_ids, self.calls = 0, [], 0
+
+    def prepare(self, task):
+        self.prepares += 1
+        self.calls += 2
+        return {"task": task, "task_type": self.types[task]}
+
+    def finish(self, prepared, *, instructions, run_id=None, criteria=None, seed=0):
+        self.calls += 3
+        self.run_ids.append(run_id)
+        instr = instructions[prepared["task_type"]]
+        if "CRASH" in instr:
+            return Result(status="failed", error="scripted crash")
+        digest = hashlib.sha256(f"{instr}|{prepared['task']}|{seed}".encode()).hexdigest()
+        rng = random.Random(int(digest[:12], 16))
+        difficulty = int(hashlib.sha256(prepared["task"].encode()).hexdigest()[:4], 16) % 20 / 10
+        score = 5.0 + difficulty + (self.effect if BOOST in instr.lower() else 0.0) + rng.gauss(0, self.noise)
+        usage = {"producer": {"calls": 3, "cached": 1, "prompt_tokens": 30, "completion_tokens": 20, "latency_s": 0.1}}
+        return Result("ok", f"# output\n{instr[:30]}", None, Evaluation(score, Rubric({"depth": score})), {"llm": usage})
+
+    def llm_calls(self) -> int:
+        return self.calls
+
+
+class Candidate:
+    def __init__(self, text, operator):
+        self.text, self.operator, self.parents, self.note = text, operator, (), operator
+        self.hash = candidate_hash({"x": text})
+
+
+def scripted_propose(name, ctx, llm, *, seen=frozenset()):
+    edits = {
+        "add_tool": " Name a concrete tool for every point.",
+        "noise": f" Keep the tone neutral (variant {ctx.seed}).",
+        "crash": " CRASH",
+    }
+    return Candidate(ctx.base + edits[name], name)
+
+
+def _tasks(n_train=8, n_holdout=4):
+    return [
+        TaskSpec(id=f"t{i}", task=f"task number {i}", task_type=("enumerated", "research")[i % 2],
+                 split="train" if i < n_train else "holdout")
+        for i in range(n_train + n_holdout)
+    ]
+
+
+@pytest.fixture
+def make_exp(tmp_path, monkeypatch):
+    """An experiment on the scripted benchmark; Optuna and MLflow stores on tmpfs when available (fast commits)."""
+    shm = Path("/dev/shm")
+    fast = shm / f"sweeptest-{uuid.uuid4().hex[:8]}" if shm.is_dir() else tmp_path / "fast"
+    fast.mkdir()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{fast / 'mlflow.db'}")
+
+    def build(*overrides, operators=("add_tool", "noise"), mlflow=False, **tasks_kw):
+        exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", *overrides]))
+        exp.benchmark = BenchmarkConfig(name="scripted", tasks=_tasks(**tasks_kw))
+        exp.synth.instructions = dict(BASE)
+        exp.sweep.operators = list(operators)
+        exp.sweep.storage = f"sqlite:///{fast / 'optuna.db'}"
+        exp.mlflow.enabled = mlflow
+        return exp
+
+    yield build
+    for p in fast.glob("*"):
+        p.unlink()
+    fast.rmdir()
+
+
+def _sweep(exp, runner=None, lines=None):
+    runner = runner or ScriptedRunner(load_tasks(exp.benchmark))
+    out = lines.append if lines is not None else (lambda s: None)
+    return run_sweep(exp, runner, propose=scripted_propose, out=out), runner
+
+
+# -- statistics --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cand, base, floor, claimed",
+    [
+        ({f"t{i}": 7.0 + i * 0.01 for i in range(8)}, {f"t{i}": 5.0 for i in range(8)}, 0.3, True),
+        ({f"t{i}": 5.1 for i in range(8)}, {f"t{i}": 5.0 for i in range(8)}, 0.3, False),  # within the floor
+        ({f"t{i}": 7.0 for i in range(3)}, {f"t{i}": 5.0 for i in range(3)}, 0.3, False),  # n=3 cannot reach 0.05
+        ({f"t{i}": 5.0 for i in range(8)}, {f"t{i}": 5.0 for i in range(8)}, 0.0, False),  # identical
+    ],
+)
+def test_compare_needs_floor_and_paired_test(cand, base, floor, claimed):
+    c = compare(cand, base, floor=floor, alpha=0.05)
+    assert c.claimed is claimed
+    assert c.reason.startswith("improvement:") is claimed
+
+
+def test_noise_floor_from_repeats():
+    runs = [{"a": 5.0, "b": 6.0}, {"a": 5.2, "b": 6.2}, {"a": 4.8, "b": 5.8}]
+    nf = noise_floor(runs)
+    assert nf.repeats == 3 and nf.n_tasks == 2
+    assert nf.sigma == pytest.approx(0.2)
+    assert nf.floor(2, 3) == pytest.approx(2 * 0.2 * ((1 + 1 / 3) / 2) ** 0.5)
+    assert noise_floor(runs[:1]).floor(2) == 0.0  # one run measures nothing
+
+
+# -- objective with FixedTrial -------------------------------------------------------------------------
+
+
+def test_objective_with_fixed_trial(make_exp):
+    exp = make_exp(operators=("add_tool", "noise", "crash"))
+    runner = ScriptedRunner(load_tasks(exp.benchmark))
+    objective = make_objective(exp, runner, propose=scripted_propose)
+    boosted = objective(optuna.trial.FixedTrial({"operator": "add_tool"}))
+    plain = objective(optuna.trial.FixedTrial({"operator": "noise"}))
+    assert boosted - plain > 1.0
+    assert objective.last.operator == "noise" and len(objective.last.evaluation.scores) == 8
+    assert all(BOOST not in t for t in objective.last.instructions.values())
+    assert runner.prepares == 16  # no contexts given: prepared afresh per trial
+    with pytest.raises(TrialFailed, match="scripted crash"):
+        objective(optuna.trial.FixedTrial({"operator": "crash"}))
+
+
+def test_objective_reuses_contexts(make_exp):
+    exp = make_exp()
+    tasks = load_tasks(exp.benchmark)
+    runner = ScriptedRunner(tasks)
+    contexts = {t.id: runner.prepare(t.task) for t in tasks}
+    objective = make_objective(exp, runner, contexts=contexts, propose=scripted_propose)
+    for op in ("add_tool", "noise"):
+        objective(optuna.trial.FixedTrial({"operator": op}))
+    assert runner.prepares == len(tasks)
+
+
+# -- full sweeps ---------------------------------------------------------------------------------------
+
+
+def test_sweep_finds_and_promotes_real_improvement(make_exp):
+    exp = make_exp("sweep.n_trials=6", mlflow=True)
+    lines: list[str] = []
+    s, runner = _sweep(exp, lines=lines)
+    assert s.trials["total"] == 6 and s.new_trials == 6
+    assert s.promoted and s.best_comparison.claimed
+    promoted = s.best_instructions if s.promoted_trial == s.best_trial else None
+    text = (exp.sweep_dir / "promoted_synth.yaml").read_text()
+    assert BOOST in text
+    assert promoted is None or any(BOOST in v for v in promoted.values())
+    assert any(r.wins for r in s.holdout)
+    block = "\n".join(lines)
+    assert SUMMARY_BEGIN in block and "PROMOTED: trial #" in block and "mlflow ui --backend-store-uri" in block
+    assert any("trial 6/6" in line for line in lines)
+    assert runner.prepares == 12  # contexts once per task (8 train + 4 holdout), reused by every trial
+
+
+def test_noise_only_candidates_are_not_promoted(make_exp):
+    exp = make_exp("sweep.n_trials=5", operators=("noise",))
+    s, _ = _sweep(exp)
+    assert not s.promoted and s.promoted_hash == candidate_hash(BASE)
+    assert "PROMOTED: baseline (no change kept" in (exp.sweep_dir / "summary.md").read_text()
+
+
+def test_resume_runs_only_new_trials_and_counts_agree(make_exp):
+    exp = make_exp("sweep.n_trials=3", mlflow=True)
+    first, runner1 = _sweep(exp)
+    assert first.trials["total"] == 3
+    exp.sweep.n_trials = 5
+    runner2 = ScriptedRunner(load_tasks(exp.benchmark))
+    second, _ = _sweep(exp, runner2)
+    assert second.new_trials == 2 and second.trials["total"] == 5
+    assert runner2.prepares == 0  # contexts came from the cache
+    import re
+
+    study = open_study(exp)
+    ran = {int(m.group(1)) for rid in runner2.run_ids if (m := re.search(r"-t(\d+)-", rid))}
+    reused = {t.number for t in study.trials if t.user_attrs.get("duplicate_of") is not None}
+    assert ran | reused == {3, 4} and not ran & {0, 1, 2}
+    assert not any("baseline-s" in rid for rid in runner2.run_ids)  # noise-floor repeats were not re-run
+    assert len(study.trials) == 5
+    ledger = Ledger(exp.sweep_dir / "ledger.jsonl").rows()
+    assert sorted(r["trial"] for r in ledger) == [0, 1, 2, 3, 4]
+    from experiments.tracking import MLflowTracker
+
+    tracker = MLflowTracker(exp)
+    tracker.start(exp)
+    assert sorted(int(r.data.tags["trial_number"]) for r in tracker.trial_runs()) == [0, 1, 2, 3, 4]
+    assert len(tracker.client.search_runs([tracker.experiment_id], "tags.sweep_parent = 'true'")) == 1
+
+
+def test_failed_trials_are_recorded_and_the_sweep_continues(make_exp):
+    exp = make_exp("sweep.n_trials=4", "sweep.failure_rate_stop=1.0", operators=("crash", "add_tool"), mlflow=True)
+    s, _ = _sweep(exp)
+    assert s.trials["total"] == 4
+    study = open_study(exp)
+    failed = [t for t in study.trials if t.state.name == "FAIL"]
+    assert failed and all("scripted crash" in t.user_attrs["fail_reason"] for t in failed)
+    rows = Ledger(exp.sweep_dir / "ledger.jsonl").rows()
+    assert {r["trial"] for r in rows if r["status"] == "crash"} == {t.number for t in failed}
+    from experiments.tracking import MLflowTracker
+
+    tracker = MLflowTracker(exp)
+    tracker.start(exp)
+    statuses = {int(r.data.tags["trial_number"]): r.info.status for r in tracker.trial_runs()}
+    assert all(statuses[t.number] == "FAILED" for t in failed)
+
+
+def test_failure_rate_stops_the_sweep(make_exp):
+    exp = make_exp("sweep.n_trials=10", "sweep.failure_rate_stop=0.6", operators=("crash",))
+    s, _ = _sweep(exp)
+    assert s.trials["total"] == 3 and "failure rate" in s.stop_reason
+
+
+def test_stale_running_trial_from_dead_process_is_failed(make_exp):
+    import os
+    import socket
+
+    exp = make_exp("sweep.n_trials=2")
+    study = open_study(exp)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    trial = study.ask()
+    trial.set_user_attr("worker_host", socket.gethostname())
+    trial.set_user_attr("worker_pid", dead.pid)
+    assert dead.pid != os.getpid()
+    s, _ = _sweep(exp)
+    states = {t.number: t.state.name for t in open_study(exp).trials}
+    assert states[0] == "FAIL" and s.trials["total"] == 2
+    rows = {r["trial"]: r for r in Ledger(exp.sweep_dir / "ledger.jsonl").rows()}
+    assert rows[0]["status"] == "crash" and "process died" in rows[0]["reason"]
+
+
+def test_duplicate_candidate_reuses_value(make_exp):
+    exp = make_exp("sweep.n_trials=4", operators=("add_tool",))
+
+    def same(name, ctx, llm, *, seen=frozenset()):
+        return Candidate(BASE[ctx.task_type] + " Name a concrete tool for every point.", name)
+
+    runner = ScriptedRunner(load_tasks(exp.benchmark))
+    run_sweep(exp, runner, propose=same, out=lambda s: None)
+    rows = Ledger(exp.sweep_dir / "ledger.jsonl").rows()
+    dups = [r for r in rows if r["status"] == "duplicate"]
+    assert len(dups) == 2 and all(r["duplicate_of"] == 1 for r in dups)
+    trial_finishes = [rid for rid in runner.run_ids if "-t2-" in rid or "-t3-" in rid]
+    assert trial_finishes == []
