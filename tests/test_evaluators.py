@@ -6,6 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evaluators.composite import Evaluation, combine, evaluate
 from evaluators.deterministic import aggregate, deterministic_scores, grounding_score, specificity_score, structure_score
@@ -283,3 +285,30 @@ def test_evaluators_never_import_mutators():
                 names = [node.module or ""]
             assert not any(n == "mutators" or n.startswith("mutators.") for n in names), path
         assert not re.search(r"import_module\(\s*[\"']mutators|__import__\(\s*[\"']mutators", path.read_text()), path
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=400))
+def test_parsers_and_scores_never_raise_and_stay_in_range(text):
+    parsed = parse_rubric(text, DIMS)
+    assert parsed.parser in {"json", "dirtyjson", "regex", "failed"}
+    assert all(1.0 <= v <= 10.0 for v in parsed.scores.values())
+    scores = deterministic_scores(text, task=TASK, expected_count=3, required_terms=("x",), sources=SOURCES)
+    assert all(v is None or 0.0 <= v <= 10.0 for v in scores.values())
+    assert 0.0 <= aggregate(scores) <= 10.0
+
+
+@pytest.mark.embedded
+def test_embedded_judge_scores_within_bounds():
+    from harness.config import BackendConfig
+    from harness.inference import make_llm
+
+    judge = make_llm(BackendConfig(kind="embedded", n_ctx=2048), "evaluator")
+    cfg = EvaluatorConfig(repeats=2, temperature=0.7, max_tokens=100)
+    result = score_rubric(TASK, GOOD, judge, cfg, task_type="enumerated", seed=1)
+    assert result.repeats == 2 and len(result.totals) == 2
+    assert result.parser in {"json", "dirtyjson", "regex", "failed"}
+    if not result.failed:
+        assert 1.0 <= result.weighted <= 10.0
+        assert all(1.0 <= v <= 10.0 for v in result.dimensions.values())
+        assert result.judge_sd >= 0.0 and len(result.weaknesses) <= 3

@@ -60,3 +60,18 @@ def test_custom_persona_and_blank_personas_skipped():
     fake = FakeLLM(['{"verdict": "accept", "score": 9, "comment": "fine"}'])
     verdicts = run_panel("T", "A", fake, ["security auditor", "  "])
     assert len(verdicts) == 1 and "security auditor" in fake.calls[0].messages[0]["content"]
+
+
+@pytest.mark.embedded
+def test_embedded_panel_verdicts_are_bounded():
+    from harness.config import BackendConfig
+    from harness.inference import make_llm
+
+    llm = make_llm(BackendConfig(kind="embedded", n_ctx=2048), "evaluator")
+    verdicts = run_panel("List 2 asyncio tips", "1. Use asyncio.run().\n2. Never block the loop.", llm,
+                         ["critical reviewer"], max_tokens=60)
+    assert len(verdicts) == 1
+    v = verdicts[0]
+    assert v.verdict in {"accept", "revise", "reject", "unparsed"}
+    assert v.score is None or 1.0 <= v.score <= 10.0
+    assert len(v.comment) <= 300

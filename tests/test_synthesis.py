@@ -3,6 +3,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.config import SynthConfig
 from harness.inference import BackendError, FakeLLM
@@ -200,3 +202,12 @@ def test_sampling_options_come_from_config():
                cfg=SynthConfig(temperature=0.9, max_tokens=123), seed=7)
     call = fake.calls[0]
     assert (call.temperature, call.max_tokens, call.seed) == (0.9, 123, 7)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=300))
+def test_counting_never_raises(text):
+    assert count_items(text) >= 0
+    n = count_from_task(text)
+    assert n is None or 1 <= n <= 50
+    assert isinstance(strip_fences(text), str)
