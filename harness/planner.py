@@ -37,6 +37,7 @@ _ASSEMBLY_WORDS = re.compile(
     r"\b(synthesize|synthesise|assemble|combine|integrate|unify|merge|compile|write|create)\b",
     re.IGNORECASE,
 )
+_LIST_MARKER = re.compile(r"^(?:\d{1,2}[.)]|[-*•]|#+)\s+")
 _EMPTYISH = {"", "none", "null", "n/a", "na", "nil", "empty", "-", "no", "nothing"}
 _NUMBER_WORDS = {
     w: i
@@ -320,7 +321,7 @@ def _clean_list(value: Any, max_items: int, max_len: int) -> tuple[str, ...]:
     for item in value if isinstance(value, (list, tuple)) else ():
         if isinstance(item, Mapping):
             item = next((item[k] for k in _ITEM_KEYS if k in item), " ".join(map(str, item.values())))
-        text = _clean_text(item, max_len).strip(" -*•")
+        text = _LIST_MARKER.sub("", _clean_text(item, max_len)).strip()
         key = text.lower().rstrip("?.!")
         if text and key not in seen:
             seen.add(key)

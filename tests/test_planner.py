@@ -136,6 +136,13 @@ PLAN_CASES = [
         "json",
     ),
     (
+        "list markers stripped before dedupe",
+        json.dumps({"search_queries": ["1. asyncio pitfalls", "2. asyncio pitfalls", "- asyncio pitfalls", "3) other"]}),
+        "",
+        {"search_queries": ("asyncio pitfalls", "other")},
+        "json",
+    ),
+    (
         "wrapped in an outer key",
         json.dumps({"plan": {"task_type": "enumerated", "search_queries": ["x"]}}),
         "",
@@ -405,3 +412,16 @@ def test_plan_from_dict_ignores_unknown_keys():
 def test_prior_knowledge_defaults():
     assert not PriorKnowledge().usable
     assert plan_schema(3)["properties"]["search_queries"]["maxItems"] == 3
+
+
+@pytest.mark.embedded
+def test_embedded_model_plan_parses():
+    from harness.backends.embedded import EmbeddedLLM
+
+    cfg = PlannerConfig(skip_prior_knowledge=True, max_tokens=160)
+    plan = make_plan("List 5 best practices for Python asyncio", EmbeddedLLM(), cfg=cfg, seed=0)
+    assert plan.parser in ("json", "dirtyjson", "regex"), plan.errors
+    assert plan.task_type in ("enumerated", "best_practices", "research")
+    assert plan.complexity in ("low", "medium", "high")
+    assert len(plan.search_queries) <= cfg.max_queries
+    assert not any(e.startswith("plan call failed") for e in plan.errors)
