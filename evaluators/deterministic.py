@@ -173,12 +173,13 @@ def structure_score(output: str) -> float:
     ]
     prose_words = [len(p.split()) for p in prose]
 
-    score = 0.0
+    organisation = 0.0
     if headings >= 2 or (headings == 1 and bold_titles >= 2):
-        score += 3.0
+        organisation += 4.0
     elif headings == 1 or bold_titles >= 2:
-        score += 2.0
-    score += 3.0 if list_items >= 3 else 1.5 if list_items >= 1 else 0.0
+        organisation += 2.0
+    organisation += 4.0 if list_items >= 3 else 1.5 if list_items >= 1 else 0.0
+    score = min(organisation, 6.0)
     if prose_words:
         sane = sum(1 for n in prose_words if n <= 150)
         score += 3.0 * sane / len(prose_words)

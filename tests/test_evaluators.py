@@ -184,6 +184,10 @@ def test_structure_orders_answers():
     assert structure_score(VAGUE) <= 2.0
     assert structure_score("") == 0.0
     assert structure_score("# Title\n\nshort") <= 2.0
+    prose_with_headings = "\n\n".join(f"## Part {i}\n\n" + " ".join(["claim"] * 60) + "." for i in range(3))
+    assert structure_score(prose_with_headings) == 8.0
+    long_paragraphs = "\n\n".join(f"## Part {i}\n\n" + " ".join(["claim"] * 400) + "." for i in range(3))
+    assert structure_score(long_paragraphs) < structure_score(prose_with_headings)
 
 
 def test_specificity_orders_answers():
