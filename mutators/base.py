@@ -192,7 +192,7 @@ _PREAMBLES = [
         r"^here(?:'s| is| are)\b[^\n:]{0,120}:\s*",
         r"^(?:the |my |a )?(?:new|improved|revised|updated|final|merged|edited|better|rewritten)?\s*"
         r"(?:synthesis )?instruction(?: text)?\s*(?:\(\s*\w+\s*\))?\s*:\s*",
-        r"^text\s*:\s*",
+        r"^(?:text|edit|edited|revision|answer|output)\s*:\s*",
         r"^<ins>\s*",
     )
 ]

@@ -130,6 +130,7 @@ def test_split_sentences(text, expected):
         ("```text\nImproved instruction: 'Write items.'\n```", "Write items."),
         ("Sure! New instruction: Write items.", "Write items."),
         ("<INS>Write items.</INS>", "Write items."),
+        ("Edit: Write items. Cite.", "Write items. Cite."),
         ("Write items. Cite sources.\nExplanation: I added citations.", "Write items. Cite sources."),
         ("Write items.\nScore: 9.5", "Write items."),
         ('Write "bold" titles. Cite.', 'Write "bold" titles. Cite.'),
