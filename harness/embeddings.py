@@ -224,7 +224,9 @@ class MiniLM:
         self._lock = threading.Lock()
 
     def _dense(self, x: np.ndarray, prefix: str) -> np.ndarray:
-        return x @ self.w[prefix + ".weight"].T + self.w[prefix + ".bias"]
+        flat = np.ascontiguousarray(x).reshape(-1, x.shape[-1])  # 2-D matmul goes to BLAS; 3-D may not
+        out = flat @ self.w[prefix + ".weight"].T + self.w[prefix + ".bias"]
+        return out.reshape(*x.shape[:-1], out.shape[-1])
 
     def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         w, n, length = self.w, ids.shape[0], ids.shape[1]
@@ -238,12 +240,12 @@ class MiniLM:
             p = f"encoder.layer.{i}."
 
             def split(t: np.ndarray) -> np.ndarray:
-                return t.reshape(n, length, self.heads, head_dim).transpose(0, 2, 1, 3)
+                return np.ascontiguousarray(t.reshape(n, length, self.heads, head_dim).transpose(0, 2, 1, 3))
 
             q = split(self._dense(x, p + "attention.self.query"))
             k = split(self._dense(x, p + "attention.self.key"))
             v = split(self._dense(x, p + "attention.self.value"))
-            scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(head_dim) + bias
+            scores = q @ np.ascontiguousarray(k.transpose(0, 1, 3, 2)) / math.sqrt(head_dim) + bias
             scores = np.exp(scores - scores.max(-1, keepdims=True))
             scores /= scores.sum(-1, keepdims=True)
             ctx = (scores @ v).transpose(0, 2, 1, 3).reshape(n, length, self.hidden)
