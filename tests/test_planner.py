@@ -10,6 +10,7 @@ from harness.config import HarnessConfig, PlannerConfig, apply_env
 from harness.inference import BackendUnavailable, FakeLLM, fake_roles
 from harness.logger import Tracer, use_tracer
 from harness.planner import (
+    MAX_SENTENCE_CHARS,
     Plan,
     PriorKnowledge,
     filter_subtasks,
@@ -173,7 +174,7 @@ def test_parse_plan_table(name, reply, task, expected, parser):
 
 def test_long_fields_are_clamped():
     plan = parse_plan(json.dumps({"notes": "word " * 200, "search_queries": ["q" * 500]}))
-    assert len(plan.notes) <= 300 and plan.notes.endswith("…")
+    assert len(plan.notes) <= MAX_SENTENCE_CHARS and plan.notes.endswith("…")
     assert len(plan.search_queries[0]) <= 120
 
 
