@@ -225,7 +225,7 @@ def _compress(task: str, knowledge: str, fresh: Sequence[SearchResult], compress
                 [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": prompt}],
                 schema=COMPRESS_SCHEMA,
                 temperature=0.1,
-                max_tokens=450,
+                max_tokens=350,
                 seed=0,
             )
             data, parser = _parse(reply.text)
@@ -396,7 +396,8 @@ def gather_research(
         stop = f"max rounds ({cfg.max_rounds}) reached"
 
     if queries and (quality is None or not quality.strong):
-        base = quality or ResearchQuality(last_query=st.used_queries[-1] if st.used_queries else "")
+        base = quality or ResearchQuality()
+        base = dataclasses.replace(base, last_query=st.used_queries[-1] if st.used_queries else base.last_query)
         detail = f"{stop}; confidence {base.confidence:.2f} < {cfg.strong_confidence:g} after {max(rounds, 1)} round(s)"
         if st.errors and not st.sources:
             detail += f"; {st.errors[-1]}"

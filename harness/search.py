@@ -148,15 +148,15 @@ STDLIB_MODULES: tuple[str, ...] = (
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
-def fts_query(query: str, max_terms: int = 24) -> str:
-    """A safe FTS5 MATCH expression: every word token double-quoted, OR-ed. Empty string when no tokens."""
+def fts_query(query: str, max_terms: int = 24, op: str = "OR") -> str:
+    """A safe FTS5 MATCH expression: every word token double-quoted, joined by op (OR / AND). "" when no tokens."""
     seen: list[str] = []
     for tok in _TOKEN.findall(query.lower()):
         if tok not in seen:
             seen.append(tok)
         if len(seen) >= max_terms:
             break
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in seen)
+    return f" {op} ".join('"' + t.replace('"', '""') + '"' for t in seen)
 
 
 @dataclass(frozen=True)
@@ -376,29 +376,28 @@ class LocalCorpusProvider:
         return self.build_seconds
 
     def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
-        match = fts_query(query)
-        if not match or max_results <= 0:
+        """Passages matching every term rank first (AND), then the rest by BM25 (OR); one result per document."""
+        if not fts_query(query) or max_results <= 0:
             return []
         self.ensure_index()
-        try:
-            with contextlib.closing(sqlite3.connect(f"file:{self.index_path}?mode=ro", uri=True, timeout=30)) as conn:
-                rows = conn.execute(
-                    "SELECT title, url, body, bm25(passages, 8.0, 1.0) AS score FROM passages "
-                    "WHERE passages MATCH ? ORDER BY score LIMIT ?",
-                    (match, max_results * 8),
-                ).fetchall()
-        except sqlite3.Error as exc:
-            log.warning("local corpus query %r failed: %s", query, exc)
-            return []
         out: list[SearchResult] = []
         seen: set[str] = set()
-        for title, url, body, _score in rows:
-            if url in seen:
-                continue
-            seen.add(url)
-            out.append(SearchResult(title, url, body, self.name))
-            if len(out) >= max_results:
-                break
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{self.index_path}?mode=ro", uri=True, timeout=30)) as conn:
+                for op in ("AND", "OR"):
+                    rows = conn.execute(
+                        "SELECT title, url, body, bm25(passages, 8.0, 1.0) AS score FROM passages "
+                        "WHERE passages MATCH ? ORDER BY score LIMIT ?",
+                        (fts_query(query, op=op), max_results * 8),
+                    ).fetchall()
+                    for title, url, body, _score in rows:
+                        if url not in seen and len(out) < max_results:
+                            seen.add(url)
+                            out.append(SearchResult(title, url, body, self.name))
+                    if len(out) >= max_results:
+                        break
+        except sqlite3.Error as exc:
+            log.warning("local corpus query %r failed: %s", query, exc)
         return out
 
 
