@@ -313,7 +313,10 @@ def one_line_hydra_error(exc: BaseException) -> str:
         m = re.search(r"Could not find '([^']+)/([^'/]+)'", text)
         head = f"{m.group(1).replace('/', '.')}={m.group(2)} is not an option" if m else lines[0]
         return f"{head}; expected one of: {', '.join(options)}"
-    return " ".join(lines)
+    keep = [ln for ln in lines if not ln.startswith(("full_key:", "reference_type=", "object_type=", "Set the environment"))]
+    key = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("full_key:")), "")
+    msg = " ".join(keep or lines)
+    return f"{key}: {msg}" if key and key not in msg else msg
 
 
 def results_dir_from_env(default: str = "results") -> str:

@@ -6,6 +6,7 @@ sweep.kind). Exceptions become one-line messages here, at the CLI edge, and nowh
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, Callable
 
@@ -104,9 +105,26 @@ def cli(cfg: DictConfig) -> None:
         print("interrupted: run the same command again to resume", file=sys.stderr)
         sys.exit(130)
     except Exception as exc:
-        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if os.environ.get("HARNESS_DEBUG"):
+            raise
+        print(f"error: {type(exc).__name__}: {exc} (HARNESS_DEBUG=1 shows the traceback)", file=sys.stderr)
         sys.exit(1)
 
 
+def _precheck(argv: list[str]) -> None:
+    """Compose once before Hydra so a bad group option or type is one line, not Hydra's multi-line report."""
+    overrides = [a for a in argv if not a.startswith("-")]
+    if len(overrides) != len(argv):
+        return  # hydra flags (--cfg, --multirun, ...): let Hydra handle everything
+    from experiments.config import compose_config
+
+    try:
+        compose_config(overrides)
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
 if __name__ == "__main__":
+    _precheck(sys.argv[1:])
     hydra_main()

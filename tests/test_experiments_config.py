@@ -107,9 +107,14 @@ def test_bad_values_give_one_line_errors(overrides, message):
     assert "\n" not in text
 
 
-def test_type_errors_are_caught_by_the_schema():
-    with pytest.raises(Exception, match="n_trials"):
-        to_experiment(compose_config(["+sweep=synth_mutation", "sweep.n_trials=lots"]))
+@pytest.mark.parametrize(
+    "override, message",
+    [("sweep.n_trials=lots", "sweep.n_trials: Value 'lots'"), ("nokey=1", "Key 'nokey' not in 'ExperimentConfig'")],
+)
+def test_schema_errors_are_one_line(override, message):
+    with pytest.raises(ConfigError) as info:
+        compose_config(["+sweep=synth_mutation", override])
+    assert message in str(info.value) and "\n" not in str(info.value)
 
 
 @pytest.mark.parametrize(
@@ -161,3 +166,10 @@ def test_single_run_with_scripted_runner():
     scores = main(exp, runner=ScriptedRunner(load_tasks(exp.benchmark)), out=lines.append)
     assert set(scores) == {t.id for t in exp.benchmark.tasks}
     assert "mean composite:" in "\n".join(lines)
+
+
+def test_default_synth_matches_harness_defaults():
+    from harness.synthesis import DEFAULT_INSTRUCTIONS
+
+    exp = to_experiment(compose_config(["synth=default"]))
+    assert exp.synth.instructions == DEFAULT_INSTRUCTIONS
