@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
@@ -270,6 +270,40 @@ def validate(exp: ExperimentConfig) -> ExperimentConfig:
     if sw.kind == "ab" and exp.ab.a == exp.ab.b:
         raise ConfigError("ab.a and ab.b are identical; expected two different override sets")
     return exp
+
+
+def apply_overrides(exp: ExperimentConfig, overrides: Mapping[str, Any]) -> ExperimentConfig:
+    """A copy of exp with dotted-key overrides applied and type-checked against the schema (A/B arms).
+
+    e.g. apply_overrides(exp, {"planner.skip_prior_knowledge": True, "synth": "concise"}) -- a bare group name
+    as the value of a top-level group key loads conf/<group>/<option>.yaml.
+    """
+    from omegaconf.errors import OmegaConfBaseException
+
+    node = OmegaConf.structured(exp)
+    for key, value in overrides.items():
+        if "." not in key and isinstance(value, str) and key in _GROUPS:
+            value = _load_group_option(key, value)
+        try:
+            OmegaConf.update(node, key, value, merge=True, force_add=False)
+        except (OmegaConfBaseException, ValueError) as exc:
+            raise ConfigError(f"override {key}={value!r} is not valid: {str(exc).splitlines()[0]}") from exc
+    return to_experiment(node)
+
+
+_GROUPS = ("backend", "planner", "synth", "evaluator", "benchmark")
+
+
+def _load_group_option(group: str, option: str) -> dict[str, Any]:
+    from importlib.resources import files
+
+    path = files("conf").joinpath(group, f"{option}.yaml")
+    if not path.is_file():
+        options = sorted(p.name[:-5] for p in files("conf").joinpath(group).iterdir() if p.name.endswith(".yaml"))
+        raise ConfigError(f"{group}={option} is not an option; expected one of: {', '.join(options)}")
+    data = OmegaConf.to_container(OmegaConf.create(path.read_text(encoding="utf-8")))
+    assert isinstance(data, dict)
+    return data
 
 
 # -- composing outside @hydra.main (tests, notebooks, the A/B runner) ----------------------------------

@@ -173,3 +173,32 @@ def test_default_synth_matches_harness_defaults():
 
     exp = to_experiment(compose_config(["synth=default"]))
     assert exp.synth.instructions == DEFAULT_INSTRUCTIONS
+
+
+@pytest.mark.parametrize(
+    "overrides, check",
+    [
+        ({"planner.skip_prior_knowledge": True}, lambda e: e.planner.skip_prior_knowledge is True),
+        ({"synth": "concise"}, lambda e: e.synth.variant == "concise" and "concrete command" in e.synth.instructions["best_practices"]),
+        ({"wiggum.max_rounds": 1, "backend": "embedded"}, lambda e: e.wiggum.max_rounds == 1 and e.backend.kind == "embedded"),
+    ],
+)
+def test_apply_overrides_for_ab_arms(overrides, check):
+    from experiments.config import apply_overrides
+
+    base = to_experiment(compose_config(["+sweep=prior_knowledge_ab"]))
+    arm = apply_overrides(base, overrides)
+    assert check(arm)
+    assert base.planner.skip_prior_knowledge is False and base.synth.variant == "default"  # base untouched
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [({"planner.nope": 1}, "override planner.nope=1 is not valid"), ({"synth": "shouty"}, "synth=shouty is not an option"),
+     ({"wiggum.max_rounds": "many"}, "override wiggum.max_rounds='many' is not valid")],
+)
+def test_apply_overrides_rejects_bad_keys(overrides, message):
+    from experiments.config import apply_overrides
+
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        apply_overrides(to_experiment(compose_config([])), overrides)
