@@ -421,3 +421,12 @@ def test_offline_degradation_to_local_corpus_end_to_end(tmp_path, tmp_path_facto
     finally:
         reset_degradation()
         shutil.rmtree(tmp_path / "idx", ignore_errors=True)
+
+
+def test_smoke_compressor_gets_a_smaller_budget(tmp_path):
+    from harness.research import SMOKE_COMPRESS_SCHEMA
+
+    llm = compressor(0.9)
+    llm.smoke = True  # what RoleLLM reports for the embedded backend
+    run(llm=llm, tmp=tmp_path)
+    assert llm.calls[0].schema == SMOKE_COMPRESS_SCHEMA and llm.calls[0].max_tokens == 200
