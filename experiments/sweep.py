@@ -260,6 +260,7 @@ class SweepSummary:
     paths: dict[str, str]
     mlflow_ui: str
     elapsed_s: float
+    controls: dict[str, bool] = field(default_factory=dict)
 
 
 def format_summary(s: SweepSummary) -> str:
@@ -297,6 +298,10 @@ def format_summary(s: SweepSummary) -> str:
     lines.append(f"LLM calls: {s.llm_calls} uncached in this run ({s.llm_calls_prepare} for contexts); "
                  f"per search trial: {_f(s.calls_per_trial)}; contexts {s.contexts.get('hits', 0)} reused, "
                  f"{s.contexts.get('computed', 0)} computed")
+    if s.contexts.get("prepare_calls_train") is not None:
+        lines.append(f"context reuse: saves {s.contexts['prepare_calls_train']} planning/research LLM calls per trial "
+                     f"(counted when the train contexts were prepared)")
+    lines.append(f"controls: reuse_context={s.controls.get('reuse_context')} memory_frozen={s.controls.get('memory_frozen')}")
     lines.append(f"elapsed: {_hms(s.elapsed_s)}")
     lines.append("best instruction:")
     for tt, text in sorted(s.best_instructions.items()):
@@ -322,6 +327,11 @@ def _hms(seconds: float) -> str:
 
 
 # -- the sweep -----------------------------------------------------------------------------------------
+
+
+def _prepare_calls(prepared: Any) -> int:
+    value = prepared.get("llm_calls", 0) if isinstance(prepared, Mapping) else getattr(prepared, "llm_calls", 0)
+    return int(value or 0)
 
 
 def context_depends(exp: ExperimentConfig) -> dict[str, Any]:
@@ -373,6 +383,8 @@ class Sweep:
             got = cache.get_or_prepare(task, self.runner.prepare)
             contexts[task.id] = got.prepared
             stats["hits" if got.hit else "computed"] += 1
+            if task.split == "train":
+                stats["prepare_calls_train"] = stats.get("prepare_calls_train", 0) + _prepare_calls(got.prepared)
             if not got.hit:
                 self.out(f"[{self.exp.sweep.name}] context {i}/{len(self.tasks)} {task.id}: prepared and cached")
         return contexts, stats
@@ -586,6 +598,7 @@ class Sweep:
             llm_calls=_calls(self.runner) - calls0, llm_calls_prepare=prepare_calls, calls_per_trial=calls_per_trial,
             contexts=ctx_stats, smoke=self.smoke or any(t.user_attrs.get("smoke") for t in trials), paths=paths,
             mlflow_ui=self.tracker.ui_command(), elapsed_s=time.perf_counter() - t0,
+            controls={"reuse_context": sw.reuse_context, "memory_frozen": exp.memory.frozen},
         )
         text = format_summary(summary)
         (self.dir / "summary.md").write_text(text + "\n", encoding="utf-8")

@@ -129,6 +129,7 @@ def test_sweep_finds_and_promotes_real_improvement(make_exp):
     assert any(r.wins for r in s.holdout)
     block = "\n".join(lines)
     assert SUMMARY_BEGIN in block and "PROMOTED: trial #" in block and "mlflow ui --backend-store-uri" in block
+    assert "controls: reuse_context=True memory_frozen=True" in block
     assert any("trial 6/6" in line for line in lines)
     assert runner.prepares == 12  # contexts once per task (8 train + 4 holdout), reused by every trial
 
