@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from harness.chunker import find_paths, query_terms, read_file_context, select_chunks, split_chunks
+from harness.chunker import find_paths, read_file_context, select_chunks, split_chunks
 from harness.config import ResearchConfig
 from harness.logger import current_tracer
 from harness.search import SearchProvider, SearchResult, normalize_query
