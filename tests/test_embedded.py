@@ -12,6 +12,7 @@ from harness.backends.embedded import (
     DEFAULT_MODEL_NAME,
     EmbeddedLLM,
     completion_request,
+    embedded_threads,
     locate_gguf,
     model_name,
     package_gguf,
@@ -77,6 +78,20 @@ def test_locate_nothing_anywhere(monkeypatch):
 )
 def test_model_name(tmp_path, name, expected):
     assert model_name(tmp_path / name) == expected
+
+
+@pytest.mark.parametrize(
+    "env, cpus, expected",
+    [({}, 1, 1), ({}, 2, 1), ({}, 4, 2), ({}, 16, 4), ({"HARNESS_EMBEDDED_THREADS": "3"}, 2, 3)],
+)
+def test_embedded_threads(env, cpus, expected):
+    assert embedded_threads(env, cpus) == expected
+
+
+@pytest.mark.parametrize("raw", ["0", "two", "-1"])
+def test_embedded_threads_rejects_bad_env(raw):
+    with pytest.raises(ValueError, match="HARNESS_EMBEDDED_THREADS"):
+        embedded_threads({"HARNESS_EMBEDDED_THREADS": raw}, 2)
 
 
 # -- request / response mapping (no model) ------------------------------------------------------------------
