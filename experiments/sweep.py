@@ -16,6 +16,7 @@ import os
 import socket
 import statistics
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -435,6 +436,13 @@ class Sweep:
 
     # -- main loop ---------------------------------------------------------------------------------------
     def run(self) -> SweepSummary:
+        with warnings.catch_warnings():
+            # heartbeats with ask/tell, WilcoxonPruner and fail_stale_trials are deliberate: hide their notices
+            warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+            warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+            return self._run()
+
+    def _run(self) -> SweepSummary:
         exp, sw = self.exp, self.exp.sweep
         t0, calls0 = time.perf_counter(), _calls(self.runner)
         name = sw.name

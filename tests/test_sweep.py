@@ -221,3 +221,34 @@ def test_duplicate_candidate_reuses_value(make_exp):
     assert len(dups) == 2 and all(r["duplicate_of"] == 1 for r in dups)
     trial_finishes = [rid for rid in runner.run_ids if "-t2-" in rid or "-t3-" in rid]
     assert trial_finishes == []
+
+
+@pytest.mark.embedded
+def test_two_trial_sweep_on_the_embedded_model(make_exp):
+    """Real harness, SmolLM2-135M: structure only (it finishes, resumes, logs to MLflow, says SMOKE)."""
+    from experiments.objective import HarnessRunner
+    from experiments.config import to_harness_config
+    from experiments.tracking import MLflowTracker
+
+    exp = make_exp("backend=embedded", "planner=single_pass", "evaluator=deterministic_only", "wiggum.max_rounds=1",
+                   "research.max_rounds=1", "research.compress=false", "research.enrich_urls=0",
+                   "synth.max_tokens=200", "sweep.n_trials=2", "sweep.baseline_repeats=1", "sweep.holdout_top_k=1",
+                   operators=("add_constraint",), mlflow=True)
+    exp.benchmark = BenchmarkConfig(name="tiny", tasks=[
+        TaskSpec(id="json", task="List 2 Python modules for reading data files.", task_type="enumerated",
+                 expected_count=2, required_terms=["json"], split="train"),
+        TaskSpec(id="tests", task="List 2 tools for testing Python code.", task_type="enumerated",
+                 expected_count=2, required_terms=["pytest"], split="holdout"),
+    ])
+    exp.synth.instructions = {}
+    runner = HarnessRunner(to_harness_config(exp))
+    lines: list[str] = []
+    s = run_sweep(exp, runner, out=lines.append)
+    assert s.smoke and "SMOKE RUN (embedded model): not research quality" in "\n".join(lines)
+    assert s.trials["total"] == 2
+    calls_before = runner.llm_calls()
+    again = run_sweep(exp, runner, out=lambda x: None)
+    assert again.new_trials == 0 and runner.llm_calls() == calls_before  # nothing re-run, nothing re-asked
+    tracker = MLflowTracker(exp)
+    tracker.start(exp)
+    assert len(tracker.trial_runs()) == 2 == len(Ledger(exp.sweep_dir / "ledger.jsonl").rows())
