@@ -146,6 +146,8 @@ class Harness:
 
         with timed("parse_skills"):
             clean, active, unknown = skills_mod.parse_skills_detailed(task)
+        if not clean.strip():
+            raise ValueError(f"task is empty after the skill tokens: {task.strip()!r}; expected a task after them")
         memory_context, titles = "", ()
         with timed("memory.get_context"):
             if self.memory is not None:
@@ -222,10 +224,11 @@ class Harness:
         append_jsonl(self.cfg.runs_jsonl, record)
         return dataclasses.replace(result, record=record, trace_path=str(trace_path))
 
-    def run(self, task: str, **kwargs: Any) -> RunResult:
-        """prepare + finish under one trace. A stage failure is recorded (status failed), not raised."""
-        run_id = kwargs.pop("run_id", None) or new_run_id()
-        tracer = Tracer(run_id)
+    def run(self, task: str, *, tracer: Tracer | None = None, **kwargs: Any) -> RunResult:
+        """prepare + finish under one trace (a fresh one unless given). A stage failure is recorded (status
+        failed), not raised; an empty task raises ValueError."""
+        run_id = kwargs.pop("run_id", None) or (tracer.run_id if tracer is not None else new_run_id())
+        tracer = tracer if tracer is not None else Tracer(run_id)
         with use_tracer(tracer):
             try:
                 prepared = self.prepare(task)
@@ -363,6 +366,8 @@ class Harness:
                 "from_cache": research.from_cache,
                 "degraded_reason": research.degraded_reason,
                 "flagged": research.flagged,
+                "stop_reason": research.stop_reason,
+                "errors": list(research.errors)[:5],
             },
             "synthesis": state.get("synth"),
             "instruction": state.get("instruction"),

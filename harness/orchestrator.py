@@ -7,6 +7,7 @@ A failing step does not abort the run: its error is substituted downstream and t
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from harness.taskgraph import (
     merge_telemetry,
     resolve_placeholders_detailed,
 )
+
+log = logging.getLogger("harness.orchestrator")
 
 MODES = ("off", "auto", "always")
 
@@ -82,8 +85,14 @@ def build_graph(task: str, prepared: Prepared, roles: Roles, cfg: OrchestratorCo
         warnings.append(f"step-graph planner call failed: {exc}")
     subtasks = [s for s in prepared.plan.subtasks if s.strip()]
     if subtasks:
-        return TaskGraph.from_subtasks(subtasks, objective=task), warnings
-    return TaskGraph.from_subtasks([prepared.clean_task], objective=task), warnings + ["no subtasks: one step"]
+        warnings.append(f"fell back to the planner's {len(subtasks)} subtasks as independent steps")
+        graph = TaskGraph.from_subtasks(subtasks, objective=task)
+    else:
+        warnings.append("fell back to the task itself as one step (the plan has no subtasks)")
+        graph = TaskGraph.from_subtasks([prepared.clean_task], objective=task)
+    for warning in warnings:  # shown, never swallowed: stderr now, graph_warnings in the run record
+        log.warning("%s", warning)
+    return graph, warnings
 
 
 @dataclass(frozen=True)
@@ -100,18 +109,28 @@ class StepOutcome:
     placeholder_problems: tuple[str, ...] = ()
     sources: tuple = ()
     search_calls: int = 0
+    usage: dict = dataclasses.field(default_factory=dict)  # role -> calls/tokens of the step's own run
+    confidence: float | None = None  # the step's research confidence (seed 002)
 
 
 class Orchestrator:
     def __init__(self, harness: Harness) -> None:
         self.harness = harness
-        sub_cfg = dataclasses.replace(
-            harness.cfg,
-            wiggum=dataclasses.replace(harness.cfg.wiggum, max_rounds=harness.cfg.orchestrator.subtask_wiggum_rounds),
-            orchestrator=dataclasses.replace(harness.cfg.orchestrator, mode="off"),
-        )
-        # subtasks share backends, memory and search with the parent; only the loop length differs
-        self.sub_harness = Harness(sub_cfg, harness.roles, memory=harness._memory, search=harness._search)
+        self._sub: Harness | None = None
+
+    @property
+    def sub_harness(self) -> Harness:
+        """The harness each step runs through, built on first use from the parent's memory and search (opened
+        then), so steps share backends, memory and search with the parent; only the loop length differs."""
+        if self._sub is None:
+            cfg = self.harness.cfg
+            sub_cfg = dataclasses.replace(
+                cfg,
+                wiggum=dataclasses.replace(cfg.wiggum, max_rounds=cfg.orchestrator.subtask_wiggum_rounds),
+                orchestrator=dataclasses.replace(cfg.orchestrator, mode="off"),
+            )
+            self._sub = Harness(sub_cfg, self.harness.roles, memory=self.harness.memory, search=self.harness.search)
+        return self._sub
 
     def run(self, task: str) -> RunResult:
         run_id = new_run_id()
@@ -133,10 +152,15 @@ class Orchestrator:
                 return self.harness.record_failure(task, run_id, tracer, exc)
         assembled = assemble_context(graph, outcomes)
         sources = tuple({s.url: s for o in outcomes for s in o.sources}.values())
+        confidences = [o.confidence for o in outcomes if o.confidence is not None]
+        quality = ResearchQuality(
+            confidence=round(sum(confidences) / len(confidences), 4) if confidences else 0.0,
+            notes=f"assembled from {len(outcomes)} steps ({sum(o.status == 'ok' for o in outcomes)} ok)",
+        )
         research = ResearchResult(
             context=assembled,
             sources=sources,
-            quality=ResearchQuality(notes=f"assembled from {len(outcomes)} steps"),
+            quality=quality,
             rounds=len(outcomes),
             search_calls=sum(o.search_calls for o in outcomes),
             from_cache=False,
@@ -147,6 +171,12 @@ class Orchestrator:
         had_errors = any(o.status != "ok" for o in outcomes)
         sum_steps = sum(o.wall_s for o in outcomes)
         span = (max((o.start_s + o.wall_s for o in outcomes), default=0.0) - min((o.start_s for o in outcomes), default=0.0))
+        step_usage: dict[str, dict[str, float]] = {}
+        for o in outcomes:
+            for role, u in o.usage.items():
+                acc = step_usage.setdefault(role, {})
+                for k, v in u.items():
+                    acc[k] = round(acc.get(k, 0) + v, 4)
         extra = {
             "mode": "orchestrated",
             "route": dataclasses.asdict(route),
@@ -154,12 +184,17 @@ class Orchestrator:
             "graph_warnings": warnings,
             "had_errors": had_errors,
             "steps": [dataclasses.asdict(dataclasses.replace(o, sources=(), output=o.output[:500])) for o in outcomes],
+            "llm_steps": step_usage,
             "parallel": {"steps_wall_s": round(span, 3), "steps_sum_s": round(sum_steps, 3),
                          "speedup": round(sum_steps / span, 3) if span > 0 else None,
                          "max_parallel": self.harness.cfg.orchestrator.max_parallel},
             "planner_telemetry": merge_telemetry(
-                {"plan": {"complexity": prepared.plan.complexity, "subtasks": len(prepared.plan.subtasks)}},
-                {"graph": graph.telemetry()},
+                merge_telemetry(
+                    {"plan": {"complexity": prepared.plan.complexity, "subtasks": len(prepared.plan.subtasks),
+                              "parser": prepared.plan.parser, "errors": list(prepared.plan.errors)}},
+                    {"graph": graph.telemetry()},
+                ),
+                {"steps": {o.id: {"status": o.status, "confidence": o.confidence} for o in outcomes}},
             ),
         }
         return self.harness.finish(prepared, run_id=run_id, tracer=tracer, extra_record=extra)
@@ -171,6 +206,7 @@ class Orchestrator:
         outcomes: dict[str, StepOutcome] = {}
         t0 = time.perf_counter()
         workers = max(1, self.harness.cfg.orchestrator.max_parallel)
+        _ = self.sub_harness  # open memory and search here, once, not racing in the workers
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="step") as pool:
             for level in graph.levels():
                 futures = [pool.submit(self._run_step, node, dict(outputs), tracer, t0) for node in level]
@@ -183,9 +219,12 @@ class Orchestrator:
     def _run_step(self, node, outputs: dict[str, str], tracer: Tracer, t0: float) -> StepOutcome:
         question, problems = resolve_placeholders_detailed(node.question, outputs)
         start = time.perf_counter()
+        child = Tracer(f"{tracer.run_id}.{node.id}")  # the step's own run: its own record and trace file
         with use_tracer(tracer), tracer.stage(f"subtask {node.id}", question=question[:200]) as span:
             try:
-                result = self.sub_harness.run(question)
+                result = self.sub_harness.run(
+                    question, tracer=child, extra_record={"parent_run_id": tracer.run_id, "step_id": node.id}
+                )
                 error = result.error
                 status = result.status
                 output = result.output_text if status == "ok" else f"[step {node.id} failed: {error}]"
@@ -193,16 +232,31 @@ class Orchestrator:
                 calls = sum(int(u.get("calls", 0)) for u in (result.record.get("llm") or {}).values())
                 run_id = result.run_id
                 search_calls = int(research.get("search_calls") or 0)
+                confidence = (research.get("quality") or {}).get("confidence")
                 sources = _sources_of(result)
             except Exception as exc:  # a failing step never aborts the run
                 status, error, run_id, calls, search_calls, sources = "failed", f"{type(exc).__name__}: {exc}", None, 0, 0, ()
+                confidence = None
                 output = f"[step {node.id} failed: {error}]"
             span.update(status=status, run_id=run_id)
+        graft_trace(tracer, child, tid=span.tid, step=node.id)
         return StepOutcome(
             id=node.id, question=question, status=status, output=output, error=error, run_id=run_id,
             start_s=round(start - t0, 4), wall_s=round(time.perf_counter() - start, 4), llm_calls=calls,
             placeholder_problems=problems, sources=sources, search_calls=search_calls,
+            usage={role: dict(u) for role, u in child.usage.items()}, confidence=confidence,
         )
+
+
+def graft_trace(parent: Tracer, child: Tracer, *, tid: int, step: str) -> None:
+    """Copy a step run's spans into the parent trace, on the worker's row and on the parent's clock, so one
+    trace shows the steps' stages and model calls side by side. The parent's stage timings are not touched."""
+    offset_us = (child.t0 - parent.t0) * 1e6
+    grafted = [
+        {**e, "ts": round(e["ts"] + offset_us, 1), "tid": tid, "args": {**e.get("args", {}), "step": step}}
+        for e in list(child.events)
+    ]
+    parent.events.extend(grafted)  # one list.extend: atomic with respect to the other workers
 
 
 def _sources_of(result: RunResult) -> tuple:

@@ -1,0 +1,333 @@
+"""Compound tasks end to end on the scripted fake: routing, parallel steps, placeholders fed from earlier steps,
+error substitution, malformed step graphs, telemetry, plan preview."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from harness.config import OrchestratorConfig, WiggumConfig
+from harness.inference import BackendError
+from harness.logger import read_jsonl
+from harness.orchestrator import Orchestrator, build_graph, decide_route, plan_preview, run_task
+from harness.planner import Plan
+from pipeline_fake import Router, config, make_harness, plan_json, read_trace, top_stages
+
+COMPOUND = "Research agent failure modes and context engineering, then write a unified guide"
+Q1 = "What are common failure modes of LLM agents?"
+Q2 = "What is context engineering for LLM agents?"
+GRAPH = json.dumps({
+    "objectives": ["one guide covering failure modes and context engineering"],
+    "tasks": [
+        {"id": "E1", "question": Q1, "depends_on": [], "criteria": ["five failure modes named"]},
+        {"id": "E2", "question": Q2, "depends_on": []},
+        {"id": "E3", "question": "Which mitigations address #E1.summary (head: #E1.head=12; tail: #E2.last=9)?",
+         "depends_on": ["E1"]},
+    ],
+    "exit_criteria": ["every failure mode has a mitigation"],
+    "explanation": "E1 and E2 are independent; E3 needs E1.",
+})
+PARALLEL_GRAPH = json.dumps({"objectives": [], "exit_criteria": [], "explanation": "",
+                             "tasks": [{"id": "E1", "question": Q1, "depends_on": []},
+                                       {"id": "E2", "question": Q2, "depends_on": []}]})
+
+
+def task_of(messages) -> str:
+    user = messages[-1]["content"]
+    return user.split("# Task\n", 1)[1].split("\n", 1)[0]
+
+
+def synth_by_task(messages) -> str:
+    """Each step's output names its task on the first line; the assembly says so."""
+    if "### Step E1" in messages[-1]["content"]:
+        return "# Unified guide\n\nFailure modes and context engineering, assembled from the steps [1]."
+    task = task_of(messages)
+    return f"Summary of {task}\n\nDetails: {task} has concrete answers in Python 3.11 docs [1]."
+
+
+def compound_router(**over) -> Router:
+    replies = {"plan": plan_json(task_type="research", sections=None), "graph": GRAPH, "synth": synth_by_task}
+    replies.update(over)
+    return Router(**replies)
+
+
+def orch(tmp_path, router, *, mode="always", max_parallel=2, latency_s=0.0, **over) -> Orchestrator:
+    h = make_harness(tmp_path, router, latency_s=latency_s,
+                     orchestrator=OrchestratorConfig(mode=mode, max_parallel=max_parallel), **over)
+    return Orchestrator(h)
+
+
+def step_spans(trace_path) -> dict[str, dict]:
+    return {e["name"].split()[1]: e for e in read_trace(trace_path) if e["name"].startswith("subtask ")}
+
+
+def overlap(a: dict, b: dict) -> float:
+    return min(a["ts"] + a["dur"], b["ts"] + b["dur"]) - max(a["ts"], b["ts"])
+
+
+# -- routing -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "task, subtasks, mode, threshold, expected",
+    [
+        (COMPOUND, (), "off", 6, "single"),
+        ("Explain asyncio", (), "always", 6, "orchestrated"),
+        ("Explain asyncio", ("agent failure modes", "context engineering"), "auto", 6, "orchestrated"),
+        ("Explain asyncio", ("agent failure modes",), "auto", 6, "single"),
+        (COMPOUND, (), "auto", 6, "single"),  # research + write + then = 3 < 6
+        (COMPOUND, (), "auto", 3, "orchestrated"),
+        ("Implement the parser, then write tests, then update README.md and CHANGELOG.md", (), "auto", 6,
+         "orchestrated"),  # 3 verbs + 2 files + 2 sequencers = 7
+        ("Implement the parser, then write tests, then update README.md and CHANGELOG.md", (), "auto", 8, "single"),
+    ],
+)
+def test_routing_table(task, subtasks, mode, threshold, expected):
+    route = decide_route(task, Plan(subtasks=subtasks), OrchestratorConfig(mode=mode, threshold=threshold))
+    assert route.mode == expected
+    assert route.complexity["score"] == route.complexity["verbs"] + route.complexity["files"] + route.complexity["sequencers"]
+    assert route.reason
+
+
+def test_unknown_mode_is_rejected_with_the_choices():
+    with pytest.raises(ValueError, match="off, auto, always.*'sometimes'"):
+        decide_route("x", Plan(), OrchestratorConfig(mode="sometimes"))
+
+
+def test_mode_off_runs_the_single_focus_pipeline(tmp_path):
+    router = compound_router()
+    cfg = config(tmp_path, orchestrator=OrchestratorConfig(mode="off"))
+    result = run_task(COMPOUND, cfg, make_harness(tmp_path, router).roles)
+    assert result.status == "ok" and router.calls["graph"] == 0
+    assert "mode" not in result.record and "steps" not in result.record
+
+
+def test_auto_with_a_simple_task_stays_single_and_says_why(tmp_path):
+    router = compound_router()
+    result = orch(tmp_path, router, mode="auto").run("Explain asyncio timeouts")
+    assert result.record["mode"] == "single" and router.calls["graph"] == 0
+    assert result.record["route"]["reason"] == "complexity 0 < threshold 6 and 0 subtasks"
+    assert top_stages(read_trace(result.trace_path))[-1] == "compress_and_store"
+
+
+def test_auto_orchestrates_when_the_planner_lists_subtasks(tmp_path):
+    router = compound_router(plan=plan_json(task_type="research", sections=None,
+                                            subtasks=["agent failure modes", "context engineering"]))
+    result = orch(tmp_path, router, mode="auto").run(COMPOUND)
+    assert result.record["mode"] == "orchestrated"
+    assert result.record["route"]["reason"] == "planner listed 2 subtasks"
+
+
+# -- a compound run --------------------------------------------------------------------------------------
+
+
+def test_compound_run_records_steps_placeholders_and_assembly(tmp_path):
+    router = compound_router()
+    o = orch(tmp_path, router)
+    result = o.run(COMPOUND)
+    assert result.status == "ok"
+    rec = read_jsonl(o.harness.cfg.runs_jsonl)[-1]
+    assert rec["run_id"] == result.run_id and rec["mode"] == "orchestrated" and rec["had_errors"] is False
+    assert [s["id"] for s in rec["steps"]] == ["E1", "E2", "E3"]
+    assert all(s["status"] == "ok" for s in rec["steps"])
+    # E3's question was filled from E1 and E2's outputs before its run
+    e3 = rec["steps"][2]["question"]
+    assert e3 == (f"Which mitigations address Summary of {Q1} (head: Summary of W…; tail: …docs [1].)?")
+    assert rec["steps"][2]["placeholder_problems"] == []
+    assert any(f"Task: {e3}" in "\n".join(m["content"] for m in msgs) for msgs in router.messages["plan"])
+    # each step is its own run with its own record, linked to the parent
+    children = [r for r in read_jsonl(o.harness.cfg.runs_jsonl) if r.get("parent_run_id") == result.run_id]
+    assert sorted(r["step_id"] for r in children) == ["E1", "E2", "E3"]
+    assert {r["run_id"] for r in children} == {s["run_id"] for s in rec["steps"]}
+    # the assembly saw every step's output and produced the final file
+    assembly = router.messages["synth"][-1][-1]["content"]
+    assert "### Step E1: " + Q1 in assembly and "### Step E3: Which mitigations" in assembly
+    assert Path(result.output_path).read_text().startswith("# Unified guide")
+    assert rec["graph"]["objectives"] == ["one guide covering failure modes and context engineering"]
+    assert rec["llm_steps"]["producer"]["calls"] == 3 and rec["llm"]["producer"]["calls"] == 1
+
+
+def test_planner_telemetry_is_merged_into_the_record(tmp_path):
+    result = orch(tmp_path, compound_router()).run(COMPOUND)
+    tele = result.record["planner_telemetry"]
+    assert tele["plan"]["complexity"] == "medium" and tele["plan"]["parser"] == "json"
+    assert tele["graph"]["task_count"] == 3 and tele["graph"]["max_depth"] == 2 and tele["graph"]["root_count"] == 2
+    assert set(tele["steps"]) == {"E1", "E2", "E3"} and tele["steps"]["E1"]["confidence"] == 0.9
+    assert result.record["research"]["quality"]["confidence"] == 0.9
+
+
+def test_steps_share_memory_and_search_with_the_parent(tmp_path):
+    o = orch(tmp_path, compound_router())
+    o.run(COMPOUND)
+    assert o.sub_harness.memory is o.harness.memory and o.sub_harness.search is o.harness.search
+    assert o.sub_harness.cfg.wiggum.max_rounds == o.harness.cfg.orchestrator.subtask_wiggum_rounds
+    assert o.harness.memory.count() == 4  # three steps and the assembly
+
+
+# -- concurrency -----------------------------------------------------------------------------------------
+
+
+def test_independent_steps_run_in_parallel(tmp_path):
+    router = compound_router(graph=PARALLEL_GRAPH)
+    result = orch(tmp_path, router, max_parallel=2, latency_s=0.03).run(COMPOUND)
+    spans = step_spans(result.trace_path)
+    assert overlap(spans["E1"], spans["E2"]) > 0.5 * min(spans["E1"]["dur"], spans["E2"]["dur"])
+    assert spans["E1"]["tid"] != spans["E2"]["tid"]
+    par = result.record["parallel"]
+    assert par["max_parallel"] == 2 and par["steps_wall_s"] < 0.8 * par["steps_sum_s"]
+    # the steps' own stages and model calls are in the parent trace, on their worker's row
+    events = read_trace(result.trace_path)
+    for sid, span in spans.items():
+        inner = [e for e in events if e["args"].get("step") == sid]
+        assert {e["name"] for e in inner} >= {"make_plan", "synthesize", "llm.producer"}
+        assert all(e["tid"] == span["tid"] for e in inner)
+
+
+def test_max_parallel_one_runs_steps_one_after_another(tmp_path):
+    router = compound_router(graph=PARALLEL_GRAPH)
+    result = orch(tmp_path, router, max_parallel=1, latency_s=0.01).run(COMPOUND)
+    spans = step_spans(result.trace_path)
+    assert overlap(spans["E1"], spans["E2"]) <= 0
+    par = result.record["parallel"]
+    assert par["steps_wall_s"] >= 0.95 * par["steps_sum_s"]
+
+
+def test_dependent_step_waits_for_its_dependency(tmp_path):
+    result = orch(tmp_path, compound_router(), max_parallel=3, latency_s=0.01).run(COMPOUND)
+    spans = step_spans(result.trace_path)
+    assert spans["E3"]["ts"] >= spans["E1"]["ts"] + spans["E1"]["dur"]
+
+
+# -- failures --------------------------------------------------------------------------------------------
+
+
+def test_failing_step_is_substituted_downstream_and_flagged(tmp_path):
+    def synth(messages):
+        if task_of(messages) == Q1:
+            raise BackendError("ollama at http://127.0.0.1:11434 (qwen2.5:32b): timed out")
+        return synth_by_task(messages)
+
+    router = compound_router(synth=synth)
+    o = orch(tmp_path, router)
+    result = o.run(COMPOUND)
+    assert result.status == "ok"  # the run went on
+    rec = read_jsonl(o.harness.cfg.runs_jsonl)[-1]
+    assert rec["had_errors"] is True
+    steps = {s["id"]: s for s in rec["steps"]}
+    assert steps["E1"]["status"] == "failed" and "timed out" in steps["E1"]["error"]
+    assert steps["E2"]["status"] == "ok" and steps["E3"]["status"] == "ok"
+    assert "[step E1 failed: BackendError" in steps["E3"]["question"]
+    assembly = router.messages["synth"][-1][-1]["content"]
+    assert "### Step E1: " + Q1 + " (FAILED" in assembly and "[step E1 failed:" in assembly
+    failed_child = [r for r in read_jsonl(o.harness.cfg.runs_jsonl) if r.get("step_id") == "E1"]
+    assert failed_child and failed_child[0]["status"] == "failed"
+
+
+def test_an_exception_inside_a_step_does_not_abort_the_run(tmp_path, monkeypatch):
+    router = compound_router(graph=PARALLEL_GRAPH)
+    o = orch(tmp_path, router)
+    real = type(o.sub_harness).run
+
+    def flaky(self, task, **kw):
+        if task == Q2:
+            raise KeyError("boom")
+        return real(self, task, **kw)
+
+    monkeypatch.setattr(type(o.sub_harness), "run", flaky)
+    result = o.run(COMPOUND)
+    steps = {s["id"]: s for s in result.record["steps"]}
+    assert steps["E2"]["status"] == "failed" and steps["E2"]["error"] == "KeyError: 'boom'"
+    assert steps["E1"]["status"] == "ok" and result.record["had_errors"] is True
+
+
+@pytest.mark.parametrize(
+    "reply, warning",
+    [
+        ("Sure! First research failure modes, then context engineering.", "malformed step graph"),
+        (json.dumps({"objectives": ["x"], "explanation": "no steps here"}), "malformed step graph"),
+        (json.dumps({"tasks": [{"id": "E1", "question": Q1, "depends_on": ["E5"]}]}), "planner step graph rejected"),
+        (json.dumps({"tasks": [{"id": "E1", "question": "Write the final guide", "depends_on": []}]}),
+         "dropped assembly steps"),
+    ],
+)
+def test_malformed_step_graph_is_shown_with_a_warning_and_falls_back(tmp_path, caplog, reply, warning):
+    router = compound_router(graph=reply, plan=plan_json(task_type="research", sections=None,
+                                                         subtasks=["agent failure modes", "context engineering"]))
+    with caplog.at_level(logging.WARNING, logger="harness.orchestrator"):
+        result = orch(tmp_path, router).run(COMPOUND)
+    warnings = result.record["graph_warnings"]
+    assert any(warning in w for w in warnings), warnings
+    assert any("fell back to the planner's 2 subtasks" in w for w in warnings)
+    assert any(warning in r.getMessage() for r in caplog.records)
+    if warning == "malformed step graph":
+        assert any(reply[:30] in w for w in warnings)  # the raw reply is shown
+    assert [s["question"] for s in result.record["steps"]] == ["agent failure modes", "context engineering"]
+
+
+def test_no_graph_and_no_subtasks_runs_the_task_as_one_step(tmp_path):
+    router = compound_router(graph="no idea")
+    result = orch(tmp_path, router).run(COMPOUND)
+    assert [s["question"] for s in result.record["steps"]] == [COMPOUND]
+    assert any("one step" in w for w in result.record["graph_warnings"])
+
+
+def test_backend_down_for_the_graph_call_is_a_warning(tmp_path):
+    def down(messages):
+        raise BackendError("planner unreachable")
+
+    result = orch(tmp_path, compound_router(graph=down)).run(COMPOUND)
+    assert any("step-graph planner call failed" in w and "unreachable" in w for w in result.record["graph_warnings"])
+
+
+def test_empty_compound_task_raises(tmp_path):
+    with pytest.raises(ValueError, match="task is empty"):
+        orch(tmp_path, compound_router()).run("  ")
+
+
+# -- plan preview ----------------------------------------------------------------------------------------
+
+
+def test_plan_preview_plans_and_executes_nothing(tmp_path):
+    router = compound_router()
+    h = make_harness(tmp_path, router)
+    cfg = dataclasses.replace(h.cfg, orchestrator=OrchestratorConfig(mode="always"))
+    text = plan_preview(COMPOUND, cfg, h.roles)
+    assert set(router.calls) == {"prior", "plan", "graph"}
+    assert "Route: orchestrated (orchestrator.mode=always)" in text
+    assert f"E1: {Q1}  [after: -]" in text and "E3: Which mitigations address #E1.summary" in text
+    assert "[after: E1, E2]" in text and "Order: E1 -> E2 -> E3" in text
+    assert not cfg.runs_jsonl.exists() and not cfg.output_path.exists() and not cfg.traces_dir.exists()
+
+
+def test_plan_preview_shows_graph_errors(tmp_path):
+    router = compound_router(graph=json.dumps({"tasks": [{"id": "E1", "question": Q1, "depends_on": ["E9"]}]}))
+    h = make_harness(tmp_path, router, orchestrator=OrchestratorConfig(mode="always"))
+    text = plan_preview(COMPOUND, h.cfg, h.roles)
+    assert "WARNING: planner step graph rejected" in text and "E9" in text
+
+
+def test_plan_preview_single_route(tmp_path):
+    h = make_harness(tmp_path, compound_router(), orchestrator=OrchestratorConfig(mode="auto"))
+    text = plan_preview("Explain asyncio timeouts", h.cfg, h.roles)
+    assert "Route: single" in text and "single-focus pipeline" in text
+
+
+def test_build_graph_keeps_a_valid_planner_graph(tmp_path):
+    h = make_harness(tmp_path, compound_router())
+    prepared = h.prepare(COMPOUND, with_research=False)
+    graph, warnings = build_graph(COMPOUND, prepared, h.roles, OrchestratorConfig())
+    assert warnings == [] and graph.ids == ("E1", "E2", "E3")
+    assert [[t.id for t in level] for level in graph.levels()] == [["E1", "E2"], ["E3"]]
+
+
+def test_assembly_gets_the_full_wiggum_loop(tmp_path):
+    router = compound_router(judge=json.dumps({d: 3 for d in ("relevance", "completeness", "depth", "specificity",
+                                                             "structure", "grounded")} | {"feedback": "thin"}),
+                             revise="# Unified guide\n\nRevised.")
+    result = orch(tmp_path, router, wiggum=WiggumConfig(max_rounds=2)).run(COMPOUND)
+    assert len(result.record["wiggum"]["rounds"]) == 2  # the assembly: full loop
+    assert router.calls["revise"] == 1  # steps: subtask_wiggum_rounds=1, no revision
