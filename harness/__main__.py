@@ -79,21 +79,40 @@ def summary_block(result) -> str:
     scores = rec.get("scores") or {}
     wig = rec.get("wiggum") or {}
     quality = (rec.get("research") or {}).get("quality") or {}
+    steps = rec.get("steps") or []
+    parallel = rec.get("parallel") or {}
+    stage_s = rec.get("stage_s") or {}
+    # parallel step spans overlap: count their wall time once, not their sum
+    wall = sum(v for k, v in stage_s.items() if not k.startswith("subtask ")) + float(parallel.get("steps_wall_s") or 0)
     lines = [
         "== harness run ==",
         f"run_id:      {result.run_id}",
         f"status:      {result.status}" + (f" ({result.error})" if result.error else ""),
         f"backend:     {', '.join(f'{k}={v}' for k, v in (rec.get('backend') or {}).items())}",
         f"task_type:   {(rec.get('plan') or {}).get('task_type')}",
+    ]
+    if rec.get("mode"):
+        lines.append(f"mode:        {rec['mode']} ({(rec.get('route') or {}).get('reason')})")
+    if steps:
+        done = ", ".join(f"{s['id']} {s['status']} {s['wall_s']:.1f}s" for s in steps)
+        lines.append(f"steps:       {done}; had_errors={rec.get('had_errors')}")
+        lines.append(f"parallel:    wall={parallel.get('steps_wall_s')}s sum={parallel.get('steps_sum_s')}s"
+                     f" speedup={parallel.get('speedup')} max_parallel={parallel.get('max_parallel')}")
+    steps_llm = rec.get("llm_steps") or {}
+    step_calls = sum(int(u.get("calls", 0)) for u in steps_llm.values())
+    step_tokens = sum(int(u.get("prompt_tokens", 0) + u.get("completion_tokens", 0)) for u in steps_llm.values())
+    lines += [
         f"research:    rounds={rec.get('research', {}).get('rounds')} searches={rec.get('research', {}).get('search_calls')}"
         f" confidence={quality.get('confidence')} degraded={rec.get('research', {}).get('degraded_reason')}",
         f"score:       {scores.get('composite')}  wiggum={'PASS' if wig.get('passed') else 'FAIL'}"
         f" rounds={len(wig.get('rounds', []))}",
-        f"llm:         calls={calls} tokens={tokens} cache={rec.get('cache')}",
+        f"llm:         calls={calls} tokens={tokens} cache={rec.get('cache')}"
+        + (f" (+ steps: calls={step_calls} tokens={step_tokens})" if steps_llm else ""),
         f"output:      {result.output_path}",
         f"trace:       {result.trace_path}",
-        f"wall_s:      {sum((rec.get('stage_s') or {}).values()):.1f} (stages)",
+        f"wall_s:      {wall:.1f} (stages)",
     ]
+    lines += [f"WARNING:     {w}" for w in rec.get("graph_warnings") or []]
     if result.smoke:
         from harness.inference import SMOKE_LABEL
 
@@ -106,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if not args.task.strip():
         print("error: task is empty: give the task as the first argument", file=sys.stderr)
+        return EXIT_USAGE
+    from harness.skills import parse_skills
+
+    if not parse_skills(args.task)[0].strip():
+        print(f"error: task is empty after the skill tokens {args.task.strip()!r}: add the task after them", file=sys.stderr)
         return EXIT_USAGE
     try:
         cfg = config_from_args(args)
