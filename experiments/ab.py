@@ -5,7 +5,8 @@ arm order within a pair is drawn from a seeded generator and recorded. Each fini
 ledger, keyed by (task, arm, replication): a rerun skips completed cells and retries failed ones. A failed cell
 removes its pair from the analysis (the pair is reported). The harness is injected as
 `run_arm(arm_name, arm_overrides, task, replication, seed) -> dict` returning
-{"score", "dimensions", "secondary", "status", "error"}.
+{"score", "dimensions", "secondary", "status", "error"} and optionally "meta" (JSON-able run details kept in the
+ledger, e.g. run id, output path, whether the backend was a smoke model).
 """
 
 from __future__ import annotations
@@ -222,8 +223,12 @@ def _normalise(out: Any) -> dict[str, Any]:
     status = out.get("status", "ok")
     if status not in ("ok", "failed"):
         raise ValueError(f"run_arm status must be 'ok' or 'failed', got {status!r}")
+    meta = out.get("meta") or {}
+    if not isinstance(meta, Mapping):
+        raise ValueError(f"run_arm meta must be a dict, got {type(meta).__name__}")
+    meta = {"meta": json.loads(json.dumps(dict(meta), default=str))} if meta else {}
     if status == "failed":
-        return {"status": "failed", "error": str(out.get("error") or "run_arm reported failure")}
+        return {"status": "failed", "error": str(out.get("error") or "run_arm reported failure"), **meta}
     dims = out.get("dimensions") or {}
     sec = out.get("secondary") or {}
     if not isinstance(dims, Mapping) or not isinstance(sec, Mapping):
@@ -234,6 +239,7 @@ def _normalise(out: Any) -> dict[str, Any]:
         "score": _number(out.get("score"), "score"),
         "dimensions": {str(k): _number(v, f"dimension {k!r}") for k, v in dims.items()},
         "secondary": {str(k): _number(v, f"secondary {k!r}") for k, v in sec.items() if v is not None},
+        **meta,
     }
 
 

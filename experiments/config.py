@@ -93,16 +93,23 @@ class SweepConfig:
 
 @dataclass
 class ABConfig:
-    a: dict[str, Any] = field(default_factory=dict)  # dotted overrides for arm A, e.g. {"planner.skip_prior_knowledge": false}
-    b: dict[str, Any] = field(default_factory=dict)
+    # Arm overrides: a mapping of dotted keys or group options ({planner.skip_prior_knowledge: true},
+    # {synth: concise}) or the same as a "key=value,key=value" string. Typed Any so that a command-line
+    # `ab.a={synth:concise}` replaces a string default instead of merging into it; to_experiment makes it a dict.
+    a: Any = None
+    b: Any = None
     a_name: str = "A"
     b_name: str = "B"
     replications: int = 2
     alpha: float = 0.05
     min_effect: float = 0.3
-    metric: str = "composite"
+    metric: str = "composite"  # composite, or a dimension / secondary metric name
     hypothesis: str = ""
-    sequential: bool = False
+    direction: str = "two-sided"  # sign of mean(B - A) the hypothesis predicts: greater | less | two-sided
+    test: str = "wilcoxon"  # primary test: wilcoxon | t
+    sequential: bool = False  # O'Brien-Fleming interim looks over tasks
+    looks: int = 3  # number of looks when sequential
+    split: str = "all"  # benchmark tasks in the test: all | train | holdout
 
 
 @dataclass
@@ -175,9 +182,31 @@ def to_experiment(cfg: DictConfig | ExperimentConfig, environ: dict[str, str] | 
     harness = apply_env(_harness_part(obj), environ)
     for name in _HARNESS_FIELDS:
         setattr(obj, name, getattr(harness, name))
-    if obj.sweep.kind == "synth_mutation" and obj.sweep.freeze_memory:
+    if obj.sweep.kind in ("synth_mutation", "ab") and obj.sweep.freeze_memory:
         obj.memory = dataclasses.replace(obj.memory, frozen=True)
+    obj.ab = dataclasses.replace(obj.ab, a=arm_overrides(obj.ab.a, "ab.a"), b=arm_overrides(obj.ab.b, "ab.b"))
     return obj
+
+
+def arm_overrides(value: Any, key: str = "ab.a") -> dict[str, Any]:
+    """An A/B arm's overrides as a dict: None -> {}, a mapping as is, "k=v,k2=v2" parsed (values as YAML)."""
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return {str(k): v for k, v in value.items()}
+    if not isinstance(value, str):
+        raise ConfigError(f"{key}={value!r} is not allowed; expected a mapping like {{synth: concise}} or 'key=value,...'")
+    import yaml
+
+    out: dict[str, Any] = {}
+    for part in (p.strip() for p in value.split(",")):
+        if not part:
+            continue
+        name, eq, raw = part.partition("=")
+        if not eq or not name.strip():
+            raise ConfigError(f"{key}={value!r} is not allowed; expected 'key=value' pairs separated by commas, got {part!r}")
+        out[name.strip()] = yaml.safe_load(raw) if raw.strip() else ""
+    return out
 
 
 def _harness_part(exp: ExperimentConfig) -> HarnessConfig:
@@ -267,8 +296,24 @@ def validate(exp: ExperimentConfig) -> ExperimentConfig:
             _check_range(f"benchmark.tasks[{i}].expected_count", t.expected_count, 1)
     if sw.kind in ("synth_mutation", "ab") and not exp.tasks("train"):
         raise ConfigError(f"benchmark.tasks has no split='train' task; expected at least one for sweep.kind={sw.kind}")
-    if sw.kind == "ab" and exp.ab.a == exp.ab.b:
-        raise ConfigError("ab.a and ab.b are identical; expected two different override sets")
+    if sw.kind == "ab":
+        ab = exp.ab
+        if ab.a == ab.b:
+            raise ConfigError("ab.a and ab.b are identical; expected two different override sets")
+        from experiments.stats import DIRECTIONS, TESTS
+
+        _check("ab.direction", ab.direction, DIRECTIONS)
+        _check("ab.test", ab.test, TESTS)
+        _check("ab.split", ab.split, ("all", *SPLITS))
+        _check_range("ab.replications", ab.replications, 1)
+        _check_range("ab.min_effect", ab.min_effect, 0.0)
+        _check_range("ab.looks", ab.looks, 2)
+        if not 0.0 < ab.alpha < 1.0:
+            raise ConfigError(f"ab.alpha={ab.alpha!r} is out of range; expected a value in (0, 1)")
+        if not ab.hypothesis.strip():
+            raise ConfigError("ab.hypothesis is empty; expected the hypothesis as a sentence, written before any data")
+        if not ab.a_name or ab.a_name == ab.b_name or "/" in ab.a_name + ab.b_name:
+            raise ConfigError(f"ab.a_name={ab.a_name!r}, ab.b_name={ab.b_name!r} are not allowed; expected two different non-empty names without '/'")
     return exp
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -137,11 +137,19 @@ def plot_forest(result: ABResult, prereg: Preregistration, path: Path) -> Path:
     return path
 
 
-def render_markdown(result: ABResult, prereg: Preregistration, *, plots: Sequence[str] = (DIFF_PNG, FOREST_PNG)) -> str:
+def render_markdown(result: ABResult, prereg: Preregistration, *, plots: Sequence[str] = (DIFF_PNG, FOREST_PNG),
+                    notes: Sequence[str] = (), arms: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """The report; `notes` are lines shown under the title (e.g. a smoke-run warning), `arms` each arm's overrides."""
     s = result.primary
     a_name, b_name = result.arm_names
-    out = [f"# A/B test: {b_name} vs {a_name}", "",
-           f"**Verdict: {result.verdict}** — {result.verdict_reason}", ""]
+    out = [f"# A/B test: {b_name} vs {a_name}", ""]
+    out += [f"> {n}" for n in notes] + ([""] if notes else [])
+    out += [f"**Verdict: {result.verdict}** — {result.verdict_reason}", ""]
+    if arms:
+        out += ["## Arms", ""]
+        out += _table(["arm", "overrides"], [[name, ", ".join(f"`{k}={v}`" for k, v in ov.items()) or "(base config)"]
+                                            for name, ov in arms.items()])
+        out += [""]
     out += ["## Pre-registration (written before data collection)", ""]
     out += _table(["field", "value"], [[k, f"`{v}`"] for k, v in prereg.to_dict().items()])
     out += ["", "## Per-task scores", "",
@@ -206,12 +214,13 @@ def render_markdown(result: ABResult, prereg: Preregistration, *, plots: Sequenc
     return "\n".join(out)
 
 
-def write_report(result: ABResult, prereg: Preregistration, out_dir: str | Path) -> Path:
+def write_report(result: ABResult, prereg: Preregistration, out_dir: str | Path, *, notes: Sequence[str] = (),
+                 arms: Mapping[str, Mapping[str, Any]] | None = None) -> Path:
     """Write ab_report.md with its two PNGs into out_dir; returns the Markdown path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     plot_paired_differences(result, prereg, out / DIFF_PNG)
     plot_forest(result, prereg, out / FOREST_PNG)
     path = out / REPORT_NAME
-    path.write_text(render_markdown(result, prereg), encoding="utf-8")
+    path.write_text(render_markdown(result, prereg, notes=notes, arms=arms), encoding="utf-8")
     return path
