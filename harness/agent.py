@@ -273,6 +273,7 @@ class Harness:
                 llm=roles.producer,
                 cfg=cfg.synth,
                 injections=injections,
+                seed=cfg.seed,  # per-seed samples: without it every seed hit the same cached reply
             )
         state["synth"] = {"retried": synth.retried, "expected": synth.expected, "found": synth.found}
         expected = criteria.get("expected_count", synth.expected)
@@ -300,7 +301,10 @@ class Harness:
             return evaluations[text]
 
         with tracer.stage("wiggum_loop"):
-            wig = wiggum_loop(task, synth.text, producer=roles.producer, evaluate=_evaluate, cfg=cfg.wiggum)
+            # seed + round: a revision of the same best draft with the same feedback is a new sample, not the
+            # previous round's cached reply
+            wig = wiggum_loop(task, synth.text, producer=roles.producer, evaluate=_evaluate, cfg=cfg.wiggum,
+                              seed=cfg.seed)
         text = wig.best_text
         evaluation = wig.best_evaluation or _evaluate(text)
 

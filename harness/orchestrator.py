@@ -51,11 +51,13 @@ def decide_route(task: str, plan: Any, cfg: OrchestratorConfig) -> Route:
         return Route("single", "orchestrator.mode=off", breakdown)
     if cfg.mode == "always":
         return Route("orchestrated", "orchestrator.mode=always", breakdown)
-    if subtasks >= 2:
+    if subtasks >= 2 and getattr(plan, "complexity", "medium") != "low":
         return Route("orchestrated", f"planner listed {subtasks} subtasks", breakdown)
     if breakdown["score"] >= cfg.threshold:
         return Route("orchestrated", f"complexity {breakdown['score']} >= threshold {cfg.threshold}", breakdown)
-    return Route("single", f"complexity {breakdown['score']} < threshold {cfg.threshold} and {subtasks} subtasks", breakdown)
+    note = " (ignored: the planner rated the task low complexity)" if subtasks >= 2 else ""
+    return Route("single", f"complexity {breakdown['score']} < threshold {cfg.threshold} and {subtasks} subtasks{note}",
+                 breakdown)
 
 
 def build_graph(task: str, prepared: Prepared, roles: Roles, cfg: OrchestratorConfig) -> tuple[TaskGraph, list[str]]:
@@ -111,6 +113,7 @@ class StepOutcome:
     search_calls: int = 0
     usage: dict = dataclasses.field(default_factory=dict)  # role -> calls/tokens of the step's own run
     confidence: float | None = None  # the step's research confidence (seed 002)
+    degraded_reason: str | None = None  # why the step's search degraded (e.g. ddgs offline -> local)
 
 
 class Orchestrator:
@@ -164,7 +167,7 @@ class Orchestrator:
             rounds=len(outcomes),
             search_calls=sum(o.search_calls for o in outcomes),
             from_cache=False,
-            degraded_reason=None,
+            degraded_reason=next((o.degraded_reason for o in outcomes if o.degraded_reason), None),
             flagged=0,
         )
         prepared = dataclasses.replace(prepared, research=research)
@@ -233,10 +236,11 @@ class Orchestrator:
                 run_id = result.run_id
                 search_calls = int(research.get("search_calls") or 0)
                 confidence = (research.get("quality") or {}).get("confidence")
+                degraded = research.get("degraded_reason")
                 sources = _sources_of(result)
             except Exception as exc:  # a failing step never aborts the run
                 status, error, run_id, calls, search_calls, sources = "failed", f"{type(exc).__name__}: {exc}", None, 0, 0, ()
-                confidence = None
+                confidence, degraded = None, None
                 output = f"[step {node.id} failed: {error}]"
             span.update(status=status, run_id=run_id)
         graft_trace(tracer, child, tid=span.tid, step=node.id)
@@ -245,6 +249,7 @@ class Orchestrator:
             start_s=round(start - t0, 4), wall_s=round(time.perf_counter() - start, 4), llm_calls=calls,
             placeholder_problems=problems, sources=sources, search_calls=search_calls,
             usage={role: dict(u) for role, u in child.usage.items()}, confidence=confidence,
+            degraded_reason=degraded,
         )
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.agent import Harness, output_name_for
-from harness.config import MemoryConfig, ResearchConfig, apply_env, config_hash
+from harness.config import MemoryConfig, ResearchConfig, WiggumConfig, apply_env, config_hash
 from harness.inference import BackendError, ROLES, SMOKE_LABEL
 from harness.logger import read_jsonl
 from harness.memory import Memory
@@ -306,3 +306,32 @@ def test_results_are_independent_of_the_config_object(tmp_path):
     before = dataclasses.asdict(h.cfg)
     h.run(TASK)
     assert dataclasses.asdict(h.cfg) == before
+
+
+# -- seeds reach every sampled producer call ------------------------------------------------------------
+
+
+def test_seed_reaches_synthesis_retry_and_each_revision(tmp_path):
+    low = json.dumps({d: 2 for d in ("relevance", "completeness", "depth", "specificity", "structure", "grounded")}
+                     | {"feedback": "thin", "weaknesses": ["thin"]})
+    router = Router(synth=numbered(3), retry=numbered(5), judge=low, revise=[numbered(5, "a"), numbered(5, "b")])
+    h = make_harness(tmp_path, router, wiggum=WiggumConfig(max_rounds=3), seed=7)
+    result = h.run(TASK)
+    fake = h.roles.producer.inner
+    seeds = {Router.stage_of(c.messages): [] for c in fake.calls}
+    for c in fake.calls:
+        seeds[Router.stage_of(c.messages)].append(c.seed)
+    assert seeds["synth"] == [7] and seeds["retry"] == [8] and seeds["revise"] == [8, 9]
+    assert len(result.record["wiggum"]["rounds"]) == 3
+
+
+def test_different_seeds_are_different_cache_keys(tmp_path):
+    from harness.inference import ResponseCache, fake_roles
+    from pipeline_fake import pipeline_llm
+
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    router = Router()
+    roles = fake_roles(pipeline_llm(router), cache=cache)
+    for seed in (0, 1):
+        Harness(config(tmp_path / str(seed), seed=seed), roles, search=ListSearch()).run(TASK)
+    assert router.calls["synth"] == 2  # the second seed was not served the first seed's synthesis from cache

@@ -79,6 +79,7 @@ def overlap(a: dict, b: dict) -> float:
         ("Explain asyncio", (), "always", 6, "orchestrated"),
         ("Explain asyncio", ("agent failure modes", "context engineering"), "auto", 6, "orchestrated"),
         ("Explain asyncio", ("agent failure modes",), "auto", 6, "single"),
+        ("Explain asyncio", ("low:agent failure modes", "context engineering"), "auto", 6, "single"),
         (COMPOUND, (), "auto", 6, "single"),  # research + write + then = 3 < 6
         (COMPOUND, (), "auto", 3, "orchestrated"),
         ("Implement the parser, then write tests, then update README.md and CHANGELOG.md", (), "auto", 6,
@@ -87,7 +88,9 @@ def overlap(a: dict, b: dict) -> float:
     ],
 )
 def test_routing_table(task, subtasks, mode, threshold, expected):
-    route = decide_route(task, Plan(subtasks=subtasks), OrchestratorConfig(mode=mode, threshold=threshold))
+    low = bool(subtasks) and subtasks[0].startswith("low:")  # the planner rated the task low complexity
+    plan = Plan(subtasks=tuple(s.removeprefix("low:") for s in subtasks), complexity="low" if low else "medium")
+    route = decide_route(task, plan, OrchestratorConfig(mode=mode, threshold=threshold))
     assert route.mode == expected
     assert route.complexity["score"] == route.complexity["verbs"] + route.complexity["files"] + route.complexity["sequencers"]
     assert route.reason
@@ -149,6 +152,23 @@ def test_compound_run_records_steps_placeholders_and_assembly(tmp_path):
     assert Path(result.output_path).read_text().startswith("# Unified guide")
     assert rec["graph"]["objectives"] == ["one guide covering failure modes and context engineering"]
     assert rec["llm_steps"]["producer"]["calls"] == 3 and rec["llm"]["producer"]["calls"] == 1
+
+
+def test_subtasks_of_a_low_complexity_plan_do_not_orchestrate(tmp_path):
+    """The embedded 135M planner lists subtasks for anything; its own 'low' rating wins (seen on a real run)."""
+    router = compound_router(plan=plan_json(task_type="enumerated", complexity="low", sections=3,
+                                            subtasks=["use asyncio for tasks", "use asyncio for asyncio-based tasks"]))
+    result = orch(tmp_path, router, mode="auto").run("List 3 common asyncio mistakes and save to mistakes.md")
+    assert result.record["mode"] == "single" and router.calls["graph"] == 0
+    assert "ignored: the planner rated the task low complexity" in result.record["route"]["reason"]
+
+
+def test_degraded_search_of_the_steps_is_reported_on_the_parent(tmp_path):
+    o = orch(tmp_path, compound_router(graph=PARALLEL_GRAPH))
+    o.harness.search.degraded_reason = "ddgs: DNSError: offline"
+    result = o.run(COMPOUND)
+    assert result.record["research"]["degraded_reason"] == "ddgs: DNSError: offline"
+    assert {s["degraded_reason"] for s in result.record["steps"]} == {"ddgs: DNSError: offline"}
 
 
 def test_planner_telemetry_is_merged_into_the_record(tmp_path):
