@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -60,10 +61,53 @@ def decide_route(task: str, plan: Any, cfg: OrchestratorConfig) -> Route:
                  breakdown)
 
 
+_WORD = re.compile(r"[^\W\d_]{3,}")
+
+
+def researchable(question: str) -> bool:
+    """A step question worth a research run: at least two words of three or more letters (not '2026-11-23')."""
+    return len(_WORD.findall(question or "")) >= 2
+
+
+def drop_bad_dependencies(graph: TaskGraph) -> tuple[TaskGraph, list[str]]:
+    """Remove declared dependencies on unknown, later or the same step (a small planner's usual slip) -> (graph,
+    what was removed). Placeholders are left alone: a graph that quotes an undeclared step stays invalid."""
+    position = {t.id: i for i, t in enumerate(graph.tasks)}
+    notes: list[str] = []
+    tasks = []
+    for i, t in enumerate(graph.tasks):
+        keep = tuple(d for d in t.depends_on if d in position and position[d] < i)
+        if keep != t.depends_on:
+            notes.append(f"{t.id}: dropped depends_on {[d for d in t.depends_on if d not in keep]}")
+            t = dataclasses.replace(t, depends_on=keep)
+        tasks.append(t)
+    return dataclasses.replace(graph, tasks=tuple(tasks)), notes
+
+
 def build_graph(task: str, prepared: Prepared, roles: Roles, cfg: OrchestratorConfig) -> tuple[TaskGraph, list[str]]:
-    """Ask the planner for a step graph; on a malformed or invalid graph keep the warning and fall back to the
-    plan's subtasks (independent steps), then to the task itself as one step."""
+    """Ask the planner for a step graph. Assembly steps and steps with no researchable question are dropped and
+    bad dependencies removed, each with a warning; a graph still invalid or empty is rejected with a warning and
+    the raw reply, falling back to the plan's subtasks (two or more, as independent steps), else to the task
+    itself as one step. Every warning is logged (stderr) and returned for the run record: never swallowed."""
     warnings: list[str] = []
+    graph = _planned_graph(task, prepared, roles, cfg, warnings)
+    if graph is None:
+        subtasks = [s for s in prepared.plan.subtasks if researchable(s)]
+        if len(subtasks) >= 2:
+            warnings.append(f"fell back to the planner's {len(subtasks)} subtasks as independent steps")
+            graph = TaskGraph.from_subtasks(subtasks, objective=task)
+        else:
+            why = "the plan has no subtasks" if not prepared.plan.subtasks else (
+                f"the plan's subtasks {list(prepared.plan.subtasks)} are fewer than two researchable questions")
+            warnings.append(f"fell back to the task itself as one step ({why})")
+            graph = TaskGraph.from_subtasks([prepared.clean_task], objective=task)
+    for warning in warnings:
+        log.warning("%s", warning)
+    return graph, warnings
+
+
+def _planned_graph(task: str, prepared: Prepared, roles: Roles, cfg: OrchestratorConfig,
+                   warnings: list[str]) -> TaskGraph | None:
     try:
         reply = roles.planner.chat(
             graph_messages(task, prepared.memory_context, cfg.max_steps),
@@ -71,30 +115,34 @@ def build_graph(task: str, prepared: Prepared, roles: Roles, cfg: OrchestratorCo
             temperature=0.1,
             max_tokens=500,
         )
-        graph = TaskGraph.from_planner_output(reply.text)
-        kept, dropped = filter_subtasks([t.question for t in graph.tasks])
-        if dropped:
-            warnings.append(f"dropped assembly steps: {list(dropped)}")
-            graph = dataclasses.replace(graph, tasks=tuple(t for t in graph.tasks if t.question in kept))
-        errors = graph.validate()
-        if errors or not graph.tasks:
-            warnings.append(f"planner step graph rejected: {errors or ['no steps']}; raw: {reply.text[:300]!r}")
-        else:
-            return graph, warnings + list(graph.warnings)
-    except GraphError as exc:
-        warnings.append(f"malformed step graph: {exc}; raw: {str(exc.raw)[:300]!r}")
     except BackendError as exc:
         warnings.append(f"step-graph planner call failed: {exc}")
-    subtasks = [s for s in prepared.plan.subtasks if s.strip()]
-    if subtasks:
-        warnings.append(f"fell back to the planner's {len(subtasks)} subtasks as independent steps")
-        graph = TaskGraph.from_subtasks(subtasks, objective=task)
-    else:
-        warnings.append("fell back to the task itself as one step (the plan has no subtasks)")
-        graph = TaskGraph.from_subtasks([prepared.clean_task], objective=task)
-    for warning in warnings:  # shown, never swallowed: stderr now, graph_warnings in the run record
-        log.warning("%s", warning)
-    return graph, warnings
+        return None
+    raw = f"raw: {reply.text[:300]!r}"
+    try:
+        graph = TaskGraph.from_planner_output(reply.text)
+    except GraphError as exc:
+        warnings.append(f"malformed step graph: {exc}; raw: {str(exc.raw)[:300]!r}")
+        return None
+    warnings.extend(graph.warnings)
+    kept, dropped = filter_subtasks([t.question for t in graph.tasks])
+    if dropped:
+        warnings.append(f"dropped assembly steps: {list(dropped)}")
+    junk = [t.question for t in graph.tasks if t.question in kept and not researchable(t.question)]
+    if junk:
+        warnings.append(f"dropped steps with no researchable question: {junk}")
+    if dropped or junk:
+        graph = dataclasses.replace(graph, tasks=tuple(t for t in graph.tasks if t.question in kept and researchable(t.question)))
+    errors = graph.validate()
+    if errors and graph.tasks:
+        repaired, notes = drop_bad_dependencies(graph)
+        if notes and not repaired.validate():
+            warnings.append(f"planner step graph repaired ({'; '.join(notes)}) after: {errors}; {raw}")
+            return repaired
+    if errors or not graph.tasks:
+        warnings.append(f"planner step graph rejected: {errors or ['no steps']}; {raw}")
+        return None
+    return graph
 
 
 @dataclass(frozen=True)

@@ -269,7 +269,12 @@ def test_an_exception_inside_a_step_does_not_abort_the_run(tmp_path, monkeypatch
     [
         ("Sure! First research failure modes, then context engineering.", "malformed step graph"),
         (json.dumps({"objectives": ["x"], "explanation": "no steps here"}), "malformed step graph"),
-        (json.dumps({"tasks": [{"id": "E1", "question": Q1, "depends_on": ["E5"]}]}), "planner step graph rejected"),
+        (json.dumps({"tasks": [{"id": "E1", "question": "Compare #E7 with agent loops", "depends_on": []}]}),
+         "planner step graph rejected"),
+        (json.dumps({"tasks": [{"id": "E1", "question": Q1, "depends_on": []},
+                               {"id": "E1", "question": Q2, "depends_on": []}]}), "duplicate task id"),
+        (json.dumps({"tasks": [{"id": "E1", "question": "2026-11-23", "depends_on": []}]}),
+         "no researchable question"),
         (json.dumps({"tasks": [{"id": "E1", "question": "Write the final guide", "depends_on": []}]}),
          "dropped assembly steps"),
     ],
@@ -286,6 +291,39 @@ def test_malformed_step_graph_is_shown_with_a_warning_and_falls_back(tmp_path, c
     if warning == "malformed step graph":
         assert any(reply[:30] in w for w in warnings)  # the raw reply is shown
     assert [s["question"] for s in result.record["steps"]] == ["agent failure modes", "context engineering"]
+
+
+def test_bad_dependencies_are_dropped_with_a_warning_and_the_graph_kept(tmp_path, caplog):
+    # what the embedded 135M planner produced: ids "1", "2", depends_on a date fragment
+    reply = json.dumps({"objectives": ["x"], "tasks": [
+        {"id": "1", "question": Q1, "depends_on": ["2026-11-"]},
+        {"id": "2", "question": Q2, "depends_on": ["2026-11-", "1", "3"]},
+        {"id": "3", "question": "Which mitigations fit #E1.summary?", "depends_on": ["3"]}]})
+    with caplog.at_level(logging.WARNING, logger="harness.orchestrator"):
+        result = orch(tmp_path, compound_router(graph=reply)).run(COMPOUND)
+    warnings = result.record["graph_warnings"]
+    assert len(warnings) == 1 and warnings[0].startswith("planner step graph repaired (E1: dropped depends_on")
+    assert "raw: " in warnings[0] and "2026-11-" in warnings[0] and caplog.records
+    assert [(t["id"], t["depends_on"]) for t in result.record["graph"]["tasks"]] == [("E1", []), ("E2", ["E1"]),
+                                                                                       ("E3", [])]
+    assert [s["id"] for s in result.record["steps"]] == ["E1", "E2", "E3"]
+
+
+@pytest.mark.parametrize("subtasks", [[], ["2026-11-23"], ["agent failure modes"],
+                                      ["agent failure modes", "2026-11-23"]])
+def test_fewer_than_two_researchable_subtasks_fall_back_to_the_task(tmp_path, subtasks):
+    router = compound_router(graph="no idea", plan=plan_json(task_type="research", sections=None, subtasks=subtasks))
+    result = orch(tmp_path, router).run(COMPOUND)
+    assert [s["question"] for s in result.record["steps"]] == [COMPOUND]
+    assert any(w.startswith("fell back to the task itself as one step") for w in result.record["graph_warnings"])
+
+
+@pytest.mark.parametrize("question, ok", [("2026-11-23", False), ("", False), ("asyncio", False),
+                                          ("context engineering", True), ("Qu'est-ce que l'ingénierie", True)])
+def test_researchable(question, ok):
+    from harness.orchestrator import researchable
+
+    assert researchable(question) is ok
 
 
 def test_no_graph_and_no_subtasks_runs_the_task_as_one_step(tmp_path):
@@ -324,10 +362,12 @@ def test_plan_preview_plans_and_executes_nothing(tmp_path):
 
 
 def test_plan_preview_shows_graph_errors(tmp_path):
-    router = compound_router(graph=json.dumps({"tasks": [{"id": "E1", "question": Q1, "depends_on": ["E9"]}]}))
+    router = compound_router(graph=json.dumps({"tasks": [{"id": "E1", "question": "Compare #E9 with agent loops",
+                                                           "depends_on": []}]}))
     h = make_harness(tmp_path, router, orchestrator=OrchestratorConfig(mode="always"))
     text = plan_preview(COMPOUND, h.cfg, h.roles)
-    assert "WARNING: planner step graph rejected" in text and "E9" in text
+    assert "WARNING: planner step graph rejected" in text and "#E9, which is not a declared id" in text
+    assert "WARNING: fell back to the task itself as one step" in text
 
 
 def test_plan_preview_single_route(tmp_path):
