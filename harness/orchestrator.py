@@ -84,18 +84,50 @@ def drop_bad_dependencies(graph: TaskGraph) -> tuple[TaskGraph, list[str]]:
     return dataclasses.replace(graph, tasks=tuple(tasks)), notes
 
 
+_SEQUENCE_SPLIT = re.compile(r"\s*(?:;|,?\s*\b(?:and then|then|after that|afterwards|finally|next)\b,?)\s*", re.I)
+_RESEARCH_LEAD = re.compile(
+    r"^(research|investigate|explain|find|study|survey|look up|analy[sz]e|review|summari[sz]e|describe|explore)\s+(.+)$",
+    re.I,
+)
+_CONJUNCTION = re.compile(r"\s*(?:,\s*and\s+|,\s*|\s+and\s+)\s*", re.I)
+
+
+def split_compound_task(task: str, max_steps: int = 4) -> list[str]:
+    """Research steps read off the task text when the planner gives no usable graph or subtasks:
+    "Research A and B, then write a guide" -> ["Research A", "Research B"]. Clauses are cut at sequencers,
+    assembly clauses dropped (seed 000's filter), and a research verb's object split at "and"/commas only when
+    every part is researchable on its own. [] unless at least two steps come out."""
+    steps: list[str] = []
+    for clause in _SEQUENCE_SPLIT.split(task or ""):
+        clause = clause.strip(" .,:")
+        if not clause or filter_subtasks([clause])[1]:
+            continue
+        m = _RESEARCH_LEAD.match(clause)
+        parts = _CONJUNCTION.split(m.group(2)) if m else []
+        if len(parts) >= 2 and all(researchable(p) for p in parts):
+            steps += [f"{m.group(1)[0].upper()}{m.group(1)[1:]} {p.strip()}" for p in parts]
+        elif researchable(clause):
+            steps.append(clause[0].upper() + clause[1:])
+    return steps[:max_steps] if len(steps) >= 2 else []
+
+
 def build_graph(task: str, prepared: Prepared, roles: Roles, cfg: OrchestratorConfig) -> tuple[TaskGraph, list[str]]:
     """Ask the planner for a step graph. Assembly steps and steps with no researchable question are dropped and
     bad dependencies removed, each with a warning; a graph still invalid or empty is rejected with a warning and
-    the raw reply, falling back to the plan's subtasks (two or more, as independent steps), else to the task
-    itself as one step. Every warning is logged (stderr) and returned for the run record: never swallowed."""
+    the raw reply, falling back to the plan's subtasks (two or more, as independent steps), then to steps read off
+    the task text, else to the task itself as one step. Every warning is logged (stderr) and returned for the run
+    record: never swallowed."""
     warnings: list[str] = []
     graph = _planned_graph(task, prepared, roles, cfg, warnings)
     if graph is None:
         subtasks = [s for s in prepared.plan.subtasks if researchable(s)]
+        split = split_compound_task(prepared.clean_task, cfg.max_steps)
         if len(subtasks) >= 2:
             warnings.append(f"fell back to the planner's {len(subtasks)} subtasks as independent steps")
             graph = TaskGraph.from_subtasks(subtasks, objective=task)
+        elif split:
+            warnings.append(f"fell back to {len(split)} steps read off the task text: {split}")
+            graph = TaskGraph.from_subtasks(split, objective=task)
         else:
             why = "the plan has no subtasks" if not prepared.plan.subtasks else (
                 f"the plan's subtasks {list(prepared.plan.subtasks)} are fewer than two researchable questions")
@@ -130,7 +162,7 @@ def _planned_graph(task: str, prepared: Prepared, roles: Roles, cfg: Orchestrato
         warnings.append(f"dropped assembly steps: {list(dropped)}")
     junk = [t.question for t in graph.tasks if t.question in kept and not researchable(t.question)]
     if junk:
-        warnings.append(f"dropped steps with no researchable question: {junk}")
+        warnings.append(f"dropped steps with no researchable question: {[q[:60] for q in junk]}")
     if dropped or junk:
         graph = dataclasses.replace(graph, tasks=tuple(t for t in graph.tasks if t.question in kept and researchable(t.question)))
     errors = graph.validate()

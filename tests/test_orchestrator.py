@@ -311,11 +311,35 @@ def test_bad_dependencies_are_dropped_with_a_warning_and_the_graph_kept(tmp_path
 
 @pytest.mark.parametrize("subtasks", [[], ["2026-11-23"], ["agent failure modes"],
                                       ["agent failure modes", "2026-11-23"]])
-def test_fewer_than_two_researchable_subtasks_fall_back_to_the_task(tmp_path, subtasks):
+def test_fewer_than_two_researchable_subtasks_fall_back_to_the_task_text(tmp_path, subtasks):
     router = compound_router(graph="no idea", plan=plan_json(task_type="research", sections=None, subtasks=subtasks))
     result = orch(tmp_path, router).run(COMPOUND)
-    assert [s["question"] for s in result.record["steps"]] == [COMPOUND]
-    assert any(w.startswith("fell back to the task itself as one step") for w in result.record["graph_warnings"])
+    assert [s["question"] for s in result.record["steps"]] == ["Research agent failure modes",
+                                                               "Research context engineering"]
+    assert any(w.startswith("fell back to 2 steps read off the task text") for w in result.record["graph_warnings"])
+
+
+SIMPLE = "Explain how asyncio timeouts work"
+
+
+@pytest.mark.parametrize(
+    "task, steps",
+    [
+        (COMPOUND, ["Research agent failure modes", "Research context engineering"]),
+        ("Investigate vector databases, graph databases and search engines; then compile a report",
+         ["Investigate vector databases", "Investigate graph databases", "Investigate search engines"]),
+        ("Explain asyncio cancellation, then describe structured concurrency in trio",
+         ["Explain asyncio cancellation", "Describe structured concurrency in trio"]),
+        ("Research pros and cons of asyncio, then write a summary", []),  # "pros" alone is not researchable
+        ("Compare asyncio and trio", []),  # compare needs both sides: not split
+        (SIMPLE, []),
+        ("", []),
+    ],
+)
+def test_split_compound_task(task, steps):
+    from harness.orchestrator import split_compound_task
+
+    assert split_compound_task(task) == steps
 
 
 @pytest.mark.parametrize("question, ok", [("2026-11-23", False), ("", False), ("asyncio", False),
@@ -328,8 +352,8 @@ def test_researchable(question, ok):
 
 def test_no_graph_and_no_subtasks_runs_the_task_as_one_step(tmp_path):
     router = compound_router(graph="no idea")
-    result = orch(tmp_path, router).run(COMPOUND)
-    assert [s["question"] for s in result.record["steps"]] == [COMPOUND]
+    result = orch(tmp_path, router).run(SIMPLE)
+    assert [s["question"] for s in result.record["steps"]] == [SIMPLE]
     assert any("one step" in w for w in result.record["graph_warnings"])
 
 
@@ -367,7 +391,8 @@ def test_plan_preview_shows_graph_errors(tmp_path):
     h = make_harness(tmp_path, router, orchestrator=OrchestratorConfig(mode="always"))
     text = plan_preview(COMPOUND, h.cfg, h.roles)
     assert "WARNING: planner step graph rejected" in text and "#E9, which is not a declared id" in text
-    assert "WARNING: fell back to the task itself as one step" in text
+    assert "WARNING: fell back to 2 steps read off the task text" in text
+    assert "E1: Research agent failure modes  [after: -]" in text and "Order: E1 -> E2" in text
 
 
 def test_plan_preview_single_route(tmp_path):
