@@ -177,7 +177,6 @@ class HarnessCells:
         self._roles: dict[str, Any] = {}
         self._memory: dict[str, Any] = {}
         self._search: dict[str, Any] = {}
-        self.last: dict[str, Any] | None = None
 
     def roles_for(self, arm: str) -> Any:
         if self._roles_given is not None:
@@ -219,8 +218,7 @@ class HarnessCells:
                 prepared = h.prepare(task.task)
             except Exception as exc:  # recorded in runs.jsonl like Harness.run does, then a failed cell
                 h.record_failure(task.task, run_id, tracer, exc)
-                self.last = {"status": "failed", "error": f"{type(exc).__name__}: {exc}", "meta": meta}
-                return self.last
+                return {"status": "failed", "error": f"{type(exc).__name__}: {exc}", "meta": meta}
         result = h.finish(prepared, run_id=run_id, criteria=task.criteria(), tracer=tracer,
                           output_name=f"{task.id}-r{replication}-{label}.md")
         wall = time.perf_counter() - t0
@@ -232,9 +230,8 @@ class HarnessCells:
         try:
             s = task_score(task, result)
         except TrialFailed as exc:
-            self.last = {"status": "failed", "error": str(exc), "meta": meta}
-            return self.last
-        self.last = {
+            return {"status": "failed", "error": str(exc), "meta": meta}
+        return {
             "status": "ok",
             "error": None,
             "score": s.score,
@@ -247,7 +244,6 @@ class HarnessCells:
             },
             "meta": meta,
         }
-        return self.last
 
 
 # -- MLflow ------------------------------------------------------------------------------------------------------
@@ -446,7 +442,8 @@ def power_note(prereg: Preregistration, n_tasks: int) -> str | None:
 
 
 def format_summary(*, name: str, result: ABResult, prereg: Preregistration, design: ABDesign, smoke: bool,
-                   paths: ABPaths, report: Path, ui: str, elapsed_s: float, children: int | None) -> str:
+                   paths: ABPaths, report: Path, ui: str, elapsed_s: float, children: int | None,
+                   ui_url: str = "") -> str:
     from experiments.sweep import SMOKE_LINE
 
     s = result.primary
@@ -471,7 +468,8 @@ def format_summary(*, name: str, result: ABResult, prereg: Preregistration, desi
         f"r_rb={_f(s.rank_biserial)}",
     ]
     if s.noise is not None:
-        lines.append(f"noise floor (replications): {_f(s.noise.floor)}")
+        lines.append(f"noise floor (replications): {_f(s.noise.floor)}" if math.isfinite(s.noise.floor)
+                     else "noise floor (replications): n/a (needs ab.replications >= 2)")
     for metric, st in result.secondary.items():
         lines.append(f"secondary {metric}: {_f(st.mean_a)} -> {_f(st.mean_b)} (diff {_f(st.mean_diff, True)}, "
                      f"Holm p={_p(st.p_holm)})")
@@ -486,7 +484,7 @@ def format_summary(*, name: str, result: ABResult, prereg: Preregistration, desi
         f"pre-registration: {paths.prereg}",
         f"MLflow child runs (cells): {children if children is not None else 'n/a'}",
         f"elapsed: {_hms(elapsed_s)}",
-        f"MLflow UI: {ui}",
+        f"MLflow UI: {ui}" + (f"  then open {ui_url}" if ui_url else ""),
         SUMMARY_END,
     ]
     return "\n".join(lines)
@@ -552,7 +550,18 @@ def run_ab_from_config(
         recs = _load_cells(paths.ledger).values()
         smoke = any((r.get("meta") or {}).get("smoke") for r in recs) or any(
             e.backend.kind == "embedded" for e in arms.values())
-    runner: RunArm = run_arm if run_arm is not None else cells  # type: ignore[assignment]
+    inner: RunArm = run_arm if run_arm is not None else cells  # type: ignore[assignment]
+    last: dict[str, Any] = {}
+
+    def runner(arm: str, overrides: Mapping[str, Any], task: Any, replication: int, seed: int) -> Mapping[str, Any]:
+        last.clear()
+        try:
+            got = inner(arm, overrides, task, replication, seed)
+        except Exception as exc:
+            last.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+            raise
+        last.update(got if isinstance(got, Mapping) else {})
+        return got
 
     mlflow = ABTracking(tracker if tracker is not None else make_tracker(exp), out)
     mlflow.safe(lambda: mlflow.start(exp, design, prereg, smoke))
@@ -577,9 +586,10 @@ def run_ab_from_config(
         elapsed = time.perf_counter() - run_start
         left = sum(1 for k in plan[info["cell"]:] if k not in done)
         eta = elapsed / ran * left if ran else 0.0
-        last = cells.last if cells is not None else None
-        what = f"score {_f(last['score'])}" if last and last.get("status") == "ok" else (
-            f"FAILED {str((last or {}).get('error') or '')[:100]}" if info["status"] != "ok" else "ok")
+        if info["status"] == "ok":
+            what = f"score {_f(last.get('score'))}"
+        else:
+            what = f"FAILED {str(last.get('error') or '')[:120]}"
         out(f"[{name}] cell {info['cell']}/{info['cells']} task {info['task']}/{info['tasks']} {info['task_id']} "
             f"rep {info['replication']} arm {info['arm']}: {what} | elapsed {_hms(elapsed)} ETA {_hms(eta)}")
 
@@ -596,7 +606,7 @@ def run_ab_from_config(
     children = mlflow.safe(lambda: len(mlflow.children())) if mlflow.on else None
     summary = format_summary(name=name, result=result, prereg=prereg, design=design, smoke=smoke, paths=paths,
                              report=report, ui=mlflow.tracker.ui_command(), elapsed_s=time.perf_counter() - t0,
-                             children=children)
+                             children=children, ui_url=mlflow.safe(getattr(mlflow.tracker, "ui_url", lambda: "")) or "")
     paths.summary.write_text(summary + "\n", encoding="utf-8")
     mlflow.safe(lambda: mlflow.finish(result, summary, [report, paths.dir / DIFF_PNG, paths.dir / FOREST_PNG,
                                                         paths.prereg], paths.ledger))

@@ -61,7 +61,7 @@ def plot_paired_differences(result: ABResult, prereg: Preregistration, path: Pat
     s = result.primary
     tasks = sorted(result.tasks, key=lambda t: t.diff)
     a_name, b_name = result.arm_names
-    fig = Figure(figsize=(max(6.0, 0.55 * len(tasks) + 3), 4.2), dpi=120)
+    fig = Figure(figsize=(max(8.0, 0.55 * len(tasks) + 4.5), 4.6), dpi=120)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     x = np.arange(len(tasks))
@@ -85,8 +85,9 @@ def plot_paired_differences(result: ABResult, prereg: Preregistration, path: Pat
     ax.scatter(x, [t.diff for t in tasks], s=46, color=colors, zorder=3, edgecolor="white", lw=0.8,
                label="task diff (mean over reps)")
     ax.set_xticks(x)
-    ax.set_xticklabels([t.task for t in tasks], rotation=35 if len(tasks) > 6 else 0, ha="right" if len(tasks) > 6 else "center",
-                       fontsize=8)
+    crowded = len(tasks) > 6 or sum(len(t.task) for t in tasks) > 60  # labels would run into each other
+    ax.set_xticklabels([t.task for t in tasks], rotation=30 if crowded else 0, ha="right" if crowded else "center",
+                       rotation_mode="anchor", fontsize=8)
     ax.set_xlim(-0.6, max(len(tasks) - 0.4, 0.6))
     ax.set_ylabel(f"{s.metric}: {b_name} − {a_name}")
     ax.set_title(f"Paired differences per task (n={s.n}, verdict: {result.verdict})", fontsize=10)
@@ -116,8 +117,10 @@ def plot_forest(result: ABResult, prereg: Preregistration, path: Path) -> Path:
     if len(rows) > 1:
         ax.axhline(y[0] - 0.5, color="grey", lw=0.6, ls=":")
     if prereg.min_effect > 0:
-        ax.axvline(prereg.min_effect if prereg.direction != "less" else -prereg.min_effect, color=COLOR_MIN,
-                   ls="--", lw=1.1, label=f"min effect {prereg.min_effect:g}")
+        sides = {"greater": (1,), "less": (-1,)}.get(prereg.direction, (-1, 1))
+        for i, sign in enumerate(sides):
+            ax.axvline(sign * prereg.min_effect, color=COLOR_MIN, ls="--", lw=1.1,
+                       label=f"min effect {'±' if len(sides) > 1 else ''}{prereg.min_effect:g}" if i == 0 else None)
         ax.legend(fontsize=7, loc="best", frameon=True, framealpha=0.9)
     ax.set_yticks(y)
     ax.set_yticklabels([name for name, _ in rows], fontsize=8)
@@ -172,7 +175,9 @@ def render_markdown(result: ABResult, prereg: Preregistration, *, plots: Sequenc
         ["Cohen's dz", _f(s.dz)],
         ["matched-pairs rank-biserial r", _f(s.rank_biserial)],
     ]
-    if s.noise is not None:
+    if s.noise is not None and not math.isfinite(s.noise.floor):
+        rows += [["noise floor", "n/a: needs at least 2 replications per task and arm (ab.replications)"]]
+    elif s.noise is not None:
         nf = s.noise
         rows += [
             [f"noise: pooled within-task SD of replications ({a_name} / {b_name})",

@@ -176,7 +176,7 @@ def test_interrupted_run_resumes_and_ends_with_report_plots_and_mlflow_runs(_iso
     assert "MLflow child runs (cells): 20" in block
     progress = [ln for ln in lines if "] cell " in ln]
     assert len(progress) == 13 and progress[-1].startswith("[prior_knowledge_ab] cell 20/20 task 5/5")
-    assert "ETA" in progress[0] and "elapsed" in progress[0]
+    assert "ETA" in progress[0] and "elapsed" in progress[0] and " score " in progress[0]
 
     third = ScriptedArm()
     again = run_ab_from_config(exp, run_arm=third, out=lambda _: None)
@@ -210,6 +210,24 @@ def test_default_two_sided_test_on_five_tasks_warns_it_cannot_reach_alpha():
                              out=lines.append)
     assert run.result.verdict != "supported"  # every task favours A, yet p >= 0.0625 by construction
     assert any("'supported' is unreachable" in ln for ln in lines)
+
+
+def test_a_failing_cell_is_reported_and_retried_on_the_next_run():
+    class Flaky(ScriptedArm):
+        def __call__(self, arm, overrides, task, replication, seed):
+            if task.id == "what-is-gil" and arm == OFF and not getattr(self, "healed", False):
+                raise TimeoutError("judge did not answer")
+            return super().__call__(arm, overrides, task, replication, seed)
+
+    exp = _exp("ab.replications=1", "mlflow.enabled=false")
+    lines: list[str] = []
+    first = run_ab_from_config(exp, run_arm=Flaky(), out=lines.append)
+    assert any("what-is-gil rep 0 arm prior_knowledge_off: FAILED TimeoutError: judge did not answer" in ln for ln in lines)
+    assert first.result.primary.n == 4 and first.result.excluded_pairs[0]["task"] == "what-is-gil"
+    healed = Flaky()
+    healed.healed = True
+    second = run_ab_from_config(exp, run_arm=healed, out=lambda _: None)
+    assert [c[:2] for c in healed.calls] == [("what-is-gil", OFF)] and second.result.primary.n == 5
 
 
 def test_changed_hypothesis_on_the_same_ledger_is_refused():
