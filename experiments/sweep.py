@@ -233,6 +233,42 @@ class HoldoutRow:
 
 
 @dataclass(frozen=True)
+class SplitScores:
+    """A candidate's scores on one split next to the baseline's, each with a 95% bootstrap CI over tasks."""
+
+    split: str
+    n: int
+    mean: float | None = None
+    ci: tuple[float, float] | None = None
+    baseline_mean: float | None = None
+    baseline_ci: tuple[float, float] | None = None
+    diff: float | None = None
+    diff_ci: tuple[float, float] | None = None
+    note: str = ""  # why there are no scores (holdout not evaluated, ...)
+
+
+def split_scores(split_name: str, cand: Mapping[str, float] | None, base: Mapping[str, float] | None,
+                 *, note: str = "") -> SplitScores:
+    """Means and paired differences over the tasks both have, with bootstrap CIs (undefined below 2 tasks)."""
+    from experiments.stats import bootstrap_ci
+
+    tasks = sorted(set(cand or {}) & set(base or {}))
+    if not tasks:
+        return SplitScores(split_name, 0, note=note or "not evaluated")
+
+    def mean_ci(values: list[float]) -> tuple[float, tuple[float, float] | None]:
+        ci = bootstrap_ci(values, method="percentile", seed=0)
+        return sum(values) / len(values), ((ci.low, ci.high) if math.isfinite(ci.low) else None)
+
+    c = [float(cand[t]) for t in tasks]
+    b = [float(base[t]) for t in tasks]
+    m, mci = mean_ci(c)
+    bm, bci = mean_ci(b)
+    d, dci = mean_ci([x - y for x, y in zip(c, b)])
+    return SplitScores(split_name, len(tasks), m, mci, bm, bci, d, dci, note)
+
+
+@dataclass(frozen=True)
 class SweepSummary:
     sweep: str
     storage: str
@@ -262,6 +298,9 @@ class SweepSummary:
     mlflow_ui: str
     elapsed_s: float
     controls: dict[str, bool] = field(default_factory=dict)
+    best_scores: tuple[SplitScores, ...] = ()
+    mlflow_url: str = ""
+    promoted_instructions: dict[str, str] = field(default_factory=dict)
 
 
 def format_summary(s: SweepSummary) -> str:
@@ -285,6 +324,14 @@ def format_summary(s: SweepSummary) -> str:
             lines.append(f"best vs baseline (train): {s.best_comparison.reason}")
     else:
         lines.append("best trial: none beyond the baseline")
+    if s.best_scores:
+        lines.append(f"best trial #{s.best_trial} scores vs baseline (mean [95% bootstrap CI over tasks]):")
+        for sc in s.best_scores:
+            if sc.n == 0:
+                lines.append(f"  {sc.split:<8} {sc.note}")
+                continue
+            lines.append(f"  {sc.split:<8} n={sc.n}: best {_f(sc.mean)} {_ci(sc.ci)}  baseline {_f(sc.baseline_mean)} "
+                         f"{_ci(sc.baseline_ci)}  diff {_f(sc.diff, signed=True)} {_ci(sc.diff_ci, signed=True)}")
     lines.append(f"holdout baseline mean: {_f(s.baseline_holdout)}")
     for row in s.holdout:
         lines.append(
@@ -309,9 +356,17 @@ def format_summary(s: SweepSummary) -> str:
         lines.append(f"  [{tt}] {text}")
     diff = instruction_diff(s.baseline_instructions, s.best_instructions)
     lines.append("diff vs baseline:" + ("\n" + diff if diff else " (identical)"))
+    if s.promoted and s.promoted_trial != s.best_trial and s.promoted_instructions:
+        lines.append(f"promoted instruction (trial #{s.promoted_trial}, best on the holdout among the winners):")
+        for tt, text in sorted(s.promoted_instructions.items()):
+            lines.append(f"  [{tt}] {text}")
+        diff = instruction_diff(s.baseline_instructions, s.promoted_instructions)
+        lines.append("promoted diff vs baseline:" + ("\n" + diff if diff else " (identical)"))
     for name, path in s.paths.items():
         lines.append(f"{name}: {path}")
     lines.append(f"MLflow UI: {s.mlflow_ui}")
+    if s.mlflow_url:
+        lines.append(f"MLflow runs: {s.mlflow_url}")
     lines.append(SUMMARY_END)
     return "\n".join(lines)
 
@@ -320,6 +375,10 @@ def _f(x: float | None, signed: bool = False) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "n/a"
     return f"{x:+.3f}" if signed else f"{x:.3f}"
+
+
+def _ci(ci: tuple[float, float] | None, signed: bool = False) -> str:
+    return f"[{_f(ci[0], signed)}, {_f(ci[1], signed)}]" if ci else "[CI n/a]"
 
 
 def _hms(seconds: float) -> str:
@@ -348,6 +407,33 @@ def context_depends(exp: ExperimentConfig) -> dict[str, Any]:
     }
 
 
+@dataclass
+class _Phase:
+    """The evaluation in progress (a trial, a baseline repeat, a holdout run): label, run-id prefix, task count."""
+
+    label: str
+    prefix: str
+    total: int
+    t0: float = field(default_factory=time.perf_counter)
+    done: int = 0
+
+
+class _TaskProgress:
+    """Runner proxy: forwards everything, and reports each finish() (one per task) to the sweep's progress."""
+
+    def __init__(self, runner: Any, report: Callable[[str | None, Any, float], None]) -> None:
+        self._runner, self._report = runner, report
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runner, name)
+
+    def finish(self, prepared: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        result = self._runner.finish(prepared, **kwargs)
+        self._report(kwargs.get("run_id"), result, time.perf_counter() - t0)
+        return result
+
+
 class Sweep:
     """One invocation of a synth_mutation sweep. `run()` returns the SweepSummary."""
 
@@ -361,7 +447,12 @@ class Sweep:
         tracker: NullTracker | None = None,
         out: Callable[[str], None] = print,
     ) -> None:
-        self.exp, self.runner, self.out = exp, runner, out
+        self.exp, self.out = exp, out
+        self.runner = _TaskProgress(runner, self._task_done)
+        self._phase: _Phase | None = None
+        self._task_s: list[float] = []  # seconds per finished task in this process (for the ETA)
+        self._trial_s: list[float] = []  # seconds per trial run in this process
+        self.t0 = time.perf_counter()
         self.tasks = load_tasks(exp.benchmark)
         self.train, self.holdout = split(self.tasks, "train"), split(self.tasks, "holdout")
         self.dir = exp.sweep_dir
@@ -402,6 +493,8 @@ class Sweep:
             if str(seed) not in stored:
                 self.out(f"[{self.exp.sweep.name}] baseline repeat {k + 1}/{self.exp.sweep.baseline_repeats} "
                          f"(seed {seed}) for the noise floor")
+                self._begin(f"baseline repeat {k + 1}/{self.exp.sweep.baseline_repeats}",
+                            f"{self.exp.sweep.name}-baseline-s{seed}", len(self.train))
                 ev = evaluate_candidate(baseline, self.train, self.runner, contexts=contexts, seed=seed,
                                         run_prefix=f"{self.exp.sweep.name}-baseline-s{seed}")
                 stored[str(seed)] = ev.by_task()
@@ -416,6 +509,8 @@ class Sweep:
         stored = dict(study.user_attrs.get("holdout", {}))
         if key in stored:
             return stored[key], None
+        who = "baseline" if key == study.user_attrs.get("baseline_hash") else key
+        self._begin(f"holdout {who}", f"{self.exp.sweep.name}-holdout-{key}", len(self.holdout))
         try:
             ev = evaluate_candidate(instructions, self.holdout, self.runner, contexts=contexts, seed=self.exp.seed,
                                     run_prefix=f"{self.exp.sweep.name}-holdout-{key}")
@@ -434,6 +529,39 @@ class Sweep:
         except Exception as exc:  # tracking must not kill a night's sweep; the next start re-syncs trials
             self.out(f"[{self.exp.sweep.name}] warning: MLflow logging failed: {type(exc).__name__}: {exc}")
 
+    # -- progress ----------------------------------------------------------------------------------------
+    def _begin(self, label: str, prefix: str, total: int) -> None:
+        self._phase = _Phase(label, prefix, total)
+
+    def _task_done(self, run_id: str | None, result: Any, seconds: float) -> None:
+        """One line per finished task: phase, task j/m, its score, elapsed, ETA of the phase."""
+        self._task_s.append(seconds)
+        ph = self._phase
+        if ph is None:
+            return
+        ph.done += 1
+        task = run_id[len(ph.prefix) + 1:] if run_id and run_id.startswith(ph.prefix + "-") else (run_id or "?")
+        ev = getattr(result, "evaluation", None)
+        score = getattr(ev, "composite", None) if getattr(result, "status", "ok") == "ok" else None
+        per_task = (time.perf_counter() - ph.t0) / ph.done
+        self.out(f"[{self.exp.sweep.name}] {ph.label} task {ph.done}/{ph.total} {task} "
+                 f"{'score ' + _f(score) if score is not None else 'FAILED'}  elapsed "
+                 f"{_hms(time.perf_counter() - self.t0)}  ETA {ph.label.split(' ')[0]} "
+                 f"{_hms(per_task * max(ph.total - ph.done, 0))}")
+
+    def eta_s(self, done: int) -> float | None:
+        """Seconds left: remaining trials at this process's mean trial time, plus the holdout confirmation at the
+        mean task time; capped by the timeout. None before anything was timed."""
+        sw = self.exp.sweep
+        if not self._trial_s:
+            return None
+        left = max(sw.n_trials - done, 0) * (sum(self._trial_s) / len(self._trial_s))
+        if self.holdout and sw.holdout_top_k > 0 and self._task_s:
+            left += (sw.holdout_top_k + 1) * len(self.holdout) * (sum(self._task_s) / len(self._task_s))
+        if sw.timeout_s is not None:
+            left = min(left, max(sw.timeout_s - (time.perf_counter() - self.t0), 0.0))
+        return left
+
     # -- main loop ---------------------------------------------------------------------------------------
     def run(self) -> SweepSummary:
         with warnings.catch_warnings():
@@ -444,7 +572,8 @@ class Sweep:
 
     def _run(self) -> SweepSummary:
         exp, sw = self.exp, self.exp.sweep
-        t0, calls0 = time.perf_counter(), _calls(self.runner)
+        self.t0 = t0 = time.perf_counter()
+        calls0 = _calls(self.runner)
         name = sw.name
         self.tracker.start(exp, smoke=self.smoke)
         contexts, ctx_stats = self._contexts()
@@ -491,6 +620,8 @@ class Sweep:
             trial.set_user_attr("worker_pid", os.getpid())
             trial_calls0 = _calls(self.runner)
             state, value = TrialState.FAIL, None
+            self._begin(f"trial {done + 1}/{sw.n_trials} #{trial.number}", f"{name}-t{trial.number}", len(self.train))
+            trial_t0 = time.perf_counter()
             try:
                 with _heartbeat(study, trial):
                     value = objective(trial)
@@ -504,6 +635,8 @@ class Sweep:
                 interrupted = True
             except Exception as exc:  # a trial that crashes is data: recorded with its reason, the sweep goes on
                 trial.set_user_attr("fail_reason", f"{type(exc).__name__}: {exc}"[:500])
+            self._trial_s.append(time.perf_counter() - trial_t0)
+            self._phase = None
             if state == TrialState.COMPLETE:
                 study.tell(trial, value)
             else:
@@ -532,14 +665,30 @@ class Sweep:
         a = frozen.user_attrs
         value = frozen.value if frozen.state == TrialState.COMPLETE else a.get("partial_value")
         budget = f"/{self.exp.sweep.max_llm_calls}" if self.exp.sweep.max_llm_calls else ""
+        eta = self.eta_s(done)
         extra = f" ({a['fail_reason'][:80]})" if a.get("fail_reason") else ""
         extra += f" (duplicate of #{a['duplicate_of']})" if a.get("duplicate_of") is not None else ""
         self.out(
             f"[{self.exp.sweep.name}] trial {done}/{self.exp.sweep.n_trials} #{frozen.number} "
             f"{a.get('operator', '?'):<14} {frozen.state.name:<8} value {_f(value)}  best "
             f"{_f(best.value if best else None)}{f' (#{best.number})' if best else ''}  elapsed "
-            f"{_hms(time.perf_counter() - t0)}  LLM calls {_calls(self.runner) - calls0}{budget}{extra}"
+            f"{_hms(time.perf_counter() - t0)}  ETA {_hms(eta) if eta is not None else 'n/a'}  "
+            f"LLM calls {_calls(self.runner) - calls0}{budget}{extra}"
         )
+
+    def _plots(self, study, ref: Mapping[str, float], floor: float, highlight: Sequence[int]) -> dict[str, Path]:
+        """History, operator and heatmap PNGs under <sweep_dir>/plots; a plotting error is a warning, not a crash."""
+        try:
+            from experiments.plots import sweep_plots
+
+            return sweep_plots(
+                study.get_trials(deepcopy=False), self.dir / "plots", train_tasks=[t.id for t in self.train],
+                holdout_tasks=[t.id for t in self.holdout], holdout=study.user_attrs.get("holdout", {}),
+                baseline=(sum(ref.values()) / len(ref)) if ref else None, floor=floor, highlight=highlight,
+                title=self.exp.sweep.name)
+        except Exception as exc:  # the sweep's results stand without their pictures
+            self.out(f"[{self.exp.sweep.name}] warning: plots failed: {type(exc).__name__}: {exc}")
+            return {}
 
     def _conclude(self, study, baseline, contexts, *, stop_reason, new, t0, calls0, prepare_calls, ctx_stats,
                   calls_per_trial) -> SweepSummary:
@@ -578,12 +727,25 @@ class Sweep:
         promoted_trial = next((t for t in candidates if promoted_row and t.number == promoted_row.trial), None)
         best_instr = dict(best.user_attrs["instructions"]) if best else dict(baseline)
         promoted_instr = dict(promoted_trial.user_attrs["instructions"]) if promoted_trial else dict(baseline)
+        best_scores: tuple[SplitScores, ...] = ()
+        if best is not None:
+            held = dict(study.user_attrs.get("holdout", {}))
+            h = best.user_attrs.get("instruction_hash", "")
+            why = ("no holdout tasks" if not self.holdout else f"holdout_top_k={sw.holdout_top_k}" if not top
+                   else next((f"holdout failed: {r.error}" for r in rows if r.trial == best.number and r.error),
+                             "not evaluated on the holdout"))
+            best_scores = (split_scores("train", best.user_attrs.get("task_scores"), ref),
+                           split_scores("holdout", held.get(h), held.get(base_hash), note=why))
+        plots = self._plots(study, ref, train_floor, highlight=[t.number for t in (best, promoted_trial) if t])
 
         paths = {
             "ledger": str(self.ledger.path),
             "contexts": str(self.dir / "context") if sw.reuse_context else "(context reuse off)",
             "summary": str(self.dir / "summary.md"),
             "promoted synth config": str(self.dir / "promoted_synth.yaml"),
+            "plots": (f"{self.dir / 'plots'} ({', '.join(p.name for p in plots.values())})" if plots
+                      else "(none: plotting failed)"),
+            "study storage": f"{exp.storage_url} (study {sw.name})",
         }
         counts = {
             "total": sum(t.state in FINISHED for t in trials),
@@ -607,6 +769,7 @@ class Sweep:
             contexts=ctx_stats, smoke=self.smoke or any(t.user_attrs.get("smoke") for t in trials), paths=paths,
             mlflow_ui=self.tracker.ui_command(), elapsed_s=time.perf_counter() - t0,
             controls={"reuse_context": sw.reuse_context, "memory_frozen": exp.memory.frozen},
+            best_scores=best_scores, mlflow_url=self.tracker.ui_url(), promoted_instructions=promoted_instr,
         )
         text = format_summary(summary)
         (self.dir / "summary.md").write_text(text + "\n", encoding="utf-8")
@@ -618,6 +781,8 @@ class Sweep:
         if summary.best_comparison is not None:
             metrics["best_diff"] = summary.best_comparison.diff
             metrics["best_p_value"] = summary.best_comparison.p_value
+        if plots:
+            self._safe(lambda: self.tracker.log_files(plots.values(), "plots"))
         self._safe(lambda: self.tracker.finish(
             {k: v for k, v in metrics.items() if v is not None},
             {"summary.md": text + "\n", "promoted_synth.yaml": _synth_yaml(exp, promoted_instr, summary),

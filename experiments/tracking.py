@@ -18,6 +18,7 @@ from experiments.config import ExperimentConfig, experiment_dict
 log = logging.getLogger("experiments.tracking")
 
 PARENT_TAG = "sweep_parent"
+UI_ADDRESS = "http://127.0.0.1:5000"  # where `mlflow ui` serves by default
 
 
 def tracking_uri(exp: ExperimentConfig) -> str:
@@ -101,11 +102,16 @@ class NullTracker:
 
     def finish(self, metrics: Mapping[str, float], texts: Mapping[str, str], *, status: str = "FINISHED") -> None: ...
 
+    def log_files(self, paths: Iterable[Path | str], artifact_path: str) -> None: ...
+
     def trial_runs(self) -> list[Any]:
         return []
 
     def ui_command(self) -> str:
         return "(MLflow tracking disabled: mlflow.enabled=false)"
+
+    def ui_url(self) -> str:
+        return ""
 
 
 class MLflowTracker(NullTracker):
@@ -124,12 +130,26 @@ class MLflowTracker(NullTracker):
     def ui_command(self) -> str:
         return ui_command(self.uri)
 
+    def ui_url(self) -> str:
+        """The sweep's runs table (parent with nested trials) in the UI that ui_command() serves; MLflow 3 opens
+        on its GenAI views unless workflowType says otherwise."""
+        if getattr(self, "experiment_id", None) is None:
+            return ""
+        return f"{UI_ADDRESS}/#/experiments/{self.experiment_id}/runs?workflowType=machine_learning"
+
     def _experiment_id(self) -> str:
         found = self.client.get_experiment_by_name(self.experiment_name)
         if found is not None:
             return found.experiment_id
         artifacts = (Path(self.exp.results_dir) / "mlartifacts").resolve().as_uri()
         return self.client.create_experiment(self.experiment_name, artifact_location=artifacts)
+
+    def log_files(self, paths: Iterable[Path | str], artifact_path: str) -> None:
+        """Files (plots) as artifacts of the parent run under artifact_path/."""
+        if self.parent_id is None:
+            return
+        for path in paths:
+            self.client.log_artifact(self.parent_id, str(path), artifact_path)
 
     def start(self, exp: ExperimentConfig, *, smoke: bool = False) -> None:
         """Find the sweep's parent run by tag (resume) or create it; log the resolved config."""
