@@ -1,0 +1,362 @@
+"""The MLflow UI after a sweep, in a real headless browser (Debian chromium driven over its DevTools pipe).
+
+A scripted sweep logs to a tmp SQLite store; the `mlflow ui` command the sweep summary prints serves it on
+127.0.0.1; chromium opens the runs URL the summary prints, expands the sweep's parent run and must find every trial
+as a nested run, then checks the compare view (params and metrics side by side) and the parent's artifacts (plots,
+summary). Screenshots are saved under the results folder.
+
+Skipped with a reason when chromium is not installed (.ci/run installs it). To screenshot any store:
+    python tests/test_mlflow_ui.py sqlite:///$PWD/results/mlflow.db results/mlflow_ui [experiment name]
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+CHROMIUM_FLAGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run", "--disable-default-apps", "--disable-extensions", "--mute-audio",
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",  # nothing but the local UI resolves
+)
+SIZE = (1600, 1000)
+
+
+def find_chromium() -> str | None:
+    return next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser")) if p), None)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DevTools:
+    """Headless chromium over --remote-debugging-pipe: JSON messages separated by NUL on fd 3 (to the browser)
+    and fd 4 (from it), so no websocket library is needed. One page target, attached in flat session mode."""
+
+    def __init__(self, exe: str, profile: Path, size: tuple[int, int] = SIZE) -> None:
+        to_browser, self._w = os.pipe()
+        self._r, from_browser = os.pipe()
+        cmd = ["sh", "-c", 'exec "$@" 3<&0 4>&1 </dev/null >/dev/null', "sh", exe, *CHROMIUM_FLAGS,
+               f"--user-data-dir={profile}", "--remote-debugging-pipe", f"--window-size={size[0]},{size[1]}",
+               "about:blank"]
+        self.proc = subprocess.Popen(cmd, stdin=to_browser, stdout=from_browser, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
+        os.close(to_browser)
+        os.close(from_browser)
+        self._buf, self._id = b"", 0
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        self.page("Emulation.setDeviceMetricsOverride", width=size[0], height=size[1], deviceScaleFactor=1,
+                  mobile=False)
+
+    def call(self, method: str, session: str | None = None, timeout: float = 30.0, **params) -> dict:
+        self._id += 1
+        msg = {"id": self._id, "method": method, "params": params, **({"sessionId": session} if session else {})}
+        os.write(self._w, json.dumps(msg).encode() + b"\0")
+        end = time.monotonic() + timeout
+        while True:
+            while b"\0" not in self._buf:
+                left = end - time.monotonic()
+                if left <= 0 or not select.select([self._r], [], [], left)[0]:
+                    raise TimeoutError(f"chromium did not answer {method} within {timeout:.0f}s")
+                chunk = os.read(self._r, 1 << 20)
+                if not chunk:
+                    raise RuntimeError(f"chromium exited (rc={self.proc.poll()}) during {method}")
+                self._buf += chunk
+            raw, self._buf = self._buf.split(b"\0", 1)
+            reply = json.loads(raw)
+            if reply.get("id") == self._id:  # everything else is an event
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply["result"]
+
+    def page(self, method: str, **params) -> dict:
+        return self.call(method, self.session, **params)
+
+    def js(self, expression: str):
+        return self.page("Runtime.evaluate", expression=expression, returnByValue=True)["result"].get("value")
+
+    def text(self) -> str:
+        return self.js("document.body ? document.body.innerText : ''") or ""
+
+    def goto(self, url: str) -> None:
+        self.page("Page.navigate", url=url)
+
+    def wait_for(self, expression: str, what: str, timeout: float = 60.0):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            value = self.js(expression)
+            if value:
+                return value
+            time.sleep(0.25)
+        raise AssertionError(f"the UI did not show {what} within {timeout:.0f}s; page text: {self.text()[:1500]!r}")
+
+    def click(self, selector: str) -> int:
+        return self.js(f"(() => {{ const b = [...document.querySelectorAll({json.dumps(selector)})]; "
+                       "b.forEach(x => x.click()); return b.length; })()")
+
+    def screenshot(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(self.page("Page.captureScreenshot", format="png")["data"]))
+        return path
+
+    def close(self) -> None:
+        try:
+            self.call("Browser.close", timeout=10)
+        except Exception:
+            pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+        finally:
+            for fd in (self._r, self._w):
+                os.close(fd)
+
+
+class UIServer:
+    """`mlflow ui` (the command the summary prints) on 127.0.0.1:<free port>, one worker, telemetry off."""
+
+    def __init__(self, ui_command: str, cwd: Path) -> None:
+        args = ui_command.split()
+        assert args[:2] == ["mlflow", "ui"], ui_command
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
+        self.log = cwd / "mlflow_ui.log"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mlflow", *args[1:], "--host", "127.0.0.1", "--port", str(self.port),
+             "--workers", "1"], cwd=cwd, env=env, stdout=self.log.open("wb"), stderr=subprocess.STDOUT,
+            start_new_session=True)
+
+    def wait(self, timeout: float = 120.0) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"mlflow ui exited rc={self.proc.returncode}: {self.log.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.base}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.3)
+        raise AssertionError(f"mlflow ui did not answer within {timeout:.0f}s: {self.log.read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+
+def compare_url(base: str, experiment_id: str, run_ids: list[str]) -> str:
+    q = urllib.parse.quote
+    return (f"{base}/#/compare-runs?runs={q(json.dumps(run_ids))}&experiments={q(json.dumps([experiment_id]))}"
+            "&workflowType=machine_learning")
+
+
+CLOSE_ASSISTANT = 'button[data-component-id="mlflow.assistant.chat_panel.close"]'
+EXPAND = 'button[data-component-id*="runnamecellrenderer"]'
+
+
+def capture(browser: DevTools, base: str, runs_url: str, experiment_id: str, parent_id: str,
+            child_names: list[str], trial_ids: list[str], out_dir: Path) -> dict[str, str]:
+    """Drive the UI through runs table (expanded parent), compare view and the parent's artifacts; return each
+    page's text and save a screenshot of each under out_dir."""
+    pages = {}
+    browser.goto(runs_url)
+    browser.wait_for(f"!!document.querySelector('a[href*=\"/runs/{parent_id}\"]')", "the sweep's parent run")
+    browser.click(CLOSE_ASSISTANT)
+    pages["collapsed"] = browser.text()
+    pages["collapsed_rows"] = str(browser.js("document.querySelectorAll('.ag-center-cols-container .ag-row').length"))
+    browser.click(EXPAND)
+    names = json.dumps(child_names)
+    browser.wait_for(f"{names}.every(n => document.body.innerText.includes(n))", f"the nested runs {child_names}")
+    time.sleep(0.5)  # let the grid finish its layout before the picture
+    pages["runs"] = browser.text()
+    pages["runs_rows"] = str(browser.js("document.querySelectorAll('.ag-center-cols-container .ag-row').length"))
+    browser.screenshot(out_dir / "runs.png")
+
+    browser.goto(compare_url(base, experiment_id, trial_ids))
+    browser.wait_for("document.body.innerText.includes('Run details') && document.body.innerText.includes('composite')"
+                     " && document.body.innerText.includes('operator')", "the compare view")
+    browser.click(CLOSE_ASSISTANT)
+    browser.wait_for("!!document.querySelector('.js-plotly-plot .main-svg')", "the parallel coordinates plot")
+    time.sleep(0.5)
+    pages["compare"] = browser.text()
+    browser.screenshot(out_dir / "compare.png")
+    browser.js("(() => { const h = [...document.querySelectorAll('h1, h2, h3, span, div')]"
+               ".filter(e => e.textContent === 'Run details'); if (h.length) h[h.length - 1].scrollIntoView(); })()")
+    time.sleep(0.3)
+    browser.screenshot(out_dir / "compare_table.png")
+
+    browser.goto(f"{base}/#/experiments/{experiment_id}/runs/{parent_id}/artifacts?workflowType=machine_learning")
+    browser.wait_for("document.body.innerText.includes('summary.md')", "the parent run's artifacts")
+    browser.click(CLOSE_ASSISTANT)
+    click_text = "(() => { const n = [...document.querySelectorAll('span, div')].find(e => e.textContent === %s); " \
+                 "if (n) n.click(); return !!n; })()"
+    browser.js(click_text % json.dumps("plots"))
+    browser.wait_for("document.body.innerText.includes('optimization_history.png')", "the plots folder")
+    browser.js(click_text % json.dumps("optimization_history.png"))
+    pages["preview_width"] = str(browser.wait_for(
+        "(() => { const i = [...document.images].find(i => i.src.startsWith('blob:') && i.complete"
+        " && i.naturalWidth > 0); return i ? i.naturalWidth : 0; })()", "the plot's preview image"))
+    time.sleep(0.3)
+    pages["artifacts"] = browser.text()
+    browser.screenshot(out_dir / "artifacts.png")
+    return pages
+
+
+# -- the test ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def chromium() -> str:
+    exe = find_chromium()
+    if exe is None:
+        pytest.skip("chromium is not installed (Debian: apt-get install chromium; .ci/run installs it)")
+    return exe
+
+
+@pytest.fixture
+def sweep_store(tmp_path):
+    """A finished scripted sweep (6 trials: baseline, add_tool, noise) tracked in a tmp SQLite MLflow store."""
+    import optuna
+    from scripted_harness import BASE, ScriptedRunner, scripted_propose
+
+    from experiments.benchmark import load_tasks
+    from experiments.config import BenchmarkConfig, TaskSpec, compose_config, to_experiment
+    from experiments.sweep import run_sweep
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", "sweep.n_trials=6"]))
+    exp.benchmark = BenchmarkConfig(name="scripted", tasks=[
+        TaskSpec(id=f"t{i}", task=f"task number {i}", task_type=("enumerated", "research")[i % 2],
+                 split="train" if i < 6 else "holdout") for i in range(9)])
+    exp.synth.instructions = dict(BASE)
+    exp.sweep.operators = ["add_tool", "noise"]
+    exp.sweep.name = f"ui-{uuid.uuid4().hex[:6]}"
+    exp.sweep.storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    exp.mlflow.enabled = True
+    summary = run_sweep(exp, ScriptedRunner(load_tasks(exp.benchmark)), propose=scripted_propose, out=lambda s: None)
+    return exp, summary
+
+
+@pytest.mark.browser
+def test_mlflow_ui_shows_the_sweep_in_headless_chromium(chromium, sweep_store, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from experiments.tracking import UI_ADDRESS
+
+    exp, summary = sweep_store
+    client = MlflowClient(summary.mlflow_ui.split()[-1])
+    experiment = client.get_experiment_by_name(exp.sweep.name)
+    runs = client.search_runs([experiment.experiment_id], max_results=200)
+    parent = next(r for r in runs if r.data.tags.get("sweep_parent") == "true")
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    trials = sorted((r for r in children if r.data.tags.get("kind") == "trial"),
+                    key=lambda r: int(r.data.tags["trial_number"]))
+    assert len(trials) == 6 and len(children) > len(trials)  # baseline repeats and holdout runs too
+    assert summary.mlflow_url.startswith(UI_ADDRESS)
+
+    out_dir = Path(exp.results_dir) / "mlflow_ui"
+    server = UIServer(summary.mlflow_ui, tmp_path)
+    browser = None
+    t0 = time.monotonic()
+    try:
+        server.wait()
+        t_server = time.monotonic() - t0
+        browser = DevTools(chromium, tmp_path / "chromium-profile")
+        pages = capture(browser, server.base, summary.mlflow_url.replace(UI_ADDRESS, server.base),
+                        experiment.experiment_id, parent.info.run_id, [r.info.run_name for r in children],
+                        [r.info.run_id for r in trials], out_dir)
+    finally:
+        if browser is not None:
+            browser.close()
+        server.stop()
+    print(f"mlflow ui answered after {t_server:.1f}s; chromium pages {time.monotonic() - t0 - t_server:.1f}s")
+
+    # runs table: the parent row alone until expanded, then every child nested under it
+    assert exp.sweep.name in pages["collapsed"]
+    assert not any(r.info.run_name in pages["collapsed"] for r in trials)
+    assert int(pages["collapsed_rows"]) == 1
+    assert int(pages["runs_rows"]) == 1 + len(children)
+    assert all(r.info.run_name in pages["runs"] for r in children)
+    # compare view: params and metrics of the trials side by side
+    cmp = pages["compare"]
+    assert f"Comparing {len(trials)} Runs" in cmp
+    assert all(r.info.run_name in cmp for r in trials)
+    for name in ("operator", "instruction_hash", "composite", "task.t0", "add_tool", "noise", "baseline"):
+        assert name in cmp, name
+    # the parent's artifacts: plots, summary, ledger, promoted config
+    for name in ("plots", "summary.md", "ledger.jsonl", "promoted_synth.yaml", "optimization_history.png",
+                  "operator_importance.png", "task_heatmap.png"):
+        assert name in pages["artifacts"], name
+    png = (exp.sweep_dir / "plots" / "optimization_history.png").read_bytes()
+    assert int(pages["preview_width"]) == int.from_bytes(png[16:20], "big")  # the logged plot, rendered in the page
+    for png in ("runs.png", "compare.png", "compare_table.png", "artifacts.png"):
+        data = (out_dir / png).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000, png
+
+
+# -- screenshot any store ------------------------------------------------------------------------------
+
+
+def main(argv: list[str]) -> int:
+    """python tests/test_mlflow_ui.py <sqlite:///abs/mlflow.db> <out dir> [experiment]: runs/compare/artifacts PNGs."""
+    from mlflow.tracking import MlflowClient
+
+    uri, out_dir = argv[0], Path(argv[1])
+    client = MlflowClient(uri)
+    exps = [e for e in client.search_experiments() if e.name != "Default" and (len(argv) < 3 or e.name == argv[2])]
+    experiment = exps[0]
+    runs = client.search_runs([experiment.experiment_id], max_results=500)
+    parent = next(r for r in runs if r.data.tags.get("sweep_parent") == "true")
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    trials = [r for r in children if r.data.tags.get("kind") == "trial"]
+    exe = find_chromium()
+    if exe is None:
+        print("chromium is not installed", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        server = UIServer(f"mlflow ui --backend-store-uri {uri}", Path(tmp))
+        browser = None
+        try:
+            server.wait()
+            browser = DevTools(exe, Path(tmp) / "profile")
+            url = f"{server.base}/#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"
+            pages = capture(browser, server.base, url, experiment.experiment_id, parent.info.run_id,
+                            [r.info.run_name for r in children], [r.info.run_id for r in trials], out_dir)
+        finally:
+            if browser is not None:
+                browser.close()
+            server.stop()
+    print(f"{len(children)} nested runs; rows {pages['collapsed_rows']} collapsed, {pages['runs_rows']} expanded; "
+          f"screenshots in {out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
