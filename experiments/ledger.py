@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable
 
-from harness.logger import append_jsonl, read_jsonl
+from harness.logger import append_jsonl, file_lock, read_jsonl
 
 STATUSES = ("keep", "discard", "crash", "pruned", "duplicate")
 
@@ -62,7 +62,14 @@ class Ledger:
         append_jsonl(self.path, row)
 
     def sync(self, trials: Iterable[Any]) -> int:
-        """Append rows for finished trials not yet in the ledger (idempotent). Returns rows written."""
+        """Append rows for finished trials not yet in the ledger (idempotent). Returns rows written.
+
+        Under a file lock: two workers syncing at once would both see a trial missing and write it twice.
+        """
+        with file_lock(self.path.with_name(self.path.name + ".lock")):
+            return self._sync(trials)
+
+    def _sync(self, trials: Iterable[Any]) -> int:
         have = self.trial_numbers()
         best: float | None = None
         written = 0

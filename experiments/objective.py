@@ -484,6 +484,14 @@ class HarnessRunner:
         with use_tracer(tracer):
             prepared = self.base.prepare(task)
         self._uncached += sum(int(u["calls"] - u["cached"]) for u in tracer.usage.values())
+        # planning and research degrade to defaults when a model call fails; a sweep would cache that context and
+        # reuse it for every trial, so a backend that is down or lacks a model stops the sweep here instead
+        down = [e["args"]["error"] for e in tracer.events
+                if e["cat"] == "llm" and str(e["args"].get("error", "")).startswith(("BackendUnavailable", "ModelMissing"))]
+        if down:
+            from harness.inference import BackendUnavailable
+
+            raise BackendUnavailable(f"context for task {task[:60]!r} not prepared: {down[0]}")
         return prepared
 
     def prepared_from_dict(self, data: dict[str, Any]) -> Any:

@@ -80,6 +80,10 @@ def main(cfg: DictConfig | ExperimentConfig, *, runner: Any = None, out: Callabl
     """Validate, build the runner, dispatch on sweep.kind (single | synth_mutation | ab)."""
     exp = validate(to_experiment(cfg))
     kind = exp.sweep.kind
+    if runner is None:
+        from harness.backends import preflight
+
+        preflight(exp.backend)  # server down / model missing: fail before a study, run or cache is written
     if kind == "ab":
         return run_ab(cfg)
     runner = runner if runner is not None else make_runner(exp)
@@ -119,7 +123,7 @@ def _precheck(argv: list[str]) -> None:
     from experiments.config import compose_config
 
     try:
-        compose_config(overrides)
+        validate(to_experiment(compose_config(overrides)))  # bad values too: rejected before Hydra writes its folder
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         sys.exit(2)

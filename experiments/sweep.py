@@ -9,6 +9,7 @@ and the LLM response cache, so the same command continues where a killed one sto
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -38,7 +39,8 @@ from experiments.objective import (
     evaluate_candidate,
     state_from_trials,
 )
-from experiments.tracking import NullTracker, instruction_diff, make_tracker
+from experiments.tracking import NullTracker, enable_wal, instruction_diff, make_tracker
+from harness.logger import file_lock
 
 SUMMARY_BEGIN = "===== SWEEP SUMMARY ====="
 SUMMARY_END = "===== END SWEEP SUMMARY ====="
@@ -137,10 +139,10 @@ def compare(candidate: Mapping[str, float], baseline: Mapping[str, float], *, fl
 def open_study(exp: ExperimentConfig) -> optuna.Study:
     """Create or load the study (RDB storage, heartbeat on) named after the sweep."""
     url = exp.storage_url
-    if url.startswith("sqlite:///"):
-        Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+    db = Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
+    if db is not None:
+        db.parent.mkdir(parents=True, exist_ok=True)
     hb = max(int(exp.sweep.heartbeat_s), 1)
-    storage = optuna.storages.RDBStorage(url, heartbeat_interval=hb, grace_period=2 * hb)
     sw = exp.sweep
     sampler: optuna.samplers.BaseSampler
     if sw.sampler == "random":
@@ -154,8 +156,15 @@ def open_study(exp: ExperimentConfig) -> optuna.Study:
         pruner = optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=sw.pruner_startup_steps)
     else:
         pruner = optuna.pruners.NopPruner()
-    return optuna.create_study(storage=storage, study_name=sw.name, direction="maximize", sampler=sampler,
-                               pruner=pruner, load_if_exists=True)
+    # SQLite: WAL + a 30 s busy timeout, and creation under a file lock (two workers starting at once race the
+    # table creation otherwise)
+    with file_lock(db.with_name(db.name + ".lock")) if db is not None else contextlib.nullcontext():
+        if db is not None:
+            enable_wal(db)
+        storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}} if db else None,
+                                             heartbeat_interval=hb, grace_period=2 * hb)
+        return optuna.create_study(storage=storage, study_name=sw.name, direction="maximize", sampler=sampler,
+                                   pruner=pruner, load_if_exists=True)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -483,6 +492,10 @@ class Sweep:
 
     def _baseline_runs(self, study: optuna.Study, baseline: Mapping[str, str], contexts) -> list[dict[str, float]]:
         """Baseline trial scores (seed = cfg.seed) plus r-1 further runs with other seeds, each stored once."""
+        with file_lock(self.dir / ".study_attrs.lock"):  # another worker waits, then finds the runs stored
+            return self._baseline_runs_locked(study, baseline, contexts)
+
+    def _baseline_runs_locked(self, study: optuna.Study, baseline: Mapping[str, str], contexts) -> list[dict[str, float]]:
         bt = _baseline_trial(study)
         if bt is None:
             return []
@@ -506,6 +519,10 @@ class Sweep:
         return runs
 
     def _holdout(self, study, key: str, instructions, contexts) -> tuple[dict[str, float] | None, str | None]:
+        with file_lock(self.dir / ".study_attrs.lock"):  # another worker waits, then finds the result stored
+            return self._holdout_locked(study, key, instructions, contexts)
+
+    def _holdout_locked(self, study, key: str, instructions, contexts) -> tuple[dict[str, float] | None, str | None]:
         stored = dict(study.user_attrs.get("holdout", {}))
         if key in stored:
             return stored[key], None
@@ -590,7 +607,8 @@ class Sweep:
         baseline = objective.baseline
         self.ledger.sync(study.get_trials(deepcopy=False))
         self._safe(lambda: self.tracker.sync(study.get_trials(deepcopy=False), baseline))
-        _ensure_baseline(study)
+        with file_lock(self.dir / ".baseline.lock"):  # two workers starting together enqueue one baseline
+            _ensure_baseline(study)
         study.set_user_attr("baseline_hash", candidate_hash(baseline))
         study.set_user_attr("controls", {"reuse_context": sw.reuse_context, "memory_frozen": exp.memory.frozen})
 

@@ -120,9 +120,17 @@ class MLflowTracker(NullTracker):
 
         self.exp = exp
         self.uri = tracking_uri(exp)
+        # SQLite: the client creates / migrates the tables, and start() finds or creates the parent run; both run
+        # under a file lock (two workers starting together race both otherwise), on a WAL database
+        self._lock_path: Path | None = None
         if self.uri.startswith("sqlite:///"):
-            Path(self.uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
-        self.client = MlflowClient(tracking_uri=self.uri)
+            db = Path(self.uri[len("sqlite:///"):])
+            db.parent.mkdir(parents=True, exist_ok=True)
+            self._lock_path = db.with_name(db.name + ".lock")
+        with self._locked():
+            if self._lock_path is not None:
+                enable_wal(self._lock_path.with_name(self._lock_path.name[: -len(".lock")]))
+            self.client = MlflowClient(tracking_uri=self.uri)
         self.experiment_name = exp.mlflow.experiment or exp.sweep.name
         self.parent_id: str | None = None
         self.smoke = False
@@ -152,8 +160,23 @@ class MLflowTracker(NullTracker):
             self.client.log_artifact(self.parent_id, str(path), artifact_path)
 
     def start(self, exp: ExperimentConfig, *, smoke: bool = False) -> None:
-        """Find the sweep's parent run by tag (resume) or create it; log the resolved config."""
+        """Find the sweep's parent run by tag (resume) or create it; log the resolved config.
+
+        For a SQLite store the find-or-create runs under a file lock: two workers starting together would otherwise
+        create two parent runs.
+        """
         self.smoke = smoke
+        with self._locked():
+            self._start(exp, smoke)
+
+    def _locked(self):
+        import contextlib
+
+        from harness.logger import file_lock
+
+        return file_lock(self._lock_path) if self._lock_path is not None else contextlib.nullcontext()
+
+    def _start(self, exp: ExperimentConfig, smoke: bool) -> None:
         self.experiment_id = self._experiment_id()
         runs = self.client.search_runs(
             [self.experiment_id],
@@ -294,6 +317,18 @@ class MLflowTracker(NullTracker):
         for path, text in texts.items():
             self.client.log_text(self.parent_id, text, path)
         self.client.set_terminated(self.parent_id, status=status)
+
+
+def enable_wal(db: Path) -> None:
+    """Put a SQLite file in WAL mode (persistent) with a busy timeout, so concurrent writers wait, not fail."""
+    import sqlite3
+
+    conn = sqlite3.connect(db, timeout=30.0)
+    try:
+        conn.execute("PRAGMA busy_timeout=30000")
+        conn.execute("PRAGMA journal_mode=WAL")
+    finally:
+        conn.close()
 
 
 def _metric_key(key: str) -> str:

@@ -133,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         cfg = config_from_args(args)
+        from harness.backends import preflight
+
+        preflight(cfg.backend)  # server down / model missing: one line now, not retries and a failed run later
         if args.plan_preview:
             from harness.orchestrator import plan_preview
 

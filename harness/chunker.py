@@ -16,6 +16,7 @@ from typing import Iterable, Iterator
 __all__ = [
     "ChunkerError",
     "TEXT_SUFFIXES",
+    "MAX_READ_BYTES",
     "CONVERT_SUFFIXES",
     "find_paths",
     "split_chunks",
@@ -30,6 +31,7 @@ TEXT_SUFFIXES = frozenset(
     ".sh .js .ts .c .h .cpp .hpp .go .rs .java .rb .r .ipynb".split()
 )
 CONVERT_SUFFIXES = frozenset(".pdf .docx .pptx .xlsx .html .htm .epub".split())
+MAX_READ_BYTES = 8_000_000  # a text file is read up to here; converted formats are refused above 4x this
 _KNOWN_SUFFIXES = TEXT_SUFFIXES | CONVERT_SUFFIXES
 
 _STOP = frozenset(
@@ -138,7 +140,7 @@ def _pack(pieces: Iterable[str], size: int) -> Iterator[str]:
         yield buf
 
 
-def iter_file_chunks(path: str | Path, size: int = 1500, max_bytes: int = 8_000_000) -> Iterator[str]:
+def iter_file_chunks(path: str | Path, size: int = 1500, max_bytes: int = MAX_READ_BYTES) -> Iterator[str]:
     """Stream a text file as chunks of about `size` chars, reading at most `max_bytes` bytes."""
     import codecs
 
@@ -240,7 +242,7 @@ def read_file_context(
     max_chars: int = 4000,
     *,
     chunk_chars: int = 1500,
-    max_bytes: int = 8_000_000,
+    max_bytes: int = MAX_READ_BYTES,
 ) -> str:
     """The passages of a file most relevant to `query`, at most max_chars long, with a one-line header.
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from harness.chunker import find_paths, read_file_context, select_chunks, split_chunks
+from harness.chunker import CONVERT_SUFFIXES, MAX_READ_BYTES, find_paths, read_file_context, select_chunks, split_chunks
 from harness.config import ResearchConfig
 from harness.logger import current_tracer
 from harness.search import SearchProvider, SearchResult, normalize_query
@@ -457,6 +457,9 @@ def _file_context(task: str, cfg: ResearchConfig, st: _State) -> tuple[list[str]
         except Exception as exc:  # unreadable or unconvertible file: recorded, research continues
             st.errors.append(f"file {raw!r}: {type(exc).__name__}: {str(exc)[:160]}")
             continue
+        size = path.stat().st_size
+        if size > MAX_READ_BYTES and path.suffix.lower() not in CONVERT_SUFFIXES:
+            st.errors.append(f"file {raw!r}: {size} bytes, only the first {MAX_READ_BYTES} were read")
         scanned = scan_text(text)
         st.flagged += int(scanned.flagged)
         blocks.append(scanned.text)

@@ -434,17 +434,23 @@ class UnsafePath(ValueError):
     """A path outside the allowed roots (after resolving '..' and symlinks). Names the path and the roots."""
 
 
-def _resolve(path: str | Path) -> Path:
-    text = str(path)
+def _expand(text: str) -> Path:
     if "\x00" in text:
         raise UnsafePath(f"refused {text!r}: NUL byte in path")
-    return Path(text).expanduser().resolve(strict=False)
+    try:
+        return Path(text).expanduser()
+    except RuntimeError as exc:  # '~user' of an unknown user (or no home directory): refused, not a crash
+        raise UnsafePath(f"refused {text!r}: cannot expand '~' ({exc})") from None
+
+
+def _resolve(path: str | Path) -> Path:
+    return _expand(str(path)).resolve(strict=False)
 
 
 def safe_path(path: str | Path, roots: Iterable[str | Path] | None = None) -> Path:
     """The resolved path if it lies inside one of roots (default: the current directory), else UnsafePath."""
     root_list = [_resolve(r) for r in (roots or [])] or [Path.cwd().resolve()]
-    p = Path(str(path)).expanduser()
+    p = _expand(str(path))
     if not p.is_absolute():
         p = Path.cwd() / p
     resolved = _resolve(p)

@@ -185,6 +185,7 @@ def bound_length(text: str, max_chars: int) -> tuple[str, bool]:
 
 
 _FENCED = re.compile(r"^```[ \t]*[A-Za-z0-9_+-]*[ \t]*\n(.*?)\n?```$", re.DOTALL)
+_LONE_FENCE = re.compile(r"^```[ \t]*[A-Za-z0-9_+-]*[ \t]*(?:\n|$)|```\s*$")
 _PREAMBLES = [
     re.compile(p, re.IGNORECASE)
     for p in (
@@ -216,6 +217,7 @@ def clean_instruction(text: str) -> str:
         m = _FENCED.match(text)
         if m:
             text = m.group(1).strip()
+        text = _LONE_FENCE.sub("", text).strip()  # a fence opened and cut off at max_tokens, or a stray closing one
         for pat in _PREAMBLES:
             text = pat.sub("", text, count=1).strip()
         text = re.sub(r"\s*</ins>\s*$", "", text, flags=re.IGNORECASE).strip()
