@@ -274,6 +274,23 @@ def test_backend_down_at_start_fails_fast_and_writes_nothing(env, tmp_path):
     figures("backend_down_at_start", rc=p.returncode, seconds=round(elapsed, 1), files_outside_hydra=0)
 
 
+def test_harness_cli_backend_down_fails_fast_and_writes_nothing(env, tmp_path, capsys):
+    """`python -m harness` gets the same preflight: one line naming host and models instead of retries and a
+    failed run record."""
+    from harness.__main__ import EXIT_FAILED, main
+
+    host = f"http://127.0.0.1:{free_port()}"
+    results = tmp_path / "res"
+    started = time.perf_counter()
+    code = main(["--backend", "ollama", "--host", host, "--results-dir", str(results), "List 3 json tools"])
+    elapsed = time.perf_counter() - started
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == EXIT_FAILED and len(err) == 1
+    assert err[0].startswith("error: BackendUnavailable: Ollama is not reachable at " + host) and "qwen2.5:32b" in err[0]
+    assert not results.exists() and elapsed < 10
+    figures("harness_cli_down", rc=code, seconds=round(elapsed, 2))
+
+
 def test_model_missing_at_start_names_model_and_host(env, tmp_path):
     with OllamaStub(models=["glm4:9b"]) as stub:
         p = subprocess.run(sweep_cmd(stub.url, "sweep.n_trials=3"), env={**env["env"], "HARNESS_DEBUG": ""},
