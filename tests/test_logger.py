@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import threading
 
 from harness.logger import Tracer, append_jsonl, read_jsonl, use_tracer
+from workers import run_workers
 
 
-def _writer(path: str, worker: int, n: int) -> None:
+def _writer(worker: int, path: str, n: int) -> None:
     for i in range(n):
         append_jsonl(path, {"worker": worker, "i": i, "pad": "x" * (5000 + i)})  # > PIPE_BUF on purpose
 
 
 def test_concurrent_appends_from_processes_never_tear(tmp_path):
     path = tmp_path / "runs.jsonl"
-    procs = [mp.get_context("fork").Process(target=_writer, args=(str(path), w, 50)) for w in range(4)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join()
+    run_workers(_writer, str(path), 50)
     lines = path.read_text().splitlines()
     assert len(lines) == 200
     records = [json.loads(line) for line in lines]  # every line parses

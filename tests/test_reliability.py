@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from ollama_stub import OllamaStub, free_port
+from workers import run_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ["glm4:9b", "qwen2.5:32b"]  # the default role models
@@ -558,26 +559,6 @@ def test_config_errors_are_one_line_at_the_cli(env, tmp_path, args, fragment):
 WORKERS, EACH = 4, 50
 
 
-def _run_workers(target, *args) -> None:
-    """WORKERS processes at once. forkserver, not fork: a fork of this process (MLflow, Chroma and stub threads
-    alive from earlier tests) can inherit a held lock and hang; the fork server is a clean process."""
-    import multiprocessing as mp
-
-    ctx = mp.get_context("forkserver")
-    procs = [ctx.Process(target=target, args=(w, *args), daemon=True) for w in range(WORKERS)]
-    try:
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(120)
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
-    assert [p.exitcode for p in procs] == [0] * WORKERS
-
-
 def _journal_mode(path: Path) -> str:
     with sqlite3.connect(path) as conn:
         return conn.execute("PRAGMA journal_mode").fetchone()[0]
@@ -595,7 +576,7 @@ def _llm_cache_writer(worker: int, path: str) -> None:
 
 def test_llm_cache_concurrent_writers_lose_nothing(tmp_path):
     path = tmp_path / "llm_cache.sqlite"
-    _run_workers(_llm_cache_writer, str(path))
+    run_workers(_llm_cache_writer, str(path))
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT COUNT(*) FROM replies").fetchone()[0] == WORKERS * EACH
     assert _journal_mode(path) == "wal"
@@ -617,7 +598,7 @@ def _search_cache_writer(worker: int, path: str) -> None:
 
 def test_search_cache_concurrent_writers_lose_nothing(tmp_path):
     path = tmp_path / "search_cache.sqlite"
-    _run_workers(_search_cache_writer, str(path))
+    run_workers(_search_cache_writer, str(path))
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT COUNT(*) FROM search_cache").fetchone()[0] == WORKERS * EACH
     assert _journal_mode(path) == "wal"
@@ -639,7 +620,7 @@ def test_memory_concurrent_writers_lose_nothing(tmp_path):
     from harness.config import MemoryConfig
     from harness.memory import Memory
 
-    _run_workers(_memory_writer, str(tmp_path))
+    run_workers(_memory_writer, str(tmp_path))
     expected = WORKERS * (EACH // 4)
     db = tmp_path / "memory" / "memory.sqlite"
     with sqlite3.connect(db) as conn:
@@ -670,7 +651,7 @@ def _optuna_worker(worker: int, storage: str) -> None:
 
 def test_optuna_storage_concurrent_workers_lose_nothing(tmp_path):
     db = tmp_path / "optuna.db"
-    _run_workers(_optuna_worker, f"sqlite:///{db}")
+    run_workers(_optuna_worker, f"sqlite:///{db}")
     import optuna
 
     trials = optuna.load_study(study_name=SWEEP, storage=f"sqlite:///{db}").get_trials(deepcopy=False)
@@ -742,7 +723,7 @@ def test_redirects_and_dns_answers_to_internal_addresses_never_connect(monkeypat
     from urllib.parse import quote
 
     from harness import security
-    from harness.security import FetchError, UnsafeURL, fetch_url
+    from harness.security import UnsafeURL, fetch_url
 
     strict = security.ip_refusal
     monkeypatch.setattr(security, "ip_refusal",

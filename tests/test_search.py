@@ -342,26 +342,3 @@ def test_auto_stack_offline_serves_local_docs(tmp_path, default_corpus):
     assert results[0].url == "pydoc://asyncio.gather"
     assert stack.degraded_reason.startswith("ddgs:")
     assert stack.inner.fallback.build_seconds is None
-
-
-def _writer(path: str, worker: int, n: int) -> None:
-    cache = CachedSearch(Scripted(answers={f"w{worker}-{i}": [_r(i)] for i in range(n)}), path)
-    for i in range(n):
-        cache.search(f"w{worker}-{i}")
-
-
-def test_cache_concurrent_processes_lose_nothing(tmp_path):
-    import multiprocessing as mp
-    import sqlite3
-
-    path = str(tmp_path / "shared.sqlite")
-    CachedSearch(Scripted(), path)  # create the schema once
-    ctx = mp.get_context("fork")
-    procs = [ctx.Process(target=_writer, args=(path, w, 40)) for w in range(4)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(30)
-    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
-    with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT COUNT(*) FROM search_cache").fetchone()[0] == 160

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
