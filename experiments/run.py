@@ -101,7 +101,10 @@ def hydra_main(cfg: DictConfig) -> None:
 
 def cli(cfg: DictConfig) -> None:
     try:
-        main(cfg)
+        result = main(cfg)
+        if getattr(result, "failed_out", False):  # a sweep stopped past its failure rate: not a success
+            print(f"error: sweep stopped: {result.stop_reason} (see the summary above)", file=sys.stderr)
+            sys.exit(1)
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -310,6 +310,7 @@ class SweepSummary:
     best_scores: tuple[SplitScores, ...] = ()
     mlflow_url: str = ""
     promoted_instructions: dict[str, str] = field(default_factory=dict)
+    failed_out: bool = False  # stopped because too many trials failed: the CLI exits non-zero
 
 
 def format_summary(s: SweepSummary) -> str:
@@ -614,7 +615,7 @@ class Sweep:
 
         new, new_failed, search_calls, search_trials = 0, 0, 0, 0
         stop_reason = "n_trials reached"
-        interrupted = False
+        failed_out = interrupted = False
         while True:
             done = len(_finished(study))
             used = _calls(self.runner) - calls0
@@ -632,6 +633,7 @@ class Sweep:
                 break
             if new >= sw.min_trials_for_failure_stop and new_failed / new >= sw.failure_rate_stop:
                 stop_reason = f"failure rate {new_failed}/{new} >= {sw.failure_rate_stop}"
+                failed_out = True
                 break
             trial = study.ask()
             trial.set_user_attr("worker_host", socket.gethostname())
@@ -674,7 +676,7 @@ class Sweep:
         summary = self._conclude(study, baseline, contexts, stop_reason=stop_reason, new=new, t0=t0, calls0=calls0,
                                  prepare_calls=prepare_calls, ctx_stats=ctx_stats,
                                  calls_per_trial=(search_calls / search_trials) if search_trials else None)
-        return summary
+        return dataclasses.replace(summary, failed_out=failed_out)
 
     def _progress(self, study: optuna.Study, frozen, t0: float, calls0: int) -> None:
         done = len(_finished(study))

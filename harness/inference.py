@@ -247,7 +247,11 @@ class ResponseCache:
 
 
 class CachedLLM:
-    """Wraps an LLM with the response cache. Empty or cut-off replies are not cached."""
+    """Wraps an LLM with the response cache.
+
+    Empty replies are not cached (asking again may do better). Replies cut at max_tokens are cached like any
+    other (finish_reason "length" is kept), so a resumed run re-issues no call it already made.
+    """
 
     def __init__(self, inner: LLM, cache: ResponseCache) -> None:
         self.inner = inner

@@ -186,7 +186,12 @@ def test_failed_trials_are_recorded_and_the_sweep_continues(make_exp):
 def test_failure_rate_stops_the_sweep(make_exp):
     exp = make_exp("sweep.n_trials=10", "sweep.failure_rate_stop=0.6", operators=("crash",))
     s, _ = _sweep(exp)
-    assert s.trials["total"] == 3 and "failure rate" in s.stop_reason
+    assert s.trials["total"] == 3 and "failure rate" in s.stop_reason and s.failed_out
+
+
+def test_a_finished_sweep_is_not_failed_out(make_exp):
+    s, _ = _sweep(make_exp("sweep.n_trials=3"))
+    assert "n_trials reached" in s.stop_reason and not s.failed_out
 
 
 def test_stale_running_trial_from_dead_process_is_failed(make_exp):
