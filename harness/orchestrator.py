@@ -275,7 +275,7 @@ class Orchestrator:
                 merge_telemetry(
                     {"plan": {"complexity": prepared.plan.complexity, "subtasks": len(prepared.plan.subtasks),
                               "parser": prepared.plan.parser, "errors": list(prepared.plan.errors)}},
-                    {"graph": graph.telemetry()},
+                    {"graph": {**graph.telemetry(), "planner_warning_count": len(warnings)}},
                 ),
                 {"steps": {o.id: {"status": o.status, "confidence": o.confidence} for o in outcomes}},
             ),

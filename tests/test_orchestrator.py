@@ -176,6 +176,7 @@ def test_planner_telemetry_is_merged_into_the_record(tmp_path):
     tele = result.record["planner_telemetry"]
     assert tele["plan"]["complexity"] == "medium" and tele["plan"]["parser"] == "json"
     assert tele["graph"]["task_count"] == 3 and tele["graph"]["max_depth"] == 2 and tele["graph"]["root_count"] == 2
+    assert tele["graph"]["planner_warning_count"] == 0
     assert set(tele["steps"]) == {"E1", "E2", "E3"} and tele["steps"]["E1"]["confidence"] == 0.9
     assert result.record["research"]["quality"]["confidence"] == 0.9
 
@@ -354,6 +355,7 @@ def test_no_graph_and_no_subtasks_runs_the_task_as_one_step(tmp_path):
     router = compound_router(graph="no idea")
     result = orch(tmp_path, router).run(SIMPLE)
     assert [s["question"] for s in result.record["steps"]] == [SIMPLE]
+    assert result.record["planner_telemetry"]["graph"]["planner_warning_count"] == len(result.record["graph_warnings"]) == 2
     assert any("one step" in w for w in result.record["graph_warnings"])
 
 
