@@ -251,6 +251,8 @@ def validate(exp: ExperimentConfig) -> ExperimentConfig:
     from harness.inference import backend_names
 
     _check("backend.kind", exp.backend.kind, backend_names())
+    _check_range("backend.n_ctx", exp.backend.n_ctx, 256)
+    _check_range("backend.embedded_slots", exp.backend.embedded_slots, 1)
     _check("planner.mode", exp.planner.mode, PLANNER_MODES)
     _check("search.provider", exp.search.provider, SEARCH_PROVIDERS)
     _check("evaluator.composite", exp.evaluator.composite, COMPOSITES)

@@ -37,7 +37,8 @@ class BackendConfig:
     evaluator_model: str = "qwen2.5:32b"
     compressor_model: str = "glm4:9b"
     embedded_model_path: str | None = None  # GGUF override; also HARNESS_EMBEDDED_MODEL
-    n_ctx: int = 4096
+    n_ctx: int = 4096  # embedded: the context window of each request
+    embedded_slots: int = 2  # embedded: requests served at once (orchestrator.max_parallel steps run together)
     timeout_s: float = 300.0
     retries: int = 3
     backoff_s: float = 0.5

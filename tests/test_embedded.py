@@ -206,8 +206,50 @@ def test_embedded_model_loaded_once_and_shared_by_roles():
 
 
 @pytest.mark.embedded
-def test_embedded_length_cut_and_context_overflow():
-    llm = EmbeddedLLM(n_ctx=256)
+@pytest.mark.parametrize("slots", [1, 2])
+def test_embedded_length_cut_and_context_overflow(slots):
+    llm = EmbeddedLLM(n_ctx=256, slots=slots)
     assert llm.chat([{"role": "user", "content": "Write a long story."}], max_tokens=5, temperature=0.0).finish_reason == "length"
+    # every slot keeps the whole n_ctx window: ~180 prompt tokens fit in 256, ~400 do not
+    fits = "Which fruit comes first in this list? " + "apple, banana, cherry, " * 20
+    assert llm.chat([{"role": "user", "content": fits}], max_tokens=5, temperature=0.0).prompt_tokens > 150
     with pytest.raises(BackendError, match="n_ctx=256"):
         llm.chat([{"role": "user", "content": "word " * 400}], max_tokens=5)
+
+
+class _RecordingXllamacpp:
+    """Stands in for the xllamacpp module: records the params each Server was built with."""
+
+    def __init__(self):
+        self.built = []
+        recorder = self
+
+        class _Params:
+            def __init__(self):
+                self.model = type("M", (), {})()
+                self.cpuparams = type("C", (), {})()
+                self.cpuparams_batch = type("C", (), {})()
+
+        class _Server:
+            def __init__(self, params):
+                recorder.built.append(params)
+
+        self.CommonParams, self.Server = _Params, _Server
+
+
+def test_slots_give_the_runtime_parallel_requests_each_with_a_full_window(monkeypatch, tmp_path):
+    fake = _RecordingXllamacpp()
+    monkeypatch.setitem(__import__("sys").modules, "xllamacpp", fake)
+    monkeypatch.setattr(embedded, "_SERVERS", {})
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    cfg = BackendConfig(kind="embedded", embedded_model_path=str(gguf), n_ctx=1024, cache=False)
+    assert cfg.embedded_slots == 2  # default: the orchestrator's two parallel steps are served together
+    roles = make_roles(cfg)
+    assert len(fake.built) == 1  # one runtime for every role
+    assert (fake.built[0].n_parallel, fake.built[0].n_ctx) == (2, 2048)
+    assert roles.planner.inner.slots == 2
+    EmbeddedLLM(gguf, n_ctx=1024, slots=1)
+    assert (fake.built[1].n_parallel, fake.built[1].n_ctx) == (1, 1024)  # another slot count, another runtime
+    with pytest.raises(ValueError, match="embedded_slots must be >= 1"):
+        EmbeddedLLM(gguf, n_ctx=1024, slots=0)

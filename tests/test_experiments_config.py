@@ -97,6 +97,8 @@ def test_synth_variants_have_real_instructions_for_every_task_type():
         (["+sweep=synth_mutation", "sweep.n_trials=0"], "sweep.n_trials=0 is out of range"),
         (["evaluator.composite=vibes"], "evaluator.composite='vibes' is not allowed"),
         (["sweep.alpha=2"], "sweep.alpha=2.0 is out of range"),
+        (["backend=embedded", "backend.embedded_slots=0"], "backend.embedded_slots=0 is out of range"),
+        (["backend.n_ctx=16"], "backend.n_ctx=16 is out of range"),
     ],
 )
 def test_bad_values_give_one_line_errors(overrides, message):
