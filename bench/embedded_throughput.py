@@ -1,6 +1,6 @@
 """Embedded throughput: raw xllamacpp against the project's embedded backend, same prompts and settings.
 
-    python bench/embedded_throughput.py [--runs 7] [--max-tokens 128] [--n-ctx 2048]
+    python bench/embedded_throughput.py [--quick] [--runs 7] [--max-tokens 128] [--n-ctx 2048]
 
 Three arms share one loaded model (the backend's per-process runtime), so only the wrapper differs:
   raw      Server.handle_chat_completions(body) with the same request body the backend builds
@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.backends.embedded import EmbeddedLLM, completion_request, locate_gguf  # noqa: E402
+from harness.backends.embedded import EmbeddedLLM, completion_request, embedded_threads, locate_gguf  # noqa: E402
 from harness.config import BackendConfig  # noqa: E402
 from harness.inference import SMOKE_LABEL, make_roles  # noqa: E402
 
@@ -75,7 +75,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--n-ctx", type=int, default=2048)
     ap.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
+    ap.add_argument("--quick", action="store_true", help="one run (each prompt once through each arm)")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.runs = 1
 
     path = locate_gguf()
     backend = EmbeddedLLM(path, n_ctx=args.n_ctx)
@@ -121,12 +124,17 @@ def main(argv: list[str] | None = None) -> dict:
     overhead = {name: 100.0 * (1.0 - statistics.median(r)) for name, r in ratios.items()}
     print("== embedded throughput ==")
     print(f"model: {path.name} ({backend.model}); {SMOKE_LABEL}")
-    print(f"prompts: {len(PROMPTS)}  max_tokens: {args.max_tokens}  runs: {args.runs}  n_ctx: {args.n_ctx}")
+    print(f"prompts: {len(PROMPTS)}  max_tokens: {args.max_tokens}  runs: {args.runs}  n_ctx: {args.n_ctx}  "
+          f"threads: {embedded_threads()} (HARNESS_EMBEDDED_THREADS)")
     for name in arms:
         spread = f"min {min(tps[name]):.1f} max {max(tps[name]):.1f}"
         print(f"{name:8s} median {med[name]:7.1f} tok/s  ({spread}; completion tokens per call {sorted(tokens[name])})")
     print(f"overhead backend vs raw: {overhead['backend']:+.2f}% (median of {len(ratios['backend'])} paired calls)")
     print(f"overhead roles   vs raw: {overhead['roles']:+.2f}% (median of {len(ratios['roles'])} paired calls)")
+    worst = max(overhead.values())
+    print(f"goal: wrapper cost < 5% of raw tokens/s: {'met' if worst < 5 else 'NOT met'} (worst {worst:+.2f}%; "
+          f"single paired calls under load scatter by several % either way; the CPU lines below time the "
+          f"wrappers alone, without the model)")
     cpu = wrapper_cpu_us()
     raw_call_s = args.max_tokens / med["raw"]
     for name, us in cpu.items():
