@@ -14,6 +14,7 @@ version stamp; users point `search.local_corpus` at their own folders of .md/.tx
 from __future__ import annotations
 
 import contextlib
+import functools
 import fcntl
 import hashlib
 import importlib
@@ -268,7 +269,10 @@ def _folder_fingerprint(folders: Sequence[Path]) -> str:
     return h.hexdigest()[:16]
 
 
+@functools.lru_cache(maxsize=1)
 def _default_stamp() -> str:
+    """Version stamp of the default corpus: this Python and every installed distribution. Computed once per
+    process (reading 150+ package metadata files costs ~125 ms, and every new Harness builds a provider)."""
     from importlib import metadata
 
     dists = sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions() if d.metadata["Name"])
