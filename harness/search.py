@@ -89,6 +89,9 @@ class DDGSProvider:
         self.timeout_s = timeout_s
         self.region = region
         self.backend = backend
+        # ddgs logs one INFO line per failed engine (8 DNS errors per query offline); our one "search degraded"
+        # warning says the same. Users who want them can lower the level again after construction.
+        logging.getLogger("ddgs").setLevel(logging.WARNING)
 
     def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
         if os.environ.get("DDGS_DISABLED", "").strip().lower() in {"1", "true", "yes", "on"}:
