@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 import os
 import socket
@@ -25,13 +24,12 @@ from typing import Any, Callable, Mapping, Sequence
 import optuna
 from optuna.trial import TrialState
 
-from experiments.benchmark import Task, load_tasks, split, task_types
+from experiments.benchmark import load_tasks, split, task_types
 from experiments.config import ExperimentConfig
 from experiments.context_cache import ContextCache
-from experiments.ledger import Ledger, row_from_trial
+from experiments.ledger import Ledger
 from experiments.objective import (
     BASELINE,
-    CandidateEval,
     Objective,
     TrialFailed,
     _calls,

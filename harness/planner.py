@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from harness.config import PlannerConfig, apply_env, HarnessConfig

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
+from pathlib import Path
+
 import pytest
 
 
@@ -16,3 +19,44 @@ def _isolated_results(tmp_path, monkeypatch):
     monkeypatch.delenv("OLLAMA_HOST", raising=False)
     monkeypatch.setenv("DDGS_DISABLED", "1")  # fast suite never touches the network
     yield results
+
+# -- a synth_mutation experiment on a scripted benchmark (tests/scripted_harness.py runs it) -----------------
+
+
+def scripted_tasks(n_train=8, n_holdout=4):
+    from experiments.config import TaskSpec
+
+    return [
+        TaskSpec(id=f"t{i}", task=f"task number {i}", task_type=("enumerated", "research")[i % 2],
+                 split="train" if i < n_train else "holdout")
+        for i in range(n_train + n_holdout)
+    ]
+
+
+@pytest.fixture
+def make_exp(tmp_path, monkeypatch):
+    """make_exp(*overrides, operators=..., mlflow=False, n_train=8, n_holdout=4) -> ExperimentConfig.
+
+    An experiment on the scripted benchmark; Optuna and MLflow stores on tmpfs when available (fast commits)."""
+    shm = Path("/dev/shm")
+    fast = shm / f"sweeptest-{uuid.uuid4().hex[:8]}" if shm.is_dir() else tmp_path / "fast"
+    fast.mkdir()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{fast / 'mlflow.db'}")
+
+    from scripted_harness import BASE
+
+    from experiments.config import BenchmarkConfig, compose_config, to_experiment
+
+    def build(*overrides, operators=("add_tool", "noise"), mlflow=False, **tasks_kw):
+        exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", *overrides]))
+        exp.benchmark = BenchmarkConfig(name="scripted", tasks=scripted_tasks(**tasks_kw))
+        exp.synth.instructions = dict(BASE)
+        exp.sweep.operators = list(operators)
+        exp.sweep.storage = f"sqlite:///{fast / 'optuna.db'}"
+        exp.mlflow.enabled = mlflow
+        return exp
+
+    yield build
+    for p in fast.glob("*"):
+        p.unlink()
+    fast.rmdir()

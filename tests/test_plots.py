@@ -4,19 +4,18 @@ with ETA, the summary block with both splits' CIs and where the artifacts are, p
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
-import uuid
 from pathlib import Path
 
 import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
-from scripted_harness import BASE, ScriptedRunner, scripted_propose
+from scripted_harness import ScriptedRunner, scripted_propose
 
 from experiments.benchmark import load_tasks
-from experiments.config import BenchmarkConfig, TaskSpec, compose_config, to_experiment
 from experiments.plots import (
     HEATMAP_PNG,
     HISTORY_PNG,
@@ -122,27 +121,9 @@ def test_split_scores(cand, base, n, diff, has_ci):
 
 
 @pytest.fixture
-def make_exp(tmp_path, monkeypatch):
-    shm = Path("/dev/shm")
-    fast = shm / f"plotstest-{uuid.uuid4().hex[:8]}" if shm.is_dir() else tmp_path / "fast"
-    fast.mkdir()
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{fast / 'mlflow.db'}")
-
-    def build(*overrides, operators=("add_tool", "noise"), mlflow=True, n_train=8, n_holdout=4):
-        exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", *overrides]))
-        exp.benchmark = BenchmarkConfig(name="scripted", tasks=[
-            TaskSpec(id=f"t{i}", task=f"task number {i}", task_type=("enumerated", "research")[i % 2],
-                     split="train" if i < n_train else "holdout") for i in range(n_train + n_holdout)])
-        exp.synth.instructions = dict(BASE)
-        exp.sweep.operators = list(operators)
-        exp.sweep.storage = f"sqlite:///{fast / 'optuna.db'}"
-        exp.mlflow.enabled = mlflow
-        return exp
-
-    yield build
-    for p in fast.glob("*"):
-        p.unlink()
-    fast.rmdir()
+def make_exp(make_exp):
+    """The shared scripted experiment (tests/conftest.py) with MLflow on: plots are logged to the parent run."""
+    return functools.partial(make_exp, mlflow=True)
 
 
 def _run(exp, **kw):

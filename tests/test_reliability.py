@@ -738,7 +738,7 @@ def test_redirects_and_dns_answers_to_internal_addresses_never_connect(monkeypat
                f"http://[::1]:{p}/secret", f"http://[::ffff:127.0.0.2]:{p}/secret", f"http://2130706434:{p}/secret",
                f"http://rebind.example:{p}/secret", f"http://intranet.example:{p}/secret",
                f"http://v6.example:{p}/secret", "http://169.254.169.254/latest/meta-data/",
-               "http://metadata.google.internal/", f"file:///etc/passwd", f"gopher://127.0.0.1:{p}/secret"]
+               "http://metadata.google.internal/", "file:///etc/passwd", f"gopher://127.0.0.1:{p}/secret"]
     refused = 0
     try:
         for target in targets:

@@ -5,51 +5,18 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import uuid
-from pathlib import Path
 
 import optuna
 import pytest
 from scripted_harness import BASE, BOOST, Candidate, ScriptedRunner, scripted_propose
 
 from experiments.benchmark import load_tasks
-from experiments.config import BenchmarkConfig, TaskSpec, compose_config, to_experiment
+from experiments.config import BenchmarkConfig, TaskSpec
 from experiments.ledger import Ledger
 from experiments.objective import TrialFailed, candidate_hash, make_objective
 from experiments.sweep import SUMMARY_BEGIN, compare, noise_floor, open_study, run_sweep
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-
-def _tasks(n_train=8, n_holdout=4):
-    return [
-        TaskSpec(id=f"t{i}", task=f"task number {i}", task_type=("enumerated", "research")[i % 2],
-                 split="train" if i < n_train else "holdout")
-        for i in range(n_train + n_holdout)
-    ]
-
-
-@pytest.fixture
-def make_exp(tmp_path, monkeypatch):
-    """An experiment on the scripted benchmark; Optuna and MLflow stores on tmpfs when available (fast commits)."""
-    shm = Path("/dev/shm")
-    fast = shm / f"sweeptest-{uuid.uuid4().hex[:8]}" if shm.is_dir() else tmp_path / "fast"
-    fast.mkdir()
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{fast / 'mlflow.db'}")
-
-    def build(*overrides, operators=("add_tool", "noise"), mlflow=False, **tasks_kw):
-        exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", *overrides]))
-        exp.benchmark = BenchmarkConfig(name="scripted", tasks=_tasks(**tasks_kw))
-        exp.synth.instructions = dict(BASE)
-        exp.sweep.operators = list(operators)
-        exp.sweep.storage = f"sqlite:///{fast / 'optuna.db'}"
-        exp.mlflow.enabled = mlflow
-        return exp
-
-    yield build
-    for p in fast.glob("*"):
-        p.unlink()
-    fast.rmdir()
 
 
 def _sweep(exp, runner=None, lines=None):
