@@ -155,7 +155,9 @@ class Harness:
                 memory_context = self.memory.format_context(observations)
                 titles = tuple(o.title for o in observations)
         with timed("make_plan"):
-            plan = make_plan(clean, self.roles.planner, memory_context=memory_context, cfg=self.cfg.planner)
+            # the run's seed: A/B replications sample the plan too (the prior-knowledge pass is a planning change)
+            plan = make_plan(clean, self.roles.planner, memory_context=memory_context, cfg=self.cfg.planner,
+                             seed=self.cfg.seed)
         with timed("auto_activate"):
             active = skills_mod.auto_activate(clean, plan, active)
         prepared = Prepared(

@@ -322,6 +322,7 @@ def test_seed_reaches_synthesis_retry_and_each_revision(tmp_path):
     for c in fake.calls:
         seeds[Router.stage_of(c.messages)].append(c.seed)
     assert seeds["synth"] == [7] and seeds["retry"] == [8] and seeds["revise"] == [8, 9]
+    assert seeds["prior"] == [7] and seeds["plan"] == [7]  # both planner passes are sampled per seed too
     assert len(result.record["wiggum"]["rounds"]) == 3
 
 
