@@ -360,12 +360,19 @@ def compose_config(overrides: Sequence[str] = (), config_name: str = "config") -
     """Compose conf/ with overrides; an unknown group option becomes a one-line ConfigError."""
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import ConfigCompositionException, MissingConfigException
+    from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
 
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(config_module="conf", version_base=None):
             return compose(config_name=config_name, overrides=list(overrides))
+    except OverrideParseException as exc:
+        bad = next((o for o in overrides if "=" in o.split("=", 1)[-1]), None)  # an unquoted '=' in a value
+        if bad is None:
+            raise ConfigError(f"cannot parse overrides {' '.join(overrides)!r}: {str(exc).splitlines()[0]}") from exc
+        key, value = bad.split("=", 1)
+        raise ConfigError(f"cannot parse override {bad!r}: {str(exc).splitlines()[0]}; quote a value that holds '='"
+                          f" (e.g. '{key}=\"{value}\"')") from exc
     except MissingConfigException as exc:
         raise ConfigError(one_line_hydra_error(exc)) from exc
     except ConfigCompositionException as exc:

@@ -99,6 +99,9 @@ def test_synth_variants_have_real_instructions_for_every_task_type():
         (["sweep.alpha=2"], "sweep.alpha=2.0 is out of range"),
         (["backend=embedded", "backend.embedded_slots=0"], "backend.embedded_slots=0 is out of range"),
         (["backend.n_ctx=16"], "backend.n_ctx=16 is out of range"),
+        (["+sweep=prior_knowledge_ab", "ab.a=synth=concise"],
+         "cannot parse override 'ab.a=synth=concise': mismatched input '=' expecting <EOF>; quote a value that holds"),
+        (["planner.mode=(("], "cannot parse overrides 'planner.mode=(('"),
     ],
 )
 def test_bad_values_give_one_line_errors(overrides, message):
