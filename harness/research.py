@@ -286,6 +286,14 @@ def _plan_attr(plan: Any, name: str, default: Any) -> Any:
     return getattr(plan, name, default) if plan is not None else default
 
 
+_LETTER_WORD = re.compile(r"[^\W\d_]{3,}")
+
+
+def usable_query(query: str) -> bool:
+    """A query worth a search: at least one word of 3+ letters. The 135M compressor proposes 'A' or '1.1.1.1'."""
+    return bool(_LETTER_WORD.search(str(query)))
+
+
 def _dedupe(queries: Iterable[str]) -> list[str]:
     out: list[str] = []
     seen: set[str] = set()
@@ -398,7 +406,7 @@ def gather_research(
             if weak >= cfg.max_weak_attempts:
                 stop = f"weak research after {weak} attempts"
                 break
-            next_q = _dedupe([comp.next_query, *spare])
+            next_q = _dedupe(q for q in (comp.next_query, *spare) if usable_query(q))
             used = {normalize_query(q) for q in st.used_queries}
             round_queries = [q for q in next_q if normalize_query(q) not in used][:1]
             if not round_queries:

@@ -19,6 +19,7 @@ from harness.research import (
     content_words,
     gather_research,
     novelty,
+    usable_query,
 )
 from harness.search import FallbackSearch, DDGSProvider, LocalCorpusProvider, SearchResult, reset_degradation
 from harness.security import REMOVED, FetchError, UnsafeURL
@@ -148,12 +149,28 @@ def test_weak_research_ends_inconclusive_after_max_weak_attempts(tmp_path):
     assert result.context.startswith("Note: research inconclusive")
 
 
+@pytest.mark.parametrize("query, usable", [("A", False), ("1.1.1.1.", False), ("", False), ("  ", False),
+                                           ("q1", False), ("asyncio", True), ("asyncio 3.12 TaskGroup", True),
+                                           ("évènements async", True)])
+def test_usable_query_table(query, usable):
+    assert usable_query(query) is usable
+
+
+def test_unusable_next_query_falls_back_to_the_planners_spare_query(tmp_path):
+    search = Scripted(default=fresh_results)
+    plan = Plan(search_queries=("asyncio gather", "asyncio cancellation"))
+    result = run(plan=plan, search=search, llm=compressor(0.3, next_query="A"), tmp=tmp_path,
+                 config=cfg(max_rounds=3, max_weak_attempts=5))
+    assert "A" not in search.calls
+    assert search.calls[:2] == ["asyncio gather", "asyncio cancellation"]
+
+
 @pytest.mark.parametrize("weak_attempts, max_rounds, expected_rounds", [(1, 5, 1), (3, 5, 3), (9, 4, 4)])
 def test_rounds_are_always_bounded(tmp_path, weak_attempts, max_rounds, expected_rounds):
     counter = iter(range(100))
     llm = FakeLLM(keyed={"New search results": lambda m: json.dumps(
         {"knowledge": "k", "relevance": 0.1, "coverage": 0.1, "confidence": 0.1, "notes": "",
-         "next_query": f"q{next(counter)}"})})
+         "next_query": f"query {next(counter)}"})})
     result = run(llm=llm, config=cfg(max_rounds=max_rounds, max_weak_attempts=weak_attempts), tmp=tmp_path)
     assert result.rounds == expected_rounds
     assert result.quality.inconclusive
