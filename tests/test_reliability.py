@@ -575,14 +575,6 @@ def _llm_cache_writer(worker: int, path: str) -> None:
         assert cache.get(key).text == f"reply {key}"
 
 
-def test_llm_cache_concurrent_writers_lose_nothing(tmp_path):
-    path = tmp_path / "llm_cache.sqlite"
-    run_workers(_llm_cache_writer, str(path))
-    with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT COUNT(*) FROM replies").fetchone()[0] == WORKERS * EACH
-    assert _journal_mode(path) == "wal"
-
-
 def _search_cache_writer(worker: int, path: str) -> None:
     from harness.search import CachedSearch, SearchResult
 
@@ -597,11 +589,13 @@ def _search_cache_writer(worker: int, path: str) -> None:
         assert cache.search(f"w{worker}q{i}")[0].title == f"t w{worker}q{i}"
 
 
-def test_search_cache_concurrent_writers_lose_nothing(tmp_path):
-    path = tmp_path / "search_cache.sqlite"
-    run_workers(_search_cache_writer, str(path))
+@pytest.mark.parametrize("writer, table", [(_llm_cache_writer, "replies"), (_search_cache_writer, "search_cache")],
+                         ids=["llm_cache", "search_cache"])
+def test_cache_concurrent_writers_lose_nothing(tmp_path, writer, table):
+    path = tmp_path / f"{table}.sqlite"
+    run_workers(writer, str(path))
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT COUNT(*) FROM search_cache").fetchone()[0] == WORKERS * EACH
+        assert conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == WORKERS * EACH
     assert _journal_mode(path) == "wal"
 
 
