@@ -9,7 +9,6 @@ and the LLM response cache, so the same command continues where a killed one sto
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import os
@@ -37,7 +36,7 @@ from experiments.objective import (
     evaluate_candidate,
     state_from_trials,
 )
-from experiments.tracking import NullTracker, enable_wal, instruction_diff, make_tracker
+from experiments.tracking import NullTracker, enable_wal, instruction_diff, make_tracker, sqlite_db, store_lock
 from harness.logger import file_lock
 
 SUMMARY_BEGIN = "===== SWEEP SUMMARY ====="
@@ -137,9 +136,7 @@ def compare(candidate: Mapping[str, float], baseline: Mapping[str, float], *, fl
 def open_study(exp: ExperimentConfig) -> optuna.Study:
     """Create or load the study (RDB storage, heartbeat on) named after the sweep."""
     url = exp.storage_url
-    db = Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
-    if db is not None:
-        db.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite_db(url)
     hb = max(int(exp.sweep.heartbeat_s), 1)
     sw = exp.sweep
     sampler: optuna.samplers.BaseSampler
@@ -156,7 +153,7 @@ def open_study(exp: ExperimentConfig) -> optuna.Study:
         pruner = optuna.pruners.NopPruner()
     # SQLite: WAL + a 30 s busy timeout, and creation under a file lock (two workers starting at once race the
     # table creation otherwise)
-    with file_lock(db.with_name(db.name + ".lock")) if db is not None else contextlib.nullcontext():
+    with store_lock(db):
         if db is not None:
             enable_wal(db)
         storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}} if db else None,

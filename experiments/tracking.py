@@ -122,14 +122,10 @@ class MLflowTracker(NullTracker):
         self.uri = tracking_uri(exp)
         # SQLite: the client creates / migrates the tables, and start() finds or creates the parent run; both run
         # under a file lock (two workers starting together race both otherwise), on a WAL database
-        self._lock_path: Path | None = None
-        if self.uri.startswith("sqlite:///"):
-            db = Path(self.uri[len("sqlite:///"):])
-            db.parent.mkdir(parents=True, exist_ok=True)
-            self._lock_path = db.with_name(db.name + ".lock")
-        with self._locked():
-            if self._lock_path is not None:
-                enable_wal(self._lock_path.with_name(self._lock_path.name[: -len(".lock")]))
+        self._db = sqlite_db(self.uri)
+        with store_lock(self._db):
+            if self._db is not None:
+                enable_wal(self._db)
             self.client = MlflowClient(tracking_uri=self.uri)
         self.experiment_name = exp.mlflow.experiment or exp.sweep.name
         self.parent_id: str | None = None
@@ -166,15 +162,8 @@ class MLflowTracker(NullTracker):
         create two parent runs.
         """
         self.smoke = smoke
-        with self._locked():
+        with store_lock(self._db):
             self._start(exp, smoke)
-
-    def _locked(self):
-        import contextlib
-
-        from harness.logger import file_lock
-
-        return file_lock(self._lock_path) if self._lock_path is not None else contextlib.nullcontext()
 
     def _start(self, exp: ExperimentConfig, smoke: bool) -> None:
         self.experiment_id = self._experiment_id()
@@ -317,6 +306,25 @@ class MLflowTracker(NullTracker):
         for path, text in texts.items():
             self.client.log_text(self.parent_id, text, path)
         self.client.set_terminated(self.parent_id, status=status)
+
+
+def sqlite_db(url: str) -> Path | None:
+    """The database file of a sqlite:/// URL, with its folder created; None for any other URL."""
+    if not url.startswith("sqlite:///"):
+        return None
+    db = Path(url[len("sqlite:///"):])
+    db.parent.mkdir(parents=True, exist_ok=True)
+    return db
+
+
+def store_lock(db: Path | None):
+    """An exclusive lock on <db>.lock that serialises a SQLite store's check-then-create steps across processes
+    (MLflow tables and parent run, Optuna tables and study). A no-op for None: a server database needs none."""
+    import contextlib
+
+    from harness.logger import file_lock
+
+    return file_lock(db.with_name(db.name + ".lock")) if db is not None else contextlib.nullcontext()
 
 
 def enable_wal(db: Path) -> None:
