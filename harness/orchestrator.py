@@ -19,7 +19,7 @@ from harness.config import HarnessConfig, OrchestratorConfig
 from harness.inference import BackendError, Roles
 from harness.logger import Tracer, current_tracer, new_run_id, use_tracer
 from harness.planner import filter_subtasks
-from harness.research import ResearchQuality, ResearchResult
+from harness.research import ResearchQuality, ResearchResult, letter_words
 from harness.taskgraph import (
     GraphError,
     TaskGraph,
@@ -61,12 +61,9 @@ def decide_route(task: str, plan: Any, cfg: OrchestratorConfig) -> Route:
                  breakdown)
 
 
-_WORD = re.compile(r"[^\W\d_]{3,}")
-
-
 def researchable(question: str) -> bool:
     """A step question worth a research run: at least two words of three or more letters (not '2026-11-23')."""
-    return len(_WORD.findall(question or "")) >= 2
+    return letter_words(question) >= 2
 
 
 def drop_bad_dependencies(graph: TaskGraph) -> tuple[TaskGraph, list[str]]:

@@ -289,9 +289,15 @@ def _plan_attr(plan: Any, name: str, default: Any) -> Any:
 _LETTER_WORD = re.compile(r"[^\W\d_]{3,}")
 
 
+def letter_words(text: str) -> int:
+    """How many words of 3+ letters (no digits, no punctuation) the text holds: what tells a real query or step
+    question from the small model's 'A', '1.1.1.1' or '2026-11-23'."""
+    return len(_LETTER_WORD.findall(str(text or "")))
+
+
 def usable_query(query: str) -> bool:
-    """A query worth a search: at least one word of 3+ letters. The 135M compressor proposes 'A' or '1.1.1.1'."""
-    return bool(_LETTER_WORD.search(str(query)))
+    """A query worth a search: at least one word of 3+ letters."""
+    return letter_words(query) >= 1
 
 
 def _dedupe(queries: Iterable[str]) -> list[str]:

@@ -159,8 +159,8 @@ def test_usable_query_table(query, usable):
 def test_unusable_next_query_falls_back_to_the_planners_spare_query(tmp_path):
     search = Scripted(default=fresh_results)
     plan = Plan(search_queries=("asyncio gather", "asyncio cancellation"))
-    result = run(plan=plan, search=search, llm=compressor(0.3, next_query="A"), tmp=tmp_path,
-                 config=cfg(max_rounds=3, max_weak_attempts=5))
+    run(plan=plan, search=search, llm=compressor(0.3, next_query="A"), tmp=tmp_path,
+        config=cfg(max_rounds=3, max_weak_attempts=5))
     assert "A" not in search.calls
     assert search.calls[:2] == ["asyncio gather", "asyncio cancellation"]
 
