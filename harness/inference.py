@@ -200,6 +200,20 @@ def cache_key(backend: str, model: str, messages: Sequence[Message], schema, tem
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def _set_wal(conn: sqlite3.Connection, attempts: int = 100, pause_s: float = 0.05) -> None:
+    """PRAGMA journal_mode=WAL, retried while another process holds the lock it needs: switching into WAL takes an
+    exclusive lock and SQLite may answer "database is locked" at once, busy timeout or not (two sweep workers
+    starting together hit it)."""
+    for attempt in range(attempts):
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(pause_s)
+
+
 class ResponseCache:
     """SQLite (WAL) store of replies keyed on backend, model, messages, schema and sampling options.
 
@@ -221,8 +235,8 @@ class ResponseCache:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA busy_timeout=30000")
+            _set_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
         return conn
