@@ -11,7 +11,9 @@ and reuses it across trials; `finish` is what a synthesis sweep re-runs. `run` d
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -342,7 +344,8 @@ class Harness:
     def _write(self, path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         body = text if not self.roles.smoke else f"> {SMOKE_LABEL}\n\n{text}"
-        tmp = path.with_name(path.name + ".tmp")
+        # a temp name of its own per process and thread: two workers writing one output must not move each other's
+        tmp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
         tmp.write_text(body.rstrip() + "\n", encoding="utf-8")
         tmp.replace(path)
 
