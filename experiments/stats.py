@@ -514,3 +514,31 @@ def explain_verdict(prereg: Preregistration, result: Any) -> tuple[str, str]:
 def verdict(prereg: Preregistration, result: Any) -> str:
     """'supported' | 'not supported' | 'inconclusive' from the pre-registered rule."""
     return explain_verdict(prereg, result)[0]
+
+
+# -- reachability: can the design reach alpha at all? --------------------------------------------------------------
+
+
+def min_attainable_p(n: int, *, test: str = "wilcoxon", alternative: str = "two-sided") -> float:
+    """The smallest p-value the test can return with n paired differences over tasks.
+
+    Exact Wilcoxon signed-rank: every difference of one sign, so 1 / 2^n one-sided and 2 / 2^n two-sided. The
+    paired t-test has no floor once n >= 2 (p -> 0 as the spread shrinks), and no test below 2 pairs.
+    """
+    if test not in TESTS:
+        raise ValueError(f"test must be one of {TESTS}, got {test!r}")
+    if alternative not in ("two-sided", "greater", "less"):
+        raise ValueError(f"alternative must be two-sided|greater|less, got {alternative!r}")
+    if test == "t":
+        return 0.0 if n >= 2 else 1.0
+    if n < 1:
+        return 1.0
+    return min(1.0, (1.0 if alternative != "two-sided" else 2.0) / 2.0 ** n)
+
+
+def tasks_needed(alpha: float, *, test: str = "wilcoxon", alternative: str = "two-sided") -> int:
+    """The fewest tasks with which `test` can return p < alpha."""
+    n = 1
+    while min_attainable_p(n, test=test, alternative=alternative) >= alpha:
+        n += 1
+    return n

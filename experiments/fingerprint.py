@@ -1,0 +1,138 @@
+"""What an experiment's numbers mean: the objective's fingerprint, pinned to a study or an A/B on creation.
+
+A score is only comparable with another score of the same objective: the same tasks, evaluator, models and
+harness. `study_fingerprint` collects those (benchmark task ids and a content hash, the evaluator config, the
+resolved backend kind and model of every role with the model file's sha256 or the Ollama digest where known,
+the harness config hash, the sweep kind). A resumed study or A/B compares the stored fingerprint with the one
+of the command at hand and refuses on any difference (`fingerprint_diff` lists the fields).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+_SHA_CACHE: dict[tuple[str, int, int], str] = {}
+ROLES = ("planner", "producer", "evaluator", "compressor")
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 of a file, computed once per process per (path, size, mtime)."""
+    p = Path(path)
+    st = p.stat()
+    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _SHA_CACHE:
+        h = hashlib.sha256()
+        with p.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        _SHA_CACHE[key] = h.hexdigest()
+    return _SHA_CACHE[key]
+
+
+def base_llm(llm: Any) -> Any:
+    """The backend object under the role, cache and accounting wrappers (each keeps the next as `.inner`)."""
+    seen = 0
+    while hasattr(llm, "inner") and seen < 10:
+        llm, seen = llm.inner, seen + 1
+    return llm
+
+
+def _ollama_digest(llm: Any) -> str | None:
+    """The model's digest from the server's /api/tags, or None when it cannot be read."""
+    try:
+        listed = llm.client.list()
+    except Exception:  # the digest is extra evidence; a server that cannot list still runs
+        return None
+    models = listed.get("models", []) if isinstance(listed, Mapping) else getattr(listed, "models", [])
+    want = {llm.model, f"{llm.model}:latest"}
+    for m in models:
+        name = m.get("model") or m.get("name") if isinstance(m, Mapping) else getattr(m, "model", None)
+        digest = m.get("digest") if isinstance(m, Mapping) else getattr(m, "digest", None)
+        if name in want and digest:
+            return str(digest)
+    return None
+
+
+def model_identity(llm: Any) -> dict[str, Any]:
+    """backend kind and model name, plus the file name and sha256 (embedded) or the digest (Ollama)."""
+    inner = base_llm(llm)
+    out: dict[str, Any] = {"backend": str(getattr(inner, "backend", "?")), "model": str(getattr(inner, "model", "?"))}
+    path = getattr(inner, "path", None)
+    if path is not None and Path(path).is_file():
+        out["file"] = Path(path).name
+        out["sha256"] = file_sha256(path)
+    elif out["backend"] == "ollama":
+        digest = _ollama_digest(inner)
+        if digest:
+            out["digest"] = digest
+    base_url = getattr(inner, "base_url", None)
+    if base_url:
+        out["base_url"] = str(base_url)
+    return out
+
+
+def backend_identity(roles: Any) -> dict[str, dict[str, Any]]:
+    """role -> model_identity for the four roles of a harness.inference.Roles."""
+    return {role: model_identity(getattr(roles, role)) for role in ROLES}
+
+
+def tasks_digest(tasks: Iterable[Any]) -> dict[str, Any]:
+    """Task ids (in order, with their split) and a hash of their whole content."""
+    rows = [dataclasses.asdict(t) if dataclasses.is_dataclass(t) else dict(t) for t in tasks]
+    blob = json.dumps(rows, sort_keys=True, default=str).encode()
+    return {"ids": [f"{r['id']}:{r.get('split', 'train')}" for r in rows],
+            "sha256": hashlib.sha256(blob).hexdigest()[:16]}
+
+
+_NOT_OBJECTIVE = ("results_dir", "output_dir")  # where files go, not what is measured
+
+
+def harness_hash(harness_cfg: Any) -> str:
+    """Hash of the harness config minus the paths (moving results/ does not change the objective)."""
+    from harness.config import config_hash, to_dict
+
+    data = {k: v for k, v in to_dict(harness_cfg).items() if k not in _NOT_OBJECTIVE}
+    return config_hash(data)
+
+
+def study_fingerprint(exp: Any, roles: Any, tasks: Iterable[Any]) -> dict[str, Any]:
+    """The fingerprint of an experiment's objective (see the module docstring)."""
+    from experiments.config import to_harness_config
+
+    harness = to_harness_config(exp)
+    return {
+        "sweep_kind": exp.sweep.kind,
+        "benchmark": {"name": exp.benchmark.name, **tasks_digest(tasks)},
+        "evaluator": dataclasses.asdict(exp.evaluator),
+        "backend": backend_identity(roles),
+        "harness_config": harness_hash(harness),
+    }
+
+
+def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(obj, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: obj}
+
+
+def fingerprint_diff(stored: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """'field: stored -> current' for every leaf that differs (missing on one side shows as <absent>)."""
+    a, b = _flatten(stored), _flatten(current)
+    out = []
+    for key in sorted(set(a) | set(b)):
+        if a.get(key, "<absent>") != b.get(key, "<absent>"):
+            out.append(f"{key}: {_short(a.get(key, '<absent>'))} -> {_short(b.get(key, '<absent>'))}")
+    return out
+
+
+def _short(v: Any) -> str:
+    text = json.dumps(v, default=str) if not isinstance(v, str) else v
+    return text if len(text) <= 80 else text[:77] + "..."
+
