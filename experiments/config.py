@@ -35,7 +35,9 @@ from harness.config import (
 TASK_TYPES = ("enumerated", "best_practices", "research")
 SPLITS = ("train", "holdout")
 SWEEP_KINDS = ("single", "synth_mutation", "ab")
-PRUNERS = ("wilcoxon", "median", "none")
+# "median" was removed: MedianPruner compares a trial's best task so far with other trials at the same step, and
+# the steps are task ids (WilcoxonPruner's contract), evaluated in a shuffled order: the comparison meant nothing.
+PRUNERS = ("wilcoxon", "none")
 SAMPLERS = ("tpe", "random")
 PLANNER_MODES = ("two_pass", "single_pass")
 SEARCH_PROVIDERS = ("auto", "ddgs", "local")
@@ -74,7 +76,7 @@ class SweepConfig:
     max_llm_calls: int | None = None  # uncached LLM calls allowed in this invocation
     storage: str | None = None  # any Optuna RDB URL; default sqlite:///<results_dir>/optuna.db
     sampler: str = "tpe"  # tpe | random
-    pruner: str = "wilcoxon"  # wilcoxon | median | none
+    pruner: str = "wilcoxon"  # wilcoxon | none
     pruner_p: float = 0.1  # WilcoxonPruner p_threshold
     pruner_startup_steps: int = 2
     operators: list[str] = field(default_factory=lambda: list(DEFAULT_OPERATORS))
@@ -82,6 +84,7 @@ class SweepConfig:
     max_chars: int = 1200  # instruction length bound passed to mutators
     baseline_repeats: int = 3  # r: baseline runs (different seeds) that measure the noise floor
     alpha: float = 0.05  # paired Wilcoxon (one-sided, over tasks) significance level
+    allow_underpowered: bool = False  # run a design whose test cannot reach alpha (a first look; it can never promote)
     holdout_top_k: int = 2
     reuse_context: bool = True  # plan + research per task computed once per study and reused by every trial
     freeze_memory: bool = True  # memory read-only for the study
@@ -110,6 +113,7 @@ class ABConfig:
     sequential: bool = False  # O'Brien-Fleming interim looks over tasks
     looks: int = 3  # number of looks when sequential
     split: str = "all"  # benchmark tasks in the test: all | train | holdout
+    allow_underpowered: bool = False  # run a design whose test cannot reach alpha ('supported' unreachable)
 
 
 @dataclass
@@ -298,6 +302,8 @@ def validate(exp: ExperimentConfig) -> ExperimentConfig:
             _check_range(f"benchmark.tasks[{i}].expected_count", t.expected_count, 1)
     if sw.kind in ("synth_mutation", "ab") and not exp.tasks("train"):
         raise ConfigError(f"benchmark.tasks has no split='train' task; expected at least one for sweep.kind={sw.kind}")
+    if sw.kind == "synth_mutation":
+        check_sweep_design(exp)
     if sw.kind == "ab":
         ab = exp.ab
         if ab.a == ab.b:
@@ -316,7 +322,46 @@ def validate(exp: ExperimentConfig) -> ExperimentConfig:
             raise ConfigError("ab.hypothesis is empty; expected the hypothesis as a sentence, written before any data")
         if not ab.a_name or ab.a_name == ab.b_name or "/" in ab.a_name + ab.b_name:
             raise ConfigError(f"ab.a_name={ab.a_name!r}, ab.b_name={ab.b_name!r} are not allowed; expected two different non-empty names without '/'")
+        from experiments.ab_entry import check_ab_design
+
+        check_ab_design(exp)
     return exp
+
+
+def sweep_design_problem(exp: ExperimentConfig) -> str | None:
+    """Why a synth_mutation sweep of this design can never promote a candidate, or None when it can.
+
+    Promotion needs (1) the one-sided exact Wilcoxon over the train tasks to reach sweep.alpha (smallest p
+    1 / 2^n_train), (2) a noise floor, i.e. sweep.baseline_repeats >= 2, and (3) a holdout confirmation: at least
+    one holdout task and sweep.holdout_top_k >= 1. The holdout confirms by the noise floor, not by a p-value.
+    """
+    from experiments.stats import min_attainable_p, tasks_needed
+
+    sw = exp.sweep
+    n_train, n_hold = len(exp.tasks("train")), len(exp.tasks("holdout"))
+    p = min_attainable_p(n_train, test="wilcoxon", alternative="greater")
+    if p >= sw.alpha:
+        need = tasks_needed(sw.alpha, test="wilcoxon", alternative="greater")
+        return (f"sweep: benchmark {exp.benchmark.name!r} has {n_train} train task(s) and {n_hold} holdout: the "
+                f"smallest one-sided exact Wilcoxon p over {n_train} train tasks is {p:.4g} >= alpha {sw.alpha:g}, "
+                f"so no candidate can ever be promoted; use >= {need} train tasks (benchmark=asyncio_practices has "
+                f"8 train + 4 holdout), a larger sweep.alpha, or sweep.allow_underpowered=true for a first look")
+    if sw.baseline_repeats < 2:
+        return (f"sweep: baseline_repeats={sw.baseline_repeats} measures no noise floor (it needs >= 2 baseline runs), "
+                f"so no difference can be told from noise; set sweep.baseline_repeats=2 or more, or "
+                f"sweep.allow_underpowered=true")
+    if n_hold < 1 or sw.holdout_top_k < 1:
+        return (f"sweep: {n_hold} holdout task(s) and holdout_top_k={sw.holdout_top_k}: no candidate can be confirmed "
+                f"on held-out tasks, so none can be promoted; add split=holdout tasks and set sweep.holdout_top_k >= 1, "
+                f"or sweep.allow_underpowered=true")
+    return None
+
+
+def check_sweep_design(exp: ExperimentConfig) -> None:
+    """ConfigError (one line: the numbers and the fixes) when the sweep cannot conclude, unless allowed."""
+    problem = sweep_design_problem(exp)
+    if problem and not exp.sweep.allow_underpowered:
+        raise ConfigError(problem)
 
 
 def apply_overrides(exp: ExperimentConfig, overrides: Mapping[str, Any]) -> ExperimentConfig:

@@ -88,19 +88,25 @@ def tasks_digest(tasks: Iterable[Any]) -> dict[str, Any]:
             "sha256": hashlib.sha256(blob).hexdigest()[:16]}
 
 
-_NOT_OBJECTIVE = ("results_dir", "output_dir")  # where files go, not what is measured
+# Where files go and how the server is reached, not what is measured: the backend's resolved models are pinned
+# by backend_identity (the configured names under backend "auto" may not be what ran).
+_NOT_OBJECTIVE = ("results_dir", "output_dir")
+_BACKEND_OBJECTIVE = ("n_ctx",)
 
 
 def harness_hash(harness_cfg: Any) -> str:
-    """Hash of the harness config minus the paths (moving results/ does not change the objective)."""
+    """Hash of the harness config that decides the scores: paths, server addresses, timeouts, slots and cache
+    settings left out (moving results/ or adding a slot does not change the objective)."""
     from harness.config import config_hash, to_dict
 
     data = {k: v for k, v in to_dict(harness_cfg).items() if k not in _NOT_OBJECTIVE}
+    data["backend"] = {k: v for k, v in data["backend"].items() if k in _BACKEND_OBJECTIVE}
     return config_hash(data)
 
 
-def study_fingerprint(exp: Any, roles: Any, tasks: Iterable[Any]) -> dict[str, Any]:
-    """The fingerprint of an experiment's objective (see the module docstring)."""
+def study_fingerprint(exp: Any, backend: Mapping[str, Any], tasks: Iterable[Any]) -> dict[str, Any]:
+    """The fingerprint of an experiment's objective (see the module docstring); `backend` is the runner's
+    identity(), i.e. backend_identity(roles) for the real harness."""
     from experiments.config import to_harness_config
 
     harness = to_harness_config(exp)
@@ -108,7 +114,7 @@ def study_fingerprint(exp: Any, roles: Any, tasks: Iterable[Any]) -> dict[str, A
         "sweep_kind": exp.sweep.kind,
         "benchmark": {"name": exp.benchmark.name, **tasks_digest(tasks)},
         "evaluator": dataclasses.asdict(exp.evaluator),
-        "backend": backend_identity(roles),
+        "backend": dict(backend),
         "harness_config": harness_hash(harness),
     }
 

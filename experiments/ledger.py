@@ -36,13 +36,15 @@ def row_from_trial(trial: Any, best_before: float | None) -> dict[str, Any]:
         "status": ledger_status(state, value, best_before, attrs.get("duplicate_of") is not None),
         "state": state,
         "value": value,
-        "operator": attrs.get("operator") or trial.params.get("operator"),
+        "operator": attrs.get("operator") or trial.params.get("operator"),  # the one used
+        "operator_requested": attrs.get("operator_requested") or trial.params.get("operator"),
         "hash": attrs.get("instruction_hash"),
         "parent": attrs.get("parent_hash"),
         "duplicate_of": attrs.get("duplicate_of"),
         "elapsed_s": attrs.get("elapsed_s"),
         "llm_calls": attrs.get("llm_calls"),
         "reason": attrs.get("fail_reason"),
+        "selection_bias": attrs.get("selection_bias"),
     }
 
 

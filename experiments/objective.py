@@ -1,10 +1,13 @@
 """The Optuna objective of a synthesis-instruction sweep, with the harness injected.
 
 A runner is anything with `prepare(task) -> prepared` and `finish(prepared, *, instructions, run_id, criteria,
-seed) -> result` where the result has `.status`, `.error`, `.output_text`, `.evaluation` (composite, rubric with
-dimensions / feedback / weaknesses / judge_sd) and `.record`. `HarnessRunner` adapts harness.agent.Harness;
-tests use a scripted runner. Only synthesis and evaluation depend on the instruction, so the objective reuses
-the prepared contexts it is given (or prepares afresh per trial when it is given none).
+seed) -> TaskOutcome` (experiments.outcome: the typed seam). `HarnessRunner` adapts harness.agent.Harness;
+tests use a scripted runner that builds the same TaskOutcome. Only synthesis and evaluation depend on the
+instruction, so the objective reuses the prepared contexts it is given (or prepares afresh per trial).
+
+The objective is the mean over train tasks of each task's independent score (TaskOutcome.score: the kept text
+re-scored with judge seeds of its own); the wiggum loop's own best (selection_score) is kept beside it, and the
+gap between the two is logged per trial as the selection bias.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import optuna
 
 from experiments.benchmark import Task
 from experiments.config import ExperimentConfig
+from experiments.outcome import TaskOutcome, outcome_from_result
 
 BASELINE = "baseline"
 
@@ -29,8 +33,16 @@ BASELINE = "baseline"
 class Runner(Protocol):
     def prepare(self, task: str) -> Any: ...
 
+    def identity(self) -> dict[str, Any]:
+        """What answers: role -> {backend, model, file + sha256 | digest} (experiments.fingerprint)."""
+        ...
+
+    def llm_calls(self) -> int:
+        """Uncached model calls made so far."""
+        ...
+
     def finish(self, prepared: Any, *, instructions: Mapping[str, str], run_id: str | None = None,
-               criteria: Mapping[str, Any] | None = None, seed: int = 0) -> Any: ...
+               criteria: Mapping[str, Any] | None = None, seed: int = 0) -> TaskOutcome: ...
 
 
 class TrialFailed(RuntimeError):
@@ -54,6 +66,12 @@ class TaskScore:
     output_text: str = ""
     output_path: str | None = None
     smoke: bool = False
+    selection_score: float | None = None  # the wiggum loop's best round (chosen by the same judge sample)
+    rescored: bool = False  # score is an independent judge sample of the kept text
+
+    @property
+    def selection_bias(self) -> float:
+        return (self.selection_score - self.score) if self.selection_score is not None else 0.0
 
 
 @dataclass(frozen=True)
@@ -68,6 +86,17 @@ class CandidateEval:
     def by_task(self) -> dict[str, float]:
         return {s.task_id: s.score for s in self.scores}
 
+    @property
+    def selection_mean(self) -> float:
+        """Mean of the wiggum loop's own best-round scores (inflated by selection when the judge samples)."""
+        vals = [s.selection_score if s.selection_score is not None else s.score for s in self.scores]
+        return sum(vals) / len(vals) if vals else float("nan")
+
+    @property
+    def selection_bias(self) -> float:
+        """selection_mean - mean: how much the loop's own choice flattered its kept texts, on average."""
+        return self.selection_mean - self.mean if self.scores else float("nan")
+
     def dimension_means(self) -> dict[str, float]:
         sums: dict[str, list[float]] = {}
         for s in self.scores:
@@ -81,7 +110,7 @@ class TrialOutcome:
     """What one trial did, for MLflow artifacts and the summary (the study's user attrs hold the rest)."""
 
     number: int
-    operator: str
+    operator: str  # the operator used (credited); see operator_requested
     instructions: dict[str, str]
     hash: str
     parent_hash: str | None
@@ -93,15 +122,23 @@ class TrialOutcome:
     error: str | None = None
     elapsed_s: float = 0.0
     llm_calls: int = 0
+    operator_requested: str = ""  # what the sampler asked for
 
 
 # -- candidate identity ------------------------------------------------------------------------------
 
 
+def instruction_hashes(instructions: Mapping[str, str]) -> dict[str, str]:
+    """task_type -> mutators' instruction_hash of its text: the hash `propose` checks `seen` against."""
+    from mutators.base import instruction_hash
+
+    return {tt: instruction_hash(text) for tt, text in sorted(instructions.items())}
+
+
 def candidate_hash(instructions: Mapping[str, str]) -> str:
-    """Hash of a full candidate (task_type -> instruction), whitespace-normalised, order-independent."""
-    canon = {k: " ".join(v.split()) for k, v in sorted(instructions.items())}
-    return hashlib.sha256(json.dumps(canon, sort_keys=True).encode()).hexdigest()[:12]
+    """Hash of a full candidate (task_type -> instruction), built from the per-instruction hashes, so the
+    de-duplication of candidates and of the instructions `propose` makes uses one hash function."""
+    return hashlib.sha256(json.dumps(instruction_hashes(instructions), sort_keys=True).encode()).hexdigest()[:12]
 
 
 def baseline_instructions(exp: ExperimentConfig, task_types: Sequence[str]) -> dict[str, str]:
@@ -121,51 +158,32 @@ def baseline_instructions(exp: ExperimentConfig, task_types: Sequence[str]) -> d
     return {tt: out[tt] for tt in sorted(out)}
 
 
-# -- reading a result --------------------------------------------------------------------------------
+# -- reading an outcome ------------------------------------------------------------------------------
 
 
-def _usage(record: Mapping[str, Any]) -> tuple[int, int, float, int, int]:
-    prompt = completion = calls = cached = 0
-    latency = 0.0
-    for u in (record.get("llm") or {}).values():
-        prompt += int(u.get("prompt_tokens", 0))
-        completion += int(u.get("completion_tokens", 0))
-        latency += float(u.get("latency_s", 0.0))
-        calls += int(u.get("calls", 0))
-        cached += int(u.get("cached", 0))
-    return prompt, completion, latency, calls, cached
-
-
-def task_score(task: Task, result: Any) -> TaskScore:
-    """A finished harness run -> TaskScore; raises TrialFailed when the run failed or has no evaluation."""
-    status = getattr(result, "status", "ok")
-    if status != "ok":
-        raise TrialFailed(f"task {task.id!r} failed: {getattr(result, 'error', None) or status}")
-    ev = getattr(result, "evaluation", None)
-    if ev is None or ev.composite is None or math.isnan(float(ev.composite)):
-        raise TrialFailed(f"task {task.id!r}: the run finished without an evaluation score")
-    rubric = getattr(ev, "rubric", None)
-    dims = dict(getattr(rubric, "dimensions", {}) or {})
-    for k, v in (getattr(ev, "deterministic", {}) or {}).items():
-        if isinstance(v, (int, float)):
-            dims[f"det_{k}"] = float(v)
-    prompt, completion, latency, calls, cached = _usage(getattr(result, "record", {}) or {})
+def task_score(task: Task, outcome: TaskOutcome) -> TaskScore:
+    """A runner's TaskOutcome -> TaskScore; raises TrialFailed when the run failed."""
+    if not outcome.ok:
+        raise TrialFailed(f"task {task.id!r} failed: {outcome.error or outcome.status}")
+    u = outcome.usage
     return TaskScore(
         task_id=task.id,
         task_type=task.task_type,
-        score=float(ev.composite),
-        dimensions=dims,
-        judge_sd=float(getattr(rubric, "judge_sd", 0.0) or 0.0),
-        feedback=str(getattr(rubric, "feedback", "") or ""),
-        weaknesses=tuple(getattr(rubric, "weaknesses", ()) or ()),
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        latency_s=latency,
-        llm_calls=calls,
-        cached_calls=cached,
-        output_text=str(getattr(result, "output_text", "") or ""),
-        output_path=getattr(result, "output_path", None),
-        smoke=bool(getattr(result, "smoke", False)),
+        score=float(outcome.score),
+        dimensions=dict(outcome.dimensions),
+        judge_sd=outcome.judge_sd,
+        feedback=outcome.feedback,
+        weaknesses=outcome.weaknesses,
+        prompt_tokens=u.prompt_tokens,
+        completion_tokens=u.completion_tokens,
+        latency_s=u.latency_s,
+        llm_calls=u.llm_calls,
+        cached_calls=u.cached_calls,
+        output_text=outcome.output_text,
+        output_path=outcome.output_path,
+        smoke=outcome.smoke,
+        selection_score=outcome.selection_score,
+        rescored=outcome.rescored,
     )
 
 
@@ -193,7 +211,7 @@ def evaluate_candidate(
         task = tasks[i]
         prepared = contexts[task.id] if contexts is not None else runner.prepare(task.task)
         try:
-            result = runner.finish(
+            outcome = runner.finish(
                 prepared, instructions=dict(instructions), run_id=f"{run_prefix}-{task.id}",
                 criteria=task.criteria(), seed=seed,
             )
@@ -201,7 +219,9 @@ def evaluate_candidate(
             raise
         except Exception as exc:
             raise TrialFailed(f"task {task.id!r} raised {type(exc).__name__}: {exc}") from exc
-        scores.append(task_score(task, result))
+        if not isinstance(outcome, TaskOutcome):
+            raise TypeError(f"runner.finish must return experiments.outcome.TaskOutcome, got {type(outcome).__name__}")
+        scores.append(task_score(task, outcome))
         if trial is not None:
             trial.report(scores[-1].score, step=i)
             if len(scores) < len(tasks) and trial.should_prune():
@@ -225,28 +245,34 @@ class Evaluated:
 class SearchState:
     baseline: dict[str, str]
     evaluated: tuple[Evaluated, ...] = ()
-    seen: frozenset[str] = frozenset()  # every candidate hash tried (any state)
+    # task_type -> instruction_hash of every text tried for it (any trial state, the baseline included): what
+    # `propose` must not return again. The same hash function builds candidate_hash.
+    seen: Mapping[str, frozenset[str]] = field(default_factory=dict)
     hash_values: dict[str, tuple[int, float]] = field(default_factory=dict)  # hash -> (trial, value) of COMPLETE
 
     def parent(self) -> Evaluated | None:
         return max(self.evaluated, key=lambda e: (e.value, -e.number), default=None)
 
+    def seen_for(self, task_type: str) -> frozenset[str]:
+        return frozenset(self.seen.get(task_type, frozenset()))
+
 
 def state_from_trials(trials: Sequence[Any], baseline: Mapping[str, str]) -> SearchState:
     """SearchState from Optuna FrozenTrials (instructions, hash and feedback live in user attrs)."""
-    evaluated, seen, values = [], set(), {}
+    evaluated, values = [], {}
+    seen: dict[str, set[str]] = {tt: {h} for tt, h in instruction_hashes(baseline).items()}
     for t in sorted(trials, key=lambda t: t.number):
         attrs = t.user_attrs
+        for tt, ih in instruction_hashes(attrs.get("instructions") or {}).items():
+            seen.setdefault(tt, set()).add(ih)
         h = attrs.get("instruction_hash")
-        if h:
-            seen.add(h)
         if t.state.name != "COMPLETE" or t.value is None or not attrs.get("instructions"):
             continue
         if attrs.get("duplicate_of") is None:
             fb = tuple(tuple(x) for x in attrs.get("feedback", ()))
             evaluated.append(Evaluated(t.number, dict(attrs["instructions"]), h, float(t.value), fb))
         values.setdefault(h, (t.number, float(t.value)))
-    return SearchState(dict(baseline), tuple(evaluated), frozenset(seen), values)
+    return SearchState(dict(baseline), tuple(evaluated), {tt: frozenset(v) for tt, v in seen.items()}, values)
 
 
 def mutation_context_args(state: SearchState, task_type: str, *, seed: int, max_chars: int,
@@ -271,7 +297,25 @@ def mutation_context_args(state: SearchState, task_type: str, *, seed: int, max_
             "task_type": task_type, "seed": seed, "max_chars": max_chars}
 
 
-ProposeFn = Callable[..., Any]  # (name, ctx, llm, *, seen) -> Candidate(text, operator, parents, hash, note)
+ProposeFn = Callable[..., Any]  # (name, ctx, llm, *, seen) -> mutators.Candidate (operator = the one used)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A candidate from one operator request: the instructions, its parent, a note, and the operator used."""
+
+    instructions: dict[str, str]
+    parent_hash: str | None
+    note: str
+    operator: str  # the operator that made the text (see operator_used); may differ from the one asked for
+    by_type: dict[str, str] = field(default_factory=dict)  # task_type -> operator used for it
+
+
+def operator_used(by_type: Mapping[str, str]) -> str:
+    """One label for the operators that made a candidate: the name when every task type used the same one,
+    else the distinct names joined by '+' (a fallback on one type shows), 'none' when nothing was made."""
+    names = sorted(set(by_type.values()))
+    return "+".join(names) if names else "none"
 
 
 def _default_propose() -> tuple[ProposeFn, Callable[..., Any], type]:
@@ -328,48 +372,58 @@ class Objective:
             return self._propose, MutationContext, MutationFailed
         return _default_propose()
 
-    def candidate(self, operator: str, number: int) -> tuple[dict[str, str], str | None, str]:
-        """(instructions, parent hash, note) for one operator applied to each mutated task type."""
+    def candidate(self, operator: str, number: int) -> Proposal:
+        """The candidate one operator makes from the parent, for each mutated task type, and who made it."""
         state = self.state()
         parent = state.parent()
         base = dict(parent.instructions) if parent else dict(self.baseline)
         propose, make_ctx, failed_type = self._propose_fns()
-        notes, failed = [], 0
+        notes, used, failed = [], {}, 0
         for tt in self.types:
             args = mutation_context_args(state, tt, seed=self.exp.sweep.seed * 100003 + number,
                                          max_chars=self.exp.sweep.max_chars)
             try:
-                cand = propose(operator, make_ctx(**args), self.mutation_llm, seen=set(state.seen))
+                cand = propose(operator, make_ctx(**args), self.mutation_llm, seen=state.seen_for(tt))
             except failed_type as exc:
                 notes.append(f"{tt}: {exc}")
                 failed += 1
                 continue
             if cand.text and cand.text.strip():
                 base[tt] = cand.text
-            notes.append(f"{tt}: {cand.note}" if getattr(cand, "note", "") else f"{tt}: changed")
+            used[tt] = cand.operator
+            notes.append(f"{tt}: {cand.note}" if cand.note else f"{tt}: changed")
         if failed == len(self.types):
             raise TrialFailed(f"operator {operator!r} produced no instruction: {'; '.join(notes)[:400]}")
-        return base, (parent.hash if parent else candidate_hash(self.baseline)), "; ".join(notes)[:500]
+        return Proposal(base, parent.hash if parent else candidate_hash(self.baseline), "; ".join(notes)[:500],
+                        operator_used(used), used)
 
     def __call__(self, trial: Any) -> float:
         t0 = time.perf_counter()
         calls0 = _calls(self.runner)
         number = int(getattr(trial, "number", 0))
         is_baseline = trial.user_attrs.get("operator") == BASELINE
-        operator = BASELINE if is_baseline else trial.suggest_categorical("operator", list(self.exp.sweep.operators))
-        instructions, parent, note = dict(self.baseline), None, "baseline instruction (cfg.synth)"
-        outcome = dict(number=number, operator=operator, instructions=instructions, hash=candidate_hash(instructions),
-                       parent_hash=None, note=note)
+        requested = BASELINE if is_baseline else trial.suggest_categorical("operator", list(self.exp.sweep.operators))
+        proposal = Proposal(dict(self.baseline), None, "baseline instruction (cfg.synth)", BASELINE)
+        outcome = dict(number=number, operator=requested, operator_requested=requested,
+                       instructions=proposal.instructions, hash=candidate_hash(proposal.instructions),
+                       parent_hash=None, note=proposal.note)
+        # the operator asked for is recorded at once: a trial that fails inside propose still says what it tried
+        trial.set_user_attr("operator_requested", requested)
         try:
             if not is_baseline:
-                instructions, parent, note = self.candidate(operator, number)
+                proposal = self.candidate(requested, number)
+            instructions = proposal.instructions
             h = candidate_hash(instructions)
-            outcome.update(instructions=instructions, hash=h, parent_hash=parent, note=note)
-            trial.set_user_attr("operator", operator)
+            outcome.update(instructions=instructions, hash=h, parent_hash=proposal.parent_hash, note=proposal.note,
+                           operator=proposal.operator)
+            trial.set_user_attr("operator", proposal.operator)  # the one used: ledger, plots and MLflow credit it
+            if proposal.by_type:
+                trial.set_user_attr("operator_by_type", proposal.by_type)
             trial.set_user_attr("instruction_hash", h)
-            trial.set_user_attr("parent_hash", parent)
+            trial.set_user_attr("instruction_hashes", instruction_hashes(instructions))
+            trial.set_user_attr("parent_hash", proposal.parent_hash)
             trial.set_user_attr("instructions", instructions)
-            trial.set_user_attr("note", note)
+            trial.set_user_attr("note", proposal.note)
             known = self.state().hash_values.get(h)
             if known is not None and not is_baseline:
                 trial.set_user_attr("duplicate_of", known[0])
@@ -423,11 +477,16 @@ def _record_eval(trial: Any, ev: CandidateEval) -> None:
     trial.set_user_attr("dimensions", {k: round(v, 4) for k, v in ev.dimension_means().items()})
     trial.set_user_attr("judge_sd", round(sum(s.judge_sd for s in ev.scores) / max(len(ev.scores), 1), 4))
     trial.set_user_attr("smoke", any(s.smoke for s in ev.scores))
+    # the objective is the independent re-score; the wiggum loop's own best is kept beside it
+    trial.set_user_attr("selection_scores", {s.task_id: round(s.selection_score if s.selection_score is not None
+                                                              else s.score, 4) for s in ev.scores})
+    trial.set_user_attr("selection_mean", round(ev.selection_mean, 4))
+    trial.set_user_attr("selection_bias", round(ev.selection_bias, 4))
+    trial.set_user_attr("rescored", all(s.rescored for s in ev.scores) if ev.scores else False)
 
 
-def _calls(runner: Any) -> int:
-    fn = getattr(runner, "llm_calls", None)
-    return int(fn()) if callable(fn) else 0
+def _calls(runner: Runner) -> int:
+    return int(runner.llm_calls())
 
 
 def make_objective(exp: ExperimentConfig, runner: Runner, tasks: Sequence[Task] | None = None, **kwargs: Any) -> Objective:
@@ -494,17 +553,23 @@ class HarnessRunner:
             raise BackendUnavailable(f"context for task {task[:60]!r} not prepared: {down[0]}")
         return prepared
 
+    def identity(self) -> dict[str, Any]:
+        from experiments.fingerprint import backend_identity
+
+        return backend_identity(self.roles)
+
     def prepared_from_dict(self, data: dict[str, Any]) -> Any:
         from harness.agent import Prepared
 
         return Prepared.from_dict(data)
 
     def finish(self, prepared: Any, *, instructions: Mapping[str, str], run_id: str | None = None,
-               criteria: Mapping[str, Any] | None = None, seed: int = 0) -> Any:
+               criteria: Mapping[str, Any] | None = None, seed: int = 0) -> TaskOutcome:
         result = self._for_seed(seed).finish(prepared, instructions=dict(instructions), run_id=run_id,
                                              criteria=dict(criteria or {}))
-        self._uncached += _usage(result.record or {})[3] - _usage(result.record or {})[4]
-        return result
+        outcome = outcome_from_result(result)
+        self._uncached += outcome.usage.uncached_calls
+        return outcome
 
     def llm_calls(self) -> int:
         cache = getattr(self.roles, "cache", None)

@@ -67,12 +67,8 @@ def run_single(exp: ExperimentConfig, runner: Any, *, tracker: Any = None, out: 
 
 
 def run_ab(cfg: DictConfig | ExperimentConfig) -> Any:
-    try:
-        from experiments.ab_entry import run_ab_from_config
-    except ImportError as exc:
-        raise RuntimeError(
-            f"sweep.kind=ab needs experiments.ab_entry.run_ab_from_config, which is not importable ({exc})"
-        ) from exc
+    from experiments.ab_entry import run_ab_from_config
+
     return run_ab_from_config(cfg)
 
 

@@ -15,6 +15,7 @@ import os
 import socket
 import statistics
 import time
+import traceback
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,8 @@ import optuna
 from optuna.trial import TrialState
 
 from experiments.benchmark import load_tasks, split, task_types
-from experiments.config import ExperimentConfig
+from experiments.config import ConfigError, ExperimentConfig
+from experiments.fingerprint import fingerprint_diff, study_fingerprint
 from experiments.context_cache import ContextCache
 from experiments.ledger import Ledger
 from experiments.objective import (
@@ -36,6 +38,7 @@ from experiments.objective import (
     evaluate_candidate,
     state_from_trials,
 )
+from experiments.outcome import TaskOutcome
 from experiments.tracking import NullTracker, enable_wal, instruction_diff, make_tracker, sqlite_db, store_lock
 from harness.logger import file_lock
 
@@ -147,8 +150,6 @@ def open_study(exp: ExperimentConfig) -> optuna.Study:
     pruner: optuna.pruners.BasePruner
     if sw.pruner == "wilcoxon":
         pruner = optuna.pruners.WilcoxonPruner(p_threshold=sw.pruner_p, n_startup_steps=sw.pruner_startup_steps)
-    elif sw.pruner == "median":
-        pruner = optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=sw.pruner_startup_steps)
     else:
         pruner = optuna.pruners.NopPruner()
     # SQLite: WAL + a 30 s busy timeout, and creation under a file lock (two workers starting at once race the
@@ -160,6 +161,36 @@ def open_study(exp: ExperimentConfig) -> optuna.Study:
                                              heartbeat_interval=hb, grace_period=2 * hb)
         return optuna.create_study(storage=storage, study_name=sw.name, direction="maximize", sampler=sampler,
                                    pruner=pruner, load_if_exists=True)
+
+
+class StudyMismatch(ConfigError):
+    """A resume under another objective (tasks, evaluator, models, harness config or sweep kind)."""
+
+
+def pin_fingerprint(study: optuna.Study, fingerprint: Mapping[str, Any], exp: ExperimentConfig) -> str | None:
+    """Store the objective's fingerprint on a new study; on a resume, refuse (StudyMismatch) when it differs.
+
+    Returns a note for a study made before fingerprints existed (pinned now, nothing to compare with)."""
+    stored = study.user_attrs.get("fingerprint")
+    if stored is None:
+        study.set_user_attr("fingerprint", dict(fingerprint))
+        return ("study predates objective fingerprints: pinned to this command's objective now" if study.trials
+                else None)
+    diff = fingerprint_diff(stored, fingerprint)
+    if diff:
+        raise StudyMismatch(
+            f"study {exp.sweep.name!r} in {exp.storage_url} was made for another objective, so its scores and these "
+            f"would not compare ({len(diff)} field(s) differ: {'; '.join(diff[:8])}{'; ...' if len(diff) > 8 else ''}); "
+            f"to start a new study run the same command with sweep.name={exp.sweep.name}-{_fp_tag(fingerprint)}"
+        )
+    return None
+
+
+def _fp_tag(fingerprint: Mapping[str, Any]) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()[:6]
 
 
 def _pid_alive(pid: int) -> bool:
@@ -306,6 +337,8 @@ class SweepSummary:
     mlflow_url: str = ""
     promoted_instructions: dict[str, str] = field(default_factory=dict)
     failed_out: bool = False  # stopped because too many trials failed: the CLI exits non-zero
+    selection_bias: float | None = None  # mean over evaluated trials of (wiggum best - independent re-score)
+    rescored: bool = False  # trial values are independent re-scores (a sampling judge)
 
 
 def format_summary(s: SweepSummary) -> str:
@@ -355,6 +388,12 @@ def format_summary(s: SweepSummary) -> str:
         lines.append(f"context reuse: saves {s.contexts['prepare_calls_train']} planning/research LLM calls per trial "
                      f"(counted when the train contexts were prepared)")
     lines.append(f"controls: reuse_context={s.controls.get('reuse_context')} memory_frozen={s.controls.get('memory_frozen')}")
+    if s.selection_bias is not None:
+        how = ("trial values are independent re-scores of each kept text" if s.rescored else
+               "greedy judge (evaluator.temperature 0): a re-score would be the same sample, so trial values are the "
+               "loop's own scores")
+        lines.append(f"selection bias (wiggum best round - trial value), mean over trials: "
+                     f"{_f(s.selection_bias, signed=True)}; {how}")
     lines.append(f"elapsed: {_hms(s.elapsed_s)}")
     lines.append("best instruction:")
     for tt, text in sorted(s.best_instructions.items()):
@@ -426,13 +465,13 @@ class _Phase:
 class _TaskProgress:
     """Runner proxy: forwards everything, and reports each finish() (one per task) to the sweep's progress."""
 
-    def __init__(self, runner: Any, report: Callable[[str | None, Any, float], None]) -> None:
+    def __init__(self, runner: Any, report: Callable[[str | None, TaskOutcome, float], None]) -> None:
         self._runner, self._report = runner, report
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._runner, name)
 
-    def finish(self, prepared: Any, **kwargs: Any) -> Any:
+    def finish(self, prepared: Any, **kwargs: Any) -> TaskOutcome:
         t0 = time.perf_counter()
         result = self._runner.finish(prepared, **kwargs)
         self._report(kwargs.get("run_id"), result, time.perf_counter() - t0)
@@ -546,7 +585,7 @@ class Sweep:
     def _begin(self, label: str, prefix: str, total: int) -> None:
         self._phase = _Phase(label, prefix, total)
 
-    def _task_done(self, run_id: str | None, result: Any, seconds: float) -> None:
+    def _task_done(self, run_id: str | None, outcome: TaskOutcome, seconds: float) -> None:
         """One line per finished task: phase, task j/m, its score, elapsed, ETA of the phase."""
         self._task_s.append(seconds)
         ph = self._phase
@@ -554,8 +593,7 @@ class Sweep:
             return
         ph.done += 1
         task = run_id[len(ph.prefix) + 1:] if run_id and run_id.startswith(ph.prefix + "-") else (run_id or "?")
-        ev = getattr(result, "evaluation", None)
-        score = getattr(ev, "composite", None) if getattr(result, "status", "ok") == "ok" else None
+        score = outcome.score if outcome.ok else None
         per_task = (time.perf_counter() - ph.t0) / ph.done
         self.out(f"[{self.exp.sweep.name}] {ph.label} task {ph.done}/{ph.total} {task} "
                  f"{'score ' + _f(score) if score is not None else 'FAILED'}  elapsed "
@@ -588,10 +626,14 @@ class Sweep:
         self.t0 = t0 = time.perf_counter()
         calls0 = _calls(self.runner)
         name = sw.name
+        study = open_study(exp)
+        # before anything is spent or logged: a study answers for one objective only
+        note = pin_fingerprint(study, study_fingerprint(exp, self.runner.identity(), self.tasks), exp)
+        if note:
+            self.out(f"[{name}] {note}")
         self.tracker.start(exp, smoke=self.smoke)
         contexts, ctx_stats = self._contexts()
         prepare_calls = _calls(self.runner) - calls0
-        study = open_study(exp)
         stale = fail_stale_trials(study)
         if stale:
             self.out(f"[{name}] marked {len(stale)} trial(s) left RUNNING by a dead process as failed: {stale}")
@@ -649,7 +691,9 @@ class Sweep:
                 trial.set_user_attr("fail_reason", "interrupted (KeyboardInterrupt)")
                 interrupted = True
             except Exception as exc:  # a trial that crashes is data: recorded with its reason, the sweep goes on
+                # a programming error (e.g. a TypeError inside an operator) keeps its traceback in the record
                 trial.set_user_attr("fail_reason", f"{type(exc).__name__}: {exc}"[:500])
+                trial.set_user_attr("traceback", traceback.format_exc()[-4000:])
             self._trial_s.append(time.perf_counter() - trial_t0)
             self._phase = None
             if state == TrialState.COMPLETE:
@@ -770,6 +814,7 @@ class Sweep:
             "duplicate": sum(t.user_attrs.get("duplicate_of") is not None for t in trials),
         }
         bt = _baseline_trial(study)
+        evaluated = [t for t in trials if t.state == TrialState.COMPLETE and "selection_bias" in t.user_attrs]
         summary = SweepSummary(
             sweep=sw.name, storage=exp.storage_url, stop_reason=stop_reason, trials=counts, new_trials=new,
             baseline_train=(sum(ref.values()) / len(ref)) if ref else (bt.value if bt else None),
@@ -785,6 +830,8 @@ class Sweep:
             mlflow_ui=self.tracker.ui_command(), elapsed_s=time.perf_counter() - t0,
             controls={"reuse_context": sw.reuse_context, "memory_frozen": exp.memory.frozen},
             best_scores=best_scores, mlflow_url=self.tracker.ui_url(), promoted_instructions=promoted_instr,
+            selection_bias=(statistics.fmean(t.user_attrs["selection_bias"] for t in evaluated) if evaluated else None),
+            rescored=bool(evaluated) and all(t.user_attrs.get("rescored") for t in evaluated),
         )
         text = format_summary(summary)
         (self.dir / "summary.md").write_text(text + "\n", encoding="utf-8")
@@ -792,7 +839,8 @@ class Sweep:
         metrics = {"baseline_train": summary.baseline_train, "noise_floor": train_floor, "noise_sigma": nf.sigma,
                    "best_train": summary.best_value, "baseline_holdout": summary.baseline_holdout,
                    "promoted": float(summary.promoted), "llm_calls": summary.llm_calls,
-                   "calls_per_trial": calls_per_trial, **{f"trials_{k}": v for k, v in counts.items()}}
+                   "calls_per_trial": calls_per_trial, "selection_bias": summary.selection_bias,
+                   **{f"trials_{k}": v for k, v in counts.items()}}
         if summary.best_comparison is not None:
             metrics["best_diff"] = summary.best_comparison.diff
             metrics["best_p_value"] = summary.best_comparison.p_value

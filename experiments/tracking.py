@@ -238,6 +238,7 @@ class MLflowTracker(NullTracker):
         run = self.client.create_run(self.experiment_id, tags=tags)
         rid = run.info.run_id
         params = {**trial_params(self.exp), "operator": attrs.get("operator") or trial.params.get("operator"),
+                  "operator_requested": attrs.get("operator_requested") or trial.params.get("operator"),
                   "instruction_hash": attrs.get("instruction_hash"), "parent_hash": attrs.get("parent_hash"),
                   "trial_number": trial.number}
         self._log_params(rid, params)
@@ -249,7 +250,7 @@ class MLflowTracker(NullTracker):
             metrics[f"dim.{k}"] = v
         for k, v in (attrs.get("task_scores") or {}).items():
             metrics[f"task.{k}"] = v
-        for key in ("judge_sd", "elapsed_s", "llm_calls"):
+        for key in ("judge_sd", "elapsed_s", "llm_calls", "selection_mean", "selection_bias"):
             if isinstance(attrs.get(key), (int, float)):
                 metrics[key] = attrs[key]
         metrics["duplicate"] = float(attrs.get("duplicate_of") is not None)

@@ -257,7 +257,7 @@ class Harness:
         from harness.panel import run_panel
         from harness.security import safe_output_path
         from harness.synthesis import instruction_for, synthesize
-        from harness.wiggum import wiggum_loop
+        from harness.wiggum import RESCORE_SEED_OFFSET, rescore_samples, wiggum_loop
 
         cfg, roles, plan, research = self.cfg, self.roles, prepared.plan, prepared.research
         tracer = current_tracer()
@@ -289,19 +289,14 @@ class Harness:
 
         evaluations: dict[str, Any] = {}
 
+        def _judge(text: str, seed: int):
+            return evaluate(task, text, roles.evaluator, cfg.evaluator, expected_count=expected,
+                            required_terms=tuple(criteria.get("required_terms", ())), sources=research.sources,
+                            task_type=plan.task_type, seed=seed)
+
         def _evaluate(text: str):
             if text not in evaluations:
-                evaluations[text] = evaluate(
-                    task,
-                    text,
-                    roles.evaluator,
-                    cfg.evaluator,
-                    expected_count=expected,
-                    required_terms=tuple(criteria.get("required_terms", ())),
-                    sources=research.sources,
-                    task_type=plan.task_type,
-                    seed=cfg.seed,
-                )
+                evaluations[text] = _judge(text, cfg.seed)
             return evaluations[text]
 
         with tracer.stage("wiggum_loop"):
@@ -309,8 +304,15 @@ class Harness:
             # previous round's cached reply
             wig = wiggum_loop(task, synth.text, producer=roles.producer, evaluate=_evaluate, cfg=cfg.wiggum,
                               seed=cfg.seed)
-        text = wig.best_text
-        evaluation = wig.best_evaluation or _evaluate(text)
+            text = wig.best_text
+            evaluation = wig.best_evaluation or _evaluate(text)
+            if rescore_samples(cfg.evaluator):
+                # verify: the kept round was chosen by the judge sample that scored it; score it again with
+                # seeds of its own so the run's score is not inflated by that choice
+                with tracer.span("wiggum.verify", cat="round") as span:
+                    evaluation = _judge(text, cfg.seed + RESCORE_SEED_OFFSET)
+                    span.update(score=round(evaluation.composite, 4), selection_score=round(wig.best_score, 4))
+                state["rescored"] = True
 
         panel: tuple = ()
         flags = skills_mod.post_wiggum_flags(active, task=task, output=text, plan=plan)
@@ -409,6 +411,9 @@ class Harness:
         if result.wiggum is not None:
             w = result.wiggum
             record["wiggum"] = w.to_dict()
+            record["wiggum"]["rescored"] = bool(state.get("rescored", False))
+            if ev is not None:  # the loop's own best (selection) vs the run's score (independent when rescored)
+                record["wiggum"]["selection_bias"] = round(w.best_score - ev.composite, 4)
         if extra:
             record.update(extra)
         return record

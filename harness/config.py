@@ -124,6 +124,11 @@ class EvaluatorConfig:
     max_tokens: int = 300
     composite: str = "blend"  # rubric | deterministic | blend
     rubric_weight: float = 0.6  # blend = rubric_weight * rubric + (1 - rubric_weight) * deterministic (both 0-10)
+    # verify: re-score the wiggum loop's kept text with judge seeds of its own. The loop keeps the round its judge
+    # sample scored best, so that sample flatters the kept text (a winner's curse); the re-score does not. Costs
+    # `repeats` judge calls per run when the judge samples (temperature > 0); a greedy judge gives the same sample
+    # whatever the seed, so then no call is made and the record says rescored: false.
+    rescore: bool = True
 
 
 @dataclass

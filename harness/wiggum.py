@@ -12,12 +12,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.config import WiggumConfig
+from harness.config import EvaluatorConfig, WiggumConfig
 from harness.inference import BackendError
 from harness.logger import current_tracer
 from harness.synthesis import strip_fences
 
-__all__ = ["WiggumRound", "WiggumResult", "revision_messages", "wiggum_loop"]
+__all__ = ["RESCORE_SEED_OFFSET", "WiggumRound", "WiggumResult", "rescore_samples", "revision_messages", "wiggum_loop"]
+
+# Judge seeds of the verify re-score start here: disjoint from the loop's (seed, seed + 1, ... per repeat).
+RESCORE_SEED_OFFSET = 1_000_003
+
+
+def rescore_samples(cfg: EvaluatorConfig) -> bool:
+    """Whether verify re-scores the kept text: rescore on, a judge in the composite, and a judge that samples
+    (temperature > 0; a greedy judge returns the same sample whatever the seed, so a re-score would only repeat
+    the selection score at the cost of a call)."""
+    return bool(cfg.rescore) and cfg.composite != "deterministic" and cfg.temperature > 0
 
 
 @dataclass(frozen=True)

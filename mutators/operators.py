@@ -17,7 +17,7 @@ import re
 from dataclasses import replace
 from typing import Any, Callable
 
-from harness.inference import LLM, ChatResult
+from harness.inference import LLM, BackendError, ChatResult
 from harness.jsonparse import JSONParseError, parse_json_object
 from mutators.base import (
     Candidate,
@@ -34,6 +34,12 @@ from mutators.base import (
     split_sentences,
 )
 from mutators.library import missing_constraints
+
+# What a model can do to an operator: a backend error (down, timeout, missing model) or a reply that does not
+# parse or cannot serve (JSONParseError is a ValueError; MutationFailed says why). These fall back to a
+# deterministic operator and say so. Anything else (TypeError, AttributeError, KeyError...) is a programming
+# error: it propagates, so the trial fails with its traceback instead of quietly crediting another operator.
+RECOVERABLE = (MutationFailed, BackendError, ValueError)
 
 __all__ = [
     "OPERATORS",
@@ -283,7 +289,7 @@ def crossover(ctx: MutationContext, llm: LLM | None) -> Candidate:
         return Candidate.make(text, "crossover", parents, f"{note}; merged by model")
     except MutationFailed as exc:
         why = str(exc)
-    except Exception as exc:  # noqa: BLE001 - any backend trouble degrades to the deterministic merge
+    except RECOVERABLE as exc:  # backend trouble or an unparseable reply degrades to the deterministic merge
         why = f"{type(exc).__name__}: {normalize(str(exc))[:160]}"
     return Candidate.make(interleave(a, b), "crossover", parents, f"interleaved sentences ({why})")
 
@@ -395,7 +401,7 @@ def _fallback(name: str, ctx: MutationContext, blocked: set[str], reason: str) -
                 continue
             try:
                 cand, why = _finish(OPERATORS[fb](ctx_k, None), ctx, blocked)
-            except Exception as exc:  # noqa: BLE001 - a fallback failing just moves on to the next one
+            except RECOVERABLE as exc:  # a fallback that cannot apply just moves on to the next one
                 cand, why = None, _describe(exc)
             if cand is not None:
                 shift = f" (seed+{k})" if k else ""
@@ -416,10 +422,10 @@ def propose(
     """Run operator `name` and return a clean, bounded, new candidate.
 
     The text is cleaned (fences, wrapping quotes, preambles), cut to ctx.max_chars at a sentence boundary, and
-    checked: degenerate text or a hash in `seen` (or the parent's hash) is rejected. On rejection or on any
-    exception from the operator (backend errors, garbage replies) a deterministic operator from FALLBACK_ORDER
-    takes over, trying shifted seeds if needed; `operator` names the one that produced the text and `note` says
-    why. In the degenerate case where nothing new can be made, the parent comes back with operator "none" and a
+    checked: degenerate text or an `instruction_hash` in `seen` (or the parent's) is rejected. On rejection or on a
+    model error from the operator (RECOVERABLE: backend errors, unparseable replies) a deterministic operator
+    from FALLBACK_ORDER takes over, trying shifted seeds if needed; the returned `operator` names the one that
+    produced the text (credit it, not `name`) and `note` says why. Other exceptions are bugs and propagate. In the degenerate case where nothing new can be made, the parent comes back with operator "none" and a
     note starting "exhausted:". Raises ValueError only for an unknown operator name.
     """
     if name not in OPERATORS:
@@ -427,7 +433,7 @@ def propose(
     blocked = set(seen) | {ctx.base_hash}
     try:
         cand = OPERATORS[name](ctx, llm)
-    except Exception as exc:  # noqa: BLE001 - model trouble of any kind becomes a recorded fallback
+    except RECOVERABLE as exc:  # model trouble becomes a recorded fallback; programming errors propagate
         return _fallback(name, ctx, blocked, f"{name} failed: {_describe(exc)}")
     checked, why = _finish(cand, ctx, blocked)
     if checked is not None:

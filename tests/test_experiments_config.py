@@ -150,16 +150,6 @@ def test_main_rejects_bad_config_before_running():
         main(compose_config(["backend.kind=nope"]), runner=object())
 
 
-def test_ab_kind_without_entry_point_says_what_is_missing(monkeypatch):
-    import sys
-
-    from experiments.run import main
-
-    monkeypatch.setitem(sys.modules, "experiments.ab_entry", None)
-    with pytest.raises(RuntimeError, match="run_ab_from_config"):
-        main(compose_config(["+sweep=prior_knowledge_ab"]))
-
-
 def test_single_run_with_scripted_runner():
     from scripted_harness import ScriptedRunner
 

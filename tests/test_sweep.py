@@ -8,7 +8,7 @@ import sys
 
 import optuna
 import pytest
-from scripted_harness import BASE, BOOST, Candidate, ScriptedRunner, scripted_propose
+from scripted_harness import BASE, BOOST, ScriptedRunner, scripted_propose
 
 from experiments.benchmark import load_tasks
 from experiments.config import BenchmarkConfig, TaskSpec
@@ -184,14 +184,17 @@ def test_duplicate_candidate_reuses_value(make_exp):
     exp = make_exp("sweep.n_trials=4", operators=("add_tool",))
 
     def same(name, ctx, llm, *, seen=frozenset()):
-        return Candidate(BASE[ctx.task_type] + " Name a concrete tool for every point.", name)
+        # propose's "exhausted" case: nothing new can be made, the parent comes back with operator "none"
+        from mutators.base import Candidate
+
+        return Candidate(ctx.base, "none", (ctx.base_hash,), ctx.base_hash, "exhausted: returned the parent")
 
     runner = ScriptedRunner(load_tasks(exp.benchmark))
     run_sweep(exp, runner, propose=same, out=lambda s: None)
     rows = Ledger(exp.sweep_dir / "ledger.jsonl").rows()
     dups = [r for r in rows if r["status"] == "duplicate"]
-    assert len(dups) == 2 and all(r["duplicate_of"] == 1 for r in dups)
-    trial_finishes = [rid for rid in runner.run_ids if "-t2-" in rid or "-t3-" in rid]
+    assert len(dups) == 3 and all(r["duplicate_of"] == 0 for r in dups)  # the parent is the baseline trial
+    trial_finishes = [rid for rid in runner.run_ids if any(f"-t{n}-" in rid for n in (1, 2, 3))]
     assert trial_finishes == []
 
 
