@@ -7,6 +7,12 @@ removes its pair from the analysis (the pair is reported). The harness is inject
 `run_arm(arm_name, arm_overrides, task, replication, seed) -> dict` returning
 {"score", "dimensions", "secondary", "status", "error"} and optionally "meta" (JSON-able run details kept in the
 ledger, e.g. run id, output path, whether the backend was a smoke model).
+
+One metric runs through the whole test: the pre-registered one (Preregistration.metric). Its statistics are the
+primary ones, the interim looks of a sequential design test it, the verdict is decided on it, and the per-task
+table and plots show it. Where a cell holds it: "composite" (or "score", the older name) -> the cell's "score";
+a secondary metric (SECONDARY) -> "secondary"[name]; anything else (a rubric dimension, det_<criterion>) ->
+"dimensions"[name]. Every dimension and every secondary metric is also analysed as its own Holm family.
 """
 
 from __future__ import annotations
@@ -35,6 +41,27 @@ from harness.logger import append_jsonl, read_jsonl
 
 RunArm = Callable[[str, Mapping[str, Any], Any, int, int], Mapping[str, Any]]
 SECONDARY = ("search_calls", "tokens", "wall_s", "gaps")
+COMPOSITE = ("composite", "score")  # the composite score; "score" is the cells' field and the older prereg name
+
+
+def metric_family(metric: str, secondary: Sequence[str] = SECONDARY) -> str:
+    """Where a ledger cell holds a metric: "score" (the composite), "secondary"[metric] or "dimensions"[metric]."""
+    if metric in COMPOSITE:
+        return "score"
+    if metric in secondary:
+        return "secondary"
+    return "dimensions"
+
+
+def metric_kind(metric: str) -> str:
+    """What a metric is, in words (for summaries and reports)."""
+    if metric in COMPOSITE:
+        return "composite score"
+    if metric in SECONDARY:
+        return "secondary metric"
+    if metric.startswith("det_"):
+        return "deterministic criterion"
+    return "rubric dimension"
 
 
 class PreregistrationMismatch(RuntimeError):
@@ -143,13 +170,17 @@ class ABResult:
     ledger_path: str = ""
 
     def stats_for(self, metric: str) -> PairedStats:
-        """The statistics of a metric: a dimension, a secondary metric, or the primary score."""
+        """The statistics of a metric: the primary (pre-registered) one, else a dimension or secondary metric.
+
+        The primary metric's own statistics win over its entry in the dimension or secondary family: that entry
+        carries the family's Holm adjustment, the pre-registered test is a family of one.
+        """
+        if metric == self.primary.metric or (metric in COMPOSITE and self.primary.metric in COMPOSITE):
+            return self.primary
         if metric in self.dimensions:
             return self.dimensions[metric]
         if metric in self.secondary:
             return self.secondary[metric]
-        if metric in (self.primary.metric, "score"):
-            return self.primary
         known = [self.primary.metric, *self.dimensions, *self.secondary]
         raise KeyError(f"no statistics for metric {metric!r}; known: {known}")
 
@@ -165,23 +196,62 @@ def prereg_path(ledger_path: str | Path) -> Path:
     return ledger_path.with_name(ledger_path.stem + ".prereg.json")
 
 
-def write_or_check_prereg(prereg: Preregistration, design: ABDesign, ledger_path: str | Path) -> Path:
-    """Write the pre-registration beside the ledger before any data, or check that it has not changed."""
-    path = prereg_path(ledger_path)
-    want = {"preregistration": prereg.to_dict(), "design": design.fingerprint()}
-    if path.exists():
-        have = json.loads(path.read_text(encoding="utf-8"))
-        for key in ("preregistration", "design"):
-            if json.loads(json.dumps(have.get(key), default=str)) != json.loads(json.dumps(want[key], default=str)):
-                raise PreregistrationMismatch(
-                    f"{path} holds a different {key} than this run: the hypothesis and design cannot change "
-                    f"mid-test. Registered: {have.get(key)}; this run: {want[key]}. Use a new ledger path."
-                )
-        return path
+def _plain(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, default=str))
+
+
+def _write_json(path: Path, data: Mapping[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({**want, "registered_at": time.time()}, indent=2, default=str), encoding="utf-8")
+    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
     tmp.replace(path)
+
+
+def write_or_check_prereg(
+    prereg: Preregistration,
+    design: ABDesign,
+    ledger_path: str | Path,
+    *,
+    backend: Mapping[str, Any] | None = None,
+    new_test: str = "use a new ledger path",
+) -> Path:
+    """Write the pre-registration beside the ledger before any data, or check that it has not changed.
+
+    `backend` ({arm: {role: identity}}, experiments.fingerprint.backend_identity per arm) is registered with it;
+    None leaves it unchecked. A file written before backends were registered has no such field: it is taken as
+    "not recorded", accepted, and the identity is added (with its own `backend_recorded_at`). Any difference
+    raises PreregistrationMismatch listing the differing fields ('field: registered -> this run') and `new_test`.
+    """
+    from experiments.fingerprint import fingerprint_diff
+
+    path = prereg_path(ledger_path)
+    want: dict[str, Any] = {"preregistration": prereg.to_dict(), "design": design.fingerprint()}
+    if backend is not None:
+        want["backend"] = dict(backend)
+    if not path.exists():
+        _write_json(path, {**want, "registered_at": time.time()})
+        return path
+    have = json.loads(path.read_text(encoding="utf-8"))
+    diffs = [f"{key}.{line}" for key in ("preregistration", "design")
+             for line in fingerprint_diff(_plain(have.get(key)) or {}, _plain(want[key]))]
+    if diffs:
+        raise PreregistrationMismatch(
+            f"{path} was registered with a different hypothesis or design than this run "
+            f"({'; '.join(diffs)}): the hypothesis and design cannot change mid-test; run with the registered "
+            f"settings to resume, or {new_test}"
+        )
+    if backend is None:
+        return path
+    if "backend" not in have:  # registered before backends were recorded: not recorded, so nothing to compare
+        _write_json(path, {**have, "backend": want["backend"], "backend_recorded_at": time.time()})
+        return path
+    diffs = [f"backend.{line}" for line in fingerprint_diff(_plain(have["backend"]) or {}, _plain(want["backend"]))]
+    if diffs:
+        raise PreregistrationMismatch(
+            f"{path} was registered with other backends or models than this run ({'; '.join(diffs)}): "
+            f"the backend and models cannot change mid-test; run with the registered backend to resume, "
+            f"or {new_test}"
+        )
     return path
 
 
@@ -254,8 +324,13 @@ def run_ab(
     *,
     ledger_path: str | Path,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
+    backend: Mapping[str, Any] | None = None,
+    new_test: str = "use a new ledger path",
 ) -> ABResult:
-    """Run (or resume) the A/B test and analyse it; see the module docstring."""
+    """Run (or resume) the A/B test and analyse it; see the module docstring.
+
+    `backend` is the arms' backend identity, registered with the pre-registration (see write_or_check_prereg).
+    """
     if prereg.n_tasks != len(design.tasks) or prereg.replications != design.replications:
         raise ValueError(
             f"design does not match the pre-registration: registered n_tasks={prereg.n_tasks}, "
@@ -263,7 +338,7 @@ def run_ab(
             f"{design.replications} replications"
         )
     ledger_path = Path(ledger_path)
-    write_or_check_prereg(prereg, design, ledger_path)
+    write_or_check_prereg(prereg, design, ledger_path, backend=backend, new_test=new_test)
     cells = _load_cells(ledger_path)
     names = design.arm_names
     ids = design.task_ids
@@ -304,7 +379,9 @@ def run_ab(
                                  "elapsed_s": time.perf_counter() - started, "skipped": skipped})
         if look_points and j in look_points:
             look = look_points.index(j) + 1
-            diffs = [t.diff for t in _task_results(cells, ids[:j], names, design.replications, "score")[0]]
+            family = _family(prereg.metric, cells)
+            diffs = [t.diff for t in _task_results(cells, ids[:j], names, design.replications, prereg.metric,
+                                                   family)[0]]
             decision = sequential_decision(diffs, look=look, n_looks=len(look_points), alpha=prereg.alpha,
                                            min_effect=prereg.min_effect, direction=prereg.direction)
             looks.append(decision)
@@ -317,6 +394,14 @@ def run_ab(
 
 
 # -- analysis -----------------------------------------------------------------------------------------------------
+
+
+def _family(metric: str, cells: Mapping[Any, Mapping[str, Any]]) -> str:
+    """metric_family, also for a secondary metric a run_arm reports beyond SECONDARY (and no dimension has)."""
+    ok = [c for c in cells.values() if c.get("status") == "ok"]
+    dims = {k for c in ok for k in (c.get("dimensions") or {})}
+    secs = {k for c in ok for k in (c.get("secondary") or {})} - dims
+    return metric_family(metric, (*SECONDARY, *sorted(secs)))
 
 
 def _value(rec: Mapping[str, Any], metric: str, family: str) -> float | None:
@@ -381,17 +466,23 @@ def analyse(
     cells_skipped: int = 0,
     ledger_path: str = "",
 ) -> ABResult:
-    """Statistics for the primary metric, every dimension and every secondary metric, plus the verdict."""
+    """Statistics for the pre-registered metric, every dimension and every secondary metric, plus the verdict.
+
+    The primary statistics, the per-task table (result.tasks) and the excluded pairs are those of the
+    pre-registered metric; its entry in the dimension or secondary family shares its bootstrap seed.
+    """
     names = design.arm_names
     ids = list(task_ids if task_ids is not None else design.task_ids)
     ok = [c for (t, _, _), c in cells.items() if t in ids and c.get("status") == "ok"]
     dim_names = sorted({k for c in ok for k in (c.get("dimensions") or {})})
     sec_names = sorted({k for c in ok for k in (c.get("secondary") or {})}, key=lambda s: (SECONDARY.index(s) if s in SECONDARY else len(SECONDARY), s))
-    label = "score" if prereg.metric in dim_names or prereg.metric in sec_names else prereg.metric
-    primary, tasks, excluded = _metric_stats(cells, ids, names, design, prereg, label, "score", 0)
-    dims = {d: _metric_stats(cells, ids, names, design, prereg, d, "dimensions", 1 + i)[0]
+    family = _family(prereg.metric, {k: c for k, c in cells.items() if k[0] in ids})
+    primary, tasks, excluded = _metric_stats(cells, ids, names, design, prereg, prereg.metric, family, 0)
+    dims = {d: primary if (family, d) == ("dimensions", prereg.metric)
+            else _metric_stats(cells, ids, names, design, prereg, d, "dimensions", 1 + i)[0]
             for i, d in enumerate(dim_names)}
-    secs = {s: _metric_stats(cells, ids, names, design, prereg, s, "secondary", 101 + i)[0]
+    secs = {s: primary if (family, s) == ("secondary", prereg.metric)
+            else _metric_stats(cells, ids, names, design, prereg, s, "secondary", 101 + i)[0]
             for i, s in enumerate(sec_names)}
     dims = with_holm(dims, prereg.test) if dims else {}
     secs = with_holm(secs, prereg.test) if secs else {}

@@ -8,6 +8,12 @@ panel, evaluation) of the arm's config with the pair's seed: planning differs be
 is shared; memory is frozen; the research cache is off unless an arm sets research.* itself. The judge sees only
 the task and the output (run ids and output names carry a blind label, never the arm name).
 
+Before anything is written, check_ab_design refuses (one-line ConfigError) a pre-registered metric this evaluator
+does not produce (ab.metric) and a design whose primary test cannot reach ab.alpha with the tasks it has (unless
+ab.allow_underpowered). One metric, the pre-registered one, runs through the statistics, looks, plots and verdict.
+The pre-registration also records each arm's backend identity (backend kind, model, file sha256 or Ollama digest
+per role); a resume on other backends or models is refused.
+
 Everything lives under <results_dir>/ab/<sweep.name>/: ledger.jsonl (one line per finished cell), its
 ledger.prereg.json, ab_report.md with two PNGs, summary.md and outputs/. A rerun skips every finished cell and the
 LLM response cache answers any call a killed cell had already made. MLflow: one parent run per test (found again by
@@ -27,7 +33,20 @@ from typing import Any, Callable, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.ab import ABDesign, ABResult, RunArm, _load_cells, arm_order, blind_label, pair_seed, prereg_path, run_ab
+from experiments.ab import (
+    SECONDARY,
+    ABDesign,
+    ABResult,
+    RunArm,
+    _load_cells,
+    arm_order,
+    blind_label,
+    metric_kind,
+    pair_seed,
+    prereg_path,
+    run_ab,
+    write_or_check_prereg,
+)
 from experiments.benchmark import Task, load_tasks
 from experiments.config import (
     ConfigError,
@@ -37,7 +56,7 @@ from experiments.config import (
     to_harness_config,
     validate,
 )
-from experiments.stats import PairedStats, Preregistration
+from experiments.stats import PairedStats, Preregistration, min_attainable_p, tasks_needed
 from experiments.tracking import NullTracker, make_tracker
 
 SUMMARY_BEGIN = "===== A/B SUMMARY ====="
@@ -96,6 +115,71 @@ def preregistration(exp: ExperimentConfig, n_tasks: int) -> Preregistration:
         alpha=float(ab.alpha), direction=ab.direction, n_tasks=n_tasks, replications=int(ab.replications),
         sequential=int(ab.looks) if ab.sequential else 0, test=ab.test,
     )
+
+
+def deterministic_criteria() -> tuple[str, ...]:
+    """The deterministic evaluator's criteria (the cells carry them as det_<name>)."""
+    from evaluators.deterministic import deterministic_scores
+
+    return tuple(deterministic_scores("", task=""))
+
+
+def ab_metrics(exp: ExperimentConfig) -> tuple[str, ...]:
+    """The names ab.metric may pre-register with this evaluator: composite, the rubric dimensions (none when
+    evaluator.composite is deterministic: no rubric runs), det_<criterion> and the A/B's secondary metrics."""
+    rubric = () if exp.evaluator.composite == "deterministic" else tuple(exp.evaluator.dimensions)
+    return ("composite", *rubric, *(f"det_{c}" for c in deterministic_criteria()), *SECONDARY)
+
+
+REFERENCE_BENCHMARK = "benchmark=asyncio_practices has 12"  # the default benchmark (conf/benchmark)
+
+
+def reachability_problem(n: int, *, test: str, sequential: bool, alpha: float, where: str = "",
+                         also: Sequence[str] = ()) -> str | None:
+    """Why the A/B's primary test cannot reach alpha with n task pairs, or None when it can.
+
+    The primary test is two-sided whatever the direction (experiments.stats); replications are averaged per task,
+    so n counts tasks. A sequential design decides on t-based CIs, which need n >= 2 at the last look.
+    """
+    used = "t" if sequential else test
+    p = min_attainable_p(n, test=used, alternative="two-sided")
+    if p < alpha:
+        return None
+    what = ("t-based sequential look" if sequential else
+            "exact two-sided Wilcoxon p" if used == "wilcoxon" else "two-sided paired t p")
+    need = tasks_needed(alpha, test=used, alternative="two-sided")
+    fixes = [f"use a benchmark with >= {need} tasks ({REFERENCE_BENCHMARK})"]
+    if used == "wilcoxon":
+        fixes.append("ab.test=t")
+    fixes += list(also)
+    fix = fixes[0] if len(fixes) == 1 else f"{', '.join(fixes[:-1])}, or {fixes[-1]}"
+    pairs = f"{n} task pair{'s' if n != 1 else ''}{f' ({where})' if where else ''}"
+    if sequential:
+        return (f"with {pairs} the {what} cannot test at all (it needs >= 2 pairs): 'supported' is unreachable; "
+                f"{fix}")
+    return (f"with {pairs} the smallest {what} is {p:.4g} >= alpha {alpha:g}: 'supported' is unreachable; "
+            f"{fix}")
+
+
+def check_ab_design(exp: ExperimentConfig) -> None:
+    """Refuse an A/B that cannot answer its question, before anything is written (one-line ConfigError).
+
+    ab.metric must be a metric this evaluator produces (ab_metrics); the primary test must be able to reach
+    ab.alpha with the tasks ab.split selects (reachability_problem), unless ab.allow_underpowered, in which case
+    run_ab_from_config prints the same finding as a note.
+    """
+    ab = exp.ab
+    allowed = ab_metrics(exp)
+    if ab.metric not in allowed:
+        why = (" (evaluator.composite=deterministic: no rubric runs, so no rubric dimension is scored)"
+               if ab.metric in exp.evaluator.dimensions else "")
+        raise ConfigError(f"ab.metric={ab.metric!r} is not allowed{why}; expected one of: {', '.join(allowed)}")
+    n = len(select_tasks(exp))
+    problem = reachability_problem(n, test=ab.test, sequential=ab.sequential, alpha=float(ab.alpha),
+                                   where=f"benchmark {exp.benchmark.name!r}, ab.split={ab.split}",
+                                   also=("ab.allow_underpowered=true",))
+    if problem and not ab.allow_underpowered:
+        raise ConfigError(f"ab: {problem}")
 
 
 def design_from_config(exp: ExperimentConfig) -> tuple[ABDesign, Preregistration]:
@@ -204,7 +288,7 @@ class HarnessCells:
         return h
 
     def __call__(self, arm: str, overrides: Mapping[str, Any], task: Any, replication: int, seed: int) -> dict[str, Any]:
-        from experiments.objective import TrialFailed, task_score
+        from experiments.outcome import outcome_from_result
         from harness.logger import Tracer, use_tracer
 
         label = blind_label(arm, seed)  # what the run id, trace and output file show instead of the arm
@@ -227,18 +311,19 @@ class HarnessCells:
                     prior_knowledge_ran=bool(prepared.plan.prior_knowledge_ran), plan_parser=prepared.plan.parser,
                     llm_calls=sum(int(u.get("calls", 0)) for u in (record.get("llm") or {}).values()),
                     cached_calls=sum(int(u.get("cached", 0)) for u in (record.get("llm") or {}).values()))
-        try:
-            s = task_score(task, result)
-        except TrialFailed as exc:
-            return {"status": "failed", "error": str(exc), "meta": meta}
+        outcome = outcome_from_result(result)  # the typed seam: score, dimensions (rubric and det_*), usage
+        if not outcome.ok:
+            return {"status": "failed", "error": f"task {task.id!r} failed: {outcome.error or outcome.status}",
+                    "meta": meta}
+        meta.update(selection_score=outcome.selection_score, rescored=outcome.rescored)
         return {
             "status": "ok",
             "error": None,
-            "score": s.score,
-            "dimensions": dict(s.dimensions),
+            "score": float(outcome.score),
+            "dimensions": dict(outcome.dimensions),
             "secondary": {
                 "search_calls": int((record.get("research") or {}).get("search_calls") or 0),
-                "tokens": s.prompt_tokens + s.completion_tokens,
+                "tokens": outcome.usage.prompt_tokens + outcome.usage.completion_tokens,
                 "wall_s": round(wall, 3),
                 "gaps": len(prepared.plan.gaps),
             },
@@ -361,6 +446,7 @@ class ABTracking:
         if self.on:
             pid = self.tracker.parent_id
             self.client.set_tag(pid, "verdict", result.verdict)
+            self.client.set_tag(pid, "primary_metric", result.primary.metric)
             for f in files:
                 if f.exists():
                     self.client.log_artifact(pid, str(f), "report")
@@ -382,10 +468,12 @@ def _stats_metrics(prefix: str, s: PairedStats) -> dict[str, float]:
 
 
 def summary_metrics(result: ABResult) -> dict[str, float]:
-    """The parent run's metrics: primary statistics, per-dimension and secondary diffs and Holm p, the verdict."""
-    m = _stats_metrics("", result.primary)
+    """The parent run's metrics: the pre-registered metric's statistics as primary.<metric>.<statistic>, the
+    per-dimension and secondary diffs and Holm p (dim.<name>.*, sec.<name>.*), the verdict."""
+    prefix = f"primary.{result.primary.metric}."
+    m = _stats_metrics(prefix, result.primary)
     if result.primary.noise is not None:
-        m["noise_floor"] = result.primary.noise.floor
+        m[f"{prefix}noise_floor"] = result.primary.noise.floor
     for fam, stats in (("dim", result.dimensions), ("sec", result.secondary)):
         for name, s in stats.items():
             m[f"{fam}.{name}.mean_diff"] = s.mean_diff
@@ -422,23 +510,9 @@ def _p(p: Any) -> str:
     return "n/a" if not math.isfinite(v) else ("<0.0001" if v < 1e-4 else f"{v:.4f}")
 
 
-def min_attainable_p(n: int) -> float:
-    """Smallest exact two-sided Wilcoxon signed-rank p with n non-zero pairs (all of one sign): 2 / 2^n.
-
-    experiments.stats tests two-sided whatever the pre-registered direction, so this bound holds for all three.
-    """
-    return 1.0 if n < 1 else min(1.0, 2.0 / 2 ** n)
-
-
 def power_note(prereg: Preregistration, n_tasks: int) -> str | None:
-    """A warning when the pre-registered Wilcoxon test cannot reach alpha with this many task pairs."""
-    if prereg.test != "wilcoxon":
-        return None
-    p = min_attainable_p(n_tasks)
-    if p < prereg.alpha:
-        return None
-    return (f"with {n_tasks} task pairs the smallest possible exact two-sided Wilcoxon p is {p:.4f} >= alpha "
-            f"{prereg.alpha:g}: 'supported' is unreachable; add tasks or pre-register ab.test=t")
+    """A warning when the pre-registered test cannot reach alpha with this many task pairs (see check_ab_design)."""
+    return reachability_problem(n_tasks, test=prereg.test, sequential=prereg.sequential > 1, alpha=prereg.alpha)
 
 
 def format_summary(*, name: str, result: ABResult, prereg: Preregistration, design: ABDesign, smoke: bool,
@@ -461,15 +535,20 @@ def format_summary(*, name: str, result: ABResult, prereg: Preregistration, desi
         f"direction={prereg.direction} test={prereg.test} sequential_looks={prereg.sequential}",
         f"cells: {total} in design; run in this invocation: {result.cells_run}; skipped (already in ledger): "
         f"{result.cells_skipped}",
+        f"primary metric: {s.metric} ({metric_kind(s.metric)}, pre-registered): the statistics, looks and "
+        f"verdict below are on {s.metric}",
         f"pairs: {s.n} tasks with complete pairs; excluded pairs: {len(result.excluded_pairs)} ({failed} with a failed cell)",
-        f"mean {a}: {_f(s.mean_a)}  mean {b}: {_f(s.mean_b)}  diff (B-A): {_f(s.mean_diff, True)}  "
+        f"{s.metric}: mean {a}: {_f(s.mean_a)}  mean {b}: {_f(s.mean_b)}  diff (B-A): {_f(s.mean_diff, True)}  "
         f"{100 * s.ci.level:.0f}% CI [{_f(s.ci.low, True)}, {_f(s.ci.high, True)}]",
-        f"Wilcoxon p={_p(s.wilcoxon.pvalue)} ({s.wilcoxon.method})  t p={_p(s.ttest.pvalue)}  dz={_f(s.dz)}  "
-        f"r_rb={_f(s.rank_biserial)}",
+        f"{s.metric}: Wilcoxon p={_p(s.wilcoxon.pvalue)} ({s.wilcoxon.method})  t p={_p(s.ttest.pvalue)}  "
+        f"dz={_f(s.dz)}  r_rb={_f(s.rank_biserial)}",
     ]
+    for d in result.looks:
+        lines.append(f"{s.metric}: look {d.look}/{d.n_looks} n={d.n} mean diff {_f(d.mean, True)}: {d.action} "
+                     f"({d.reason})")
     if s.noise is not None:
-        lines.append(f"noise floor (replications): {_f(s.noise.floor)}" if math.isfinite(s.noise.floor)
-                     else "noise floor (replications): n/a (needs ab.replications >= 2)")
+        lines.append(f"{s.metric}: noise floor (replications): {_f(s.noise.floor)}" if math.isfinite(s.noise.floor)
+                     else f"{s.metric}: noise floor (replications): n/a (needs ab.replications >= 2)")
     for metric, st in result.secondary.items():
         lines.append(f"secondary {metric}: {_f(st.mean_a)} -> {_f(st.mean_b)} (diff {_f(st.mean_diff, True)}, "
                      f"Holm p={_p(st.p_holm)})")
@@ -503,6 +582,18 @@ def cell_plan(design: ABDesign) -> list[tuple[str, str, int]]:
 # -- the entry point -------------------------------------------------------------------------------------------
 
 
+def arm_backends(design: ABDesign, cells: HarnessCells | None, run_arm: RunArm | None,
+                 roles: Any) -> dict[str, Any] | None:
+    """{arm: {role: backend identity}} to register, or None when nothing will run on the harness (no check)."""
+    from experiments.fingerprint import backend_identity
+
+    if run_arm is not None:
+        return {arm: backend_identity(roles) for arm in design.arm_names} if roles is not None else {}
+    if cells is None:
+        return None
+    return {arm: backend_identity(cells.roles_for(arm)) for arm in design.arm_names}
+
+
 @dataclass(frozen=True)
 class ABRun:
     result: ABResult
@@ -525,7 +616,9 @@ def run_ab_from_config(
 ) -> ABRun:
     """Run (or resume) the A/B test a composed config describes; see the module docstring.
 
-    run_arm replaces the real harness (tests); roles runs the real harness on injected backends.
+    run_arm replaces the real harness (tests); roles runs the real harness on injected backends. The backend
+    identity registered with the pre-registration comes from the harness's roles, from `roles` when run_arm is
+    injected with them, else is {} (a scripted run has no backend).
     """
     from experiments.report import DIFF_PNG, FOREST_PNG, write_report
     from experiments.sweep import SMOKE_LINE
@@ -534,6 +627,7 @@ def run_ab_from_config(
     exp = validate(to_experiment(cfg))
     if exp.sweep.kind != "ab":
         raise ConfigError(f"sweep.kind={exp.sweep.kind!r} is not allowed here; expected 'ab' (+sweep=prior_knowledge_ab)")
+    check_ab_design(exp)  # metric name and reachability, before anything is written
     name = exp.sweep.name
     design, prereg = design_from_config(exp)
     arms = arm_configs(exp)  # bad keys and same-config arms fail here, before anything is written
@@ -550,6 +644,9 @@ def run_ab_from_config(
         recs = _load_cells(paths.ledger).values()
         smoke = any((r.get("meta") or {}).get("smoke") for r in recs) or any(
             e.backend.kind == "embedded" for e in arms.values())
+    backend = arm_backends(design, cells if cells is not None and pending else None, run_arm, roles)
+    new_test = f"start a new test under a new sweep.name (e.g. sweep.name={name}_2)"
+    write_or_check_prereg(prereg, design, paths.ledger, backend=backend, new_test=new_test)  # refuse before MLflow
     inner: RunArm = run_arm if run_arm is not None else cells  # type: ignore[assignment]
     last: dict[str, Any] = {}
 
@@ -594,7 +691,8 @@ def run_ab_from_config(
             f"rep {info['replication']} arm {info['arm']}: {what} | elapsed {_hms(elapsed)} ETA {_hms(eta)}")
 
     try:
-        result = run_ab(design, prereg, runner, ledger_path=paths.ledger, on_progress=progress)
+        result = run_ab(design, prereg, runner, ledger_path=paths.ledger, on_progress=progress, backend=backend,
+                        new_test=new_test)
     except KeyboardInterrupt:
         mlflow.safe(mlflow.killed)
         out(f"[{name}] interrupted: finished cells are in {paths.ledger}; run the same command again to resume")

@@ -1,4 +1,8 @@
-"""Markdown report and PNG plots of an A/B result (matplotlib Agg canvas, no global backend switch)."""
+"""Markdown report and PNG plots of an A/B result (matplotlib Agg canvas, no global backend switch).
+
+Everything shown as primary (per-task table, statistics, paired-difference plot, forest plot's first row) is the
+pre-registered metric, result.primary.metric, and is labelled with its name.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from experiments.ab import ABResult
+from experiments.ab import ABResult, metric_kind
 from experiments.stats import PairedStats, Preregistration
 
 REPORT_NAME = "ab_report.md"
@@ -90,7 +94,7 @@ def plot_paired_differences(result: ABResult, prereg: Preregistration, path: Pat
                        rotation_mode="anchor", fontsize=8)
     ax.set_xlim(-0.6, max(len(tasks) - 0.4, 0.6))
     ax.set_ylabel(f"{s.metric}: {b_name} − {a_name}")
-    ax.set_title(f"Paired differences per task (n={s.n}, verdict: {result.verdict})", fontsize=10)
+    ax.set_title(f"Paired differences per task: {s.metric} (n={s.n}, verdict: {result.verdict})", fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
@@ -155,14 +159,16 @@ def render_markdown(result: ABResult, prereg: Preregistration, *, plots: Sequenc
         out += [""]
     out += ["## Pre-registration (written before data collection)", ""]
     out += _table(["field", "value"], [[k, f"`{v}`"] for k, v in prereg.to_dict().items()])
-    out += ["", "## Per-task scores", "",
+    out += ["", f"## Per-task {s.metric}", "",
+            f"Primary metric: `{s.metric}` ({metric_kind(s.metric)}, pre-registered); the per-task values, the "
+            "statistics, the paired-difference plot and the verdict are all on it.",
             f"Difference = {b_name} − {a_name}; each arm's value is the mean over that task's complete replicate pairs.", ""]
     out += _table(
         ["task", "pairs", a_name, b_name, "diff"],
         [[t.task, t.n_pairs, _f(t.mean_a), _f(t.mean_b), _f(t.diff)] for t in result.tasks],
     )
     w, t = s.wilcoxon, s.ttest
-    out += ["", f"## Statistics: {s.metric}", ""]
+    out += ["", f"## Statistics: {s.metric} (primary)", ""]
     rows = [
         ["n (task pairs)", s.n],
         [f"mean {a_name} / {b_name}", f"{_f(s.mean_a)} / {_f(s.mean_b)}"],
@@ -189,7 +195,7 @@ def render_markdown(result: ABResult, prereg: Preregistration, *, plots: Sequenc
         ]
     out += _table(["statistic", "value"], rows)
     if result.looks:
-        out += ["", "## Sequential looks", "", f"Method: {result.looks[0].method}.", ""]
+        out += ["", f"## Sequential looks ({s.metric})", "", f"Method: {result.looks[0].method}.", ""]
         out += _table(
             ["look", "n", "mean", "nominal alpha", "alpha spent", "CI at nominal level", "action", "reason"],
             [[d.look, d.n, _f(d.mean), _f(d.nominal_alpha, 4), _f(d.spent_alpha, 4),

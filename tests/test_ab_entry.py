@@ -15,19 +15,23 @@ from experiments.ab_entry import (
     arm_configs,
     cell_plan,
     design_from_config,
-    min_attainable_p,
     run_ab_from_config,
 )
 from experiments.config import ConfigError, compose_config, to_experiment
 from experiments.report import DIFF_PNG, FOREST_PNG, REPORT_NAME
+from experiments.stats import min_attainable_p
 from harness.logger import read_jsonl
 
 ON, OFF = "prior_knowledge_on", "prior_knowledge_off"
 SMOKE_IDS = ["list-json-modules", "file-handling-tips", "what-is-gil", "list-testing-tools", "logging-tips"]
 
 
-def _exp(*overrides: str):
-    return to_experiment(compose_config(["+sweep=prior_knowledge_ab", "backend=fake", *overrides]))
+def _exp(*overrides: str, underpowered_ok: bool = True):
+    """The A/B on the 5-task smoke benchmark. Its two-sided exact Wilcoxon cannot reach alpha 0.05 (smallest p
+    0.0625), so a Wilcoxon design is refused unless ab.allow_underpowered=true, which these tests set by default."""
+    allow = ["ab.allow_underpowered=true"] if underpowered_ok else []
+    return to_experiment(compose_config(["+sweep=prior_knowledge_ab", "backend=fake", "benchmark=smoke", *allow,
+                                         *overrides]))
 
 
 class ScriptedArm:
@@ -146,7 +150,8 @@ def _mlflow_runs():
 
 def test_interrupted_run_resumes_and_ends_with_report_plots_and_mlflow_runs(_isolated_results):
     """One MLflow-backed test (a fresh tracking DB costs seconds): interrupt, resume, rerun; report and runs."""
-    exp = _exp("ab.replications=2", "ab.direction=less", "ab.test=t")  # 5 tasks: Wilcoxon cannot reach 0.05
+    # 5 tasks: Wilcoxon cannot reach 0.05, the t-test can (so no allow_underpowered needed)
+    exp = _exp("ab.replications=2", "ab.direction=less", "ab.test=t", underpowered_ok=False)
     ledger = _isolated_results / "ab" / "prior_knowledge_ab" / "ledger.jsonl"
     first = ScriptedArm(interrupt_after=7, prereg=prereg_path(ledger))
     with pytest.raises(KeyboardInterrupt):
@@ -190,9 +195,10 @@ def test_interrupted_run_resumes_and_ends_with_report_plots_and_mlflow_runs(_iso
     parent = parents[0]
     assert parent.info.status == "FINISHED" and parent.data.tags["verdict"] == "supported"
     m = parent.data.metrics
-    assert m["mean_diff"] == pytest.approx(run.result.primary.mean_diff)
-    assert m["p_t"] == pytest.approx(run.result.primary.ttest.pvalue) and m["verdict_code"] == 1.0
-    assert {"ci_low", "ci_high", "p_wilcoxon", "p_holm", "dz", "sec.search_calls.mean_diff"} <= set(m)
+    assert m["primary.composite.mean_diff"] == pytest.approx(run.result.primary.mean_diff)  # named by its metric
+    assert m["primary.composite.p_t"] == pytest.approx(run.result.primary.ttest.pvalue) and m["verdict_code"] == 1.0
+    assert {f"primary.composite.{k}" for k in ("ci_low", "ci_high", "p_wilcoxon", "p_holm", "dz")} <= set(m)
+    assert "sec.search_calls.mean_diff" in m and parent.data.tags["primary_metric"] == "composite"
     assert parent.data.params["ab.b"] == json.dumps({"planner.skip_prior_knowledge": True})
     arts = {a.path for a in client.list_artifacts(parent.info.run_id, "report")}
     assert {f"report/{REPORT_NAME}", f"report/{DIFF_PNG}", f"report/{FOREST_PNG}"} <= arts
@@ -203,13 +209,15 @@ def test_interrupted_run_resumes_and_ends_with_report_plots_and_mlflow_runs(_iso
         (t, a, str(r)) for t, a, r in cell_plan(run.design)}
 
 
-def test_default_two_sided_test_on_five_tasks_warns_it_cannot_reach_alpha():
+def test_allowed_underpowered_two_sided_test_on_five_tasks_warns_it_cannot_reach_alpha():
     assert min_attainable_p(5) == pytest.approx(0.0625) and min_attainable_p(6) == pytest.approx(0.03125)
     lines: list[str] = []
     run = run_ab_from_config(_exp("ab.replications=1", "mlflow.enabled=false"), run_arm=ScriptedArm(effect=3.0),
                              out=lines.append)
     assert run.result.verdict != "supported"  # every task favours A, yet p >= 0.0625 by construction
-    assert any("'supported' is unreachable" in ln for ln in lines)
+    notes = [ln for ln in lines if "'supported' is unreachable" in ln]
+    assert notes and "smallest exact two-sided Wilcoxon p is 0.0625 >= alpha 0.05" in notes[0]
+    assert any(ln.startswith("note: ") for ln in run.summary.splitlines())
 
 
 def test_a_failing_cell_is_reported_and_retried_on_the_next_run():
@@ -234,9 +242,10 @@ def test_changed_hypothesis_on_the_same_ledger_is_refused():
     from experiments.ab import PreregistrationMismatch
 
     run_ab_from_config(_exp("ab.replications=1", "mlflow.enabled=false"), run_arm=ScriptedArm(), out=lambda _: None)
-    with pytest.raises(PreregistrationMismatch, match="hypothesis and design cannot change"):
+    with pytest.raises(PreregistrationMismatch, match="hypothesis and design cannot change") as info:
         run_ab_from_config(_exp("ab.replications=1", "mlflow.enabled=false", "ab.min_effect=0.9"),
                            run_arm=ScriptedArm(), out=lambda _: None)
+    assert "preregistration.min_effect: 0.3 -> 0.9" in str(info.value) and "new sweep.name" in str(info.value)
 
 
 # -- the real harness, scripted model ---------------------------------------------------------------------------

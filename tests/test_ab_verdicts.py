@@ -1,0 +1,250 @@
+"""Verdicts a user can trust: one metric through the whole A/B, designs that cannot answer refused up front,
+and the backend pinned to the pre-registration."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from experiments.ab import ABDesign, PreregistrationMismatch, prereg_path, run_ab
+from experiments.ab_entry import ab_metrics, check_ab_design, run_ab_from_config, summary_metrics
+from experiments.config import ConfigError, compose_config, to_experiment
+from experiments.report import REPORT_NAME
+from experiments.stats import Preregistration
+from harness.logger import read_jsonl
+
+ON, OFF = "prior_knowledge_on", "prior_knowledge_off"
+
+
+def _exp(*overrides: str):
+    return to_experiment(compose_config(["+sweep=prior_knowledge_ab", "backend=fake", *overrides]))
+
+
+class SplitVerdictArm:
+    """run_arm double (the seam's dict: score, dimensions, secondary, status): arm B (the prior-knowledge pass
+    skipped, or overrides {"b": True}) is better on the composite by `composite` and worse on depth by `depth`."""
+
+    def __init__(self, composite: float = 1.0, depth: float = 1.0, sd: float = 0.1, interrupt_after: int | None = None):
+        self.composite, self.depth, self.sd, self.interrupt_after = composite, depth, sd, interrupt_after
+        self.calls: list[tuple[str, str, int]] = []
+
+    def __call__(self, arm, overrides, task, replication, seed):
+        if self.interrupt_after is not None and len(self.calls) >= self.interrupt_after:
+            raise KeyboardInterrupt
+        tid = task if isinstance(task, str) else task.id
+        self.calls.append((tid, arm, replication))
+        b = bool(overrides.get("planner.skip_prior_knowledge", overrides.get("b", False)))
+        rng = np.random.default_rng([seed, int(b)])
+        base = 5.0 + (sum(map(ord, tid)) % 7) / 3
+        return {
+            "status": "ok",
+            "error": None,
+            "score": base + (self.composite if b else 0.0) + rng.normal(0, self.sd),
+            "dimensions": {"depth": base - (self.depth if b else 0.0) + rng.normal(0, self.sd),
+                           "structure": 6.0 + rng.normal(0, self.sd)},
+            "secondary": {"search_calls": 3 + b, "tokens": 1000 - 100 * b, "wall_s": 1.0, "gaps": 2 - 2 * b},
+        }
+
+
+# -- (a) one metric: statistics, interim looks, per-task table, plots and verdict all on the pre-registered one --
+
+
+def test_preregistered_dimension_drives_primary_stats_interim_looks_and_verdict(tmp_path):
+    # Fails on the experiments/ab.py of 76958cb (HEAD before this change, ab.py as in 72dcb4e): there the primary
+    # statistics and the interim looks were the composite ("score", B better by +1, so look 1 stopped for efficacy),
+    # only relabelled, while the verdict read depth.
+    tasks = tuple(f"task-{i}" for i in range(8))
+    prereg = Preregistration("the pass makes answers deeper", metric="depth", min_effect=0.5, alpha=0.05,
+                             direction="greater", n_tasks=8, replications=2, sequential=2, test="wilcoxon")
+    design = ABDesign(tasks=tasks, arms={"a": {"b": False}, "b": {"b": True}}, replications=2, seed=3)
+    ledger = tmp_path / "ab.jsonl"
+    result = run_ab(design, prereg, SplitVerdictArm(composite=1.0, depth=1.0), ledger_path=ledger)
+
+    assert result.primary.metric == "depth"
+    assert result.primary.mean_diff == pytest.approx(-1.0, abs=0.2)  # depth: B worse (the composite says better)
+    assert all(t.diff < 0 for t in result.tasks)  # the per-task table (and the paired-diff plot) show depth
+    looks = [r for r in read_jsonl(ledger) if r["kind"] == "look"]
+    assert looks and all(lk["mean"] < 0 for lk in looks)  # interim looks tested depth
+    # depth's CI lies below the minimum effect at look 1: stop for futility (the composite would stop for efficacy)
+    assert result.decision is not None and result.decision.action == "stop_futility" and result.primary.n == 4
+    assert result.verdict == "not supported" and "minimum effect" in result.verdict_reason
+    assert result.stats_for("depth") is result.primary  # the verdict's statistics are the primary ones
+    # the Holm family keeps depth, with the same data and bootstrap as the primary, but its own adjusted p
+    fam = result.dimensions["depth"]
+    assert fam.diffs == result.primary.diffs and fam.ci == result.primary.ci and "structure" in result.dimensions
+
+
+def test_preregistered_secondary_metric_is_the_primary(tmp_path):
+    prereg = Preregistration("skipping the pass saves tokens", metric="tokens", min_effect=50, direction="less",
+                             n_tasks=8, replications=1, test="t")
+    design = ABDesign(tasks=tuple(f"t{i}" for i in range(8)), arms={"a": {}, "b": {"b": True}}, replications=1)
+    result = run_ab(design, prereg, SplitVerdictArm(), ledger_path=tmp_path / "ab.jsonl")
+    assert result.primary.metric == "tokens" and result.primary.mean_diff == pytest.approx(-100)
+    assert result.verdict == "supported", result.verdict_reason
+
+
+def test_depth_ab_summary_report_and_mlflow_metrics_name_the_metric(_isolated_results):
+    lines: list[str] = []
+    exp = _exp("benchmark=asyncio_practices", "ab.metric=depth", "ab.replications=1", "ab.direction=greater",
+               "mlflow.enabled=false")
+    run = run_ab_from_config(exp, run_arm=SplitVerdictArm(), out=lines.append)
+    r = run.result
+    assert r.primary.metric == "depth" and r.primary.n == 12 and r.primary.mean_diff < 0
+    assert r.verdict == "not supported" and "opposite direction" in r.verdict_reason
+    summary = run.summary.splitlines()
+    assert "primary metric: depth (rubric dimension, pre-registered)" in run.summary
+    diff_line = next(ln for ln in summary if "diff (B-A)" in ln)
+    assert diff_line.startswith("depth: ") and f"{r.primary.mean_diff:+.3f}" in diff_line
+    assert next(ln for ln in summary if "Wilcoxon p=" in ln).startswith("depth: ")
+    m = summary_metrics(r)
+    assert m["primary.depth.mean_diff"] == pytest.approx(r.primary.mean_diff)
+    assert not any(k.startswith("primary.composite") for k in m) and "mean_diff" not in m
+    report = (run.paths.dir / REPORT_NAME).read_text()
+    assert "## Per-task depth" in report and "## Statistics: depth (primary)" in report
+    assert "Primary metric: `depth` (rubric dimension, pre-registered)" in report
+
+
+# -- (b) metric names checked before anything runs ---------------------------------------------------------------
+
+
+def _nothing_written(results, tmp_path) -> None:
+    assert list(results.iterdir()) == []  # no ab/<name>/ folder, ledger, pre-registration or outputs
+    assert not (tmp_path / "mlflow.db").exists()  # no MLflow run (MLFLOW_TRACKING_URI points here)
+
+
+def test_misspelt_metric_is_refused_in_one_line_before_anything_is_written(_isolated_results, tmp_path):
+    arm = SplitVerdictArm()
+    with pytest.raises(ConfigError) as info:
+        run_ab_from_config(_exp("benchmark=asyncio_practices", "ab.metric=dpeth"), run_arm=arm, out=lambda _: None)
+    msg = str(info.value)
+    assert "\n" not in msg and msg.startswith("ab.metric='dpeth' is not allowed; expected one of: composite, ")
+    for name in ("depth", "relevance", "det_count", "det_terms", "det_structure", "det_specificity",
+                 "det_grounding", "search_calls", "tokens", "wall_s", "gaps"):
+        assert name in msg.split("expected one of: ")[1].split(", ")
+    assert arm.calls == []
+    _nothing_written(_isolated_results, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "overrides, ok",
+    [
+        (["ab.metric=composite"], True),
+        (["ab.metric=depth"], True),
+        (["ab.metric=det_grounding"], True),
+        (["ab.metric=gaps"], True),
+        (["ab.metric=score"], False),  # the cells' field name, not a metric name one pre-registers
+        (["ab.metric=det_depth"], False),
+        (["evaluator=deterministic_only", "ab.metric=det_count"], True),
+        (["evaluator=deterministic_only", "ab.metric=depth"], False),  # no rubric runs
+    ],
+)
+def test_metric_names_follow_the_evaluator(overrides, ok):
+    exp = _exp("benchmark=asyncio_practices", *overrides)
+    if ok:
+        check_ab_design(exp)
+        assert exp.ab.metric in ab_metrics(exp)
+        return
+    with pytest.raises(ConfigError, match=rf"^ab\.metric='{exp.ab.metric}' is not allowed") as info:
+        check_ab_design(exp)
+    assert exp.ab.metric not in ab_metrics(exp)
+    if exp.evaluator.composite == "deterministic":
+        assert "no rubric runs" in str(info.value) and not set(exp.evaluator.dimensions) & set(ab_metrics(exp))
+
+
+def test_validate_refuses_a_misspelt_metric():
+    from experiments.config import validate
+
+    with pytest.raises(ConfigError, match=r"^ab\.metric='dpeth' is not allowed"):
+        validate(_exp("benchmark=asyncio_practices", "ab.metric=dpeth"))
+
+
+# -- (c) designs that cannot reach alpha are refused unless allowed ---------------------------------------------
+
+
+def test_underpowered_design_is_refused_before_anything_is_written_and_runs_when_allowed(_isolated_results, tmp_path):
+    arm = SplitVerdictArm()
+    with pytest.raises(ConfigError) as info:
+        run_ab_from_config(_exp("benchmark=smoke", "ab.replications=1"), run_arm=arm, out=lambda _: None)
+    msg = str(info.value)
+    assert msg == ("ab: with 5 task pairs (benchmark 'smoke', ab.split=all) the smallest exact two-sided Wilcoxon p "
+                   "is 0.0625 >= alpha 0.05: 'supported' is unreachable; use a benchmark with >= 6 tasks "
+                   "(benchmark=asyncio_practices has 12), ab.test=t, or ab.allow_underpowered=true")
+    assert arm.calls == []
+    _nothing_written(_isolated_results, tmp_path)
+
+    lines: list[str] = []
+    run = run_ab_from_config(_exp("benchmark=smoke", "ab.replications=1", "ab.allow_underpowered=true",
+                                  "mlflow.enabled=false"), run_arm=arm, out=lines.append)
+    assert len(arm.calls) == 10 and run.result.primary.n == 5
+    assert any("note: with 5 task pairs the smallest exact two-sided Wilcoxon p is 0.0625" in ln for ln in lines)
+
+
+@pytest.mark.parametrize(
+    "overrides, refused",
+    [
+        (["benchmark=smoke"], "5 task pairs"),
+        (["benchmark=smoke", "ab.split=train"], "3 task pairs (benchmark 'smoke', ab.split=train)"),
+        (["benchmark=asyncio_practices", "ab.split=holdout"], "4 task pairs"),
+        (["benchmark=smoke", "ab.alpha=0.07"], None),  # 0.0625 < 0.07
+        (["benchmark=smoke", "ab.test=t"], None),
+        (["benchmark=smoke", "ab.sequential=true"], None),  # t-based looks: n >= 2 at the last look
+        (["benchmark=asyncio_practices"], None),  # the default A/B: 12 tasks, smallest p 2/4096
+    ],
+)
+def test_reachability(overrides, refused):
+    exp = _exp(*overrides)
+    if refused is None:
+        check_ab_design(exp)
+        return
+    with pytest.raises(ConfigError, match=r"'supported' is unreachable") as info:
+        check_ab_design(exp)
+    assert refused in str(info.value)
+
+
+# -- (d) the backend is part of the pre-registration --------------------------------------------------------------
+
+
+def _roles(model: str):
+    from harness.inference import FakeLLM, fake_roles
+
+    return fake_roles(FakeLLM(model=model))
+
+
+def test_resume_on_another_model_is_refused_listing_the_field(_isolated_results):
+    exp = _exp("benchmark=asyncio_practices", "ab.replications=1", "mlflow.enabled=false")
+    first = SplitVerdictArm(interrupt_after=5)
+    with pytest.raises(KeyboardInterrupt):
+        run_ab_from_config(exp, run_arm=first, roles=_roles("model-1"), out=lambda _: None)
+    saved = json.loads(prereg_path(_isolated_results / "ab" / "prior_knowledge_ab" / "ledger.jsonl").read_text())
+    assert saved["backend"][ON]["producer"] == {"backend": "fake", "model": "model-1"}
+    assert set(saved["backend"]) == {ON, OFF}
+
+    other = SplitVerdictArm()
+    with pytest.raises(PreregistrationMismatch) as info:
+        run_ab_from_config(exp, run_arm=other, roles=_roles("model-2"), out=lambda _: None)
+    msg = str(info.value)
+    assert f"backend.{ON}.producer.model: model-1 -> model-2" in msg and "cannot change mid-test" in msg
+    assert "new sweep.name" in msg and other.calls == []
+
+    same = SplitVerdictArm()
+    run = run_ab_from_config(exp, run_arm=same, roles=_roles("model-1"), out=lambda _: None)
+    assert len(same.calls) == 24 - 5 and run.result.cells_skipped == 5
+
+
+def test_prereg_without_a_backend_is_accepted_and_then_records_it(tmp_path):
+    from experiments.ab import write_or_check_prereg
+
+    design = ABDesign(tasks=("t1", "t2"), arms={"a": {}, "b": {"b": True}}, replications=1)
+    prereg = Preregistration("h", n_tasks=2, replications=1)
+    ledger = tmp_path / "ab.jsonl"
+    path = write_or_check_prereg(prereg, design, ledger)  # an older file: no backend field
+    assert "backend" not in json.loads(path.read_text())
+    ident = {"a": {"producer": {"backend": "ollama", "model": "qwen", "digest": "sha256:1"}}, "b": {}}
+    write_or_check_prereg(prereg, design, ledger, backend=ident)  # "not recorded": accepted, recorded now
+    saved = json.loads(path.read_text())
+    assert saved["backend"] == ident and "backend_recorded_at" in saved
+    changed = {**ident, "a": {"producer": {**ident["a"]["producer"], "digest": "sha256:2"}}}
+    with pytest.raises(PreregistrationMismatch, match=r"backend\.a\.producer\.digest: sha256:1 -> sha256:2"):
+        write_or_check_prereg(prereg, design, ledger, backend=changed)
