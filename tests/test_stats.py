@@ -16,6 +16,7 @@ from experiments.stats import (
     explain_verdict,
     holm,
     holm_reject,
+    min_attainable_p,
     noise_floor,
     obf_spent,
     paired_differences,
@@ -23,6 +24,7 @@ from experiments.stats import (
     paired_ttest,
     rank_biserial,
     sequential_decision,
+    tasks_needed,
     verdict,
     wilcoxon_test,
 )
@@ -218,3 +220,13 @@ def test_verdict_table(diffs, direction, expected):
     prereg = Preregistration("h", min_effect=0.5, direction=direction)
     v, reason = explain_verdict(prereg, _stats(diffs))
     assert v == expected, reason
+
+
+def test_min_attainable_p_is_what_the_exact_test_returns_when_every_task_agrees():
+    for n in (3, 5, 6, 8):
+        two = wilcoxon_test(np.arange(1.0, n + 1)).pvalue  # every difference positive, distinct ranks
+        one = wilcoxon_test(np.arange(1.0, n + 1), alternative="greater").pvalue
+        assert min_attainable_p(n) == pytest.approx(two) and min_attainable_p(n, alternative="greater") == pytest.approx(one)
+    assert (min_attainable_p(5), min_attainable_p(6)) == (0.0625, 0.03125)
+    assert min_attainable_p(2, test="t") == 0.0 and min_attainable_p(1, test="t") == 1.0
+    assert tasks_needed(0.05) == 6 and tasks_needed(0.05, alternative="greater") == 5 and tasks_needed(0.05, test="t") == 2
