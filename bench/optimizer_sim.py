@@ -33,7 +33,6 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,32 +41,6 @@ sys.path.insert(0, str(ROOT))
 EFFECTS = (1.0, 0.5, 0.2, 0.0, 0.0, -0.2, -0.4, -0.6, -0.8, -1.0, -1.5, -2.0)  # index 0 is the known best
 BASE_TEXT = "Summarise the findings from the sources and attribute each claim to its source."
 _MARK = re.compile(r"\[candidate (\d+)\]")
-
-
-@dataclass(frozen=True)
-class _Rubric:
-    dimensions: dict
-    feedback: str = ""
-    weaknesses: tuple = ()
-    judge_sd: float = 0.0
-
-
-@dataclass(frozen=True)
-class _Evaluation:
-    composite: float
-    rubric: _Rubric
-    deterministic: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class _Result:
-    status: str
-    evaluation: _Evaluation | None = None
-    output_text: str = ""
-    output_path: str | None = None
-    record: dict = field(default_factory=dict)
-    error: str | None = None
-    smoke: bool = False
 
 
 def _gauss(*key: object) -> float:
@@ -88,6 +61,12 @@ class WorldRunner:
     def prepare(self, task):
         return {"task": task}
 
+    def identity(self):
+        return {"producer": {"backend": "sim", "model": f"world-{self.world}"}}
+
+    def llm_calls(self) -> int:
+        return 0
+
     def score(self, instruction: str, task: str, seed: int) -> float:
         m = _MARK.search(instruction)
         cand = int(m.group(1)) if m else -1
@@ -97,19 +76,13 @@ class WorldRunner:
         return min(10.0, max(0.0, value))
 
     def finish(self, prepared, *, instructions, run_id=None, criteria=None, seed=0):
+        from experiments.outcome import TaskOutcome
+
         self.evaluations += 1
         m = re.search(r"-t(\d+)-", run_id or "")
         self.candidate_evaluations += bool(m and int(m.group(1)) > 0)
         value = self.score(next(iter(instructions.values())), prepared["task"], seed)
-        return _Result("ok", _Evaluation(value, _Rubric({"overall": value})), "scripted output")
-
-
-class _Candidate:
-    def __init__(self, text: str, operator: str) -> None:
-        from experiments.objective import candidate_hash
-
-        self.text, self.operator, self.parents, self.note = text, operator, (), f"candidate from {operator}"
-        self.hash = candidate_hash({"x": text})
+        return TaskOutcome(status="ok", score=value, dimensions={"overall": value}, output_text="scripted output")
 
 
 def candidate_text(j: int) -> str:
@@ -122,7 +95,15 @@ def make_propose(world: int):
     queue = iter(order)
 
     def propose(name, ctx, llm, *, seen=frozenset()):
-        return _Candidate(candidate_text(next(queue)), name)
+        """mutators.propose's contract: the next pool candidate whose instruction_hash was not tried yet."""
+        from mutators import MutationFailed
+        from mutators.base import Candidate, instruction_hash
+
+        for j in queue:
+            text = candidate_text(j)
+            if instruction_hash(text) not in seen and instruction_hash(text) != ctx.base_hash:
+                return Candidate.make(text, name, (ctx.base_hash,), f"candidate {j} from {name}")
+        raise MutationFailed("the simulated candidate pool is exhausted")
 
     return propose
 
@@ -142,6 +123,7 @@ def run_one(world: int, pruner: str, args, base: Path) -> dict:
     exp.synth.instructions = {"research": BASE_TEXT}
     sw = exp.sweep
     sw.name, sw.n_trials, sw.pruner = "sim", len(EFFECTS) + 1, pruner
+    sw.baseline_repeats, sw.holdout_top_k = 3, 2  # the settings the recorded figures were taken with
     sw.pruner_p, sw.pruner_startup_steps = args.pruner_p, args.startup_steps
     sw.operators = ["add_constraint"]
     sw.storage = f"sqlite:///{results / 'optuna.db'}"
