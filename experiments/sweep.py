@@ -512,7 +512,8 @@ class Sweep:
     def _contexts(self) -> tuple[dict[str, Any] | None, dict[str, int]]:
         if not self.exp.sweep.reuse_context:
             return None, {"hits": 0, "computed": 0}
-        cache = ContextCache(self.dir / "context", context_depends(self.exp),
+        # the resolved models, not the configured kind ("auto" may have meant another server last time)
+        cache = ContextCache(self.dir / "context", {**context_depends(self.exp), "resolved": self.runner.identity()},
                              load=getattr(self.runner, "prepared_from_dict", None))
         contexts, stats = {}, {"hits": 0, "computed": 0}
         for i, task in enumerate(self.train + self.holdout, 1):

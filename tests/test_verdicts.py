@@ -260,3 +260,18 @@ def test_runner_must_return_a_task_outcome(make_exp):
         task_score(tasks[0], bad)
     with pytest.raises(ValueError, match="needs a numeric score"):
         TaskOutcome(status="ok")
+
+
+def test_contexts_are_keyed_by_the_resolved_models(make_exp, tmp_path):
+    """The context cache keyed "auto" before: contexts planned by one model were reused under another."""
+    exp = make_exp("sweep.n_trials=1", operators=("add_tool",))
+    tasks = load_tasks(exp.benchmark)
+    _sweep(exp, ScriptedRunner(tasks, model="model-a"))
+    fresh_study = dataclasses.replace(exp, sweep=dataclasses.replace(exp.sweep, storage=f"sqlite:///{tmp_path / 'b.db'}"))
+    same = ScriptedRunner(tasks, model="model-a")
+    _sweep(fresh_study, same)
+    assert same.prepares == 0  # same models: every context reused
+    other = ScriptedRunner(tasks, model="model-b")
+    _sweep(dataclasses.replace(fresh_study, sweep=dataclasses.replace(
+        fresh_study.sweep, storage=f"sqlite:///{tmp_path / 'c.db'}")), other)
+    assert other.prepares == len(tasks)  # another model: planned and researched again
