@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -68,10 +67,6 @@ class TaskScore:
     smoke: bool = False
     selection_score: float | None = None  # the wiggum loop's best round (chosen by the same judge sample)
     rescored: bool = False  # score is an independent judge sample of the kept text
-
-    @property
-    def selection_bias(self) -> float:
-        return (self.selection_score - self.score) if self.selection_score is not None else 0.0
 
 
 @dataclass(frozen=True)
