@@ -4,16 +4,18 @@ Nothing here imports mutators/: what is optimised never changes how it is measur
 """
 
 from evaluators.composite import MODES, Evaluation, combine, evaluate
-from evaluators.deterministic import aggregate, count_items, deterministic_scores
+from evaluators.deterministic import DEGENERATE_CAP, aggregate, count_items, degenerate_reasons, deterministic_scores
 from evaluators.rubric import EvalResult, parse_rubric, score_rubric
 
 __all__ = [
+    "DEGENERATE_CAP",
     "MODES",
     "Evaluation",
     "EvalResult",
     "aggregate",
     "combine",
     "count_items",
+    "degenerate_reasons",
     "deterministic_scores",
     "evaluate",
     "parse_rubric",

@@ -2,6 +2,10 @@
 
 blend = rubric_weight * rubric + (1 - rubric_weight) * deterministic (both 0-10). When the judge's reply could
 not be parsed, blend and rubric modes fall back to the deterministic score and say so in `fallback`.
+
+A degenerate output (evaluators.deterministic.degenerate_reasons: empty, repeated, an echo of the prompt, empty
+structure) has its composite capped at DEGENERATE_CAP in every mode, however high the judge scored it (a judge
+can be fooled); the reasons are kept in `Evaluation.degenerate` and lead its feedback and weaknesses.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evaluators.deterministic import aggregate, count_items, deterministic_scores
+from evaluators.deterministic import DEGENERATE_CAP, aggregate, count_items, degenerate_reasons, deterministic_scores
 from evaluators.rubric import EvalResult, score_rubric
 from harness.config import EvaluatorConfig
 
@@ -30,7 +34,8 @@ _ADVICE = {
 class Evaluation:
     """One scored output: the rubric verdict (None in deterministic mode), the deterministic criteria, their
     aggregate, and the composite used as the objective. `fallback` says why the composite is not what the mode
-    asked for (e.g. the judge's reply could not be parsed)."""
+    asked for (e.g. the judge's reply could not be parsed). `degenerate` holds why the output is degenerate (then
+    every criterion and the composite are capped at DEGENERATE_CAP); () for an ordinary output."""
 
     rubric: EvalResult | None
     deterministic: dict[str, float | None]
@@ -40,20 +45,31 @@ class Evaluation:
     fallback: str | None = None
     expected_count: int | None = None
     found_count: int | None = None
+    degenerate: tuple[str, ...] = ()
 
     @property
     def feedback(self) -> str:
-        """The judge's feedback when there is one, else advice derived from the weakest deterministic criteria."""
+        """The judge's feedback when there is one, else advice derived from the weakest deterministic criteria;
+        led by why the output is degenerate when it is."""
         if self.rubric is not None and not self.rubric.failed and self.rubric.feedback:
-            return self.rubric.feedback
-        advice = list(self._deterministic_weaknesses())
-        return "; ".join(advice) if advice else "No specific weakness detected."
+            base = self.rubric.feedback
+        else:
+            advice = list(self._deterministic_weaknesses())
+            base = "; ".join(advice) if advice else "No specific weakness detected."
+        if not self.degenerate:
+            return base
+        return (
+            f"The answer is degenerate ({'; '.join(self.degenerate)}). Write a complete answer to the task itself: "
+            f"no repeated sentences, no copy of the prompt or its headings, real content under every heading. {base}"
+        )
 
     @property
     def weaknesses(self) -> tuple[str, ...]:
         if self.rubric is not None and not self.rubric.failed and self.rubric.weaknesses:
-            return self.rubric.weaknesses
-        return self._deterministic_weaknesses()[:3]
+            base = tuple(self.rubric.weaknesses)
+        else:
+            base = self._deterministic_weaknesses()
+        return (tuple(f"degenerate output: {r}" for r in self.degenerate) + base)[:3]
 
     def _deterministic_weaknesses(self) -> tuple[str, ...]:
         out = []
@@ -68,7 +84,8 @@ class Evaluation:
 
     def metrics(self) -> dict[str, float]:
         """Flat numeric metrics for tracking (MLflow): composite, deterministic criteria, rubric dimensions."""
-        out: dict[str, float] = {"composite": self.composite, "deterministic": self.deterministic_score}
+        out: dict[str, float] = {"composite": self.composite, "deterministic": self.deterministic_score,
+                                 "degenerate": 1.0 if self.degenerate else 0.0}
         for name, value in self.deterministic.items():
             if value is not None:
                 out[f"det_{name}"] = float(value)
@@ -91,13 +108,29 @@ class Evaluation:
             "fallback": self.fallback,
             "expected_count": self.expected_count,
             "found_count": self.found_count,
+            "degenerate": list(self.degenerate),
             "feedback": self.feedback,
             "weaknesses": list(self.weaknesses),
         }
 
 
-def combine(mode: str, rubric: EvalResult | None, deterministic: float, rubric_weight: float) -> tuple[float, str | None]:
-    """(composite, fallback reason or None) for one mode."""
+def combine(
+    mode: str,
+    rubric: EvalResult | None,
+    deterministic: float,
+    rubric_weight: float,
+    *,
+    degenerate: Sequence[str] = (),
+) -> tuple[float, str | None]:
+    """(composite, fallback reason or None) for one mode; capped at DEGENERATE_CAP when `degenerate` names
+    reasons, whatever the judge said."""
+    composite, fallback = _combine(mode, rubric, deterministic, rubric_weight)
+    if degenerate:
+        composite = min(composite, DEGENERATE_CAP)
+    return composite, fallback
+
+
+def _combine(mode: str, rubric: EvalResult | None, deterministic: float, rubric_weight: float) -> tuple[float, str | None]:
     if mode not in MODES:
         raise ValueError(f"evaluator.composite must be one of {', '.join(MODES)}, got {mode!r}")
     if not 0.0 <= rubric_weight <= 1.0:
@@ -122,12 +155,18 @@ def evaluate(
     sources: Sequence[Any] = (),
     task_type: str = "research",
     seed: int = 0,
+    prompt: Any = None,
 ) -> Evaluation:
-    """Score one output per cfg.composite. The judge is called only in rubric and blend modes."""
+    """Score one output per cfg.composite. The judge is called only in rubric and blend modes. `prompt` (text or
+    chat messages), when given, is the prompt that produced the output: copying it counts as degenerate."""
     if cfg.composite not in MODES:
         raise ValueError(f"evaluator.composite must be one of {', '.join(MODES)}, got {cfg.composite!r}")
+    if not isinstance(output, str):
+        raise TypeError(f"output must be the answer text (str), got {type(output).__name__}")
+    reasons = degenerate_reasons(output, task=task, prompt=prompt)
     det = deterministic_scores(
-        output, task=task, expected_count=expected_count, required_terms=required_terms, sources=sources
+        output, task=task, expected_count=expected_count, required_terms=required_terms, sources=sources,
+        prompt=prompt,
     )
     det_score = aggregate(det)
     rubric = None
@@ -135,7 +174,7 @@ def evaluate(
         if llm is None:
             raise ValueError(f"evaluator.composite={cfg.composite!r} needs an evaluator LLM, got None")
         rubric = score_rubric(task, output, llm, cfg, task_type=task_type, seed=seed, expected_count=expected_count)
-    composite, fallback = combine(cfg.composite, rubric, det_score, cfg.rubric_weight)
+    composite, fallback = combine(cfg.composite, rubric, det_score, cfg.rubric_weight, degenerate=reasons)
     return Evaluation(
         rubric=rubric,
         deterministic=det,
@@ -145,4 +184,5 @@ def evaluate(
         fallback=fallback,
         expected_count=expected_count,
         found_count=count_items(output) if expected_count else None,
+        degenerate=reasons,
     )

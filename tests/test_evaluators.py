@@ -302,6 +302,38 @@ def test_parsers_and_scores_never_raise_and_stay_in_range(text):
     assert 0.0 <= aggregate(scores) <= 10.0
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=300), st.integers(min_value=1, max_value=15))
+def test_degenerate_text_is_capped_on_every_criterion(text, repeats):
+    """Whatever the text, repeated enough or degenerate by itself, every criterion it gets is <= DEGENERATE_CAP."""
+    from evaluators.deterministic import DEGENERATE_CAP, degenerate_reasons
+
+    for candidate in (text, "\n".join([text] * repeats)):
+        reasons = degenerate_reasons(candidate, task=TASK)
+        assert isinstance(reasons, tuple) and all(isinstance(r, str) and r for r in reasons)
+        scores = deterministic_scores(candidate, task=TASK, expected_count=3, required_terms=("x",), sources=SOURCES)
+        if reasons:
+            assert all(v is None or v <= DEGENERATE_CAP for v in scores.values())
+            composite, _ = combine("blend", _rubric(10.0), aggregate(scores), 0.6, degenerate=reasons)
+            assert composite <= DEGENERATE_CAP
+
+
+def test_deterministic_criteria_names_unchanged_by_degeneracy():
+    """experiments.ab_entry reads the criteria names from deterministic_scores("", task=""): still the same five."""
+    assert tuple(deterministic_scores("", task="")) == ("count", "terms", "structure", "specificity", "grounding")
+    assert deterministic_scores(GOOD, task=TASK, expected_count=5, prompt="# Task\nx") == deterministic_scores(
+        GOOD, task=TASK, expected_count=5)
+
+
+def test_evaluate_deterministic_mode_reports_degenerate_feedback():
+    repeated = "\n".join(["Use asyncio.TaskGroup for every group of tasks you start."] * 6)
+    ev = evaluate(TASK, repeated, None, EvaluatorConfig(composite="deterministic"), expected_count=5)
+    assert ev.degenerate and ev.composite <= 1.0
+    assert ev.weaknesses[0].startswith("degenerate output: repetition: the same sentence 6 times")
+    assert ev.feedback.startswith("The answer is degenerate (repetition")
+    assert "has 0 items but the task asks for exactly 5" in ev.feedback
+
+
 @pytest.mark.embedded
 def test_embedded_judge_scores_within_bounds():
     from harness.config import BackendConfig

@@ -139,12 +139,14 @@ def test_revision_prompt_lists_weaknesses():
 
 
 def test_with_real_evaluator_and_fake_judge():
+    # realistic texts: a two-word draft or a revision of one-letter items is degenerate (near-empty) and capped
     judge = FakeLLM(keyed={"# Answer to score\n<<<\nfirst": json.dumps({"relevance": 4, "feedback": "add items",
                                                                          "weaknesses": ["too short"]}),
                            "# Answer to score\n<<<\n1.": json.dumps({"relevance": 9})})
     cfg = EvaluatorConfig(dimensions={"relevance": 1.0}, composite="rubric")
-    producer = FakeLLM(["1. **A.** x\n2. **B.** y"])
-    result = wiggum_loop("List 2 things", "first draft", producer=producer,
+    producer = FakeLLM(["1. **Use asyncio.run().** It creates and closes the event loop.\n"
+                        "2. **Use TaskGroup.** It cancels the sibling tasks when one of them fails."])
+    result = wiggum_loop("List 2 things", "first draft: use asyncio.run() as the entry point", producer=producer,
                          evaluate=lambda text: evaluate("List 2 things", text, judge, cfg, expected_count=2),
                          cfg=WiggumConfig())
     assert [r.score for r in result.rounds] == [4.0, 9.0] and result.passed and result.best_round == 2
