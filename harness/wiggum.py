@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from evaluators.deterministic import prompt_echo_reasons
 from harness.config import EvaluatorConfig, WiggumConfig
 from harness.inference import BackendError
 from harness.logger import current_tracer
@@ -119,6 +120,8 @@ def wiggum_loop(
     tracer = current_tracer()
     rounds: list[WiggumRound] = []
     best: WiggumRound | None = None
+    best_degenerate = False
+    messages: list[dict[str, str]] = []
     text = draft
     stop_reason, error = "max_rounds", None
 
@@ -133,7 +136,14 @@ def wiggum_loop(
                 span.update(error=error)
                 break
             score = _score(evaluation)
-            passed = score >= cfg.threshold
+            # keep-best: a degenerate round (the evaluator's Evaluation.degenerate reasons, or a revision that
+            # echoes the revise prompt it was given, which only the loop sees) never passes and never replaces
+            # the best round, not even on a tie; the draft (round 1) stays the best until a non-degenerate
+            # revision scores above it (or ties it when the draft itself is degenerate)
+            degenerate = tuple(getattr(evaluation, "degenerate", None) or ())
+            if not degenerate and n > 1:
+                degenerate = prompt_echo_reasons(text, prompt=messages)
+            passed = score >= cfg.threshold and not degenerate
             current = WiggumRound(
                 n, text, score, passed,
                 str(getattr(evaluation, "feedback", "") or ""),
@@ -141,9 +151,11 @@ def wiggum_loop(
                 evaluation,
             )
             rounds.append(current)
-            if best is None or score > best.score:
-                best = current
+            if best is None or (not degenerate and (score > best.score or (score == best.score and best_degenerate))):
+                best, best_degenerate = current, bool(degenerate)
             span.update(score=round(score, 4), passed=passed, best_round=best.round)
+            if degenerate:
+                span.update(degenerate=list(degenerate))
             if passed:
                 stop_reason = "passed"
                 break
@@ -170,7 +182,7 @@ def wiggum_loop(
         best_score=best.score,
         best_round=best.round,
         rounds=tuple(rounds),
-        passed=best.score >= cfg.threshold,
+        passed=best.passed,  # best.score >= threshold, and the kept round is not degenerate
         stop_reason=stop_reason,
         error=error,
     )
