@@ -59,10 +59,23 @@ def judge_json(score: int = 9, feedback: str = "Add version numbers.") -> str:
     return json.dumps({**dims, "feedback": feedback, "weaknesses": ["few versions"]})
 
 
+_PRACTICES = (
+    ("gather", "use `asyncio.gather` with `return_exceptions=True` so one failure does not hide the others"),
+    ("timeouts", "bound every wait with `asyncio.timeout` (Python 3.11) instead of letting a slow peer hang the loop"),
+    ("task groups", "start related tasks in an `asyncio.TaskGroup`, which cancels the siblings when one fails"),
+    ("blocking calls", "move blocking I/O to `asyncio.to_thread` so the event loop keeps serving other coroutines"),
+    ("queues", "hand work between producers and consumers through an `asyncio.Queue` with a `maxsize` for backpressure"),
+    ("debug mode", "run with `PYTHONASYNCIODEBUG=1` during tests to log callbacks slower than 100 ms"),
+    ("cancellation", "re-raise `CancelledError` after cleanup so the caller's cancel actually takes effect"),
+    ("semaphores", "cap concurrent connections with an `asyncio.Semaphore` sized to the server's limit"),
+)
+
+
 def numbered(n: int, topic: str = "asyncio") -> str:
+    """n distinct practices (a realistic answer: the evaluators flag one sentence repeated as degenerate)."""
     return "\n".join(
-        f"{i}. **Practice {i} for {topic}**: use `asyncio.gather` with `return_exceptions=True` in Python 3.11 "
-        f"so one failure does not hide the others [1]."
+        f"{i}. **{_PRACTICES[(i - 1) % len(_PRACTICES)][0].capitalize()} in {topic}**: "
+        f"{_PRACTICES[(i - 1) % len(_PRACTICES)][1]} [1]."
         for i in range(1, n + 1)
     )
 
