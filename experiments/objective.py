@@ -43,6 +43,10 @@ class Runner(Protocol):
     def finish(self, prepared: Any, *, instructions: Mapping[str, str], run_id: str | None = None,
                criteria: Mapping[str, Any] | None = None, seed: int = 0) -> TaskOutcome: ...
 
+    # Optional (experiments.calibrate needs it for the judge variance):
+    # rescore(prepared, output_text, *, criteria=None, seed=0) -> TaskOutcome scores a fixed text again with the
+    # harness's evaluator role and config (no synthesis, no wiggum loop), judge seeds from `seed`.
+
 
 class TrialFailed(RuntimeError):
     """The candidate could not be evaluated (a harness run failed or raised, or no mutation was possible)."""
@@ -565,6 +569,36 @@ class HarnessRunner:
         outcome = outcome_from_result(result)
         self._uncached += outcome.usage.uncached_calls
         return outcome
+
+    def rescore(self, prepared: Any, output_text: str, *, criteria: Mapping[str, Any] | None = None,
+                seed: int = 0) -> TaskOutcome:
+        """Score a fixed text again, as Harness.finish's judge does (evaluators.composite.evaluate with the
+        evaluator role and config, the task's criteria, the research sources), with judge seeds from `seed`."""
+        from evaluators.composite import evaluate
+        from experiments.outcome import Usage, _dimensions
+        from harness.logger import Tracer, use_tracer
+        from harness.synthesis import expected_count
+
+        criteria = dict(criteria or {})
+        plan = prepared.plan
+        expected = criteria.get("expected_count", expected_count(prepared.clean_task, plan))
+        tracer = Tracer("rescore")
+        t0 = time.perf_counter()
+        with use_tracer(tracer):
+            ev = evaluate(prepared.clean_task, output_text, self.roles.evaluator, self.cfg.evaluator,
+                          expected_count=expected, required_terms=tuple(criteria.get("required_terms", ())),
+                          sources=prepared.research.sources, task_type=plan.task_type, seed=seed)
+        used = tracer.usage.values()
+        usage = Usage(prompt_tokens=sum(int(u["prompt_tokens"]) for u in used),
+                      completion_tokens=sum(int(u["completion_tokens"]) for u in used),
+                      latency_s=time.perf_counter() - t0, llm_calls=sum(int(u["calls"]) for u in used),
+                      cached_calls=sum(int(u["cached"]) for u in used))
+        self._uncached += usage.uncached_calls
+        rubric = ev.rubric
+        return TaskOutcome(status="ok", score=float(ev.composite), dimensions=_dimensions(ev),
+                           judge_sd=float(rubric.judge_sd or 0.0) if rubric is not None else 0.0,
+                           feedback=str(ev.feedback or ""), weaknesses=tuple(ev.weaknesses or ()), usage=usage,
+                           output_text=output_text, smoke=self.smoke, rescored=True)
 
     def llm_calls(self) -> int:
         cache = getattr(self.roles, "cache", None)

@@ -56,6 +56,21 @@ class ScriptedRunner:
             output_text=f"# output\n{instr[:30]}", rescored=True,
         )
 
+    judge_noise = 0.1  # sd of a re-score of one fixed text (rescore)
+
+    def rescore(self, prepared, output_text, *, criteria=None, seed=0) -> TaskOutcome:
+        """The evaluator alone on a fixed text: task difficulty + a text-dependent offset + judge noise (sd
+        judge_noise) drawn from (text, task, seed). One judge call."""
+        self.calls += 1
+        digest = hashlib.sha256(f"judge|{output_text}|{prepared['task']}|{seed}".encode()).hexdigest()
+        noise = random.Random(int(digest[:12], 16)).gauss(0, self.judge_noise)
+        difficulty = int(hashlib.sha256(prepared["task"].encode()).hexdigest()[:4], 16) % 20 / 10
+        offset = int(hashlib.sha256(output_text.encode()).hexdigest()[:4], 16) % 10 / 10
+        score = 5.0 + difficulty + offset + noise
+        usage = Usage(prompt_tokens=20, completion_tokens=10, latency_s=0.01, llm_calls=1, cached_calls=0)
+        return TaskOutcome(status="ok", score=score, dimensions={"depth": score}, judge_sd=0.0, usage=usage,
+                           output_text=output_text, rescored=True)
+
     def llm_calls(self) -> int:
         return self.calls
 
