@@ -34,7 +34,7 @@ from harness.config import (
 
 TASK_TYPES = ("enumerated", "best_practices", "research")
 SPLITS = ("train", "holdout")
-SWEEP_KINDS = ("single", "synth_mutation", "ab")
+SWEEP_KINDS = ("single", "synth_mutation", "ab", "calibrate")
 # "median" was removed: MedianPruner compares a trial's best task so far with other trials at the same step, and
 # the steps are task ids (WilcoxonPruner's contract), evaluated in a shuffled order: the comparison meant nothing.
 PRUNERS = ("wilcoxon", "none")
@@ -117,6 +117,24 @@ class ABConfig:
 
 
 @dataclass
+class CalibrateConfig:
+    """`+sweep=calibrate` (experiments.calibrate): judge variance, generator variance, an A/A test and a positive
+    control on a few benchmark tasks; conf/sweep/calibrate.yaml states the budget arithmetic."""
+
+    tasks: int = 4  # benchmark tasks used (train first, spread over task types); 0 = every task
+    generator_repeats: int = 2  # r: runs of the baseline configuration with different seeds (r >= 2)
+    judge_repeats: int = 3  # k: re-scores of each fixed output by the evaluator (k >= 2)
+    replications: int = 1  # runs of the harmful instruction per task (positive control)
+    alpha: float = 0.05
+    power: float = 0.8
+    test: str = "t"  # A/A and positive control over tasks: t (paired t) | wilcoxon (exact; needs >= 6 tasks)
+    target_effect: float = 0.5  # composite points: tasks / replications needed to detect it are reported
+    harmful_instruction: str = "Answer in one short sentence. No list, no headings, no specifics, no sources."
+    allow_underpowered: bool = False  # run A/A and control tests that cannot reach alpha (they check nothing)
+    sims: int = 4000  # Monte Carlo samples per power estimate (minimum detectable effect, tasks needed)
+
+
+@dataclass
 class MLflowConfig:
     enabled: bool = True
     tracking_uri: str | None = None  # default: $MLFLOW_TRACKING_URI, else sqlite:///<results_dir>/mlflow.db
@@ -138,6 +156,7 @@ class ExperimentConfig:
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
     ab: ABConfig = field(default_factory=ABConfig)
+    calibrate: CalibrateConfig = field(default_factory=CalibrateConfig)
     mlflow: MLflowConfig = field(default_factory=MLflowConfig)
     results_dir: str = "results"
     output_dir: str | None = None
@@ -325,7 +344,69 @@ def validate(exp: ExperimentConfig) -> ExperimentConfig:
         from experiments.ab_entry import check_ab_design
 
         check_ab_design(exp)
+    if sw.kind == "calibrate":
+        check_calibrate_design(exp)
     return exp
+
+
+def check_calibrate_design(exp: ExperimentConfig) -> None:
+    """ConfigError (one line) on an invalid calibrate.* value, or when the A/A test or the positive control over
+    calibrate.tasks tasks cannot reach alpha (unless calibrate.allow_underpowered)."""
+    from experiments.stats import TESTS
+
+    c = exp.calibrate
+    n_all = len(exp.benchmark.tasks)
+    if n_all == 0:
+        raise ConfigError(f"benchmark {exp.benchmark.name!r} has no tasks; expected at least 2 for sweep.kind=calibrate")
+    _check_range("calibrate.tasks", c.tasks, 0)
+    if c.tasks > n_all:
+        raise ConfigError(f"calibrate.tasks={c.tasks} is out of range; benchmark {exp.benchmark.name!r} has {n_all} "
+                          f"task(s) (0 uses them all)")
+    if c.generator_repeats < 2:
+        raise ConfigError(f"calibrate.generator_repeats={c.generator_repeats} measures no generator variance; "
+                          f"expected a value in [2, inf]")
+    if c.judge_repeats < 2:
+        raise ConfigError(f"calibrate.judge_repeats={c.judge_repeats} measures no judge variance; "
+                          f"expected a value in [2, inf]")
+    _check_range("calibrate.replications", c.replications, 1)
+    _check_range("calibrate.sims", c.sims, 200)
+    _check("calibrate.test", c.test, TESTS)
+    for key, value in (("calibrate.alpha", c.alpha), ("calibrate.power", c.power)):
+        if not 0.0 < value < 1.0:
+            raise ConfigError(f"{key}={value!r} is out of range; expected a value in (0, 1)")
+    if not c.power > c.alpha:
+        raise ConfigError(f"calibrate.power={c.power!r} is not above calibrate.alpha={c.alpha!r}; expected power > alpha")
+    if not c.target_effect > 0:
+        raise ConfigError(f"calibrate.target_effect={c.target_effect!r} is out of range; expected a value > 0 "
+                          f"(composite points)")
+    if not c.harmful_instruction.strip():
+        raise ConfigError("calibrate.harmful_instruction is empty; expected an instruction that makes outputs worse")
+    problem = calibrate_design_problem(exp)
+    if problem and not c.allow_underpowered:
+        raise ConfigError(problem)
+
+
+def calibrate_design_problem(exp: ExperimentConfig) -> str | None:
+    """Why the calibration's A/A test (two-sided) or positive control (one-sided) over calibrate.tasks tasks can
+    never reach calibrate.alpha, or None. The same reachability rule as the sweep (stats.min_attainable_p)."""
+    from experiments.stats import min_attainable_p, tasks_needed
+
+    c = exp.calibrate
+    n = c.tasks or len(exp.benchmark.tasks)
+    p_aa = min_attainable_p(n, test=c.test, alternative="two-sided")
+    p_ctl = min_attainable_p(n, test=c.test, alternative="less")
+    parts = []
+    if p_aa >= c.alpha:
+        parts.append(f"the A/A test (two-sided) cannot go below p={p_aa:.4g}")
+    if p_ctl >= c.alpha:
+        parts.append(f"the positive control (one-sided) cannot go below p={p_ctl:.4g}")
+    if not parts:
+        return None
+    need = tasks_needed(c.alpha, test=c.test, alternative="two-sided")
+    return (f"calibrate: over {n} task(s) with test={c.test}, {' and '.join(parts)} >= alpha {c.alpha:g}, so "
+            f"{'they check' if len(parts) > 1 else 'it checks'} nothing; use calibrate.tasks >= {need} (benchmark "
+            f"{exp.benchmark.name!r} has {len(exp.benchmark.tasks)}), calibrate.test=t, or "
+            f"calibrate.allow_underpowered=true")
 
 
 def sweep_design_problem(exp: ExperimentConfig) -> str | None:

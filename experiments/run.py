@@ -1,4 +1,4 @@
-"""Entry point: `python -m experiments.run [+sweep=synth_mutation|prior_knowledge_ab|single] [overrides]`.
+"""Entry point: `python -m experiments.run [+sweep=synth_mutation|prior_knowledge_ab|single|calibrate] [overrides]`.
 
 `hydra_main` is the one-line @hydra.main wrapper; `main(cfg)` is a plain function (validate, then dispatch on
 sweep.kind). Exceptions become one-line messages here, at the CLI edge, and nowhere else.
@@ -73,7 +73,7 @@ def run_ab(cfg: DictConfig | ExperimentConfig) -> Any:
 
 
 def main(cfg: DictConfig | ExperimentConfig, *, runner: Any = None, out: Callable[[str], None] = print) -> Any:
-    """Validate, build the runner, dispatch on sweep.kind (single | synth_mutation | ab)."""
+    """Validate, build the runner, dispatch on sweep.kind (single | synth_mutation | ab | calibrate)."""
     exp = validate(to_experiment(cfg))
     kind = exp.sweep.kind
     if runner is None:
@@ -85,6 +85,10 @@ def main(cfg: DictConfig | ExperimentConfig, *, runner: Any = None, out: Callabl
     runner = runner if runner is not None else make_runner(exp)
     if kind == "single":
         return run_single(exp, runner, out=out)
+    if kind == "calibrate":
+        from experiments.calibrate import run_calibration
+
+        return run_calibration(exp, runner, out=out)
     from experiments.sweep import run_sweep
 
     return run_sweep(exp, runner, out=out)

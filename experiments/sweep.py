@@ -339,6 +339,7 @@ class SweepSummary:
     failed_out: bool = False  # stopped because too many trials failed: the CLI exits non-zero
     selection_bias: float | None = None  # mean over evaluated trials of (wiggum best - independent re-score)
     rescored: bool = False  # trial values are independent re-scores (a sampling judge)
+    noise_source: str = ""  # where sigma came from: a stored calibration, or this study's baseline repeats
 
 
 def format_summary(s: SweepSummary) -> str:
@@ -353,9 +354,12 @@ def format_summary(s: SweepSummary) -> str:
         f"trials: {t.get('total', 0)} total ({t.get('complete', 0)} complete, {t.get('pruned', 0)} pruned, "
         f"{t.get('failed', 0)} failed, {t.get('duplicate', 0)} duplicate), {s.new_trials} new in this run",
         f"baseline train mean: {_f(s.baseline_train)}",
-        f"noise floor (train): {s.train_floor:.3f}  [sigma {s.noise.sigma:.3f} over {s.noise.repeats} baseline runs, "
+        f"noise floor (train): {s.train_floor:.3f}  [sigma {s.noise.sigma:.3f} over {s.noise.repeats} "
+        f"{'calibration' if s.noise_source.startswith('calibration') else 'baseline'} runs, "
         f"{s.noise.n_tasks} tasks; range of run means {s.noise.range_of_means:.3f}]",
     ]
+    if s.noise_source:
+        lines.append(f"noise source: {s.noise_source}")
     if s.best_trial is not None:
         lines.append(f"best trial: #{s.best_trial} ({s.best_operator}) train mean {_f(s.best_value)}")
         if s.best_comparison is not None:
@@ -507,6 +511,10 @@ class Sweep:
         self.propose = propose
         self.mutation_llm = mutation_llm if mutation_llm is not None else getattr(runner, "mutation_llm", None)
         self.mutate_types = tuple(exp.sweep.mutate_task_types) or task_types(self.train)
+        self.calibration: Any = None  # experiments.calibrate.Calibration whose noise floor replaces the repeats
+        self.noise_note = ""
+        self._measured: list[tuple[int, int, float]] = []  # (uncached calls, tokens, seconds) per task run here
+        self._preflight_pending: Callable[[], None] | None = None  # prints the update after the first task
 
     # -- pieces ----------------------------------------------------------------------------------------
     def _contexts(self) -> tuple[dict[str, Any] | None, dict[str, int]]:
@@ -536,7 +544,10 @@ class Sweep:
         if bt is None:
             return []
         runs = [dict(bt.user_attrs.get("task_scores", {}))]
+        if self.calibration is not None:  # the calibration measured the noise: no baseline repeats
+            return runs
         stored = dict(study.user_attrs.get("baseline_runs", {}))
+        ran = False
         for k in range(1, self.exp.sweep.baseline_repeats):
             seed = self.exp.seed + k
             if str(seed) not in stored:
@@ -547,12 +558,25 @@ class Sweep:
                 ev = evaluate_candidate(baseline, self.train, self.runner, contexts=contexts, seed=seed,
                                         run_prefix=f"{self.exp.sweep.name}-baseline-s{seed}")
                 stored[str(seed)] = ev.by_task()
+                ran = True
                 study.set_user_attr("baseline_runs", stored)
                 self._safe(lambda: self.tracker.log_child(
                     f"baseline-repeat-seed{seed}", {"kind": "baseline_repeat", "seed": str(seed)},
                     {"composite": ev.mean, **{f"task.{t}": v for t, v in ev.by_task().items()}}))
             runs.append(dict(stored[str(seed)]))
+        if ran and len(runs) >= 2:
+            self._noise_measured(runs)
         return runs
+
+    def _noise_measured(self, runs: list[dict[str, float]]) -> None:
+        """The detectable effect, once this study's baseline repeats have measured the noise."""
+        from experiments.calibrate import mde, sweep_design
+
+        nf = noise_floor(runs)
+        d = sweep_design(nf.sigma, len(self.train), alpha=self.exp.sweep.alpha, baseline_runs=len(runs))
+        m = mde(d, power=self.exp.calibrate.power, sims=self.exp.calibrate.sims)
+        self.out(f"[{self.exp.sweep.name}] noise measured from {len(runs)} baseline runs: sigma {nf.sigma:.3f}, floor "
+                 f"{d.floor:.3f}; detectable effect {m:.3f} composite points at power {self.exp.calibrate.power:g}")
 
     def _holdout(self, study, key: str, instructions, contexts) -> tuple[dict[str, float] | None, str | None]:
         with file_lock(self.dir / ".study_attrs.lock"):  # another worker waits, then finds the result stored
@@ -582,6 +606,87 @@ class Sweep:
         except Exception as exc:  # tracking must not kill a night's sweep; the next start re-syncs trials
             self.out(f"[{self.exp.sweep.name}] warning: MLflow logging failed: {type(exc).__name__}: {exc}")
 
+    # -- noise source and preflight ------------------------------------------------------------------------
+    def _noise_source(self, study: optuna.Study) -> Any:
+        """The stored calibration whose noise floor this study uses instead of baseline repeats, or None.
+
+        Pinned to the study when it starts (study attr noise_source), so a resumed study keeps one source: a study
+        that measured its own repeats keeps them even if a calibration appears later."""
+        from experiments.calibrate import find_calibration
+
+        name = self.exp.sweep.name
+        cal, note = find_calibration(self.exp, self.runner.identity(), self.tasks)
+        pinned = study.user_attrs.get("noise_source")
+        if pinned is None:
+            if cal is not None and study.user_attrs.get("baseline_runs"):  # repeats measured before it existed
+                note, cal = f"{note} exists, but this study measured its own baseline repeats; keeping them", None
+            study.set_user_attr("noise_source", {"calibration": cal.key if cal is not None else None})
+        elif pinned.get("calibration") is None:
+            if cal is not None:
+                note = f"{note} exists, but this study started without it; keeping its own baseline repeats"
+            cal = None
+        elif cal is None or cal.key != pinned["calibration"]:
+            note = f"the calibration this study started with is gone ({note}); measuring baseline repeats now"
+            study.set_user_attr("noise_source", {"calibration": None})
+            cal = None
+        r = self.exp.sweep.baseline_repeats
+        if cal is not None:
+            self.noise_note = (f"calibration {cal.key} ({cal.path}): sigma {cal.sigma:.3f} over {cal.repeats} runs x "
+                               f"{cal.n_tasks} tasks; baseline repeats not run")
+            self.out(f"[{name}] noise floor from {note}: sigma {cal.sigma:.3f} over {cal.repeats} runs x "
+                     f"{cal.n_tasks} tasks; the {r - 1} baseline repeat(s) are not run")
+        else:
+            self.noise_note = f"{r} baseline runs of this study ({note})"
+            self.out(f"[{name}] calibration: {note}; the noise floor comes from {r} baseline runs")
+        return cal
+
+    def _preflight(self, study: optuna.Study, calls0: int, update: str | None = None) -> None:
+        """Projected LLM calls, tokens and wall time for the rest of the budget, the detectable effect, and a
+        warning on a budget of fewer than a handful of proposals: before the first trial (cost per task run from
+        the calibration, else from the first measured task, printed then), and again after the first trial."""
+        from experiments.calibrate import Cost, preflight_lines, project_sweep
+
+        exp, sw = self.exp, self.exp.sweep
+        cal = self.calibration
+        m = [x for x in self._measured if x[0] > 0]  # task runs that reached the model (a cache hit costs ~0)
+        if update is not None and not m:
+            return
+        if update is not None:
+            update = f"{update}: {len(m)} task run(s) measured here"
+            cost, source = Cost(0.0, statistics.median(x[0] for x in m), statistics.median(x[1] for x in m),
+                                statistics.median(x[2] for x in m), runs=len(m)), update
+        elif cal is not None:
+            cost, source = cal.cost, f"calibration {cal.key}"
+        else:
+            cost, source = None, "no calibration"
+        stored = dict(study.user_attrs.get("baseline_runs", {}))
+        repeats_left = 0 if cal is not None else sum(str(exp.seed + k) not in stored for k in range(1, sw.baseline_repeats))
+        held = dict(study.user_attrs.get("holdout", {}))
+        holdout_left = (max(sw.holdout_top_k + 1 - len(held), 0) * len(self.holdout)
+                        if self.holdout and sw.holdout_top_k > 0 else 0)
+        proj = project_sweep(exp, finished=len(_finished(study)), baseline_done=_baseline_trial(study) is not None,
+                             repeats_left=repeats_left, holdout_left=holdout_left, cost=cost, source=source,
+                             used_calls=_calls(self.runner) - calls0, elapsed_s=time.perf_counter() - self.t0,
+                             mutation_calls=self._mutation_calls())
+        sigma, src = (cal.sigma, f"calibration {cal.key}") if cal is not None else (None, "no calibration")
+        # with a calibration the sweep compares each candidate with its one baseline run (no repeats)
+        lines = preflight_lines(exp, proj, sigma=sigma, baseline_runs=1, noise_source=src)
+        if update is not None:  # the cost line changes, and the proposals a timeout or call cap allows
+            lines = [ln.replace("preflight:", "preflight update:", 1) for ln in lines[:2] + lines[3:]]
+        for line in lines:
+            self.out(f"[{sw.name}] {line}")
+        if cost is None and update is None:
+            self._preflight_pending = lambda: self._preflight(study, calls0, update="the first measured task")
+
+    def _mutation_calls(self) -> int:
+        """Upper bound of LLM calls one proposal spends in the mutators: one per mutated task type when any
+        configured operator asks the model."""
+        try:
+            from mutators.operators import LLM_OPERATORS
+        except ImportError:
+            return len(self.mutate_types)
+        return len(self.mutate_types) if set(self.exp.sweep.operators) & set(LLM_OPERATORS) else 0
+
     # -- progress ----------------------------------------------------------------------------------------
     def _begin(self, label: str, prefix: str, total: int) -> None:
         self._phase = _Phase(label, prefix, total)
@@ -589,17 +694,21 @@ class Sweep:
     def _task_done(self, run_id: str | None, outcome: TaskOutcome, seconds: float) -> None:
         """One line per finished task: phase, task j/m, its score, elapsed, ETA of the phase."""
         self._task_s.append(seconds)
+        u = outcome.usage
+        self._measured.append((u.uncached_calls, u.prompt_tokens + u.completion_tokens, seconds))
         ph = self._phase
-        if ph is None:
-            return
-        ph.done += 1
-        task = run_id[len(ph.prefix) + 1:] if run_id and run_id.startswith(ph.prefix + "-") else (run_id or "?")
-        score = outcome.score if outcome.ok else None
-        per_task = (time.perf_counter() - ph.t0) / ph.done
-        self.out(f"[{self.exp.sweep.name}] {ph.label} task {ph.done}/{ph.total} {task} "
-                 f"{'score ' + _f(score) if score is not None else 'FAILED'}  elapsed "
-                 f"{_hms(time.perf_counter() - self.t0)}  ETA {ph.label.split(' ')[0]} "
-                 f"{_hms(per_task * max(ph.total - ph.done, 0))}")
+        if ph is not None:
+            ph.done += 1
+            task = run_id[len(ph.prefix) + 1:] if run_id and run_id.startswith(ph.prefix + "-") else (run_id or "?")
+            score = outcome.score if outcome.ok else None
+            per_task = (time.perf_counter() - ph.t0) / ph.done
+            self.out(f"[{self.exp.sweep.name}] {ph.label} task {ph.done}/{ph.total} {task} "
+                     f"{'score ' + _f(score) if score is not None else 'FAILED'}  elapsed "
+                     f"{_hms(time.perf_counter() - self.t0)}  ETA {ph.label.split(' ')[0]} "
+                     f"{_hms(per_task * max(ph.total - ph.done, 0))}")
+        if self._preflight_pending is not None and u.uncached_calls > 0:  # the first task that reached the model
+            pending, self._preflight_pending = self._preflight_pending, None
+            pending()
 
     def eta_s(self, done: int) -> float | None:
         """Seconds left: remaining trials at this process's mean trial time, plus the holdout confirmation at the
@@ -632,6 +741,7 @@ class Sweep:
         note = pin_fingerprint(study, study_fingerprint(exp, self.runner.identity(), self.tasks), exp)
         if note:
             self.out(f"[{name}] {note}")
+        self.calibration = self._noise_source(study)
         self.tracker.start(exp, smoke=self.smoke)
         contexts, ctx_stats = self._contexts()
         prepare_calls = _calls(self.runner) - calls0
@@ -651,6 +761,7 @@ class Sweep:
         study.set_user_attr("baseline_hash", candidate_hash(baseline))
         study.set_user_attr("controls", {"reuse_context": sw.reuse_context, "memory_frozen": exp.memory.frozen})
 
+        self._preflight(study, calls0)
         new, new_failed, search_calls, search_trials = 0, 0, 0, 0
         stop_reason = "n_trials reached"
         failed_out = interrupted = False
@@ -711,6 +822,8 @@ class Sweep:
             self._safe(lambda: self.tracker.log_trial(frozen, outcome, baseline=baseline))
             self.ledger.sync(study.get_trials(deepcopy=False))
             self._progress(study, frozen, t0, calls0)
+            if new == 1 and not interrupted and len(_finished(study)) < sw.n_trials and self._preflight_pending is None:
+                self._preflight(study, calls0, update="the first trial")
             if interrupted:
                 raise KeyboardInterrupt
         summary = self._conclude(study, baseline, contexts, stop_reason=stop_reason, new=new, t0=t0, calls0=calls0,
@@ -755,7 +868,7 @@ class Sweep:
         exp, sw = self.exp, self.exp.sweep
         trials = study.get_trials(deepcopy=False)
         runs = self._baseline_runs(study, baseline, contexts) if _baseline_trial(study) else []
-        nf = noise_floor(runs)
+        nf = self.calibration.noise_floor() if self.calibration is not None else noise_floor(runs)
         ref = baseline_reference(runs)
         base_hash = candidate_hash(baseline)
         train_floor = nf.floor(len(ref), len(runs))
@@ -833,11 +946,13 @@ class Sweep:
             best_scores=best_scores, mlflow_url=self.tracker.ui_url(), promoted_instructions=promoted_instr,
             selection_bias=(statistics.fmean(t.user_attrs["selection_bias"] for t in evaluated) if evaluated else None),
             rescored=bool(evaluated) and all(t.user_attrs.get("rescored") for t in evaluated),
+            noise_source=self.noise_note,
         )
         text = format_summary(summary)
         (self.dir / "summary.md").write_text(text + "\n", encoding="utf-8")
         (self.dir / "promoted_synth.yaml").write_text(_synth_yaml(exp, promoted_instr, summary), encoding="utf-8")
         metrics = {"baseline_train": summary.baseline_train, "noise_floor": train_floor, "noise_sigma": nf.sigma,
+                   "noise_from_calibration": float(self.calibration is not None),
                    "best_train": summary.best_value, "baseline_holdout": summary.baseline_holdout,
                    "promoted": float(summary.promoted), "llm_calls": summary.llm_calls,
                    "calls_per_trial": calls_per_trial, "selection_bias": summary.selection_bias,

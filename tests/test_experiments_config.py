@@ -34,7 +34,7 @@ def test_every_group_option_composes(group, option):
 def test_every_sweep_composes(sweep):
     exp = validate(to_experiment(compose_config([f"+sweep={sweep}"])))
     assert exp.sweep.name == sweep
-    assert exp.sweep.kind in ("single", "synth_mutation", "ab")
+    assert exp.sweep.kind in ("single", "synth_mutation", "ab", "calibrate")
 
 
 def test_expected_groups_and_options_exist():
@@ -89,7 +89,7 @@ def test_synth_variants_have_real_instructions_for_every_task_type():
     "overrides, message",
     [
         (["backend=foo"], "backend=foo is not an option; expected one of: auto, embedded, fake, ollama, openai"),
-        (["+sweep=nope"], "sweep=nope is not an option; expected one of: prior_knowledge_ab, single, synth_mutation"),
+        (["+sweep=nope"], "sweep=nope is not an option; expected one of: calibrate, prior_knowledge_ab, single, synth_mutation"),
         (["backend.kind=foo"], "backend.kind='foo' is not allowed; expected one of:"),
         (["planner.mode=three_pass"], "planner.mode='three_pass' is not allowed; expected one of: two_pass, single_pass"),
         (["+sweep=synth_mutation", "sweep.pruner=hyperband"], "sweep.pruner='hyperband' is not allowed"),

@@ -1,0 +1,379 @@
+"""Calibration (+sweep=calibrate) and the sweep's preflight, on the scripted runner (no LLM).
+
+The scripted world (tests/scripted_harness.py): score = 5 + task difficulty + 1.5 when the instruction names a
+concrete tool + seeded noise (sd 0.3, new for every instruction x task x seed); a re-score of a fixed text adds
+judge noise (sd 0.1). With "Name a concrete tool for every point." in the baseline, the harmful instruction (which
+replaces it) really scores 1.5 lower; with the plain baseline it does not hurt at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+from scripted_harness import BASE, BOOST, ScriptedRunner, scripted_propose
+
+from experiments.benchmark import load_tasks
+from experiments.calibrate import (
+    BEGIN,
+    END,
+    Cost,
+    Design,
+    CalibrationFailed,
+    ab_preflight_lines,
+    detection_rate,
+    find_calibration,
+    mde,
+    pick_tasks,
+    preflight_lines,
+    project_sweep,
+    run_calibration,
+    tasks_for_effect,
+    _wilcoxon_reject,
+    _normals,
+)
+from experiments.config import ConfigError, compose_config, to_experiment, validate
+from experiments.sweep import open_study, run_sweep
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+ROOT = Path(__file__).resolve().parents[1]
+TOOLS = {k: f"{v} Name a {BOOST} for every point." for k, v in BASE.items()}  # the harmful instruction drops it
+
+
+def cal_exp(exp, *overrides):
+    """A +sweep=calibrate experiment on the same benchmark, instructions and stores as `exp` (a make_exp sweep)."""
+    c = to_experiment(compose_config(["+sweep=calibrate", "backend=fake", *overrides]))
+    c.benchmark = exp.benchmark
+    c.synth.instructions = dict(exp.synth.instructions)
+    c.mlflow.enabled = exp.mlflow.enabled
+    return validate(c)
+
+
+def calibrate(exp, runner=None, *overrides, lines=None):
+    c = cal_exp(exp, *overrides)
+    runner = runner or ScriptedRunner(load_tasks(c.benchmark))
+    return run_calibration(c, runner, out=lines.append if lines is not None else (lambda s: None)), runner
+
+
+def sweep(exp, runner=None, lines=None):
+    runner = runner or ScriptedRunner(load_tasks(exp.benchmark))
+    out = lines.append if lines is not None else (lambda s: None)
+    return run_sweep(exp, runner, propose=scripted_propose, out=out), runner
+
+
+# -- the calibration ---------------------------------------------------------------------------------------------
+
+
+def test_harmful_instruction_is_detected_and_identical_arms_are_not_significant(make_exp):
+    exp = make_exp(mlflow=True)
+    exp.synth.instructions = dict(TOOLS)
+    lines: list[str] = []
+    cal, runner = calibrate(exp, lines=lines)
+    assert cal.control.status == "pass" and cal.control.mean_diff == pytest.approx(-1.5, abs=0.5)
+    assert cal.control.p < 0.05 and cal.control.alternative == "less"
+    assert cal.aa.status == "pass" and cal.aa.p >= 0.05 and cal.aa.alternative == "two-sided"
+    assert cal.passed and not cal.failed_out
+    # what it measured: generator sd near the world's 0.3 (4 df), judge sd near 0.1, per dimension too
+    assert 0.1 < cal.sigma < 0.9 and cal.sigma_ci[0] < 0.3 < cal.sigma_ci[1]
+    assert 0.02 < cal.judge_sigma < 0.3 and set(cal.judge_dimensions) == {"depth"} == set(cal.generator_dimensions)
+    assert cal.repeats == 2 and cal.n_tasks == 4 and len(cal.runs["judge"]["t0"]) == 3
+    # what it ran: 4 contexts, 2 generator runs + 1 control run per task, 3 re-scores per task
+    assert runner.prepares == 4 and len(runner.run_ids) == 12
+    assert sum(rid.startswith("calibrate-gen") for rid in runner.run_ids) == 8
+    # the numbers a user asked for, printed in one block
+    text = "\n".join(lines)
+    block = text[text.index(BEGIN):text.index(END) + len(END)]
+    for fragment in ("judge variance (each output re-scored 3x): composite sd", "generator variance (2 seeds)",
+                     "A/A (blind arms arm-", "not significant: PASS", "positive control (", "detected: PASS",
+                     "noise floor: sigma", "minimum detectable effect (alpha 0.05, power 0.8; simulated): sweep",
+                     "target effect 0.5: sweep needs", "cost per task run (median of 12)", "stored: "):
+        assert fragment in block, fragment
+    assert len(block.splitlines()) <= 20
+    assert math.isfinite(cal.mde["sweep"]["mde"]) and cal.mde["ab"]["n"] == 12
+    # stored under the fingerprint, with everything a later run needs
+    stored = json.loads(Path(cal.path).read_text())
+    assert Path(cal.path).name == f"{cal.key}.json" and Path(cal.path).parent.name == "calibration"
+    assert "sweep_kind" not in stored["fingerprint"] and stored["sigma"] == pytest.approx(cal.sigma)
+    assert stored["cost"]["uncached_calls"] == 2 and stored["passed"] is True
+    # one MLflow parent run with the plots as artifacts
+    from mlflow.tracking import MlflowClient
+
+    from experiments.tracking import tracking_uri
+
+    client = MlflowClient(tracking_uri(exp))
+    runs = client.search_runs([client.get_experiment_by_name("calibrate").experiment_id])
+    assert len(runs) == 1 and runs[0].data.tags["kind"] == "calibration" and runs[0].info.status == "FINISHED"
+    assert runs[0].data.tags["fingerprint"] == cal.key and runs[0].data.metrics["sigma"] == pytest.approx(cal.sigma)
+    artifacts = {a.path for a in client.list_artifacts(runs[0].info.run_id, "plots")}
+    assert artifacts == {"plots/scores.png", "plots/differences.png", "plots/power.png"}
+
+
+def test_exact_wilcoxon_design_detects_the_control_on_six_tasks(make_exp):
+    exp = make_exp()
+    exp.synth.instructions = dict(TOOLS)
+    cal, _ = calibrate(exp, None, "calibrate.test=wilcoxon", "calibrate.tasks=6")
+    assert cal.control.test == "wilcoxon" and cal.control.status == "pass"
+    assert cal.control.p == pytest.approx(1 / 64)  # every task lost: the smallest one-sided p over 6 tasks
+    assert cal.aa.status == "pass"
+
+
+def test_a_harmless_control_fails_the_calibration_and_a_sweep_does_not_use_it(make_exp):
+    exp = make_exp("sweep.n_trials=2", operators=("add_tool",))  # plain baseline: 'harmful' changes nothing
+    lines: list[str] = []
+    cal, _ = calibrate(exp, lines=lines)
+    assert cal.control.status == "fail" and not cal.passed and cal.failed_out
+    assert "positive control" in cal.stop_reason and "NOT detected: FAIL" in "\n".join(lines)
+    assert Path(cal.path).is_file()  # kept for the record
+    found, note = find_calibration(exp, ScriptedRunner(load_tasks(exp.benchmark)).identity(), load_tasks(exp.benchmark))
+    assert found is None and "is ignored: its positive control check failed" in note
+    out: list[str] = []
+    _, runner = sweep(exp, lines=out)
+    assert any("baseline-s1" in rid for rid in runner.run_ids)  # measured its own noise floor
+
+
+def test_pick_tasks_spreads_over_task_types_train_first(make_exp):
+    tasks = load_tasks(make_exp().benchmark)
+    assert [t.id for t in pick_tasks(tasks, 4)] == ["t0", "t1", "t2", "t3"]
+    assert {t.task_type for t in pick_tasks(tasks, 2)} == {"enumerated", "research"}
+    assert all(t.split == "train" for t in pick_tasks(tasks, 8)) and len(pick_tasks(tasks, 0)) == 12
+
+
+# -- a later sweep reads it ----------------------------------------------------------------------------------------
+
+
+def test_a_sweep_after_a_calibration_prints_the_preflight_and_uses_the_stored_noise_floor(make_exp):
+    exp = make_exp("sweep.n_trials=3", "sweep.baseline_repeats=3", operators=("add_tool",))
+    exp.synth.instructions = dict(TOOLS)
+    cal, _ = calibrate(exp)
+    runner = ScriptedRunner(load_tasks(exp.benchmark))
+    lines: list[str] = []
+    calls_at: dict[str, int] = {}
+
+    def out(line: str) -> None:
+        lines.append(line)
+        if "preflight:" in line:
+            calls_at.setdefault("preflight", runner.calls)
+
+    s = run_sweep(exp, runner, propose=scripted_propose, out=out)
+    text = "\n".join(lines)
+    assert f"noise floor from calibration {cal.key}" in text and "the 2 baseline repeat(s) are not run" in text
+    assert not any("baseline-s" in rid for rid in runner.run_ids)  # no baseline repeat ran
+    assert "baseline_runs" not in open_study(exp).user_attrs
+    assert s.noise.sigma == pytest.approx(cal.sigma) and s.noise.repeats == 2
+    assert s.train_floor == pytest.approx(cal.noise_floor().floor(8, 1))
+    assert f"noise source: calibration {cal.key}" in text and "over 2 calibration runs" in text
+    # the preflight comes before the first trial and before any LLM call is spent on trials
+    first_pre = next(i for i, ln in enumerate(lines) if "preflight:" in ln)
+    first_trial = next(i for i, ln in enumerate(lines) if "trial 1/3" in ln)
+    assert first_pre < first_trial and calls_at["preflight"] == 12 * 2  # only the 12 context preparations
+    pre = [ln for ln in lines if "] preflight:" in ln]
+    assert "budget n_trials=3 (3 left: baseline + 2 proposal(s))" in pre[0]
+    # baseline + 2 proposals on 8 train tasks, baseline and best on 4 holdout tasks; 2 uncached calls, 50 tokens each
+    assert "32 task runs: ~64 uncached LLM calls, ~1600 tokens" in pre[1] and f"calibration {cal.key}" in pre[1]
+    assert pre[2].startswith(f"[{exp.sweep.name}] preflight: detectable effect ")
+    assert "WARNING: the budget allows only 2 proposal(s) (limited by n_trials=3)" in pre[3]
+    assert any("preflight update:" in ln for ln in lines)  # updated from the first trial's measured runs
+
+
+def test_a_calibration_for_another_model_is_ignored(make_exp):
+    exp = make_exp("sweep.n_trials=2", operators=("add_tool",))
+    exp.synth.instructions = dict(TOOLS)
+    tasks = load_tasks(exp.benchmark)
+    calibrate(exp, ScriptedRunner(tasks, model="model-a"))
+    lines: list[str] = []
+    s, runner = sweep(exp, ScriptedRunner(tasks, model="model-b"), lines=lines)
+    text = "\n".join(lines)
+    assert "none of the 1 stored calibration(s) matches this fingerprint" in text
+    assert "backend.producer.model: model-a -> model-b" in text
+    assert any("baseline-s1" in rid for rid in runner.run_ids)  # its own noise floor
+    assert "preflight: detectable effect not known yet" in text
+    assert "noise source: 2 baseline runs of this study" in text
+
+
+def test_a_study_keeps_the_noise_source_it_started_with(make_exp):
+    exp = make_exp("sweep.n_trials=2", operators=("add_tool",))
+    exp.synth.instructions = dict(TOOLS)
+    first, _ = sweep(exp)  # no calibration yet: measured its own repeats
+    calibrate(exp)
+    more = dataclasses.replace(exp, sweep=dataclasses.replace(exp.sweep, n_trials=3))
+    lines: list[str] = []
+    second, _ = sweep(more, lines=lines)
+    assert "exists, but this study started without it; keeping its own baseline repeats" in "\n".join(lines)
+    assert second.noise.sigma == pytest.approx(first.noise.sigma)
+
+
+# -- refusals: one line, nothing written ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overrides, fragment", [
+    (["calibrate.test=wilcoxon"], "over 4 task(s) with test=wilcoxon, the A/A test (two-sided) cannot go below "
+                                  "p=0.125 and the positive control (one-sided) cannot go below p=0.0625 >= alpha"),
+    (["calibrate.test=wilcoxon", "calibrate.tasks=5"], "the A/A test (two-sided) cannot go below p=0.0625 >= alpha"),
+    (["calibrate.tasks=99"], "calibrate.tasks=99 is out of range; benchmark 'asyncio_practices' has 12 task(s)"),
+    (["calibrate.generator_repeats=1"], "calibrate.generator_repeats=1 measures no generator variance"),
+    (["calibrate.judge_repeats=1"], "calibrate.judge_repeats=1 measures no judge variance"),
+    (["calibrate.alpha=1.5"], "calibrate.alpha=1.5 is out of range"),
+    (["calibrate.power=0.01"], "calibrate.power=0.01 is not above calibrate.alpha=0.05"),
+    (["calibrate.target_effect=0"], "calibrate.target_effect=0.0 is out of range"),
+    (["calibrate.harmful_instruction=' '"], "calibrate.harmful_instruction is empty"),
+    (["calibrate.test=anova"], "calibrate.test='anova' is not allowed; expected one of: wilcoxon, t"),
+])
+def test_bad_calibration_designs_are_refused_in_one_line(overrides, fragment):
+    exp = to_experiment(compose_config(["+sweep=calibrate", *overrides]))
+    with pytest.raises(ConfigError) as info:
+        validate(exp)
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+
+
+def test_an_unreachable_design_runs_when_allowed_and_says_its_checks_are_unchecked(make_exp):
+    exp = make_exp()
+    exp.synth.instructions = dict(TOOLS)
+    lines: list[str] = []
+    cal, _ = calibrate(exp, None, "calibrate.test=wilcoxon", "calibrate.allow_underpowered=true", lines=lines)
+    assert cal.aa.status == cal.control.status == "unreachable" and cal.passed
+    assert "UNCHECKED: 4 tasks cannot reach alpha" in "\n".join(lines)
+
+
+def test_the_cli_refuses_an_unreachable_calibration_in_one_line_and_writes_nothing(tmp_path):
+    results = tmp_path / "fresh-results"
+    env = {"PATH": "/usr/bin:/bin", "HARNESS_RESULTS_DIR": str(results), "DDGS_DISABLED": "1"}
+    proc = subprocess.run([sys.executable, "-m", "experiments.run", "+sweep=calibrate", "backend=fake",
+                           "calibrate.test=wilcoxon", f"results_dir={results}"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("config error: calibrate: over 4 task(s) with test=wilcoxon")
+    assert not results.exists()
+
+
+def test_a_runner_without_rescore_is_refused_before_anything_runs(make_exp):
+    exp = make_exp()
+
+    class NoRescore:
+        def __init__(self, tasks):
+            self.inner = ScriptedRunner(tasks)
+
+        def __getattr__(self, name):
+            if name == "rescore":
+                raise AttributeError(name)
+            return getattr(self.inner, name)
+
+    runner = NoRescore(load_tasks(exp.benchmark))
+    with pytest.raises(TypeError, match=r"has no rescore\(prepared, text") as info:
+        run_calibration(cal_exp(exp), runner, out=lambda s: None)
+    assert "\n" not in str(info.value) and runner.inner.prepares == 0
+    assert not (Path(exp.results_dir) / "calibration").exists()
+
+
+def test_a_failed_task_run_stops_the_calibration_and_stores_nothing(make_exp):
+    exp = make_exp(mlflow=True)
+    with pytest.raises(CalibrationFailed) as info:
+        calibrate(exp, None, "calibrate.harmful_instruction=CRASH now")  # the control's runs fail
+    msg = str(info.value)
+    assert "\n" not in msg and msg.startswith("calibration stopped in positive control 1/1") and "nothing stored" in msg
+    assert not (Path(exp.results_dir) / "calibration").exists()
+    from mlflow.tracking import MlflowClient
+
+    from experiments.tracking import tracking_uri
+
+    assert MlflowClient(tracking_uri(exp)).get_experiment_by_name("calibrate") is None
+
+
+# -- power by simulation -------------------------------------------------------------------------------------------
+
+
+def test_the_wilcoxon_shortcut_gives_the_stats_module_decision_row_by_row():
+    import numpy as np
+
+    from experiments.stats import wilcoxon_test
+
+    for alternative in ("greater", "two-sided", "less"):
+        for n in (6, 9, 55):
+            d = 0.3 + np.asarray(_normals(200, n, 3))
+            direct = np.array([wilcoxon_test(row, alternative=alternative).pvalue < 0.05 for row in d])
+            assert (_wilcoxon_reject(d, 0.05, alternative) == direct).all()
+
+
+def test_mde_is_where_detection_reaches_the_power_and_matches_the_t_formula_for_the_t_test():
+    from scipy import stats as sps
+
+    d = Design("t", 10, 0.5, 0.05, "greater", "t")
+    m = mde(d, power=0.8, sims=4000)
+    assert detection_rate(d, m, sims=4000) >= 0.8 > detection_rate(d, m * 0.97, sims=4000)
+    formula = (sps.t.ppf(0.95, 9) + sps.t.ppf(0.8, 9)) * 0.5 / math.sqrt(10)  # normal approximation, t-corrected
+    assert m == pytest.approx(formula, rel=0.05)
+    assert detection_rate(d, 0.0, sims=4000) <= 0.06  # no effect: alpha
+    assert mde(Design("w", 3, 0.5, 0.05, "greater", "wilcoxon")) == math.inf  # 1/8 >= 0.05: unreachable
+    sweep_d = Design("sweep", 8, 0.5, 0.05, "greater", "wilcoxon", 2.0)
+    n = tasks_for_effect(sweep_d, 0.4)
+    assert mde(dataclasses.replace(sweep_d, n=n)) <= 0.4 < mde(dataclasses.replace(sweep_d, n=n - 1))
+
+
+# -- preflight -----------------------------------------------------------------------------------------------------
+
+
+def test_preflight_projects_cost_and_warns_when_a_cap_allows_few_proposals():
+    exp = to_experiment(compose_config(["+sweep=synth_mutation", "sweep.n_trials=20", "sweep.max_llm_calls=200"]))
+    cost = Cost(llm_calls=10, uncached_calls=5, tokens=1000, wall_s=120.0)
+    p = project_sweep(exp, finished=0, baseline_done=False, repeats_left=1, holdout_left=8, cost=cost,
+                      source="calibration x", mutation_calls=2)
+    # baseline + 1 repeat = 16 runs = 80 calls; each proposal 8 x 5 + 2 = 42 calls: 120 left -> 3 proposals
+    assert (p.proposals, p.limited_by) == (3, "max_llm_calls=200")
+    assert p.task_runs == 16 + 3 * 8 + 8 and p.llm_calls == p.task_runs * 5 + 3 * 2
+    assert p.wall_s == p.task_runs * 120.0
+    lines = preflight_lines(exp, p, sigma=0.3, baseline_runs=1, noise_source="calibration x")
+    assert "WARNING: the budget allows only 3 proposal(s) (limited by max_llm_calls=200)" in lines[-1]
+    assert "detectable effect" in lines[2] and "8 train tasks" in lines[2]
+    exp.sweep.max_llm_calls, exp.sweep.timeout_s = None, 3600.0
+    p = project_sweep(exp, finished=0, baseline_done=True, repeats_left=0, holdout_left=0, cost=cost, source="x")
+    assert (p.proposals, p.limited_by) == (4, "timeout_s=3600")  # 8 x 120 s per trial: 3.75 -> 4 started
+    exp.sweep.timeout_s = None
+    p = project_sweep(exp, finished=1, baseline_done=True, repeats_left=0, holdout_left=0, cost=None, source="none")
+    assert p.proposals == 19 and p.llm_calls is None
+    assert not any("WARNING" in ln for ln in preflight_lines(exp, p, sigma=None, baseline_runs=2, noise_source="-"))
+
+
+def test_ab_preflight_reads_the_stored_calibration(make_exp):
+    exp = make_exp()
+    exp.synth.instructions = dict(TOOLS)
+    cal, runner = calibrate(exp)
+    tasks = load_tasks(exp.benchmark)
+    exp.ab.min_effect = 0.05
+    lines = ab_preflight_lines(exp, runner.identity(), tasks, n_tasks=12, replications=2)
+    assert lines[0] == "preflight: A/B 12 tasks x 2 arms x 2 replication(s) = 48 task runs"
+    assert f"from calibration {cal.key}" in lines[1] and "detectable effect" in lines[2]
+    assert "WARNING: the pre-registered minimum effect 0.05" in lines[3]
+    other = ab_preflight_lines(exp, ScriptedRunner(tasks, model="x").identity(), tasks, n_tasks=12)
+    assert "cost and detectable effect unknown" in other[1]
+
+
+# -- the real harness's rescore ------------------------------------------------------------------------------------
+
+
+def test_harness_runner_rescore_scores_a_fixed_text_with_the_evaluator_alone(tmp_path):
+    from pipeline_fake import Router, judge_json, make_harness, numbered
+
+    from evaluators.composite import evaluate
+    from experiments.objective import HarnessRunner
+
+    router = Router(judge=[judge_json(7), judge_json(4)])
+    h = make_harness(tmp_path, router)
+    prepared = h.prepare("List 5 best practices for asyncio")
+    runner = HarnessRunner(h.cfg, h.roles)
+    before = dict(router.calls)
+    text = numbered(5)
+    o = runner.rescore(prepared, text, criteria={"required_terms": ["gather"]}, seed=11)
+    assert o.ok and o.rescored and o.output_text == text and o.usage.llm_calls == 1
+    assert {k: v - before.get(k, 0) for k, v in router.calls.items() if v != before.get(k, 0)} == {"judge": 1}
+    assert "relevance" in o.dimensions and "det_terms" in o.dimensions
+    router2 = Router(judge=[judge_json(7)])
+    h2 = make_harness(tmp_path / "b", router2)
+    ev = evaluate(prepared.clean_task, text, h2.roles.evaluator, h.cfg.evaluator, expected_count=5,
+                  required_terms=("gather",), sources=prepared.research.sources, task_type=prepared.plan.task_type)
+    assert o.score == pytest.approx(ev.composite)
