@@ -25,7 +25,7 @@ import optuna
 from optuna.trial import TrialState
 
 from experiments.benchmark import load_tasks, split, task_types
-from experiments.config import ConfigError, ExperimentConfig
+from experiments.config import ConfigError, ExperimentConfig, sweep_design_problem
 from experiments.fingerprint import fingerprint_diff, study_fingerprint
 from experiments.context_cache import ContextCache
 from experiments.ledger import Ledger
@@ -339,6 +339,7 @@ class SweepSummary:
     failed_out: bool = False  # stopped because too many trials failed: the CLI exits non-zero
     selection_bias: float | None = None  # mean over evaluated trials of (wiggum best - independent re-score)
     rescored: bool = False  # trial values are independent re-scores (a sampling judge)
+    underpowered: str | None = None  # why this design cannot promote (run anyway: sweep.allow_underpowered)
     noise_source: str = ""  # where sigma came from: a stored calibration, or this study's baseline repeats
 
 
@@ -347,6 +348,8 @@ def format_summary(s: SweepSummary) -> str:
     lines = [SUMMARY_BEGIN]
     if s.smoke:
         lines.append(SMOKE_LINE)
+    if s.underpowered:
+        lines.append(f"UNDERPOWERED (sweep.allow_underpowered=true): nothing can be promoted; {s.underpowered}")
     t = s.trials
     lines += [
         f"sweep: {s.sweep}  storage: {s.storage}",
@@ -947,6 +950,7 @@ class Sweep:
             selection_bias=(statistics.fmean(t.user_attrs["selection_bias"] for t in evaluated) if evaluated else None),
             rescored=bool(evaluated) and all(t.user_attrs.get("rescored") for t in evaluated),
             noise_source=self.noise_note,
+            underpowered=sweep_design_problem(exp),
         )
         text = format_summary(summary)
         (self.dir / "summary.md").write_text(text + "\n", encoding="utf-8")

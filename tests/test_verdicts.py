@@ -275,3 +275,12 @@ def test_contexts_are_keyed_by_the_resolved_models(make_exp, tmp_path):
     _sweep(dataclasses.replace(fresh_study, sweep=dataclasses.replace(
         fresh_study.sweep, storage=f"sqlite:///{tmp_path / 'c.db'}")), other)
     assert other.prepares == len(tasks)  # another model: planned and researched again
+
+
+def test_an_allowed_underpowered_sweep_says_so_in_its_summary(make_exp):
+    exp = make_exp("sweep.n_trials=2", "sweep.allow_underpowered=true", operators=("add_tool",), n_train=3, n_holdout=2)
+    lines: list[str] = []
+    s, _ = _sweep(exp, lines=lines)
+    text = "\n".join(lines)
+    assert "UNDERPOWERED (sweep.allow_underpowered=true): nothing can be promoted; sweep: benchmark" in text
+    assert not s.promoted
