@@ -40,7 +40,7 @@ def test_every_sweep_composes(sweep):
 def test_expected_groups_and_options_exist():
     assert set(_options("backend")) >= {"auto", "embedded", "ollama", "openai", "fake"}
     assert set(_options("planner")) == {"two_pass", "no_prior_knowledge", "single_pass"}
-    assert set(_options("sweep")) == {"single", "synth_mutation", "prior_knowledge_ab"}
+    assert set(_options("sweep")) == {"single", "synth_mutation", "prior_knowledge_ab", "calibrate"}
 
 
 @pytest.mark.parametrize(
