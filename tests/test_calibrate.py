@@ -377,3 +377,14 @@ def test_harness_runner_rescore_scores_a_fixed_text_with_the_evaluator_alone(tmp
     ev = evaluate(prepared.clean_task, text, h2.roles.evaluator, h.cfg.evaluator, expected_count=5,
                   required_terms=("gather",), sources=prepared.research.sources, task_type=prepared.plan.task_type)
     assert o.score == pytest.approx(ev.composite)
+
+
+def test_the_entry_point_dispatches_calibrate_and_a_failed_check_is_not_a_success(make_exp):
+    from experiments.run import main
+
+    exp = make_exp()  # plain baseline: the 'harmful' instruction does not hurt, so the control fails
+    c = cal_exp(exp)
+    lines: list[str] = []
+    result = main(c, runner=ScriptedRunner(load_tasks(c.benchmark)), out=lines.append)
+    assert result.failed_out and result.stop_reason.startswith("calibration checks failed: positive control")
+    assert any(BEGIN in ln for ln in lines)
