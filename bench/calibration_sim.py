@@ -122,6 +122,16 @@ def rate(hits: list[bool]) -> tuple[float, float]:
 
 
 def main() -> None:
+    import shutil
+
+    tmp = Path(tempfile.mkdtemp(prefix="calsim-"))
+    try:
+        run(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(tmp: Path) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="200 runs and 200 calibrations")
     ap.add_argument("--runs", type=int, default=2000)
@@ -143,7 +153,6 @@ def main() -> None:
     from experiments.sweep import compare, noise_floor
 
     t_all = time.perf_counter()
-    tmp = Path(tempfile.mkdtemp(prefix="calsim-"))
     os.environ["HARNESS_RESULTS_DIR"] = str(tmp / "results")
     exp = build_exp(tmp / "results")
     tasks = load_tasks(exp.benchmark)
