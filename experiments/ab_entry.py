@@ -517,7 +517,7 @@ def power_note(prereg: Preregistration, n_tasks: int) -> str | None:
 
 def format_summary(*, name: str, result: ABResult, prereg: Preregistration, design: ABDesign, smoke: bool,
                    paths: ABPaths, report: Path, ui: str, elapsed_s: float, children: int | None,
-                   ui_url: str = "") -> str:
+                   ui_url: str = "", label: str | None = None) -> str:
     from experiments.sweep import SMOKE_LINE
 
     s = result.primary
@@ -525,8 +525,8 @@ def format_summary(*, name: str, result: ABResult, prereg: Preregistration, desi
     total = len(design.tasks) * design.replications * 2
     failed = sum(1 for e in result.excluded_pairs if "not run" not in e["reason"])
     lines = [SUMMARY_BEGIN]
-    if smoke:
-        lines.append(SMOKE_LINE)
+    if label or smoke:
+        lines.append(label or SMOKE_LINE)
     lines += [
         f"test: {name}",
         f"arms: A={a} {json.dumps(design.arms[a], sort_keys=True)}  B={b} {json.dumps(design.arms[b], sort_keys=True)}",
@@ -621,6 +621,7 @@ def run_ab_from_config(
     injected with them, else is {} (a scripted run has no backend).
     """
     from experiments.report import DIFF_PNG, FOREST_PNG, write_report
+    from experiments.calibrate import label_for
     from experiments.sweep import SMOKE_LINE
 
     t0 = time.perf_counter()
@@ -647,6 +648,9 @@ def run_ab_from_config(
     backend = arm_backends(design, cells if cells is not None and pending else None, run_arm, roles)
     new_test = f"start a new test under a new sweep.name (e.g. sweep.name={name}_2)"
     write_or_check_prereg(prereg, design, paths.ledger, backend=backend, new_test=new_test)  # refuse before MLflow
+    # the embedded model file and whether a calibration showed its judge discriminates (arm A's models)
+    label = (label_for(exp, next(iter(backend.values())), load_tasks(exp.benchmark)) if backend else None) or (
+        SMOKE_LINE if smoke else None)
     inner: RunArm = run_arm if run_arm is not None else cells  # type: ignore[assignment]
     last: dict[str, Any] = {}
 
@@ -665,8 +669,8 @@ def run_ab_from_config(
     a, b = design.arm_names
     head = [f"[{name}] A/B {b} vs {a}: {len(design.tasks)} tasks x {design.replications} replications x 2 arms = "
             f"{len(plan)} cells; {len(plan) - pending} already in the ledger, {pending} to run"]
-    if smoke:
-        head.append(f"[{name}] {SMOKE_LINE}")
+    if label:
+        head.append(f"[{name}] {label}")
     head.append(f"[{name}] pre-registration: {paths.prereg} (hypothesis: {prereg.hypothesis})")
     note = power_note(prereg, len(design.tasks))
     if note:
@@ -699,10 +703,11 @@ def run_ab_from_config(
         raise
     mlflow.safe(lambda: mlflow.sync(paths.ledger))
 
-    notes = [SMOKE_LINE] if smoke else []
+    notes = [label] if label else []
     report = write_report(result, prereg, paths.dir, notes=notes, arms=design.arms)
     children = mlflow.safe(lambda: len(mlflow.children())) if mlflow.on else None
-    summary = format_summary(name=name, result=result, prereg=prereg, design=design, smoke=smoke, paths=paths,
+    summary = format_summary(name=name, result=result, prereg=prereg, design=design, smoke=smoke, label=label,
+                             paths=paths,
                              report=report, ui=mlflow.tracker.ui_command(), elapsed_s=time.perf_counter() - t0,
                              children=children, ui_url=mlflow.safe(getattr(mlflow.tracker, "ui_url", lambda: "")) or "")
     paths.summary.write_text(summary + "\n", encoding="utf-8")

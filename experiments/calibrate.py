@@ -327,6 +327,13 @@ class Calibration:
     runs: dict[str, Any] = field(default_factory=dict)
     elapsed_s: float = 0.0
     path: str = ""
+    # the positive control on the LLM judge's rubric dimensions alone (None: no rubric ran): a control detected
+    # by the deterministic criteria only says nothing about the judge
+    judge_control: Check | None = None
+
+    @property
+    def judge_discriminates(self) -> bool:
+        return self.judge_control is not None and self.judge_control.status == PASS
 
     @property
     def passed(self) -> bool:
@@ -361,9 +368,35 @@ class Calibration:
         if d.pop("version", None) != VERSION:
             raise ValueError(f"calibration format version is not {VERSION}")
         d["aa"], d["control"], d["cost"] = Check(**d["aa"]), Check(**d["control"]), Cost(**d["cost"])
+        d["judge_control"] = Check(**d["judge_control"]) if d.get("judge_control") else None
         d["tasks"], d["sigma_ci"] = tuple(d["tasks"]), tuple(d["sigma_ci"])
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names}, path=path)
+
+
+def run_label(identity: Mapping[str, Mapping[str, Any]], calibration: "Calibration | None" = None) -> str | None:
+    """The line every output, record and report of a run on an embedded model carries (None: no embedded role).
+
+    It names the model file actually loaded. Results on an embedded model are a smoke run unless a calibration on
+    the same fingerprint showed that the judge discriminates (the positive control detected on the rubric
+    dimensions alone); then the line says so and names that calibration."""
+    files = sorted({str(i.get("file") or i.get("model")) for i in identity.values() if i.get("backend") == "embedded"})
+    if not files:
+        return None
+    names = ", ".join(files)
+    if calibration is not None and calibration.judge_discriminates:
+        jc = calibration.judge_control
+        return (f"EMBEDDED MODEL ({names}): its judge discriminates per calibration {calibration.key} (positive "
+                f"control on the rubric: diff {jc.mean_diff:+.2f}, p={jc.p:.3g}); a small local model, not a "
+                f"production judge")
+    return f"SMOKE RUN (embedded {names}): not research quality"
+
+
+def label_for(exp: ExperimentConfig, identity: Mapping[str, Any], tasks: Sequence[Any]) -> str | None:
+    """run_label with the stored calibration of this fingerprint, if one passed its checks."""
+    if not any(i.get("backend") == "embedded" for i in identity.values()):
+        return None
+    return run_label(identity, find_calibration(exp, identity, tasks)[0])
 
 
 def calibration_fingerprint(exp: ExperimentConfig, identity: Mapping[str, Any], tasks: Sequence[Any]) -> dict[str, Any]:
@@ -544,7 +577,7 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
     failed). Raises CalibrationFailed (nothing stored) when a task run fails."""
     from experiments.objective import TrialFailed, baseline_instructions, evaluate_candidate
     from experiments.benchmark import task_types
-    from experiments.sweep import SMOKE_LINE, noise_floor
+    from experiments.sweep import noise_floor
 
     c = exp.calibrate
     name = exp.sweep.name
@@ -643,6 +676,26 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
     control = _check("positive control", ctl_diffs, test=c.test, alternative="less", alpha=c.alpha,
                      detail=f"{short[:40] + '...' if len(short) > 40 else short!r} vs baseline")
 
+    judge_control = None
+    rubric = tuple(exp.evaluator.dimensions) if exp.evaluator.composite != "deterministic" else ()
+    if rubric:
+        def rubric_means(evs: Sequence[Any]) -> list[dict[str, float]]:
+            out = []
+            for ev in evs:
+                row = {}
+                for sc in ev.scores:
+                    vals = [sc.dimensions[d] for d in rubric if d in sc.dimensions]
+                    if vals:
+                        row[sc.task_id] = statistics.fmean(vals)
+                out.append(row)
+            return out
+
+        g_rub, c_rub = rubric_means(gens), rubric_means(controls)
+        both = [t for t in ids if all(t in r for r in g_rub + c_rub)]
+        if both:
+            judge_control = _check("judge on the positive control", [mean_of(c_rub, t) - mean_of(g_rub, t) for t in both],
+                                   test=c.test, alternative="less", alpha=c.alpha,
+                                   detail="mean of the rubric dimensions only, control vs baseline")
     n_train = len(split(all_tasks, "train"))
     ab_tasks = len(all_tasks) if exp.ab.split == "all" else len(split(all_tasks, exp.ab.split))
     sd = sweep_design(nf.sigma, n_train, alpha=c.alpha)
@@ -679,7 +732,7 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
         runs={"generator": gen_runs, "control": control_runs,
               "judge": {t: [o.score for o in outs] for t, outs in judged.items()},
               "aa_diffs": aa_diffs, "control_diffs": ctl_diffs},
-        elapsed_s=time.perf_counter() - t_start, path=str(path))
+        elapsed_s=time.perf_counter() - t_start, path=str(path), judge_control=judge_control)
 
     # -- written last: JSON, plots, MLflow ----------------------------------------------------------------------
     folder.mkdir(parents=True, exist_ok=True)
@@ -687,13 +740,14 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
     tmp.write_text(json.dumps(cal.to_dict(), indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
     tmp.replace(path)
     plots = _safe_plots(cal, folder / key / "plots", out, name)
+    label = run_label(runner.identity(), cal) or ""
     ui = ""
     if exp.mlflow.enabled:
         try:
-            ui = _log_mlflow(exp, cal, format_calibration(cal, smoke_line=SMOKE_LINE), plots)
+            ui = _log_mlflow(exp, cal, format_calibration(cal, smoke_line=label), plots)
         except Exception as exc:  # the calibration stands without its MLflow record
             out(f"[{name}] warning: MLflow logging failed: {type(exc).__name__}: {exc}")
-    out(format_calibration(cal, smoke_line=SMOKE_LINE, plots=plots, mlflow_ui=ui))
+    out(format_calibration(cal, smoke_line=label, plots=plots, mlflow_ui=ui))
     return cal
 
 
@@ -711,7 +765,7 @@ def format_calibration(cal: Calibration, *, smoke_line: str = "", plots: Mapping
     """The short greppable block."""
     d = cal.design
     lines = [BEGIN]
-    if cal.smoke and smoke_line:
+    if smoke_line:
         lines.append(smoke_line)
     dims = lambda m: "; ".join(f"{k} {v:.3f}" for k, v in sorted(m.items()))  # noqa: E731
     share = (cal.judge_sigma ** 2 / cal.sigma ** 2) if cal.sigma > 0 else float("nan")
@@ -729,6 +783,8 @@ def format_calibration(cal: Calibration, *, smoke_line: str = "", plots: Mapping
         f"{_num(100 * share, '.0f')}%" + (f"; {dims(cal.generator_dimensions)}" if cal.generator_dimensions else ""),
         cal.aa.line(d["alpha"]),
         cal.control.line(d["alpha"]),
+        cal.judge_control.line(d["alpha"]) if cal.judge_control is not None
+        else "judge on the positive control: no rubric ran (evaluator.composite=deterministic)",
     ]
     sw, ab = cal.mde.get("sweep"), cal.mde.get("ab")
     floor = f"; a sweep on {sw['n']} train tasks (one baseline run) has floor {sw['floor']:.3f}" if sw else ""

@@ -27,6 +27,7 @@ def run_single(exp: ExperimentConfig, runner: Any, *, tracker: Any = None, out: 
     """One run of the configured instructions on every benchmark task; per-task scores logged to MLflow."""
     from experiments.benchmark import load_tasks, task_types
     from experiments.objective import TrialFailed, baseline_instructions, evaluate_candidate
+    from experiments.calibrate import label_for
     from experiments.sweep import SMOKE_LINE
     from experiments.tracking import make_tracker
 
@@ -54,8 +55,9 @@ def run_single(exp: ExperimentConfig, runner: Any, *, tracker: Any = None, out: 
                           {f"outputs/{task.id}.md": s.output_text or "(empty)"})
     mean = sum(scores.values()) / len(scores) if scores else float("nan")
     lines = ["===== RUN SUMMARY ====="]
-    if smoke:
-        lines.append(SMOKE_LINE)
+    label = label_for(exp, runner.identity(), tasks) or (SMOKE_LINE if smoke else None)
+    if label:
+        lines.append(label)
     lines += [f"tasks: {len(tasks)} ({failed} failed)", f"mean composite: {mean:.3f}"]
     lines += [f"task {k}: {v:.3f}" for k, v in scores.items()]
     lines += [f"MLflow UI: {tracker.ui_command()}", "===== END RUN SUMMARY ====="]

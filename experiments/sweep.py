@@ -26,6 +26,7 @@ from optuna.trial import TrialState
 
 from experiments.benchmark import load_tasks, split, task_types
 from experiments.config import ConfigError, ExperimentConfig, sweep_design_problem
+from experiments.calibrate import run_label
 from experiments.fingerprint import fingerprint_diff, study_fingerprint
 from experiments.context_cache import ContextCache
 from experiments.ledger import Ledger
@@ -340,14 +341,15 @@ class SweepSummary:
     selection_bias: float | None = None  # mean over evaluated trials of (wiggum best - independent re-score)
     rescored: bool = False  # trial values are independent re-scores (a sampling judge)
     underpowered: str | None = None  # why this design cannot promote (run anyway: sweep.allow_underpowered)
+    label: str | None = None  # experiments.calibrate.run_label: the embedded model file, smoke or calibrated
     noise_source: str = ""  # where sigma came from: a stored calibration, or this study's baseline repeats
 
 
 def format_summary(s: SweepSummary) -> str:
     """The greppable end-of-sweep block."""
     lines = [SUMMARY_BEGIN]
-    if s.smoke:
-        lines.append(SMOKE_LINE)
+    if s.label or s.smoke:
+        lines.append(s.label or SMOKE_LINE)
     if s.underpowered:
         lines.append(f"UNDERPOWERED (sweep.allow_underpowered=true): nothing can be promoted; {s.underpowered}")
     t = s.trials
@@ -951,6 +953,7 @@ class Sweep:
             rescored=bool(evaluated) and all(t.user_attrs.get("rescored") for t in evaluated),
             noise_source=self.noise_note,
             underpowered=sweep_design_problem(exp),
+            label=run_label(self.runner.identity(), self.calibration),
         )
         text = format_summary(summary)
         (self.dir / "summary.md").write_text(text + "\n", encoding="utf-8")

@@ -116,7 +116,7 @@ def summary_block(result) -> str:
     if result.smoke:
         from harness.inference import SMOKE_LABEL
 
-        lines.append(f"NOTE:        {SMOKE_LABEL}")
+        lines.append(f"NOTE:        {rec.get('smoke_label') or SMOKE_LABEL}")
     return "\n".join(lines)
 
 

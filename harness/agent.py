@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 from harness import skills as skills_mod
 from harness.config import HarnessConfig, config_hash, to_dict
-from harness.inference import SMOKE_LABEL, Roles, make_roles
+from harness.inference import Roles, make_roles
 from harness.logger import Tracer, append_jsonl, current_tracer, new_run_id, use_tracer
 from harness.planner import Plan, make_plan, plan_from_dict
 from harness.research import ResearchResult, gather_research
@@ -345,7 +345,7 @@ class Harness:
 
     def _write(self, path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        body = text if not self.roles.smoke else f"> {SMOKE_LABEL}\n\n{text}"
+        body = text if not self.roles.smoke else f"> {self.roles.smoke_label}\n\n{text}"
         # a temp name of its own per process and thread: two workers writing one output must not move each other's
         tmp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
         tmp.write_text(body.rstrip() + "\n", encoding="utf-8")
@@ -362,6 +362,7 @@ class Harness:
             "status": result.status,
             "error": result.error,
             "smoke": result.smoke,
+            "smoke_label": self.roles.smoke_label if result.smoke else None,
             "backend": self.roles.description,
             "config_hash": config_hash(self.cfg),
             "config": to_dict(self.cfg),

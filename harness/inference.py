@@ -26,7 +26,12 @@ log = logging.getLogger("harness.inference")
 
 Message = Mapping[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
 
-SMOKE_LABEL = "SMOKE RUN (embedded SmolLM2-135M): structure check only, not research quality"
+def smoke_label(models: Sequence[str]) -> str:
+    """The label of output from embedded models, naming the model files actually loaded."""
+    return f"SMOKE RUN (embedded {', '.join(models) or 'model'}): structure check only, not research quality"
+
+
+SMOKE_LABEL = smoke_label(["SmolLM2-135M"])  # the packaged default; Roles.smoke_label names what was loaded
 
 
 @dataclass(frozen=True)
@@ -332,6 +337,21 @@ class Roles:
     @property
     def smoke(self) -> bool:
         return any(getattr(llm, "backend", "") == "embedded" for llm in (self.planner, self.producer, self.evaluator))
+
+    @property
+    def smoke_label(self) -> str:
+        """smoke_label naming the embedded model file of each role (path name, else the model name)."""
+        names: list[str] = []
+        for llm in (self.planner, self.producer, self.evaluator, self.compressor):
+            inner = llm
+            while hasattr(inner, "inner"):
+                inner = inner.inner
+            if getattr(inner, "backend", "") == "embedded":
+                path = getattr(inner, "path", None)
+                name = Path(path).name if path else str(getattr(inner, "model", "model"))
+                if name not in names:
+                    names.append(name)
+        return smoke_label(names)
 
     def by_role(self, role: str) -> LLM:
         if role not in ROLES:

@@ -262,8 +262,26 @@ def test_smoke_label_when_the_embedded_model_answers(tmp_path):
     assert h.roles.smoke
     result = h.run(TASK)
     text = Path(result.output_path).read_text()
-    assert text.startswith(f"> {SMOKE_LABEL}\n") and _items(text) == 5
-    assert result.smoke and result.record["smoke"] is True
+    label = "SMOKE RUN (embedded fake-model): structure check only, not research quality"  # names the model loaded
+    assert text.startswith(f"> {label}\n") and _items(text) == 5
+    assert result.smoke and result.record["smoke"] is True and result.record["smoke_label"] == label
+
+
+def test_smoke_label_names_the_gguf_file_actually_loaded():
+    """Measured before: a run on a 1.5B GGUF by path was labelled 'SMOKE RUN (embedded SmolLM2-135M)'."""
+    from harness.inference import fake_roles
+
+    class Loaded:  # what EmbeddedLLM exposes: backend, model (file stem) and the path it loaded
+        backend, model = "embedded", "qwen2.5-coder-1.5b-instruct-q4_k_m"
+        path = Path("/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
+
+        def chat(self, messages, **kw):
+            raise AssertionError("not called")
+
+    roles = fake_roles(Loaded())
+    assert roles.smoke_label == ("SMOKE RUN (embedded qwen2.5-coder-1.5b-instruct-q4_k_m.gguf): structure check only, "
+                                 "not research quality")
+    assert "SmolLM2" not in roles.smoke_label
 
 
 # -- prepare / finish split (what experiments reuse) ---------------------------------------------------

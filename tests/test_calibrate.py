@@ -388,3 +388,43 @@ def test_the_entry_point_dispatches_calibrate_and_a_failed_check_is_not_a_succes
     result = main(c, runner=ScriptedRunner(load_tasks(c.benchmark)), out=lines.append)
     assert result.failed_out and result.stop_reason.startswith("calibration checks failed: positive control")
     assert any(BEGIN in ln for ln in lines)
+
+
+# -- the label: which model file, and whether a calibration showed its judge discriminates ------------------------
+
+
+EMBEDDED = {"producer": {"backend": "embedded", "model": "qwen-1.5b", "file": "qwen-1.5b.gguf", "sha256": "ab"},
+            "evaluator": {"backend": "embedded", "model": "qwen-1.5b", "file": "qwen-1.5b.gguf", "sha256": "ab"}}
+
+
+def test_label_names_the_file_and_stays_smoke_unless_the_judge_detected_the_control(make_exp):
+    import dataclasses
+
+    from experiments.calibrate import Check, run_label
+
+    exp = make_exp()
+    exp.synth.instructions = dict(TOOLS)
+    cal, _ = calibrate(exp)
+    # the scripted world's harmful instruction lowers every dimension: the rubric alone detects it
+    assert cal.judge_control is not None and cal.judge_control.status == "pass" and cal.judge_discriminates
+    assert run_label({"producer": {"backend": "scripted", "model": "x"}}, cal) is None  # no embedded role
+    assert run_label(EMBEDDED) == "SMOKE RUN (embedded qwen-1.5b.gguf): not research quality"
+    assert run_label(EMBEDDED, cal).startswith(
+        f"EMBEDDED MODEL (qwen-1.5b.gguf): its judge discriminates per calibration {cal.key} (positive control on "
+        "the rubric: diff ")
+    # the control detected by the deterministic criteria alone says nothing about the judge: still a smoke run
+    blind = dataclasses.replace(cal, judge_control=Check("judge on the positive control", "t", "less", 4, 0.0, 0.6,
+                                                         0.0, "fail"))
+    assert blind.control.status == "pass" and not blind.judge_discriminates
+    assert run_label(EMBEDDED, blind).startswith("SMOKE RUN (embedded qwen-1.5b.gguf)")
+    stored = json.loads(Path(cal.path).read_text())
+    from experiments.calibrate import Calibration
+
+    assert Calibration.from_dict(stored).judge_control == cal.judge_control  # stored and read back
+
+
+def test_a_deterministic_evaluator_has_no_judge_to_calibrate(make_exp):
+    exp = make_exp("evaluator=deterministic_only")
+    exp.synth.instructions = dict(TOOLS)
+    cal, _ = calibrate(exp, None, "evaluator=deterministic_only")
+    assert cal.judge_control is None and not cal.judge_discriminates
