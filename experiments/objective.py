@@ -516,6 +516,7 @@ class HarnessRunner:
         self.base = Harness(harness_cfg, roles)
         self._by_seed = {harness_cfg.seed: self.base}
         self._uncached = 0
+        self._identity: dict[str, Any] | None = None
 
     @property
     def roles(self) -> Any:
@@ -553,9 +554,12 @@ class HarnessRunner:
         return prepared
 
     def identity(self) -> dict[str, Any]:
-        from experiments.fingerprint import backend_identity
+        """backend_identity of the roles, read once (it hashes model files and asks Ollama for digests)."""
+        if self._identity is None:
+            from experiments.fingerprint import backend_identity
 
-        return backend_identity(self.roles)
+            self._identity = backend_identity(self.roles)
+        return self._identity
 
     def prepared_from_dict(self, data: dict[str, Any]) -> Any:
         from harness.agent import Prepared

@@ -789,7 +789,10 @@ class Sweep:
                 stop_reason = f"failure rate {new_failed}/{new} >= {sw.failure_rate_stop}"
                 failed_out = True
                 break
-            trial = study.ask()
+            # one ask at a time on this host: Optuna pops the enqueued baseline with a SELECT ... FOR UPDATE that
+            # SQLite ignores, so two workers asking at once could both run trial #0 (and tell it twice)
+            with file_lock(self.dir / ".ask.lock"):
+                trial = study.ask()
             trial.set_user_attr("worker_host", socket.gethostname())
             trial.set_user_attr("worker_pid", os.getpid())
             trial_calls0 = _calls(self.runner)
