@@ -621,7 +621,7 @@ def run_ab_from_config(
     injected with them, else is {} (a scripted run has no backend).
     """
     from experiments.report import DIFF_PNG, FOREST_PNG, write_report
-    from experiments.calibrate import label_for
+    from experiments.calibrate import ab_preflight_lines, label_for
     from experiments.sweep import SMOKE_LINE
 
     t0 = time.perf_counter()
@@ -675,6 +675,10 @@ def run_ab_from_config(
     note = power_note(prereg, len(design.tasks))
     if note:
         head.append(f"[{name}] note: {note}")
+    if backend and pending:  # before any cell: cost and detectable effect from a stored calibration, if one matches
+        head += [f"[{name}] {line}" for line in ab_preflight_lines(
+            exp, next(iter(backend.values())), load_tasks(exp.benchmark), n_tasks=len(design.tasks),
+            replications=design.replications)]
     for line in head:
         out(line)
     mlflow.safe(lambda: mlflow.sync(paths.ledger))  # cells a killed run finished but did not log

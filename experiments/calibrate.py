@@ -1030,7 +1030,7 @@ def preflight_lines(exp: ExperimentConfig, proj: Projection, *, sigma: float | N
 
 def ab_preflight_lines(exp: ExperimentConfig, identity: Mapping[str, Any], tasks: Sequence[Any], *, n_tasks: int,
                        replications: int | None = None, cells_prepare: bool = True) -> list[str]:
-    """For the A/B runner (experiments/ab_entry.py; not called there yet): the same preflight for an A/B.
+    """For the A/B runner (experiments/ab_entry.py, before its first cell): the same preflight for an A/B.
 
     `identity` is the runner's (or arm A's) backend identity and `tasks` the benchmark's tasks, as for a sweep;
     n_tasks: tasks in the test. Projects 2 arms x n_tasks x replications task runs (each with a context

@@ -277,10 +277,17 @@ def test_real_harness_cells_differ_in_planning_and_the_judge_is_blind(_isolated_
     fake = _fake_llm()
     exp = _exp("ab.replications=1", "ab.split=train", "wiggum.max_rounds=1", "research.max_rounds=1",
                "research.enrich_urls=0", "search.provider=local", "orchestrator.mode=off", "mlflow.enabled=false")
-    run = run_ab_from_config(exp, roles=fake_roles(fake), out=lambda _: None)
+    lines: list[str] = []
+    run = run_ab_from_config(exp, roles=fake_roles(fake), out=lines.append)
 
     cells = [r for r in read_jsonl(run.paths.ledger) if r.get("kind") == "cell"]
     assert len(cells) == 6 and all(c["status"] == "ok" for c in cells), [c.get("error") for c in cells]
+    # the preflight comes before the first cell (no calibration stored for these models: cost unknown, says why)
+    first_cell = next(i for i, ln in enumerate(lines) if " cell 1/" in ln)
+    pre = [i for i, ln in enumerate(lines) if "preflight: " in ln]
+    assert pre and max(pre) < first_cell
+    assert any(ln.endswith("preflight: A/B 3 tasks x 2 arms x 1 replication(s) = 6 task runs") for ln in lines)
+    assert any("preflight: cost and detectable effect unknown (no stored calibration" in ln for ln in lines)
     by_arm = {arm: [c for c in cells if c["arm"] == arm] for arm in (ON, OFF)}
     assert all(c["meta"]["prior_knowledge_ran"] and c["secondary"]["gaps"] == 2 for c in by_arm[ON])
     assert all(not c["meta"]["prior_knowledge_ran"] and c["secondary"]["gaps"] == 0 for c in by_arm[OFF])
