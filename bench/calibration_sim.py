@@ -148,7 +148,7 @@ def run(tmp: Path) -> None:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     from experiments.benchmark import load_tasks, split
-    from experiments.calibrate import _check, ab_design, mde, pick_tasks, run_calibration, sweep_design
+    from experiments.calibrate import _check, mde, pick_tasks, run_calibration, sweep_design
     from experiments.stats import wilcoxon_test
     from experiments.sweep import compare, noise_floor
 
