@@ -28,6 +28,7 @@ task x seed), judge noise sd 0.15 on a re-score. The harmful instruction costs 2
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -222,8 +223,9 @@ def run(tmp: Path) -> None:
             w = World(50_000 + 1000 * n_cal + i, tasks, noise)
             runs = [w.run(some, base, s) for s in (0, 1)]  # the calibration's generator runs (seeds 0, 1)
             sigma = noise_floor(runs).sigma
-            d = sweep_design(sigma, len(train), alpha=alpha)
-            m = mde(d, power=power, sims=exp.calibrate.sims)
+            d = sweep_design(sigma, len(train), alpha=alpha)  # the floor the sweep applies (from the estimate)
+            # the MDE the calibration reports: predictive over sigma's n_cal * (2 - 1) degrees of freedom
+            m = mde(dataclasses.replace(d, sigma_df=n_cal), power=power, sims=exp.calibrate.sims)
             mdes.append(m)
             instr = {tt: f"{text} [effect +{m:.6f}]" for tt, text in base.items()}
             hits.append(sweep_rule(w, instr, 1000 + i, d.floor))
