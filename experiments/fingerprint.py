@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from harness.inference import base_llm
+
 _SHA_CACHE: dict[tuple[str, int, int], str] = {}
 ROLES = ("planner", "producer", "evaluator", "compressor")
 
@@ -31,14 +33,6 @@ def file_sha256(path: str | Path) -> str:
                 h.update(block)
         _SHA_CACHE[key] = h.hexdigest()
     return _SHA_CACHE[key]
-
-
-def base_llm(llm: Any) -> Any:
-    """The backend object under the role, cache and accounting wrappers (each keeps the next as `.inner`)."""
-    seen = 0
-    while hasattr(llm, "inner") and seen < 10:
-        llm, seen = llm.inner, seen + 1
-    return llm
 
 
 def _ollama_digest(llm: Any) -> str | None:

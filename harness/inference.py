@@ -26,6 +26,14 @@ log = logging.getLogger("harness.inference")
 
 Message = Mapping[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
 
+def base_llm(llm: Any) -> Any:
+    """The backend object under the role, cache and accounting wrappers (each keeps the next as `.inner`)."""
+    seen = 0
+    while hasattr(llm, "inner") and seen < 10:
+        llm, seen = llm.inner, seen + 1
+    return llm
+
+
 def smoke_label(models: Sequence[str]) -> str:
     """The label of output from embedded models, naming the model files actually loaded."""
     return f"SMOKE RUN (embedded {', '.join(models) or 'model'}): structure check only, not research quality"
@@ -343,9 +351,7 @@ class Roles:
         """smoke_label naming the embedded model file of each role (path name, else the model name)."""
         names: list[str] = []
         for llm in (self.planner, self.producer, self.evaluator, self.compressor):
-            inner = llm
-            while hasattr(inner, "inner"):
-                inner = inner.inner
+            inner = base_llm(llm)
             if getattr(inner, "backend", "") == "embedded":
                 path = getattr(inner, "path", None)
                 name = Path(path).name if path else str(getattr(inner, "model", "model"))
