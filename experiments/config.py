@@ -276,6 +276,14 @@ def validate(exp: ExperimentConfig) -> ExperimentConfig:
     _check("backend.kind", exp.backend.kind, backend_names())
     _check_range("backend.n_ctx", exp.backend.n_ctx, 256)
     _check_range("backend.embedded_slots", exp.backend.embedded_slots, 1)
+    _check_range("backend.parallel_default", exp.backend.parallel_default, 1)
+    _check_range("backend.embedded_cache_ram_mib", exp.backend.embedded_cache_ram_mib, 0)
+    try:
+        from experiments.pool import resolve_concurrency
+
+        resolve_concurrency(exp.backend.concurrency, "fake", environ={})
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     _check("planner.mode", exp.planner.mode, PLANNER_MODES)
     _check("search.provider", exp.search.provider, SEARCH_PROVIDERS)
     _check("evaluator.composite", exp.evaluator.composite, COMPOSITES)

@@ -39,6 +39,11 @@ class BackendConfig:
     embedded_model_path: str | None = None  # GGUF override; also HARNESS_EMBEDDED_MODEL
     n_ctx: int = 4096  # embedded: the context window of each request
     embedded_slots: int = 2  # embedded: requests served at once (orchestrator.max_parallel steps run together)
+    embedded_cache_ram_mib: int = 256  # embedded: llama.cpp's host-memory prompt cache per process (its default 8192)
+    # experiments: independent harness runs at once (trial tasks, repeats, holdout, A/B cells, calibration):
+    # auto = the backend's capacity (embedded slots; Ollama $OLLAMA_NUM_PARALLEL, else parallel_default), or N
+    concurrency: str = "auto"
+    parallel_default: int = 4  # auto for an Ollama without OLLAMA_NUM_PARALLEL and for OpenAI-compatible servers
     timeout_s: float = 300.0
     retries: int = 3
     backoff_s: float = 0.5

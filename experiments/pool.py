@@ -1,0 +1,174 @@
+"""One bounded executor for independent harness runs: the tasks of a trial, baseline repeats, holdout runs,
+A/B cells, context preparations and calibration runs.
+
+Results come back in submission order whatever order the workers finish in, and the caller consumes them on
+its own thread: reports to the pruner, ledger rows, Optuna values and MLflow calls happen there, one at a
+time, in the same order as at concurrency 1. Only the runs themselves (model calls, the harness pipeline)
+run on worker threads. At most `workers` runs are in flight: the next one starts when the caller has taken
+a result, so a pruned trial or a stopping A/B look cancels everything not started yet (`Ordered.cancel`);
+runs already in flight finish and their results are dropped, counted in `Ordered.abandoned`.
+
+Workers are daemon threads started per run with the caller's contextvars: Ctrl-C in the caller stops the
+loop at once, the process exits without waiting for a model call to end, and every reply that finished is
+already in the response cache, so a resume re-issues none of them.
+
+Concurrency is chosen by `resolve_concurrency`: `backend.concurrency` = an integer, or `auto` = what the
+backend serves at once (embedded: its slots; Ollama: $OLLAMA_NUM_PARALLEL when set, else
+backend.parallel_default; an OpenAI-compatible server: backend.parallel_default).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+from collections import deque
+from concurrent.futures import Future
+from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+MAX_WORKERS = 64
+
+
+class RunPool:
+    """At most `workers` harness runs at once; `workers=1` runs each on the caller's thread (no threads)."""
+
+    def __init__(self, workers: int = 1, *, why: str = "") -> None:
+        if int(workers) < 1:
+            raise ValueError(f"concurrency must be >= 1, got {workers}")
+        self.workers = min(int(workers), MAX_WORKERS)
+        self.why = why
+
+    def ordered(self, fn: Callable[[T], R], items: Iterable[T]) -> "Ordered[T, R]":
+        """Iterate (item, Future) in the order of `items`; each Future is done when yielded."""
+        return Ordered(fn, items, self.workers)
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """fn over items, results in order; the first exception (in item order) is raised after the runs
+        already in flight have ended, and nothing after it is started."""
+        out: list[R] = []
+        with self.ordered(fn, items) as results:
+            for _, fut in results:
+                out.append(fut.result())
+        return out
+
+    def __repr__(self) -> str:
+        return f"RunPool(workers={self.workers})"
+
+
+SERIAL = RunPool(1)
+
+
+class Ordered(Generic[T, R]):
+    """The iterator RunPool.ordered returns; a context manager that cancels what is left on exit."""
+
+    def __init__(self, fn: Callable[[T], R], items: Iterable[T], workers: int) -> None:
+        self._fn, self._items, self._workers = fn, iter(items), workers
+        self._window: deque[tuple[T, Future]] = deque()
+        self._stopped = False
+        self.cancelled = 0  # items never started
+        self.abandoned = 0  # runs in flight when cancelled: they finish, their results are dropped
+
+    def _start(self, item: T) -> Future:
+        fut: Future = Future()
+        fut.set_running_or_notify_cancel()
+        ctx = contextvars.copy_context()
+
+        def work() -> None:
+            try:
+                result = ctx.run(self._fn, item)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                fut.set_exception(exc)
+            else:
+                fut.set_result(result)
+
+        if self._workers == 1:
+            work()
+        else:
+            threading.Thread(target=work, name="harness-run", daemon=True).start()
+        return fut
+
+    def _fill(self) -> None:
+        while not self._stopped and len(self._window) < self._workers:
+            try:
+                item = next(self._items)
+            except StopIteration:
+                return
+            self._window.append((item, self._start(item)))
+
+    def __iter__(self) -> Iterator[tuple[T, Future]]:
+        while True:
+            self._fill()  # here, not before the yield: at concurrency 1 nothing runs ahead of the caller's decision
+            if not self._window:
+                return
+            item, fut = self._window.popleft()
+            fut.exception()  # waits; KeyboardInterrupt reaches the caller here
+            yield item, fut
+
+    def cancel(self) -> None:
+        """Start nothing more; runs in flight finish and are dropped (counted in `abandoned`)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.abandoned = len(self._window)
+        self.cancelled = sum(1 for _ in self._items)
+        for _, fut in self._window:
+            fut.exception()  # let them end: their model calls land in the cache, nothing is half-written
+        self._window.clear()
+
+    def __enter__(self) -> "Ordered[T, R]":
+        return self
+
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
+        if exc_type is KeyboardInterrupt:  # leave daemon workers behind: the process is going down
+            self._stopped = True
+            return
+        self.cancel()
+
+
+def resolve_concurrency(setting: Any, backend_kind: str, *, slots: int = 1, parallel_default: int = 4,
+                        environ: Mapping[str, str] | None = None) -> tuple[int, str]:
+    """(workers, why) for `backend.concurrency`; raises ValueError on a setting that is neither auto nor >= 1."""
+    import os
+
+    env = os.environ if environ is None else environ
+    text = str(setting).strip().lower()
+    if text != "auto":
+        try:
+            n = int(text)
+        except ValueError:
+            raise ValueError(f"backend.concurrency must be 'auto' or an integer >= 1, got {setting!r}") from None
+        if n < 1:
+            raise ValueError(f"backend.concurrency must be 'auto' or an integer >= 1, got {setting!r}")
+        return min(n, MAX_WORKERS), f"backend.concurrency={n}"
+    kind = str(backend_kind)
+    if kind == "embedded":
+        return max(int(slots), 1), f"auto: the embedded server's {slots} slot(s) (backend.embedded_slots)"
+    if kind == "ollama":
+        raw = env.get("OLLAMA_NUM_PARALLEL", "").strip()
+        if raw:
+            try:
+                n = int(raw)
+            except ValueError:
+                n = 0
+            if n >= 1:
+                return min(n, MAX_WORKERS), f"auto: OLLAMA_NUM_PARALLEL={n}"
+            log.warning("OLLAMA_NUM_PARALLEL=%r is not a positive integer; using backend.parallel_default", raw)
+        return parallel_default, (f"auto: backend.parallel_default={parallel_default} (OLLAMA_NUM_PARALLEL not set; "
+                                  f"set it to the server's value)")
+    if kind == "openai":
+        return parallel_default, f"auto: backend.parallel_default={parallel_default} for an OpenAI-compatible server"
+    return 1, f"auto: backend {kind!r} serves one request at a time"
+
+
+def pool_for(backend_cfg: Any, backend_kind: str, *, environ: Mapping[str, str] | None = None) -> RunPool:
+    """The RunPool a backend config asks for (see resolve_concurrency), with the reason it was chosen."""
+    n, why = resolve_concurrency(getattr(backend_cfg, "concurrency", 1), backend_kind,
+                                 slots=int(getattr(backend_cfg, "embedded_slots", 1) or 1),
+                                 parallel_default=int(getattr(backend_cfg, "parallel_default", 4) or 4),
+                                 environ=environ)
+    return RunPool(n, why=why)
