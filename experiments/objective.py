@@ -25,6 +25,7 @@ import optuna
 from experiments.benchmark import Task
 from experiments.config import ExperimentConfig
 from experiments.outcome import TaskOutcome, outcome_from_result
+from experiments.pool import SERIAL, RunPool
 
 BASELINE = "baseline"
 
@@ -77,6 +78,7 @@ class TaskScore:
 class CandidateEval:
     scores: tuple[TaskScore, ...]
     pruned: bool = False
+    abandoned: int = 0  # tasks in flight when the trial pruned: they finished, their results were dropped
 
     @property
     def mean(self) -> float:
@@ -196,35 +198,45 @@ def evaluate_candidate(
     trial: Any = None,
     run_prefix: str = "run",
     shuffle_seed: int | None = None,
+    pool: RunPool | None = None,
 ) -> CandidateEval:
     """Run the harness's finish() on each task with the candidate; report per-task scores to the trial.
 
     Step ids are the task's index in `tasks` (stable across trials, as WilcoxonPruner needs); the order of
-    evaluation is shuffled per trial when shuffle_seed is given. Stops early when the trial should prune.
+    evaluation is shuffled per trial when shuffle_seed is given. With a `pool` of N workers up to N tasks run at
+    once; their results are taken, reported and checked for pruning in that order on this thread, so scores,
+    reports and the prune decision are those of concurrency 1. A trial that should prune starts nothing more;
+    the tasks already in flight finish and are dropped (CandidateEval.abandoned).
     """
     order = list(range(len(tasks)))
     if shuffle_seed is not None:
         random.Random(shuffle_seed).shuffle(order)
-    scores: list[TaskScore] = []
-    for i in order:
+
+    def run(i: int) -> TaskOutcome:
         task = tasks[i]
         prepared = contexts[task.id] if contexts is not None else runner.prepare(task.task)
-        try:
-            outcome = runner.finish(
-                prepared, instructions=dict(instructions), run_id=f"{run_prefix}-{task.id}",
-                criteria=task.criteria(), seed=seed,
-            )
-        except TrialFailed:
-            raise
-        except Exception as exc:
-            raise TrialFailed(f"task {task.id!r} raised {type(exc).__name__}: {exc}") from exc
-        if not isinstance(outcome, TaskOutcome):
-            raise TypeError(f"runner.finish must return experiments.outcome.TaskOutcome, got {type(outcome).__name__}")
-        scores.append(task_score(task, outcome))
-        if trial is not None:
-            trial.report(scores[-1].score, step=i)
-            if len(scores) < len(tasks) and trial.should_prune():
-                return CandidateEval(tuple(scores), pruned=True)
+        return runner.finish(prepared, instructions=dict(instructions), run_id=f"{run_prefix}-{task.id}",
+                             criteria=task.criteria(), seed=seed)
+
+    scores: list[TaskScore] = []
+    with (pool or SERIAL).ordered(run, order) as results:
+        for i, fut in results:
+            task = tasks[i]
+            try:
+                outcome = fut.result()
+            except TrialFailed:
+                raise
+            except Exception as exc:
+                raise TrialFailed(f"task {task.id!r} raised {type(exc).__name__}: {exc}") from exc
+            if not isinstance(outcome, TaskOutcome):
+                raise TypeError(f"runner.finish must return experiments.outcome.TaskOutcome, got "
+                                f"{type(outcome).__name__}")
+            scores.append(task_score(task, outcome))
+            if trial is not None:
+                trial.report(scores[-1].score, step=i)
+                if len(scores) < len(tasks) and trial.should_prune():
+                    results.cancel()
+                    return CandidateEval(tuple(scores), pruned=True, abandoned=results.abandoned)
     return CandidateEval(tuple(scores))
 
 
@@ -346,11 +358,13 @@ class Objective:
         propose: ProposeFn | None = None,
         mutation_llm: Any = None,
         mutate_types: Sequence[str] | None = None,
+        pool: RunPool | None = None,
     ) -> None:
         self.exp = exp
         self.runner = runner
         self.tasks = tuple(tasks)
         self.contexts = contexts
+        self.pool = pool or SERIAL
         self.types = tuple(mutate_types or sorted({t.task_type for t in self.tasks}))
         self.baseline = baseline_instructions(exp, self.types)
         self._state = state
@@ -434,6 +448,7 @@ class Objective:
             ev = evaluate_candidate(
                 instructions, self.tasks, self.runner, contexts=self.contexts, seed=self.exp.seed, trial=trial,
                 run_prefix=f"{self.exp.sweep.name}-t{number}", shuffle_seed=None if is_baseline else number,
+                pool=self.pool,
             )
         except TrialFailed as exc:
             trial.set_user_attr("fail_reason", str(exc)[:500])
@@ -450,6 +465,8 @@ class Objective:
                                  llm_calls=calls)
         if ev.pruned:
             trial.set_user_attr("partial_value", ev.mean)
+            if ev.abandoned:  # ran alongside the last reported task; finished, dropped, recorded here
+                trial.set_user_attr("abandoned_tasks", ev.abandoned)
             raise optuna.TrialPruned(f"pruned after {len(ev.scores)}/{len(self.tasks)} tasks (mean {ev.mean:.3f})")
         return ev.mean
 
