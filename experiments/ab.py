@@ -37,6 +37,7 @@ from experiments.stats import (
     sequential_decision,
     with_holm,
 )
+from experiments.pool import SERIAL, RunPool
 from harness.logger import append_jsonl, read_jsonl
 
 RunArm = Callable[[str, Mapping[str, Any], Any, int, int], Mapping[str, Any]]
@@ -326,6 +327,7 @@ def run_ab(
     on_progress: Callable[[dict[str, Any]], None] | None = None,
     backend: Mapping[str, Any] | None = None,
     new_test: str = "use a new ledger path",
+    pool: RunPool | None = None,
 ) -> ABResult:
     """Run (or resume) the A/B test and analyse it; see the module docstring.
 
@@ -349,35 +351,50 @@ def run_ab(
     orders: dict[str, list[str]] = {}
     looks: list[Decision] = []
     decision: Decision | None = None
+    plan = []  # every cell in the sequential order: (task number j, task, id, replication, pair seed, arm order, position, arm)
     for j, (task, tid) in enumerate(zip(design.tasks, ids), start=1):
         for rep in range(design.replications):
             seed = pair_seed(design.seed, tid, rep)
             order = arm_order(names, seed, design.randomise_order)
+            plan.extend((j, task, tid, rep, seed, order, position, arm) for position, arm in enumerate(order))
+    last_of_task = {cell[0]: i for i, cell in enumerate(plan)}
+    already = {k for k, c in cells.items() if c.get("status") == "ok"}  # done in an earlier invocation
+
+    def run_cell(cell: tuple) -> tuple[dict[str, Any] | None, float]:
+        j, task, tid, rep, seed, order, position, arm = cell
+        if _key(tid, arm, rep) in already:
+            return None, 0.0
+        t0 = time.perf_counter()
+        try:
+            rec = _normalise(run_arm(arm, design.arms[arm], task, rep, seed))
+        except Exception as exc:  # a failed cell is data
+            rec = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"[:500]}
+        return rec, time.perf_counter() - t0
+
+    # cells run (pool or SERIAL).workers at once; their ledger rows, progress and looks follow the plan's order on
+    # this thread, so the ledger and every decision are those of concurrency 1
+    with (pool or SERIAL).ordered(run_cell, plan) as results:
+        for i, ((j, task, tid, rep, seed, order, position, arm), fut) in enumerate(results):
             orders[f"{tid}#{rep}"] = list(order)
-            for position, arm in enumerate(order):
-                done += 1
-                k = _key(tid, arm, rep)
-                if cells.get(k, {}).get("status") == "ok":
-                    skipped += 1
-                    continue
-                t0 = time.perf_counter()
-                try:
-                    rec = _normalise(run_arm(arm, design.arms[arm], task, rep, seed))
-                except Exception as exc:  # a failed cell is data
-                    rec = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"[:500]}
-                elapsed = time.perf_counter() - t0
+            done += 1
+            rec, elapsed = fut.result()
+            if rec is None:
+                skipped += 1
+            else:
                 if rec["status"] == "ok":
                     rec["secondary"].setdefault("wall_s", elapsed)
                 rec = {"kind": "cell", "task": tid, "arm": arm, "replication": rep, "pair_seed": seed,
                        "order": list(order), "position": position, "elapsed_s": elapsed, **rec}
                 append_jsonl(ledger_path, rec)
-                cells[k] = rec
+                cells[_key(tid, arm, rep)] = rec
                 run += 1
                 if on_progress is not None:
                     on_progress({"cell": done, "cells": total, "task": j, "tasks": len(ids), "task_id": tid,
-                                 "arm": arm, "replication": rep, "status": rec["status"],
-                                 "elapsed_s": time.perf_counter() - started, "skipped": skipped})
-        if look_points and j in look_points:
+                                 "arm": arm, "replication": rep, "status": rec["status"], "score": rec.get("score"),
+                                 "error": rec.get("error"), "elapsed_s": time.perf_counter() - started,
+                                 "skipped": skipped})
+            if i != last_of_task[j] or not (look_points and j in look_points):
+                continue
             look = look_points.index(j) + 1
             family = _family(prereg.metric, cells)
             diffs = [t.diff for t in _task_results(cells, ids[:j], names, design.replications, prereg.metric,
@@ -387,6 +404,7 @@ def run_ab(
             looks.append(decision)
             append_jsonl(ledger_path, {"kind": "look", **dataclasses.asdict(decision)})
             if decision.stop:
+                results.cancel()  # cells of later tasks in flight finish; their results are not recorded
                 break
     analysed = ids[: look_points[len(looks) - 1]] if looks else ids
     return analyse(cells, design, prereg, task_ids=analysed, decision=decision, looks=tuple(looks),

@@ -26,6 +26,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -261,17 +262,19 @@ class HarnessCells:
         self._roles: dict[str, Any] = {}
         self._memory: dict[str, Any] = {}
         self._search: dict[str, Any] = {}
+        self._lock = threading.RLock()  # cells run on several workers at once: one model load, one store each
 
     def roles_for(self, arm: str) -> Any:
         if self._roles_given is not None:
             return self._roles_given
         cfg = self.cfgs[arm]
         k = _key(cfg.backend) + cfg.results_dir
-        if k not in self._roles:
-            from harness.inference import make_roles
+        with self._lock:
+            if k not in self._roles:
+                from harness.inference import make_roles
 
-            self._roles[k] = make_roles(cfg.backend, cfg.results_dir)
-        return self._roles[k]
+                self._roles[k] = make_roles(cfg.backend, cfg.results_dir)
+            return self._roles[k]
 
     @property
     def smoke(self) -> bool:
@@ -282,9 +285,10 @@ class HarnessCells:
 
         cfg = dataclasses.replace(self.cfgs[arm], seed=int(seed))
         mk, sk = _key(cfg.memory) + cfg.results_dir, _key(cfg.search) + cfg.results_dir
-        h = Harness(cfg, self.roles_for(arm), memory=self._memory.get(mk), search=self._search.get(sk))
-        self._memory.setdefault(mk, h.memory)
-        self._search.setdefault(sk, h.search)
+        with self._lock:
+            h = Harness(cfg, self.roles_for(arm), memory=self._memory.get(mk), search=self._search.get(sk))
+            self._memory.setdefault(mk, h.memory)
+            self._search.setdefault(sk, h.search)
         return h
 
     def __call__(self, arm: str, overrides: Mapping[str, Any], task: Any, replication: int, seed: int) -> dict[str, Any]:
@@ -613,8 +617,11 @@ def run_ab_from_config(
     roles: Any = None,
     tracker: NullTracker | None = None,
     out: Callable[[str], None] = print,
+    pool: Any = None,
 ) -> ABRun:
     """Run (or resume) the A/B test a composed config describes; see the module docstring.
+
+    Cells run backend.concurrency at once (experiments.pool; `pool` overrides it), against arm A's backend.
 
     run_arm replaces the real harness (tests); roles runs the real harness on injected backends. The backend
     identity registered with the pre-registration comes from the harness's roles, from `roles` when run_arm is
@@ -651,18 +658,11 @@ def run_ab_from_config(
     # the embedded model file and whether a calibration showed its judge discriminates (arm A's models)
     label = (label_for(exp, next(iter(backend.values())), load_tasks(exp.benchmark)) if backend else None) or (
         SMOKE_LINE if smoke else None)
-    inner: RunArm = run_arm if run_arm is not None else cells  # type: ignore[assignment]
-    last: dict[str, Any] = {}
+    runner: RunArm = run_arm if run_arm is not None else cells  # type: ignore[assignment]
+    if pool is None:
+        from experiments.pool import runner_pool
 
-    def runner(arm: str, overrides: Mapping[str, Any], task: Any, replication: int, seed: int) -> Mapping[str, Any]:
-        last.clear()
-        try:
-            got = inner(arm, overrides, task, replication, seed)
-        except Exception as exc:
-            last.update(status="failed", error=f"{type(exc).__name__}: {exc}")
-            raise
-        last.update(got if isinstance(got, Mapping) else {})
-        return got
+        pool = runner_pool(exp.backend, next(iter(backend.values())) if backend else {})
 
     mlflow = ABTracking(tracker if tracker is not None else make_tracker(exp), out)
     mlflow.safe(lambda: mlflow.start(exp, design, prereg, smoke))
@@ -671,6 +671,8 @@ def run_ab_from_config(
             f"{len(plan)} cells; {len(plan) - pending} already in the ledger, {pending} to run"]
     if label:
         head.append(f"[{name}] {label}")
+    if pending:
+        head.append(f"[{name}] concurrency {pool.workers}: {pool.why or 'given'}")
     head.append(f"[{name}] pre-registration: {paths.prereg} (hypothesis: {prereg.hypothesis})")
     note = power_note(prereg, len(design.tasks))
     if note:
@@ -692,15 +694,15 @@ def run_ab_from_config(
         left = sum(1 for k in plan[info["cell"]:] if k not in done)
         eta = elapsed / ran * left if ran else 0.0
         if info["status"] == "ok":
-            what = f"score {_f(last.get('score'))}"
+            what = f"score {_f(info.get('score'))}"
         else:
-            what = f"FAILED {str(last.get('error') or '')[:120]}"
+            what = f"FAILED {str(info.get('error') or '')[:120]}"
         out(f"[{name}] cell {info['cell']}/{info['cells']} task {info['task']}/{info['tasks']} {info['task_id']} "
             f"rep {info['replication']} arm {info['arm']}: {what} | elapsed {_hms(elapsed)} ETA {_hms(eta)}")
 
     try:
         result = run_ab(design, prereg, runner, ledger_path=paths.ledger, on_progress=progress, backend=backend,
-                        new_test=new_test)
+                        new_test=new_test, pool=pool)
     except KeyboardInterrupt:
         mlflow.safe(mlflow.killed)
         out(f"[{name}] interrupted: finished cells are in {paths.ledger}; run the same command again to resume")

@@ -48,6 +48,7 @@ import math
 import os
 import random
 import statistics
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -59,6 +60,7 @@ import numpy as np
 from experiments.benchmark import Task, load_tasks, split
 from experiments.config import ExperimentConfig
 from experiments.fingerprint import fingerprint_diff, study_fingerprint
+from experiments.pool import RunPool, runner_pool
 
 CAL_DIR = "calibration"
 VERSION = 1
@@ -492,6 +494,7 @@ class _Timed:
         self._runner, self._progress = runner, progress
         self.finish_s: list[float] = []
         self.rescore_s: list[float] = []
+        self._lock = threading.Lock()  # runs finish on several workers at once (experiments.pool)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._runner, name)
@@ -499,15 +502,17 @@ class _Timed:
     def finish(self, prepared: Any, **kwargs: Any) -> Any:
         t0 = time.perf_counter()
         result = self._runner.finish(prepared, **kwargs)
-        self.finish_s.append(time.perf_counter() - t0)
-        self._progress("finish", result, self.finish_s[-1], str(kwargs.get("run_id") or "").rsplit("-", 1)[-1])
+        with self._lock:
+            self.finish_s.append(time.perf_counter() - t0)
+            self._progress("finish", result, self.finish_s[-1], str(kwargs.get("task_id") or kwargs.get("run_id") or ""))
         return result
 
     def rescore(self, prepared: Any, text: str, *, task_id: str = "", **kwargs: Any) -> Any:
         t0 = time.perf_counter()
         result = self._runner.rescore(prepared, text, **kwargs)
-        self.rescore_s.append(time.perf_counter() - t0)
-        self._progress("rescore", result, self.rescore_s[-1], task_id)
+        with self._lock:
+            self.rescore_s.append(time.perf_counter() - t0)
+            self._progress("rescore", result, self.rescore_s[-1], task_id)
         return result
 
 
@@ -582,9 +587,11 @@ def _identity_text(identity: Mapping[str, Any]) -> str:
     return ", ".join(f"{r} {one(r)}" for r in roles) or "?"
 
 
-def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], None] = print) -> Calibration:
+def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], None] = print,
+                    pool: RunPool | None = None) -> Calibration:
     """Run the calibration (see the module docstring); returns the stored Calibration (failed_out when a check
-    failed). Raises CalibrationFailed (nothing stored) when a task run fails."""
+    failed). Raises CalibrationFailed (nothing stored) when a task run fails. Preparations, task runs and
+    re-scores run backend.concurrency at once (`pool` overrides it); the statistics do not depend on it."""
     from experiments.objective import TrialFailed, baseline_instructions, evaluate_candidate
     from experiments.benchmark import task_types
     from experiments.sweep import noise_floor
@@ -599,6 +606,8 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
     tasks = pick_tasks(all_tasks, c.tasks)
     n, r, k = len(tasks), c.generator_repeats, c.judge_repeats
     identity = runner.identity()
+    if pool is None:
+        pool = runner_pool(exp.backend, identity)
     fp = calibration_fingerprint(exp, identity, all_tasks)
     key = fingerprint_key(fp)
     smoke = bool(getattr(runner, "smoke", False))
@@ -613,7 +622,7 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
         s_left = total_rescore - len(timed.rescore_s)
         mean_f = statistics.fmean(timed.finish_s) if timed.finish_s else 0.0
         mean_s = statistics.fmean(timed.rescore_s) if timed.rescore_s else mean_f / 10
-        eta = f_left * mean_f + s_left * mean_s
+        eta = (f_left * mean_f + s_left * mean_s) / pool.workers
         score = f"score {outcome.score:.3f}" if getattr(outcome, "ok", False) else "FAILED"
         out(f"[{name}] {state['phase']} {state['done']}/{state['total']} {task_id} {score} ({seconds:.1f}s)  elapsed "
             f"{_hms(time.perf_counter() - t_start)}  ETA {_hms(eta)}")
@@ -631,16 +640,18 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
     calls0 = int(runner.llm_calls())
     t0 = time.perf_counter()
     contexts = {}
-    for i, task in enumerate(tasks, 1):
-        contexts[task.id] = runner.prepare(task.task)
-        out(f"[{name}] context {i}/{n} {task.id}: prepared")
+    out(f"[{name}] concurrency {pool.workers}: {pool.why or 'given'}")
+    with pool.ordered(lambda t: runner.prepare(t.task), tasks) as prepared:
+        for i, (task, fut) in enumerate(prepared, 1):
+            contexts[task.id] = fut.result()
+            out(f"[{name}] context {i}/{n} {task.id}: prepared")
     prepare_s = (time.perf_counter() - t0) / max(n, 1)
     prepare_calls = (int(runner.llm_calls()) - calls0) / max(n, 1)
 
     def evaluate(label: str, instr: Mapping[str, str], seed: int, prefix: str) -> Any:
         state.update(phase=label, done=0, total=n)
         try:
-            return evaluate_candidate(instr, tasks, timed, contexts=contexts, seed=seed, run_prefix=prefix)
+            return evaluate_candidate(instr, tasks, timed, contexts=contexts, seed=seed, run_prefix=prefix, pool=pool)
         except TrialFailed as exc:
             raise CalibrationFailed(f"calibration stopped in {label} (seed {seed}): {exc}; nothing stored") from exc
 
@@ -650,16 +661,22 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
                          f"{name}-control{j}") for j in range(c.replications)]
     judged: dict[str, list[Any]] = {}
     state.update(phase="judge re-scores", done=0, total=n * k)
-    for s in gens[0].scores:
-        task = next(t for t in tasks if t.id == s.task_id)
-        judged[task.id] = []
-        for j in range(k):
-            o = timed.rescore(contexts[task.id], s.output_text, criteria=task.criteria(),
-                              seed=exp.seed + JUDGE_SEED_OFFSET + j, task_id=task.id)
+    by_id = {t.id: t for t in tasks}
+    jobs = [(s, j) for s in gens[0].scores for j in range(k)]
+
+    def rescore(job: tuple[Any, int]) -> Any:
+        s, j = job
+        task = by_id[s.task_id]
+        return timed.rescore(contexts[task.id], s.output_text, criteria=task.criteria(),
+                             seed=exp.seed + JUDGE_SEED_OFFSET + j, task_id=task.id)
+
+    with pool.ordered(rescore, jobs) as rescored:
+        for (s, _), fut in rescored:
+            o = fut.result()
             if not o.ok:
-                raise CalibrationFailed(f"calibration stopped in judge re-scores: task {task.id!r}: {o.error}; "
+                raise CalibrationFailed(f"calibration stopped in judge re-scores: task {s.task_id!r}: {o.error}; "
                                         f"nothing stored")
-            judged[task.id].append(o)
+            judged.setdefault(s.task_id, []).append(o)
 
     # -- statistics -------------------------------------------------------------------------------------------
     gen_runs = [ev.by_task() for ev in gens]
@@ -975,29 +992,34 @@ class Projection:
     tokens: float | None
     wall_s: float | None
     source: str  # where the cost per task run comes from
+    at_once: int = 1  # task runs side by side (concurrency, at most the train tasks)
 
 
 def project_sweep(exp: ExperimentConfig, *, finished: int, baseline_done: bool, repeats_left: int,
                   holdout_left: int, cost: Cost | None, source: str, used_calls: int = 0, elapsed_s: float = 0.0,
-                  mutation_calls: int = 0) -> Projection:
+                  mutation_calls: int = 0, concurrency: int = 1) -> Projection:
     """Task runs, LLM calls, tokens and wall time the rest of a sweep's budget will take (an upper bound: a pruned
-    trial stops early and a duplicate costs nothing), and how many proposals it allows."""
+    trial stops early and a duplicate costs nothing), and how many proposals it allows. With `concurrency` N the
+    tasks of a trial run N at once: wall time is divided by min(N, train tasks), which assumes the backend serves
+    N requests at once as fast as one (a measured cost per task run taken at concurrency N already includes the
+    slow-down of sharing it)."""
     sw = exp.sweep
     n_train = len(exp.tasks("train"))
     left = max(sw.n_trials - finished, 0)
     pending = (not baseline_done) and left > 0
     proposals, limited = max(left - int(pending), 0), f"n_trials={sw.n_trials}"
     fixed_runs = (int(pending) + repeats_left) * n_train
+    at_once = max(min(int(concurrency), n_train), 1)
     if cost is not None:
         per_trial_calls = n_train * cost.uncached_calls + mutation_calls
-        per_trial_s = n_train * cost.wall_s
+        per_trial_s = n_train * cost.wall_s / at_once
         if sw.max_llm_calls is not None and per_trial_calls > 0:
             room = sw.max_llm_calls - used_calls - fixed_runs * cost.uncached_calls
             cap = max(math.ceil(room / per_trial_calls), 0)
             if cap < proposals:
                 proposals, limited = cap, f"max_llm_calls={sw.max_llm_calls}"
         if sw.timeout_s is not None and per_trial_s > 0:
-            room = sw.timeout_s - elapsed_s - fixed_runs * cost.wall_s
+            room = sw.timeout_s - elapsed_s - fixed_runs * cost.wall_s / at_once
             cap = max(math.ceil(room / per_trial_s), 0)
             if cap < proposals:
                 proposals, limited = cap, f"timeout_s={sw.timeout_s:g}"
@@ -1005,7 +1027,7 @@ def project_sweep(exp: ExperimentConfig, *, finished: int, baseline_done: bool, 
     if cost is None:
         return Projection(left, pending, proposals, limited, runs, None, None, None, source)
     return Projection(left, pending, proposals, limited, runs, runs * cost.uncached_calls + proposals * mutation_calls,
-                      runs * cost.tokens, runs * cost.wall_s, source)
+                      runs * cost.tokens, runs * cost.wall_s / at_once, source, at_once)
 
 
 def preflight_lines(exp: ExperimentConfig, proj: Projection, *, sigma: float | None, baseline_runs: int,
@@ -1021,9 +1043,10 @@ def preflight_lines(exp: ExperimentConfig, proj: Projection, *, sigma: float | N
         lines.append(f"preflight: {proj.task_runs} task runs projected; LLM calls, tokens and wall time follow from "
                      f"the first measured task ({proj.source})")
     else:
+        side = f", {proj.at_once} at once" if proj.at_once > 1 else ""
         lines.append(f"preflight: {proj.task_runs} task runs: ~{proj.llm_calls:.0f} uncached LLM calls, "
                      f"~{proj.tokens:.0f} tokens, wall ~{_hms(proj.wall_s or 0.0)} (cost per task run from "
-                     f"{proj.source}; an upper bound: a pruned trial stops early)")
+                     f"{proj.source}{side}; an upper bound: a pruned trial stops early)")
     if sigma is not None and n_train:
         d = sweep_design(sigma, n_train, alpha=sw.alpha, baseline_runs=baseline_runs)
         m = mde(d, power=exp.calibrate.power, sims=exp.calibrate.sims)

@@ -16,6 +16,7 @@ import dataclasses
 import hashlib
 import json
 import random
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
@@ -534,6 +535,7 @@ class HarnessRunner:
         self._by_seed = {harness_cfg.seed: self.base}
         self._uncached = 0
         self._identity: dict[str, Any] | None = None
+        self._lock = threading.Lock()  # finish/prepare run on several workers at once (experiments.pool)
 
     @property
     def roles(self) -> Any:
@@ -548,10 +550,15 @@ class HarnessRunner:
         return self.roles.producer
 
     def _for_seed(self, seed: int) -> Any:
-        if seed not in self._by_seed:
-            cfg = dataclasses.replace(self.cfg, seed=seed)
-            self._by_seed[seed] = self._Harness(cfg, self.roles, memory=self.base.memory, search=self.base.search)
-        return self._by_seed[seed]
+        with self._lock:
+            if seed not in self._by_seed:
+                cfg = dataclasses.replace(self.cfg, seed=seed)
+                self._by_seed[seed] = self._Harness(cfg, self.roles, memory=self.base.memory, search=self.base.search)
+            return self._by_seed[seed]
+
+    def _count(self, uncached: int) -> None:
+        with self._lock:
+            self._uncached += int(uncached)
 
     def prepare(self, task: str) -> Any:
         from harness.logger import Tracer, use_tracer
@@ -559,7 +566,7 @@ class HarnessRunner:
         tracer = Tracer("prepare")
         with use_tracer(tracer):
             prepared = self.base.prepare(task)
-        self._uncached += sum(int(u["calls"] - u["cached"]) for u in tracer.usage.values())
+        self._count(sum(int(u["calls"] - u["cached"]) for u in tracer.usage.values()))
         # planning and research degrade to defaults when a model call fails; a sweep would cache that context and
         # reuse it for every trial, so a backend that is down or lacks a model stops the sweep here instead
         down = [e["args"]["error"] for e in tracer.events
@@ -585,10 +592,15 @@ class HarnessRunner:
 
     def finish(self, prepared: Any, *, instructions: Mapping[str, str], run_id: str | None = None,
                criteria: Mapping[str, Any] | None = None, seed: int = 0) -> TaskOutcome:
+        from harness.agent import output_name_for
+
+        # one file per run: <outputs>/<run_id>/<name>, so a record's output_path never points at a later run's text
+        # (trials, seeds and workers would otherwise overwrite <outputs>/<name> in turn)
+        name = f"{run_id}/{output_name_for(prepared.task)}" if run_id else None
         result = self._for_seed(seed).finish(prepared, instructions=dict(instructions), run_id=run_id,
-                                             criteria=dict(criteria or {}))
+                                             criteria=dict(criteria or {}), output_name=name)
         outcome = outcome_from_result(result)
-        self._uncached += outcome.usage.uncached_calls
+        self._count(outcome.usage.uncached_calls)
         return outcome
 
     def rescore(self, prepared: Any, output_text: str, *, criteria: Mapping[str, Any] | None = None,
@@ -614,7 +626,7 @@ class HarnessRunner:
                       completion_tokens=sum(int(u["completion_tokens"]) for u in used),
                       latency_s=time.perf_counter() - t0, llm_calls=sum(int(u["calls"]) for u in used),
                       cached_calls=sum(int(u["cached"]) for u in used))
-        self._uncached += usage.uncached_calls
+        self._count(usage.uncached_calls)
         rubric = ev.rubric
         return TaskOutcome(status="ok", score=float(ev.composite), dimensions=_dimensions(ev),
                            judge_sd=float(rubric.judge_sd or 0.0) if rubric is not None else 0.0,

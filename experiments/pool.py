@@ -1,12 +1,13 @@
 """One bounded executor for independent harness runs: the tasks of a trial, baseline repeats, holdout runs,
 A/B cells, context preparations and calibration runs.
 
-Results come back in submission order whatever order the workers finish in, and the caller consumes them on
-its own thread: reports to the pruner, ledger rows, Optuna values and MLflow calls happen there, one at a
+Results come back in submission order whatever order the workers finish in (a run starts as soon as any
+other ends; finished results wait for their turn), and the caller consumes them on its own thread: reports to the pruner, ledger rows, Optuna values and MLflow calls happen there, one at a
 time, in the same order as at concurrency 1. Only the runs themselves (model calls, the harness pipeline)
-run on worker threads. At most `workers` runs are in flight: the next one starts when the caller has taken
-a result, so a pruned trial or a stopping A/B look cancels everything not started yet (`Ordered.cancel`);
-runs already in flight finish and their results are dropped, counted in `Ordered.abandoned`.
+run on worker threads. At most `workers` runs are in flight; at concurrency 1 the next run starts only after the
+caller has taken the previous result, exactly as a plain loop. A pruned trial or a stopping A/B look cancels
+everything not started yet (`Ordered.cancel`); runs already started finish and their results are dropped,
+counted in `Ordered.abandoned`.
 
 Workers are daemon threads started per run with the caller's contextvars: Ctrl-C in the caller stops the
 loop at once, the process exits without waiting for a model call to end, and every reply that finished is
@@ -23,7 +24,7 @@ import contextvars
 import logging
 import threading
 from collections import deque
-from concurrent.futures import Future
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, TypeVar
 
 log = logging.getLogger(__name__)
@@ -92,8 +93,14 @@ class Ordered(Generic[T, R]):
             threading.Thread(target=work, name="harness-run", daemon=True).start()
         return fut
 
+    def _running(self) -> int:
+        return sum(not f.done() for _, f in self._window)
+
     def _fill(self) -> None:
-        while not self._stopped and len(self._window) < self._workers:
+        # work-conserving: a run starts whenever one ends, not only when the oldest is taken (one long task at
+        # the head would idle the other workers); finished results wait in the window, at most `ahead` of them
+        ahead = 1 if self._workers == 1 else 4 * self._workers
+        while not self._stopped and self._running() < self._workers and len(self._window) < ahead:
             try:
                 item = next(self._items)
             except StopIteration:
@@ -105,8 +112,11 @@ class Ordered(Generic[T, R]):
             self._fill()  # here, not before the yield: at concurrency 1 nothing runs ahead of the caller's decision
             if not self._window:
                 return
-            item, fut = self._window.popleft()
-            fut.exception()  # waits; KeyboardInterrupt reaches the caller here
+            item, fut = self._window[0]
+            while not fut.done():  # KeyboardInterrupt reaches the caller here
+                wait([f for _, f in self._window if not f.done()], return_when=FIRST_COMPLETED)
+                self._fill()
+            self._window.popleft()
             yield item, fut
 
     def cancel(self) -> None:
@@ -172,3 +182,11 @@ def pool_for(backend_cfg: Any, backend_kind: str, *, environ: Mapping[str, str] 
                                  parallel_default=int(getattr(backend_cfg, "parallel_default", 4) or 4),
                                  environ=environ)
     return RunPool(n, why=why)
+
+
+def runner_pool(backend_cfg: Any, identity: Mapping[str, Any], *, environ: Mapping[str, str] | None = None) -> RunPool:
+    """pool_for the backend that really answers: the producer's resolved kind in the runner's identity() (under
+    backend.kind=auto the configured kind does not say whether Ollama or the embedded model runs)."""
+    producer = identity.get("producer") if isinstance(identity, Mapping) else None
+    kind = str((producer or {}).get("backend") or getattr(backend_cfg, "kind", "fake"))
+    return pool_for(backend_cfg, kind, environ=environ)

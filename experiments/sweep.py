@@ -14,6 +14,7 @@ import math
 import os
 import socket
 import statistics
+import threading
 import time
 import traceback
 import warnings
@@ -40,6 +41,7 @@ from experiments.objective import (
     state_from_trials,
 )
 from experiments.outcome import TaskOutcome
+from experiments.pool import RunPool, runner_pool
 from experiments.tracking import NullTracker, enable_wal, instruction_diff, make_tracker, sqlite_db, store_lock
 from harness.logger import file_lock
 
@@ -499,8 +501,11 @@ class Sweep:
         mutation_llm: Any = None,
         tracker: NullTracker | None = None,
         out: Callable[[str], None] = print,
+        pool: RunPool | None = None,
     ) -> None:
         self.exp, self.out = exp, out
+        self._pool = pool  # None: backend.concurrency, resolved against the runner's backend in run()
+        self._lock = threading.Lock()  # progress and ETA bookkeeping: workers finish tasks concurrently
         self.runner = _TaskProgress(runner, self._task_done)
         self._phase: _Phase | None = None
         self._task_s: list[float] = []  # seconds per finished task in this process (for the ETA)
@@ -521,6 +526,15 @@ class Sweep:
         self._measured: list[tuple[int, int, float]] = []  # (uncached calls, tokens, seconds) per task run here
         self._preflight_pending: Callable[[], None] | None = None  # prints the update after the first task
 
+    @property
+    def pool(self) -> RunPool:
+        """The RunPool of this sweep: the one given, else backend.concurrency against the runner's backend (one
+        log line says what was chosen and why)."""
+        if self._pool is None:
+            self._pool = runner_pool(self.exp.backend, self.runner.identity())
+            self.out(f"[{self.exp.sweep.name}] concurrency {self._pool.workers}: {self._pool.why}")
+        return self._pool
+
     # -- pieces ----------------------------------------------------------------------------------------
     def _contexts(self) -> tuple[dict[str, Any] | None, dict[str, int]]:
         if not self.exp.sweep.reuse_context:
@@ -529,14 +543,17 @@ class Sweep:
         cache = ContextCache(self.dir / "context", {**context_depends(self.exp), "resolved": self.runner.identity()},
                              load=getattr(self.runner, "prepared_from_dict", None))
         contexts, stats = {}, {"hits": 0, "computed": 0}
-        for i, task in enumerate(self.train + self.holdout, 1):
-            got = cache.get_or_prepare(task, self.runner.prepare)
-            contexts[task.id] = got.prepared
-            stats["hits" if got.hit else "computed"] += 1
-            if task.split == "train":
-                stats["prepare_calls_train"] = stats.get("prepare_calls_train", 0) + _prepare_calls(got.prepared)
-            if not got.hit:
-                self.out(f"[{self.exp.sweep.name}] context {i}/{len(self.tasks)} {task.id}: prepared and cached")
+        tasks = self.train + self.holdout
+        prepared = self.pool.ordered(lambda t: cache.get_or_prepare(t, self.runner.prepare), tasks)
+        with prepared:
+            for i, (task, fut) in enumerate(prepared, 1):
+                got = fut.result()
+                contexts[task.id] = got.prepared
+                stats["hits" if got.hit else "computed"] += 1
+                if task.split == "train":
+                    stats["prepare_calls_train"] = stats.get("prepare_calls_train", 0) + _prepare_calls(got.prepared)
+                if not got.hit:
+                    self.out(f"[{self.exp.sweep.name}] context {i}/{len(self.tasks)} {task.id}: prepared and cached")
         return contexts, stats
 
     def _baseline_runs(self, study: optuna.Study, baseline: Mapping[str, str], contexts) -> list[dict[str, float]]:
@@ -561,7 +578,7 @@ class Sweep:
                 self._begin(f"baseline repeat {k + 1}/{self.exp.sweep.baseline_repeats}",
                             f"{self.exp.sweep.name}-baseline-s{seed}", len(self.train))
                 ev = evaluate_candidate(baseline, self.train, self.runner, contexts=contexts, seed=seed,
-                                        run_prefix=f"{self.exp.sweep.name}-baseline-s{seed}")
+                                        run_prefix=f"{self.exp.sweep.name}-baseline-s{seed}", pool=self.pool)
                 stored[str(seed)] = ev.by_task()
                 ran = True
                 study.set_user_attr("baseline_runs", stored)
@@ -595,7 +612,7 @@ class Sweep:
         self._begin(f"holdout {who}", f"{self.exp.sweep.name}-holdout-{key}", len(self.holdout))
         try:
             ev = evaluate_candidate(instructions, self.holdout, self.runner, contexts=contexts, seed=self.exp.seed,
-                                    run_prefix=f"{self.exp.sweep.name}-holdout-{key}")
+                                    run_prefix=f"{self.exp.sweep.name}-holdout-{key}", pool=self.pool)
         except TrialFailed as exc:
             return None, str(exc)
         stored[key] = ev.by_task()
@@ -672,7 +689,7 @@ class Sweep:
         proj = project_sweep(exp, finished=len(_finished(study)), baseline_done=_baseline_trial(study) is not None,
                              repeats_left=repeats_left, holdout_left=holdout_left, cost=cost, source=source,
                              used_calls=_calls(self.runner) - calls0, elapsed_s=time.perf_counter() - self.t0,
-                             mutation_calls=self._mutation_calls())
+                             mutation_calls=self._mutation_calls(), concurrency=self.pool.workers)
         sigma, src = (cal.sigma, f"calibration {cal.key}") if cal is not None else (None, "no calibration")
         # with a calibration the sweep compares each candidate with its one baseline run (no repeats)
         lines = preflight_lines(exp, proj, sigma=sigma, baseline_runs=1, noise_source=src)
@@ -697,7 +714,12 @@ class Sweep:
         self._phase = _Phase(label, prefix, total)
 
     def _task_done(self, run_id: str | None, outcome: TaskOutcome, seconds: float) -> None:
-        """One line per finished task: phase, task j/m, its score, elapsed, ETA of the phase."""
+        """One line per finished task: phase, task j/m, its score, elapsed, ETA of the phase. Called on the worker
+        that ran the task: several at once with concurrency > 1."""
+        with self._lock:
+            self._task_done_locked(run_id, outcome, seconds)
+
+    def _task_done_locked(self, run_id: str | None, outcome: TaskOutcome, seconds: float) -> None:
         self._task_s.append(seconds)
         u = outcome.usage
         self._measured.append((u.uncached_calls, u.prompt_tokens + u.completion_tokens, seconds))
@@ -723,7 +745,8 @@ class Sweep:
             return None
         left = max(sw.n_trials - done, 0) * (sum(self._trial_s) / len(self._trial_s))
         if self.holdout and sw.holdout_top_k > 0 and self._task_s:
-            left += (sw.holdout_top_k + 1) * len(self.holdout) * (sum(self._task_s) / len(self._task_s))
+            at_once = max(min(self.pool.workers, len(self.holdout)), 1)  # holdout tasks run side by side
+            left += (sw.holdout_top_k + 1) * len(self.holdout) * (sum(self._task_s) / len(self._task_s)) / at_once
         if sw.timeout_s is not None:
             left = min(left, max(sw.timeout_s - (time.perf_counter() - self.t0), 0.0))
         return left
@@ -756,7 +779,7 @@ class Sweep:
         objective = Objective(
             exp, self.runner, self.train, contexts=contexts,
             state=lambda: state_from_trials(study.get_trials(deepcopy=False), objective.baseline),
-            propose=self.propose, mutation_llm=self.mutation_llm, mutate_types=self.mutate_types,
+            propose=self.propose, mutation_llm=self.mutation_llm, mutate_types=self.mutate_types, pool=self.pool,
         )
         baseline = objective.baseline
         self.ledger.sync(study.get_trials(deepcopy=False))
