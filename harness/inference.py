@@ -213,10 +213,10 @@ def cache_key(backend: str, model: str, messages: Sequence[Message], schema, tem
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def _set_wal(conn: sqlite3.Connection, attempts: int = 100, pause_s: float = 0.05) -> None:
-    """PRAGMA journal_mode=WAL, retried while another process holds the lock it needs: switching into WAL takes an
-    exclusive lock and SQLite may answer "database is locked" at once, busy timeout or not (two sweep workers
-    starting together hit it)."""
+def set_wal(conn: sqlite3.Connection, attempts: int = 100, pause_s: float = 0.05) -> None:
+    """PRAGMA journal_mode=WAL, retried while another connection holds the lock it needs: switching into WAL takes
+    an exclusive lock and SQLite may answer "database is locked" at once, busy timeout or not (two sweep workers,
+    or two worker threads, opening a store together hit it). Every SQLite store of the harness opens through it."""
     for attempt in range(attempts):
         try:
             conn.execute("PRAGMA journal_mode=WAL")
@@ -227,10 +227,15 @@ def _set_wal(conn: sqlite3.Connection, attempts: int = 100, pause_s: float = 0.0
             time.sleep(pause_s)
 
 
+_set_wal = set_wal  # the name tests and older callers import
+
+
 class ResponseCache:
     """SQLite (WAL) store of replies keyed on backend, model, messages, schema and sampling options.
 
-    Safe for several processes: each call opens a short transaction; busy_timeout absorbs contention.
+    Safe for several processes: each call opens a short transaction; busy_timeout absorbs contention. Safe for
+    several threads: each has its own connection, and the hit/miss counters change under a lock (worker threads
+    of one sweep share one cache, and `+=` on an attribute is a read-modify-write).
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -238,6 +243,7 @@ class ResponseCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.hits = 0
         self.misses = 0
+        self._stats_lock = threading.Lock()
         self._local = threading.local()
         with self._conn() as conn:
             conn.execute(
@@ -249,17 +255,20 @@ class ResponseCache:
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
             conn.execute("PRAGMA busy_timeout=30000")
-            _set_wal(conn)
+            set_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
         return conn
 
     def get(self, key: str) -> ChatResult | None:
         row = self._conn().execute("SELECT result FROM replies WHERE key=?", (key,)).fetchone()
+        with self._stats_lock:
+            if row is None:
+                self.misses += 1
+            else:
+                self.hits += 1
         if row is None:
-            self.misses += 1
             return None
-        self.hits += 1
         return replace(ChatResult(**json.loads(row[0])), cached=True, latency_s=0.0)
 
     def put(self, key: str, result: ChatResult) -> None:
@@ -270,7 +279,8 @@ class ResponseCache:
         )
 
     def stats(self) -> dict[str, int]:
-        return {"hits": self.hits, "misses": self.misses}
+        with self._stats_lock:
+            return {"hits": self.hits, "misses": self.misses}
 
 
 class CachedLLM:

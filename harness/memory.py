@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from harness.config import MemoryConfig
+from harness.inference import set_wal
 
 log = logging.getLogger("harness.memory")
 
@@ -299,14 +300,17 @@ def _remove_tree(path: str) -> None:
 
 
 class Memory:
-    """Observation store over ChromaDB and SQLite FTS5 under `cfg.path` or `<root>/memory`."""
+    """Observation store over ChromaDB and SQLite FTS5 under `cfg.path` or `<root>/memory`.
+
+    One instance serves several worker threads: each thread has its own SQLite connection (and its own
+    `last_compression`); writes and the Chroma collection's opening happen under one lock.
+    """
 
     def __init__(self, cfg: MemoryConfig, root: str | Path = "results") -> None:
         self.cfg = cfg
         self.dir = Path(cfg.path) if cfg.path else Path(root) / "memory"
         self.embedding = (cfg.embedding or "hashing").strip().lower()
         self.frozen = bool(cfg.frozen) or not cfg.enabled
-        self.last_compression: Compression | None = None
         self.vector_error: str | None = None
         self._lock = threading.RLock()
         self._local = threading.local()
@@ -321,6 +325,16 @@ class Memory:
             from harness.embeddings import make_embedding_function
 
             make_embedding_function(self.embedding)  # fail early on an unknown or missing embedding
+
+    @property
+    def last_compression(self) -> Compression | None:
+        """How this thread's last compress_and_store went: worker threads share one Memory, and each run must
+        read its own compression, not the one another run finished meanwhile."""
+        return getattr(self._local, "compression", None)
+
+    @last_compression.setter
+    def last_compression(self, info: Compression | None) -> None:
+        self._local.compression = info
 
     # -- connections ---------------------------------------------------------------------------------
 
@@ -359,7 +373,7 @@ class Memory:
         if conn is None or getattr(self._local, "src", None) != src:
             conn = sqlite3.connect(src / "memory.sqlite", timeout=30.0, isolation_level=None)
             conn.execute("PRAGMA busy_timeout=30000")
-            conn.execute("PRAGMA journal_mode=WAL")
+            set_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn, self._local.src = conn, src
         return conn

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Protocol, Sequence, runtime_checkable
 
 from harness.chunker import split_chunks
+from harness.inference import set_wal
 
 log = logging.getLogger("harness.search")
 
@@ -415,7 +416,8 @@ class CachedSearch:
     """A TTL cache (SQLite, WAL) in front of a provider, keyed on provider + normalised query + max_results.
 
     Empty answers and answers served by a degraded fallback are not stored, so the cache never pins a
-    temporary outage for ttl_hours. `clock` is injectable for tests.
+    temporary outage for ttl_hours. `clock` is injectable for tests. One instance serves several worker threads:
+    each has its own connection and the hit/miss counters change under a lock.
     """
 
     def __init__(
@@ -433,6 +435,7 @@ class CachedSearch:
         self.clock = clock
         self.hits = 0
         self.misses = 0
+        self._stats_lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._conn().execute(
@@ -448,8 +451,8 @@ class CachedSearch:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA busy_timeout=30000")
+            set_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
         return conn
@@ -461,10 +464,14 @@ class CachedSearch:
     def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
         key = self.key(query, max_results)
         row = self._conn().execute("SELECT results, created FROM search_cache WHERE key=?", (key,)).fetchone()
-        if row is not None and self.clock() - row[1] < self.ttl_s:
-            self.hits += 1
+        hit = row is not None and self.clock() - row[1] < self.ttl_s
+        with self._stats_lock:
+            if hit:
+                self.hits += 1
+            else:
+                self.misses += 1
+        if hit:
             return [SearchResult(**r) for r in json.loads(row[0])]
-        self.misses += 1
         results = self.inner.search(query, max_results)
         if results and not getattr(self.inner, "last_degraded", False):
             self._conn().execute(
@@ -478,7 +485,8 @@ class CachedSearch:
         return cur.rowcount
 
     def stats(self) -> dict[str, int]:
-        return {"hits": self.hits, "misses": self.misses}
+        with self._stats_lock:
+            return {"hits": self.hits, "misses": self.misses}
 
 
 # -- fallback --------------------------------------------------------------------------------------------
@@ -497,7 +505,8 @@ class FallbackSearch:
     """Use primary; when it raises (or answers nothing) use fallback and record why in degraded_reason.
 
     After the primary's first failure it is skipped for the rest of the process (across instances), so an
-    offline machine pays the failure once, not per query.
+    offline machine pays the failure once, not per query. `last_degraded` is per thread: CachedSearch reads it
+    right after its own call, and another worker's answer in between must not decide what gets cached.
     """
 
     def __init__(self, primary: SearchProvider, fallback: SearchProvider) -> None:
@@ -505,8 +514,18 @@ class FallbackSearch:
         self.fallback = fallback
         self.name = f"{primary.name}|{fallback.name}"
         self.degraded_reason: str | None = None
-        self.last_degraded = False
         self.fallback_calls = 0
+        self._last = threading.local()
+        self._calls_lock = threading.Lock()
+
+    @property
+    def last_degraded(self) -> bool:
+        """Whether this thread's last answer came from the fallback."""
+        return getattr(self._last, "degraded", False)
+
+    @last_degraded.setter
+    def last_degraded(self, value: bool) -> None:
+        self._last.degraded = bool(value)
 
     def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
         with _DOWN_LOCK:
@@ -528,7 +547,8 @@ class FallbackSearch:
         if down is not None:
             self.degraded_reason = down
         self.last_degraded = True
-        self.fallback_calls += 1
+        with self._calls_lock:
+            self.fallback_calls += 1
         return self.fallback.search(query, max_results)
 
 
