@@ -14,6 +14,7 @@ import contextvars
 import fcntl
 import json
 import os
+import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -97,9 +98,12 @@ class Tracer:
                 "args": _jsonable(span.args),
             }
             with self._lock:
-                self.events.append(event)
+                self._keep(event)
                 if cat == "stage" and len([f for f in frames if f.cat == "stage"]) == 0:
                     self.stage_s[name] += span.dur_us / 1e6
+
+    def _keep(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
 
     def stage(self, name: str, **args: Any):
         return self.span(name, cat="stage", **args)
@@ -136,17 +140,31 @@ class Tracer:
         return {"traceEvents": meta + events, "displayTimeUnit": "ms", "otherData": {"run_id": self.run_id}}
 
     def write(self, directory: str | Path) -> Path:
+        """Write <run_id>.json atomically. The temp file has a unique name: two writers of one run id (threads or
+        processes) must not write into, or rename away, each other's temp file."""
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
         out = path / f"{self.run_id}.json"
-        tmp = out.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.to_chrome_trace()))
-        os.replace(tmp, out)
+        data = json.dumps(self.to_chrome_trace())
+        fd, tmp = tempfile.mkstemp(dir=path, prefix=f".{self.run_id}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(data)
+            os.chmod(tmp, 0o644)  # mkstemp makes it 0600; traces stay readable like the rest of results/
+            os.replace(tmp, out)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
         return out
 
 
 class _NullTracer(Tracer):
-    """Used when no run is active: spans still time, nothing is kept beyond the process."""
+    """Used when no run is active: spans still time and calls are still counted, but no span event is kept. It is
+    one object for the whole process, so keeping its events would grow without bound over a long sweep."""
+
+    def _keep(self, event: dict[str, Any]) -> None:
+        pass
 
 
 _current: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("harness_tracer", default=None)
