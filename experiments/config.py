@@ -277,6 +277,7 @@ def validate(exp: ExperimentConfig) -> ExperimentConfig:
     _check_range("backend.n_ctx", exp.backend.n_ctx, 256)
     _check_range("backend.embedded_slots", exp.backend.embedded_slots, 1)
     _check_range("backend.parallel_default", exp.backend.parallel_default, 1)
+    _check_range("backend.embedded_repeat_penalty", exp.backend.embedded_repeat_penalty, 1.0, 2.0)
     _check_range("backend.embedded_cache_ram_mib", exp.backend.embedded_cache_ram_mib, 0)
     try:
         from experiments.pool import resolve_concurrency

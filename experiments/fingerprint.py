@@ -63,6 +63,9 @@ def model_identity(llm: Any) -> dict[str, Any]:
         digest = _ollama_digest(inner)
         if digest:
             out["digest"] = digest
+    sampling = getattr(inner, "sampling", None)
+    if sampling:  # sampler options beyond temperature/seed change the replies (EmbeddedLLM.sampling)
+        out["sampling"] = dict(sampling)
     base_url = getattr(inner, "base_url", None)
     if base_url:
         out["base_url"] = str(base_url)
@@ -85,7 +88,7 @@ def tasks_digest(tasks: Iterable[Any]) -> dict[str, Any]:
 # Where files go and how the server is reached, not what is measured: the backend's resolved models are pinned
 # by backend_identity (the configured names under backend "auto" may not be what ran).
 _NOT_OBJECTIVE = ("results_dir", "output_dir")
-_BACKEND_OBJECTIVE = ("n_ctx",)
+_BACKEND_OBJECTIVE = ("n_ctx", "embedded_repeat_penalty")
 
 
 def harness_hash(harness_cfg: Any) -> str:

@@ -39,6 +39,7 @@ class BackendConfig:
     embedded_model_path: str | None = None  # GGUF override; also HARNESS_EMBEDDED_MODEL
     n_ctx: int = 4096  # embedded: the context window of each request
     embedded_slots: int = 2  # embedded: requests served at once (orchestrator.max_parallel steps run together)
+    embedded_repeat_penalty: float = 1.1  # embedded: Ollama's default; 1.0 = llama.cpp's (off), small models loop
     embedded_cache_ram_mib: int = 256  # embedded: llama.cpp's host-memory prompt cache per process (its default 8192)
     # experiments: independent harness runs at once (trial tasks, repeats, holdout, A/B cells, calibration):
     # auto = the backend's capacity (embedded slots; Ollama $OLLAMA_NUM_PARALLEL, else parallel_default), or N

@@ -197,19 +197,21 @@ register_backend("fake")(lambda cfg, role: FakeLLM(model=cfg.model_for(role)))
 # -- response cache ----------------------------------------------------------------------------------
 
 
-def cache_key(backend: str, model: str, messages: Sequence[Message], schema, temperature, max_tokens, seed) -> str:
-    blob = json.dumps(
-        {
-            "backend": backend,
-            "model": model,
-            "messages": [dict(m) for m in messages],
-            "schema": schema,
-            "temperature": round(float(temperature), 4),
-            "max_tokens": int(max_tokens),
-            "seed": seed,
-        },
-        sort_keys=True,
-    )
+def cache_key(backend: str, model: str, messages: Sequence[Message], schema, temperature, max_tokens, seed,
+              sampling: Mapping[str, Any] | None = None) -> str:
+    """sampling: a backend's further sampler options (EmbeddedLLM.sampling); absent ones leave the key as before."""
+    data = {
+        "backend": backend,
+        "model": model,
+        "messages": [dict(m) for m in messages],
+        "schema": schema,
+        "temperature": round(float(temperature), 4),
+        "max_tokens": int(max_tokens),
+        "seed": seed,
+    }
+    if sampling:
+        data["sampling"] = dict(sampling)
+    blob = json.dumps(data, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -297,7 +299,8 @@ class CachedLLM:
         self.model = inner.model
 
     def chat(self, messages, *, schema=None, temperature=0.7, max_tokens=512, seed=None) -> ChatResult:
-        key = cache_key(self.backend, self.model, messages, schema, temperature, max_tokens, seed)
+        key = cache_key(self.backend, self.model, messages, schema, temperature, max_tokens, seed,
+                        getattr(self.inner, "sampling", None))
         hit = self.cache.get(key)
         if hit is not None:
             return hit

@@ -222,6 +222,7 @@ class _RecordingXllamacpp:
 
     def __init__(self):
         self.built = []
+        self.bodies = []
         recorder = self
 
         class _Params:
@@ -233,6 +234,10 @@ class _RecordingXllamacpp:
         class _Server:
             def __init__(self, params):
                 recorder.built.append(params)
+
+            def handle_chat_completions(self, body):
+                recorder.bodies.append(body)
+                return _resp("1. one\n2. two", usage={"prompt_tokens": 5, "completion_tokens": 4})
 
         self.CommonParams, self.Server = _Params, _Server
 
@@ -253,3 +258,34 @@ def test_slots_give_the_runtime_parallel_requests_each_with_a_full_window(monkey
     assert (fake.built[1].n_parallel, fake.built[1].n_ctx) == (1, 1024)  # another slot count, another runtime
     with pytest.raises(ValueError, match="embedded_slots must be >= 1"):
         EmbeddedLLM(gguf, n_ctx=1024, slots=0)
+
+
+def test_repeat_penalty_reaches_the_server_and_keys_the_cache_and_the_fingerprint(monkeypatch, tmp_path):
+    """Ollama's repeat_penalty 1.1 by default (llama.cpp's server has it off, and a 1.5B model looped); a reply
+    cached under other sampler options is not served, and the study fingerprint records them."""
+    from experiments.fingerprint import model_identity
+    from harness.inference import ResponseCache
+
+    fake = _RecordingXllamacpp()
+    monkeypatch.setitem(__import__("sys").modules, "xllamacpp", fake)
+    monkeypatch.setattr(embedded, "_SERVERS", {})
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    cache = tmp_path / "cache.sqlite"
+
+    def roles(**kw):
+        cfg = BackendConfig(kind="embedded", embedded_model_path=str(gguf), cache_path=str(cache), **kw)
+        assert cfg.embedded_repeat_penalty == kw.get("embedded_repeat_penalty", 1.1)
+        return make_roles(cfg)
+
+    on = roles()
+    on.producer.chat(MSGS, temperature=0.4, max_tokens=10, seed=0)
+    assert fake.bodies[-1]["repeat_penalty"] == 1.1 and fake.bodies[-1]["repeat_last_n"] == 64
+    on.producer.chat(MSGS, temperature=0.4, max_tokens=10, seed=0)
+    assert len(fake.bodies) == 1  # same request, same sampling: served from the cache
+    off = roles(embedded_repeat_penalty=1.0)
+    off.producer.chat(MSGS, temperature=0.4, max_tokens=10, seed=0)
+    assert len(fake.bodies) == 2 and "repeat_penalty" not in fake.bodies[-1]  # not the 1.1 reply from the cache
+    assert ResponseCache(cache).stats() == {"hits": 0, "misses": 0}  # (a fresh handle counts only its own)
+    assert model_identity(on.producer)["sampling"] == {"repeat_penalty": 1.1, "repeat_last_n": 64}
+    assert "sampling" not in model_identity(off.producer)
