@@ -209,3 +209,56 @@ def test_each_run_writes_its_own_output_file(make_exp, tmp_path):
     assert len(paths) == len(set(paths)) > 10  # no run overwrote another's file
     for r in finished:
         assert r["run_id"] in r["output_path"]
+
+
+def test_ctrl_c_with_tasks_in_flight_stops_the_sweep_and_the_resume_reissues_no_finished_call(make_exp, tmp_path):
+    """Ctrl-C (here: raised by the judge of one task while others run beside it) ends the sweep at once; every
+    reply that finished is in the response cache, so the resumed sweep sends no request the backend already
+    answered."""
+    from harness.inference import ResponseCache, cache_key, fake_roles
+    from pipeline_fake import pipeline_llm
+    from scripted_harness import scripted_propose
+
+    from experiments.config import to_harness_config
+    from experiments.objective import HarnessRunner
+    from experiments.sweep import run_sweep
+
+    exp = make_exp("sweep.name=ctrlc", "sweep.n_trials=2", "sweep.baseline_repeats=2", "sweep.holdout_top_k=1",
+                   "wiggum.max_rounds=1", "research.max_rounds=1", "research.enrich_urls=0", "evaluator.repeats=1",
+                   n_train=6, n_holdout=2)
+    exp.results_dir = str(tmp_path / "ctrlc")
+    router = _router()
+    judge = router.replies["judge"]
+    state = {"judged": 0, "armed": True}
+
+    def interrupting_judge(msgs):
+        state["judged"] += 1
+        if state["armed"] and state["judged"] == 4:
+            state["interrupted"] = msgs  # this request got no answer: the resume must ask it again
+            raise KeyboardInterrupt
+        return judge(msgs)
+
+    router.replies["judge"] = interrupting_judge
+    llm = pipeline_llm(router, latency_s=0.002)
+    cache = ResponseCache(tmp_path / "ctrlc" / "llm_cache.sqlite")
+
+    def sweep():
+        runner = HarnessRunner(to_harness_config(exp), fake_roles(llm, cache=cache))
+        return run_sweep(exp, runner, propose=scripted_propose, out=lambda s: None, pool=RunPool(3))
+
+    with pytest.raises(KeyboardInterrupt):
+        sweep()
+    for t in threading.enumerate():  # the runs abandoned in flight end (a killed process would lose them)
+        if t.name == "harness-run":
+            t.join(10)
+    sent_before = len(llm.calls)
+    state["armed"] = False
+    summary = sweep()
+    assert summary.trials["total"] == 2
+    keys = [cache_key(llm.backend, llm.model, c.messages, c.schema, c.temperature, c.max_tokens, c.seed)
+            for c in llm.calls]
+    assert 0 < sent_before < len(keys)
+    unanswered = next(i for i, c in enumerate(llm.calls) if c.messages == state["interrupted"])
+    answered = keys[:unanswered] + keys[unanswered + 1:]
+    assert len(answered) == len(set(answered)), "the resume sent a request the backend had already answered"
+    assert keys[unanswered] in keys[sent_before:]  # the interrupted one, asked again
