@@ -22,9 +22,9 @@ Per N, one trial (the same candidate: the baseline instructions, the same seed):
   slot util     calls x latency / (wall x C): the fraction of slot time actually serving a call
   max in flight the most calls served at once (SimLLM.max_in_flight; at most C)
   bound         the best speed-up the task mix allows at zero harness overhead: each task is a chain of its
-                calls (a run cannot be split), scheduled with RunPool.ordered's window (a task starts only when
-                the oldest one in the window has been taken) on C first-come-first-served slots; "bound wc" is
-                the same with a work-conserving pool. Tasks of unequal length cap the speed-up below min(C, N).
+                calls (a run cannot be split), started as RunPool starts them (a task starts as soon as any
+                running task ends) on C first-come-first-served slots. Tasks of unequal length cap the
+                speed-up below min(C, N).
 Accounting checks, per N: HarnessRunner.llm_calls() (updated from worker threads) equals the calls the server
 served, calls per task equal N=1's, and runs.jsonl holds one intact record per task run.
 Per-task scores at every N are compared with N=1 (IDENTICAL or DIFFERENT): SimLLM's replies depend only on
@@ -127,13 +127,12 @@ def build(results: Path, sim: SimLLM):
     return HarnessRunner(cfg, roles), meter
 
 
-def schedule(chains: list[int], workers: int, capacity: int, *, ordered: bool = True) -> int:
+def schedule(chains: list[int], workers: int, capacity: int) -> int:
     """Makespan, in call latencies, of tasks that are chains of `chains[i]` calls, with zero harness overhead:
-    at most `workers` tasks at once, a server of `capacity` slots serving calls first come first served.
-    ordered=True is RunPool.ordered's window (a task starts only when the oldest one in the window is done
-    and taken); ordered=False a work-conserving pool (a task starts as soon as any task ends)."""
+    at most `workers` tasks at once, started as RunPool starts them (as soon as any running task ends), on a
+    server of `capacity` slots serving calls first come first served."""
     todo = list(range(len(chains)))
-    window: list[int] = []  # started, not yet taken, in start order
+    window: list[int] = []  # running, in start order
     left = {}  # task -> calls still to make
     queue: list[int] = []  # tasks waiting for a slot, FIFO
     serving: list[int] = []  # tasks with a call being served (ends at t + 1)
@@ -142,20 +141,10 @@ def schedule(chains: list[int], workers: int, capacity: int, *, ordered: bool = 
         for i in serving:  # calls that ended at t
             left[i] -= 1
         serving = []
-        if ordered:
-            while window and left[window[0]] == 0:
-                window.pop(0)
-                while todo and len(window) < workers:
-                    window.append(todo.pop(0))
-                    left[window[-1]] = chains[window[-1]]
-            while todo and len(window) < workers:
-                window.append(todo.pop(0))
-                left[window[-1]] = chains[window[-1]]
-        else:
-            window = [i for i in window if left[i] > 0]
-            while todo and len(window) < workers:
-                window.append(todo.pop(0))
-                left[window[-1]] = chains[window[-1]]
+        window = [i for i in window if left[i] > 0]
+        while todo and len(window) < workers:
+            window.append(todo.pop(0))
+            left[window[-1]] = chains[window[-1]]
         if not window and not todo:
             return t
         for i in window:
@@ -263,11 +252,10 @@ def main(argv: list[str] | None = None) -> dict:
         ideal = min(C, len(tasks), n)
         serial = sum(chains)
         bound = serial / max(schedule(chains, n, C), 1)
-        bound_wc = serial / max(schedule(chains, n, C, ordered=False), 1)
         row = {
             "workers": n, "wall_s": wall, "speedup": speedup, "ideal": ideal,
             "goal_own": 0.9 * ideal, "met_own": speedup >= 0.9 * ideal,
-            "goal": goal_x, "met": speedup >= goal_x, "bound": bound, "bound_work_conserving": bound_wc,
+            "goal": goal_x, "met": speedup >= goal_x, "bound": bound,
             "calls_by_task": chains, "calls_by_task_same": chains == ref_chains,
             "runner_llm_calls": runner_calls, "run_records": records,
             "busy_frac": busy_union / wall, "in_chat_per_slot": sim.busy_s / wall / C,
@@ -280,12 +268,12 @@ def main(argv: list[str] | None = None) -> dict:
     load1 = os.getloadavg()
 
     print(f"{'N':>3s} {'wall s':>7s} {'tasks/min':>9s} {'speedup':>8s} {'ideal':>6s} {'goal(N)':>8s} {'met':>4s} "
-          f"{'goal(C)':>8s} {'met':>4s} {'bound':>6s} {'bound wc':>8s} {'busy %':>7s} {'in chat/C':>9s} {'slot util':>9s} {'calls':>6s} "
+          f"{'goal(C)':>8s} {'met':>4s} {'bound':>6s} {'busy %':>7s} {'in chat/C':>9s} {'slot util':>9s} {'calls':>6s} "
           f"{'max in flight':>13s} {'scores':>10s}")
     for r in rows:
         print(f"{r['workers']:3d} {r['wall_s']:7.2f} {60 * len(tasks) / r['wall_s']:9.1f} {r['speedup']:7.2f}x "
               f"{r['ideal']:5d}x {r['goal_own']:7.2f}x {'yes' if r['met_own'] else 'NO':>4s} "
-              f"{r['goal']:7.2f}x {'yes' if r['met'] else 'NO':>4s} {r['bound']:5.2f}x {r['bound_work_conserving']:7.2f}x "
+              f"{r['goal']:7.2f}x {'yes' if r['met'] else 'NO':>4s} {r['bound']:5.2f}x "
               f"{100 * r['busy_frac']:6.1f}% "
               f"{r['in_chat_per_slot']:9.2f} {100 * r['slot_util']:8.1f}% {r['calls']:6d} "
               f"{r['max_in_flight']:13d} {'IDENTICAL' if r['identical'] else 'DIFFERENT':>10s}")
@@ -294,8 +282,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"in chat/C = SimLLM busy_s / wall / C (queueing for a slot included); slot util = calls x latency / "
           f"(wall x C).")
     print(f"bound = the best speed-up the task mix allows at zero harness overhead (each task a chain of its calls: "
-          f"{rows[0]['calls_by_task']}) with RunPool.ordered's window; bound wc = with a work-conserving pool "
-          f"(a task starts when any task ends).")
+          f"{rows[0]['calls_by_task']}), a task starting whenever one ends, as RunPool does.")
     checks = []
     for r in rows:
         if r["runner_llm_calls"] != r["calls"]:
