@@ -212,7 +212,8 @@ class Orchestrator:
             self._sub = Harness(sub_cfg, self.harness.roles, memory=self.harness.memory, search=self.harness.search)
         return self._sub
 
-    def run(self, task: str) -> RunResult:
+    def run(self, task: str, *, extra_record: dict[str, Any] | None = None) -> RunResult:
+        """Route, then run single-focus or orchestrated; extra_record's fields go into the run record too."""
         run_id = new_run_id()
         tracer = Tracer(run_id)
         with use_tracer(tracer):
@@ -221,7 +222,7 @@ class Orchestrator:
                 route = decide_route(prepared.clean_task, prepared.plan, self.harness.cfg.orchestrator)
                 if route.mode == "single":
                     prepared = self.harness.complete_research(prepared)
-                    extra = {"mode": "single", "route": dataclasses.asdict(route)}
+                    extra = {**(extra_record or {}), "mode": "single", "route": dataclasses.asdict(route)}
                     return self.harness.finish(prepared, run_id=run_id, tracer=tracer, extra_record=extra)
                 with tracer.stage("decompose"):
                     graph, warnings = build_graph(prepared.clean_task, prepared, self.harness.roles, self.harness.cfg.orchestrator)
@@ -258,6 +259,7 @@ class Orchestrator:
                 for k, v in u.items():
                     acc[k] = round(acc.get(k, 0) + v, 4)
         extra = {
+            **(extra_record or {}),
             "mode": "orchestrated",
             "route": dataclasses.asdict(route),
             "graph": graph.to_dict(),
@@ -356,12 +358,14 @@ def assemble_context(graph: TaskGraph, outcomes: list[StepOutcome]) -> str:
     return "\n\n".join(parts)
 
 
-def run_task(task: str, cfg: HarnessConfig, roles: Roles | None = None) -> RunResult:
-    """The CLI's entry: route single-focus vs orchestrated per cfg.orchestrator.mode."""
+def run_task(task: str, cfg: HarnessConfig, roles: Roles | None = None, *,
+             extra_record: dict[str, Any] | None = None) -> RunResult:
+    """The CLI's entry: route single-focus vs orchestrated per cfg.orchestrator.mode; extra_record's fields
+    (e.g. the CLI's config_overrides) go into the run record."""
     harness = Harness(cfg, roles)
     if cfg.orchestrator.mode == "off":
-        return harness.run(task)
-    return Orchestrator(harness).run(task)
+        return harness.run(task, extra_record=extra_record)
+    return Orchestrator(harness).run(task, extra_record=extra_record)
 
 
 def plan_preview(task: str, cfg: HarnessConfig, roles: Roles | None = None) -> str:
