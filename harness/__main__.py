@@ -1,4 +1,11 @@
-"""`python -m harness "<task>"`: run one task through the harness and print a summary block.
+"""`python -m harness "<task>" [group=option ...] [key=value ...]`: run one task through the harness and print a
+summary block.
+
+The command line composes the same Hydra config as `python -m experiments.run` (conf/config.yaml, the groups in
+conf/, key=value overrides, validated the same way), so a variant a sweep or an A/B tested runs by hand exactly as
+it was tested. The flags are aliases: each becomes the override it stands for (--rounds 2 -> wiggum.max_rounds=2)
+ahead of the overrides typed beside the task, so a typed override wins. Hydra is imported only to run a task:
+--help and the usage errors stay light.
 
 Exceptions become one-line messages here, at the CLI edge, and a non-zero exit status.
 """
@@ -6,69 +13,171 @@ Exceptions become one-line messages here, at the CLI edge, and a non-zero exit s
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
+import os
+import re
 import sys
 import time
+from pathlib import Path
+from typing import Mapping, Sequence
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
+# A Hydra override: key=value, +key=value, ++key=value, ~key[=value] (the key may be dotted, e.g. wiggum.max_rounds).
+# A task sentence has a space or another non-key character before its first '=', so it stays the task.
+OVERRIDE = re.compile(r"(?:\+\+?)?[A-Za-z_][\w./@-]*=|~[A-Za-z_][\w./@-]*(?:=|$)", re.DOTALL)
+
+# flag (argparse dest) -> the override key(s) its value sets
+VALUE_FLAGS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("backend", ("backend.kind",)),
+    ("host", ("backend.host",)),
+    ("base_url", ("backend.base_url",)),
+    ("model", ("backend.planner_model", "backend.producer_model", "backend.evaluator_model", "backend.compressor_model")),
+    ("results_dir", ("results_dir",)),
+    ("search", ("search.provider",)),
+    ("rounds", ("wiggum.max_rounds",)),
+    ("mode", ("orchestrator.mode",)),
+)
+# switch (argparse dest) -> the override it stands for
+SWITCH_FLAGS: tuple[tuple[str, str], ...] = (
+    ("skip_prior_knowledge", "planner.skip_prior_knowledge=true"),
+    ("panel", "panel.enabled=true"),
+    ("no_memory", "memory.enabled=false"),
+    ("no_cache", "backend.cache=false"),
+)
+# The environment variables harness.config.apply_env folds in, and the override keys that set the same field.
+# The command line wins over the environment (as the flags always did): a variable is not applied when the
+# command line sets its field. Otherwise it wins over conf/, as in `python -m experiments.run`.
+ENV_FIELDS: dict[str, tuple[str, ...]] = {
+    "HARNESS_BACKEND": ("backend", "backend.kind"),
+    "HARNESS_RESULTS_DIR": ("results_dir",),
+    "HARNESS_SKIP_PRIOR_KNOWLEDGE": ("planner", "planner.skip_prior_knowledge"),
+    "RESEARCH_CACHE": ("research.reuse_cache",),
+}
+HELP_GROUPS = ("backend", "planner", "synth", "evaluator")  # the conf/ groups that change a harness run
+
+USAGE = 'python -m harness [options] "TASK" [group=option ...] [key=value ...]'
+EPILOG = """\
+overrides (composed from conf/ as `python -m experiments.run` composes them; see conf/config.yaml):
+  group=option       pick a conf/<group>/<option>.yaml, e.g. synth=concise planner=single_pass backend=ollama
+  key=value          set one field, e.g. wiggum.max_rounds=1 synth.temperature=0.2 backend.host=http://h:11434
+  'key="a value"'    quote a value that holds spaces, commas or '='
+  groups and their options:
+{groups}
+  Each flag above is an alias of the override it names; an override typed beside the task wins over a flag.
+  A bad override is one line on stderr and exit status 2; nothing is run or written.
+  The run record (runs.jsonl) keeps the overrides used under config_overrides.
+
+the task:
+  The task is the one argument that is not an override. A task that itself looks like key=value goes
+  after --task or after --:  python -m harness synth=concise -- "x=1: explain this assignment"
+
+environment:
+  HARNESS_BACKEND, HARNESS_RESULTS_DIR, HARNESS_SKIP_PRIOR_KNOWLEDGE, RESEARCH_CACHE win over conf/ but not
+  over the command line (e.g. --results-dir or results_dir=... beats HARNESS_RESULTS_DIR). OLLAMA_HOST and
+  HARNESS_EMBEDDED_MODEL apply when backend.host / backend.embedded_model_path are unset.
+
+examples:
+  python -m harness "List 5 best practices for Python asyncio" synth=concise planner=single_pass
+  python -m harness "Compare uv and pip" backend=ollama wiggum.max_rounds=1
+  python -m harness --plan-preview "Research A and B, then write a guide" orchestrator.mode=always
+"""
+
+
+def conf_options(groups: Sequence[str] = HELP_GROUPS) -> dict[str, list[str]]:
+    """group -> option names, read off conf/<group>/*.yaml (no Hydra import: --help stays fast)."""
+    root = Path(__file__).resolve().parent.parent / "conf"
+    return {g: sorted(p.stem for p in (root / g).glob("*.yaml")) for g in groups if (root / g).is_dir()}
+
 
 def build_parser() -> argparse.ArgumentParser:
+    groups = "".join(f"    {g + ':':<16} {', '.join(opts)}\n" for g, opts in conf_options().items())
     p = argparse.ArgumentParser(
         prog="python -m harness",
+        usage=USAGE,
         description="Plan, research, synthesize and evaluate one task with the local research harness.",
+        epilog=EPILOG.format(groups=groups.rstrip("\n")),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("task", help='the task, e.g. "List 5 best practices for Python asyncio and save to output.md"')
-    p.add_argument("--backend", default=None, help="auto (default) | embedded | ollama | openai")
-    p.add_argument("--host", default=None, help="Ollama host (default OLLAMA_HOST or http://127.0.0.1:11434)")
-    p.add_argument("--base-url", default=None, help="OpenAI-compatible base URL (vLLM, llama.cpp server, LM Studio)")
-    p.add_argument("--model", default=None, help="use this model for every role")
-    p.add_argument("--results-dir", default=None, help="where runs.jsonl, traces/, outputs/, caches live (default results)")
-    p.add_argument("--skip-prior-knowledge", action="store_true", help="same as HARNESS_SKIP_PRIOR_KNOWLEDGE=1")
-    p.add_argument("--search", default=None, choices=["auto", "ddgs", "local"], help="search provider")
-    p.add_argument("--rounds", type=int, default=None, help="wiggum rounds (default 3)")
-    p.add_argument("--panel", action="store_true", help="run the persona panel after the wiggum loop")
-    p.add_argument("--no-memory", action="store_true", help="neither recall nor store observations")
-    p.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
+    p.add_argument("words", nargs="*", metavar="TASK | OVERRIDE",
+                   help='the task, e.g. "List 5 best practices for Python asyncio and save to output.md", and any '
+                        "group=option / key=value overrides")
+    p.add_argument("--task", default=None, help="the task, when it looks like an override (also: after --)")
+    p.add_argument("--backend", default=None, help="auto (default) | embedded | ollama | openai; = backend.kind=...")
+    p.add_argument("--host", default=None, help="Ollama host (default OLLAMA_HOST or http://127.0.0.1:11434); = backend.host=...")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible base URL (vLLM, llama.cpp server, LM Studio); = backend.base_url=...")
+    p.add_argument("--model", default=None, help="use this model for every role; = backend.<role>_model=... for the four roles")
+    p.add_argument("--results-dir", default=None, help="where runs.jsonl, traces/, outputs/, caches live (default results); = results_dir=...")
+    p.add_argument("--skip-prior-knowledge", action="store_true", help="= planner.skip_prior_knowledge=true (HARNESS_SKIP_PRIOR_KNOWLEDGE=1)")
+    p.add_argument("--search", default=None, choices=["auto", "ddgs", "local"], help="search provider; = search.provider=...")
+    p.add_argument("--rounds", type=int, default=None, help="wiggum rounds (default 3); = wiggum.max_rounds=...")
+    p.add_argument("--panel", action="store_true", help="run the persona panel after the wiggum loop; = panel.enabled=true")
+    p.add_argument("--no-memory", action="store_true", help="neither recall nor store observations; = memory.enabled=false")
+    p.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache; = backend.cache=false")
     p.add_argument("--plan-preview", action="store_true", help="show the plan graph and its order; execute nothing")
-    p.add_argument("--mode", default=None, choices=["off", "auto", "always"], help="orchestrator plan-first mode")
+    p.add_argument("--mode", default=None, choices=["off", "auto", "always"], help="orchestrator plan-first mode; = orchestrator.mode=...")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
 
-def config_from_args(args: argparse.Namespace):
-    from harness.config import HarnessConfig, apply_env
+# -- the command line -> (task, overrides) -----------------------------------------------------------------
 
-    cfg = apply_env(HarnessConfig())
-    b = cfg.backend
-    if args.backend:
-        b = dataclasses.replace(b, kind=args.backend)
-    if args.host:
-        b = dataclasses.replace(b, host=args.host)
-    if args.base_url:
-        b = dataclasses.replace(b, base_url=args.base_url)
-    if args.model:
-        b = dataclasses.replace(b, planner_model=args.model, producer_model=args.model,
-                                evaluator_model=args.model, compressor_model=args.model)
-    if args.no_cache:
-        b = dataclasses.replace(b, cache=False)
-    cfg.backend = b
-    if args.results_dir:
-        cfg.results_dir = args.results_dir
-    if args.skip_prior_knowledge:
-        cfg.planner = dataclasses.replace(cfg.planner, skip_prior_knowledge=True)
-    if args.search:
-        cfg.search = dataclasses.replace(cfg.search, provider=args.search)
-    if args.rounds is not None:
-        cfg.wiggum = dataclasses.replace(cfg.wiggum, max_rounds=args.rounds)
-    if args.panel:
-        cfg.panel = dataclasses.replace(cfg.panel, enabled=True)
-    if args.no_memory:
-        cfg.memory = dataclasses.replace(cfg.memory, enabled=False)
-    if args.mode:
-        cfg.orchestrator = dataclasses.replace(cfg.orchestrator, mode=args.mode)
-    return cfg
+
+class UsageError(ValueError):
+    """A command line that names no single task; the message is one line."""
+
+
+def split_words(words: Sequence[str], task_option: str | None = None, literal: Sequence[str] = ()) -> tuple[str | None, list[str]]:
+    """(task, overrides): the words that look like overrides, and the one task text among the rest, --task and
+    the words after `--` (joined). None when no task was given; UsageError when more than one was."""
+    overrides = [w for w in words if OVERRIDE.match(w)]
+    texts = [w for w in words if not OVERRIDE.match(w)]
+    if task_option is not None:
+        texts.append(task_option)
+    if literal:
+        texts.append(" ".join(literal))
+    if len(texts) > 1:
+        shown = ", ".join(repr(t) for t in texts[:3]) + (", ..." if len(texts) > 3 else "")
+        raise UsageError(f"{len(texts)} task texts ({shown}); expected one: quote the task as one argument"
+                         f" (overrides look like key=value)")
+    return (texts[0] if texts else None), overrides
+
+
+def quote(value: str) -> str:
+    """A string as a single-quoted Hydra override value that composes back to exactly itself."""
+    escaped = re.sub(r"(\\+)(?='|\$\{|$)", lambda m: m.group(1) * 2, value)  # Hydra unescapes these runs only
+    return "'" + escaped.replace("'", "\\'").replace("${", "\\${") + "'"
+
+
+def flag_overrides(args: argparse.Namespace) -> list[str]:
+    """The overrides the given flags stand for, in VALUE_FLAGS / SWITCH_FLAGS order."""
+    out: list[str] = []
+    for dest, keys in VALUE_FLAGS:
+        value = getattr(args, dest)
+        if value is not None and value != "":
+            out += [f"{k}={value if isinstance(value, int) else quote(value)}" for k in keys]
+    out += [override for dest, override in SWITCH_FLAGS if getattr(args, dest)]
+    return out
+
+
+def override_key(override: str) -> str:
+    return override.lstrip("+~").split("=", 1)[0]
+
+
+def command_line_environ(overrides: Sequence[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """environ without the variables whose field an override sets (see ENV_FIELDS)."""
+    keys = {override_key(o) for o in overrides}
+    return {k: v for k, v in environ.items() if not keys.intersection(ENV_FIELDS.get(k, ()))}
+
+
+def compose_harness_config(overrides: Sequence[str], environ: Mapping[str, str] | None = None):
+    """The HarnessConfig `python -m experiments.run <overrides>` would hand the harness, environment applied
+    (command line first). Raises experiments.config.ConfigError (one line) on a bad override or value."""
+    from experiments.config import compose_config, to_experiment, to_harness_config, validate
+
+    env = command_line_environ(overrides, os.environ if environ is None else environ)
+    exp = validate(to_experiment(compose_config(list(overrides)), env))
+    return to_harness_config(exp, env)
 
 
 def summary_block(result) -> str:
@@ -121,30 +230,46 @@ def summary_block(result) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    literal: list[str] = []
+    if "--" in argv:  # everything after -- is the task, even when it looks like key=value
+        cut = argv.index("--")
+        argv, literal = argv[:cut], argv[cut + 1 :]
+    args = build_parser().parse_intermixed_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if not args.task.strip():
-        print("error: task is empty: give the task as the first argument", file=sys.stderr)
+    try:
+        task, typed = split_words(args.words, args.task, literal)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if task is None or not task.strip():
+        hint = " (a task that looks like key=value goes after --task or --)" if task is None and typed else ""
+        print(f"error: task is empty: give the task as the first argument{hint}", file=sys.stderr)
         return EXIT_USAGE
     from harness.skills import parse_skills
 
-    if not parse_skills(args.task)[0].strip():
-        print(f"error: task is empty after the skill tokens {args.task.strip()!r}: add the task after them", file=sys.stderr)
+    if not parse_skills(task)[0].strip():
+        print(f"error: task is empty after the skill tokens {task.strip()!r}: add the task after them", file=sys.stderr)
         return EXIT_USAGE
+    overrides = [*flag_overrides(args), *typed]
     try:
-        cfg = config_from_args(args)
+        try:
+            cfg = compose_harness_config(overrides)
+        except ValueError as exc:  # ConfigError (and Hydra's own ValueErrors): bad override, nothing run or written
+            print(f"config error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
+            return EXIT_USAGE
         from harness.backends import preflight
 
         preflight(cfg.backend)  # server down / model missing: one line now, not retries and a failed run later
         if args.plan_preview:
             from harness.orchestrator import plan_preview
 
-            print(plan_preview(args.task, cfg))
+            print(plan_preview(task, cfg))
             return EXIT_OK
         from harness.orchestrator import run_task
 
         t0 = time.perf_counter()
-        result = run_task(args.task, cfg)
+        result = run_task(task, cfg, extra_record={"config_overrides": overrides})
         print(summary_block(result))
         print(f"elapsed_s:   {time.perf_counter() - t0:.1f}")
         return EXIT_OK if result.status == "ok" else EXIT_FAILED
