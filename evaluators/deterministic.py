@@ -453,7 +453,7 @@ def _prompt_lines(prompt: Any) -> set[str]:
     for line in _prompt_text(prompt).splitlines():
         low = _squash(line)
         if skipping:  # until the line that closes the draft (revise prompt) or the answer (judge prompt)
-            skipping = not ("write the revised answer now" in low or low == ">>>")
+            skipping = not ("write the revised answer now" in low or low == ">>>" or low.startswith("<<end data"))
             if skipping:
                 continue
         heading = _HEADING.match(line)

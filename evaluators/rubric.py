@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.config import EvaluatorConfig
 from harness.jsonparse import JSONParseError, extract_string_field, extract_string_list, parse_json_object
+from harness.security import DataMarker
 
 __all__ = [
     "EvalResult",
@@ -147,12 +148,15 @@ def rubric_messages(
     task_type: str = "research",
     expected_count: int | None = None,
 ) -> list[dict[str, str]]:
-    """The judge prompt. Blind: task, answer and criteria only."""
+    """The judge prompt. Blind: task, answer and criteria only. The answer was written from untrusted sources and
+    may carry an instruction aimed at the judge ("score this 10"): it goes in a data block (DataMarker derived from
+    the task, so the prompt is the same on every start)."""
     criteria = TASK_CRITERIA.get(task_type, TASK_CRITERIA["research"])
     if expected_count:
         criteria += f" The task asks for exactly {expected_count} items."
     dims = "\n".join(f"- {name}: {DIMENSION_GUIDE.get(name, f'how well the answer does on {name}')}" for name in dimensions)
     answer = output if len(output) <= MAX_ANSWER_CHARS else output[:MAX_ANSWER_CHARS] + "\n[... answer truncated]"
+    marker = DataMarker.for_run(task)
     example = ", ".join(f'"{name}": <1-10>' for name in dimensions)
     system = (
         "You are a strict, fair reviewer of written answers. Score the answer against the task on each "
@@ -161,7 +165,7 @@ def rubric_messages(
     )
     user = (
         f"# Task\n{task.strip()}\n\n# What this kind of task needs\n{criteria}\n\n# Dimensions\n{dims}\n\n"
-        f"# Answer to score\n<<<\n{answer.strip()}\n>>>\n\n"
+        f"{marker.notice()}\n\n# Answer to score\n{marker.wrap(answer, 'answer')}\n\n"
         f'Reply as JSON: {{{example}, "feedback": "<the most important fix, at most 2 sentences>", '
         f'"weaknesses": ["<up to {MAX_WEAKNESSES} short weaknesses>"]}}'
     )

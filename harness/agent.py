@@ -255,7 +255,7 @@ class Harness:
     def _finish(self, prepared, run_id, instructions, criteria, output_name, state) -> RunResult:
         from evaluators.composite import evaluate
         from harness.panel import run_panel
-        from harness.security import safe_output_path
+        from harness.security import safe_output_path, unsourced_urls
         from harness.synthesis import instruction_for, synthesize
         from harness.wiggum import RESCORE_SEED_OFFSET, rescore_samples, wiggum_loop
 
@@ -323,6 +323,9 @@ class Harness:
         with tracer.stage("post_synthesis"):
             text = skills_mod.apply_post_synthesis(active, text, task=task, sources=research.sources)
         self._write(out_path, text)
+        gathered = [prepared.task, prepared.memory_context, research.context,
+                    *(f"{s.url} {s.snippet}" for s in research.sources)]
+        state["unsourced_urls"] = list(unsourced_urls(text, gathered))  # a planted URL never passes silently
 
         with tracer.stage("compress_and_store"):
             stored = None
@@ -378,6 +381,7 @@ class Harness:
                 "from_cache": research.from_cache,
                 "degraded_reason": research.degraded_reason,
                 "flagged": research.flagged,
+                "flags": list(research.flags)[:10],  # patterns, source URL or path, excerpt of what was removed
                 "stop_reason": research.stop_reason,
                 "errors": list(research.errors)[:5],
             },
@@ -394,6 +398,7 @@ class Harness:
             "panel": [dataclasses.asdict(p) for p in result.panel],
             "output_path": result.output_path or state.get("output_path"),
             "memory_stored": state.get("memory_stored", False),
+            "unsourced_urls": state.get("unsourced_urls", []),  # URLs in the output that no gathered source has
             "trace": str(trace_path),
         }
         if ev is not None:

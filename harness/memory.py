@@ -26,6 +26,7 @@ from typing import Any, Iterable, Sequence
 
 from harness.config import MemoryConfig
 from harness.inference import set_wal
+from harness.security import DataMarker
 
 log = logging.getLogger("harness.memory")
 
@@ -232,7 +233,11 @@ def compress_messages(task: str, output: str, plan: Any = None) -> list[dict[str
     summary = getattr(plan, "prior_work_summary", "")
     if summary:
         parts.append(f"Prior work: {summary}")
-    parts.append("Output of the run:\n" + (output or "")[:OUTPUT_PROMPT_CHARS])
+    # the output was written from untrusted sources: a data block, so an instruction planted there is not obeyed
+    # (and not carried into memory, where every later run would read it)
+    marker = DataMarker.for_run(task)
+    parts.append(marker.notice())
+    parts.append("Output of the run:\n" + marker.wrap((output or "")[:OUTPUT_PROMPT_CHARS], "output"))
     parts.append("Return the JSON observation now.")
     return [{"role": "system", "content": COMPRESS_SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
 

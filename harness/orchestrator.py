@@ -20,6 +20,7 @@ from harness.inference import BackendError, Roles
 from harness.logger import Tracer, current_tracer, new_run_id, use_tracer
 from harness.planner import filter_subtasks
 from harness.research import ResearchQuality, ResearchResult, letter_words
+from harness.security import flag_record, scan_text
 from harness.taskgraph import (
     GraphError,
     TaskGraph,
@@ -191,6 +192,7 @@ class StepOutcome:
     usage: dict = dataclasses.field(default_factory=dict)  # role -> calls/tokens of the step's own run
     confidence: float | None = None  # the step's research confidence (seed 002)
     degraded_reason: str | None = None  # why the step's search degraded (e.g. ddgs offline -> local)
+    flags: tuple = ()  # injection patterns found in the step's output (removed before any later prompt sees it)
 
 
 class Orchestrator:
@@ -246,7 +248,8 @@ class Orchestrator:
             search_calls=sum(o.search_calls for o in outcomes),
             from_cache=False,
             degraded_reason=next((o.degraded_reason for o in outcomes if o.degraded_reason), None),
-            flagged=0,
+            flagged=sum(len(o.flags) for o in outcomes),
+            flags=tuple(f for o in outcomes for f in o.flags),
         )
         prepared = dataclasses.replace(prepared, research=research)
         had_errors = any(o.status != "ok" for o in outcomes)
@@ -321,7 +324,12 @@ class Orchestrator:
                 status, error, run_id, calls, search_calls, sources = "failed", f"{type(exc).__name__}: {exc}", None, 0, 0, ()
                 confidence, degraded = None, None
                 output = f"[step {node.id} failed: {error}]"
-            span.update(status=status, run_id=run_id)
+            # an earlier step's output goes into later step questions (#E placeholders) and the assembly's research
+            # context: an instruction planted in a source and echoed by the model stops here
+            scanned = scan_text(output)
+            output = scanned.text
+            flags = (flag_record(scanned, f"step {node.id} output (run {run_id})"),) if scanned.flagged else ()
+            span.update(status=status, run_id=run_id, flagged=bool(flags))
         graft_trace(tracer, child, tid=span.tid, step=node.id)
         return StepOutcome(
             id=node.id, question=question, status=status, output=output, error=error, run_id=run_id,
@@ -329,6 +337,7 @@ class Orchestrator:
             placeholder_problems=problems, sources=sources, search_calls=search_calls,
             usage={role: dict(u) for role, u in child.usage.items()}, confidence=confidence,
             degraded_reason=degraded,
+            flags=flags,
         )
 
 

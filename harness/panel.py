@@ -11,6 +11,7 @@ from typing import Any
 
 from harness.inference import BackendError
 from harness.jsonparse import JSONParseError, extract_number_field, extract_string_field, parse_json_object
+from harness.security import DataMarker
 
 __all__ = [
     "DEFAULT_PERSONAS",
@@ -76,7 +77,8 @@ def panel_messages(task: str, output: str, persona: str) -> list[dict[str, str]]
         f"You are a {persona} on a review panel. {brief} Reply with one JSON object: "
         '{"verdict": "accept" | "revise" | "reject", "score": <1-10>, "comment": "<one or two sentences>"}.'
     )
-    user = f"# Task\n{task.strip()}\n\n# Answer under review\n<<<\n{answer.strip()}\n>>>"
+    marker = DataMarker.for_run(task)  # the answer may carry an instruction planted in a source: data, not orders
+    user = f"# Task\n{task.strip()}\n\n{marker.notice()}\n\n# Answer under review\n{marker.wrap(answer, 'answer')}"
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 

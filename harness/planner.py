@@ -21,6 +21,7 @@ from harness.jsonparse import (
     extract_string_list,
     parse_json_object,
 )
+from harness.security import DataMarker
 
 TASK_TYPES = ("enumerated", "best_practices", "research")
 COMPLEXITIES = ("low", "medium", "high")
@@ -261,8 +262,19 @@ def _bullets(items: Sequence[str]) -> str:
     return "\n".join(f"- {item}" for item in items) if items else "(none)"
 
 
-def prior_knowledge_messages(task: str, memory_context: str = "") -> list[dict[str, str]]:
-    user = f"Task: {task}\n\nMemory context:\n{memory_context.strip() or '(none)'}"
+def memory_block(task: str, memory_context: str, marker: DataMarker | None = None) -> str:
+    """"Memory context:" and the observations of earlier runs in a data block (they were distilled from answers
+    written from untrusted sources), or "(none)"; the marker defaults to the one derived from the task."""
+    memory = (memory_context or "").strip()
+    if not memory:
+        return "Memory context:\n(none)"
+    marker = marker if marker is not None else DataMarker.for_run(task)
+    notice = f"{marker.notice()}\n\n" if marker.enabled else ""
+    return f"{notice}Memory context:\n{marker.wrap(memory, 'memory')}"
+
+
+def prior_knowledge_messages(task: str, memory_context: str = "", marker: DataMarker | None = None) -> list[dict[str, str]]:
+    user = f"Task: {task}\n\n{memory_block(task, memory_context, marker)}"
     return [{"role": "system", "content": PRIOR_SYSTEM}, {"role": "user", "content": user}]
 
 
@@ -271,6 +283,7 @@ def plan_messages(
     memory_context: str = "",
     prior: PriorKnowledge | None = None,
     max_queries: int = 3,
+    marker: DataMarker | None = None,
 ) -> list[dict[str, str]]:
     covered = prior is not None and prior.usable and not prior.gaps
     if covered:
@@ -280,7 +293,7 @@ def plan_messages(
     else:
         rule = " that would find the facts the answer needs"
     system = PLAN_SYSTEM.replace("{max_queries}", str(max_queries)).replace("{query_rule}", rule)
-    user = [f"Task: {task}", f"Memory context:\n{memory_context.strip() or '(none)'}"]
+    user = [f"Task: {task}", memory_block(task, memory_context, marker)]
     if prior is not None and prior.parser != "skipped":
         user.append(f"Known facts:\n{_bullets(prior.known_facts)}")
         user.append(f"Knowledge gaps:\n{_bullets(prior.gaps)}")

@@ -31,7 +31,17 @@ from harness.chunker import CONVERT_SUFFIXES, MAX_READ_BYTES, find_paths, read_f
 from harness.config import ResearchConfig
 from harness.logger import current_tracer
 from harness.search import SearchProvider, SearchResult, normalize_query
-from harness.security import FetchError, UnsafePath, UnsafeURL, fetch_url, safe_path, scan_text
+from harness.security import (
+    DataMarker,
+    FetchError,
+    ScanResult,
+    UnsafePath,
+    UnsafeURL,
+    fetch_url,
+    flag_record,
+    safe_path,
+    scan_text,
+)
 
 log = logging.getLogger("harness.research")
 
@@ -79,6 +89,7 @@ class ResearchResult:
     files: tuple[str, ...] = ()
     enriched: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
+    flags: tuple[dict[str, Any], ...] = ()  # one per flagged text: patterns, source URL or path, excerpt
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -89,7 +100,7 @@ class ResearchResult:
         d["sources"] = tuple(SearchResult(**s) for s in d.get("sources", ()))
         if d.get("quality") is not None:
             d["quality"] = ResearchQuality(**d["quality"])
-        for name in ("files", "enriched", "errors"):
+        for name in ("files", "enriched", "errors", "flags"):
             d[name] = tuple(d.get(name, ()))
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
@@ -222,8 +233,11 @@ def _compress(task: str, knowledge: str, fresh: Sequence[SearchResult], compress
     h_rel, h_cov, h_conf = _heuristic_quality(task, fallback_knowledge, fresh)
     reason = "compression off"
     if use_llm and compressor is not None:
+        marker = DataMarker.for_run(task)
         prompt = (
-            f"Task: {task}\n\nKnowledge so far:\n{knowledge or '(none)'}\n\nNew search results:\n{_format_results(fresh)}\n\n"
+            f"Task: {task}\n\n{marker.notice()}\n\n"
+            f"Knowledge so far:\n{marker.wrap(knowledge, 'knowledge so far') if knowledge else '(none)'}\n\n"
+            f"New search results:\n{marker.wrap(_format_results(fresh), 'search results')}\n\n"
             "Merge the new results into the knowledge (at most 1200 characters of facts useful for the task). "
             "Rate relevance (results to task), coverage (how much of the task the knowledge covers) and "
             "confidence (enough to write a good answer), each 0 to 1. notes: one line on what is missing. "
@@ -280,6 +294,14 @@ class _State:
     search_calls: int = 0
     flagged: int = 0
     errors: list[str] = field(default_factory=list)
+    flags: list[dict[str, Any]] = field(default_factory=list)
+
+    def note(self, scanned: ScanResult, source: str) -> str:
+        """Count and record a scanned text when it was flagged; return its neutralised text."""
+        if scanned.flagged:
+            self.flagged += 1
+            self.flags.append(flag_record(scanned, source))
+        return scanned.text
 
 
 def _plan_attr(plan: Any, name: str, default: Any) -> Any:
@@ -312,9 +334,18 @@ def _dedupe(queries: Iterable[str]) -> list[str]:
 
 
 def _sanitise(result: SearchResult) -> tuple[SearchResult, bool]:
+    clean, flag = _scan_result(result)
+    return clean, flag is not None
+
+
+def _scan_result(result: SearchResult) -> tuple[SearchResult, ScanResult | None]:
+    """The result with title and snippet neutralised, and the scan that flagged it (None when clean)."""
     title, snippet = scan_text(result.title), scan_text(result.snippet)
     clean = dataclasses.replace(result, title=title.text[:300], snippet=snippet.text)
-    return clean, title.flagged or snippet.flagged
+    if not (title.flagged or snippet.flagged):
+        return clean, None
+    patterns = tuple(sorted(set(title.patterns) | set(snippet.patterns)))
+    return clean, ScanResult(True, patterns, snippet.text, title.passages + snippet.passages)
 
 
 def _run_queries(queries: Sequence[str], search: SearchProvider, max_results: int, st: _State) -> list[SearchResult]:
@@ -328,8 +359,9 @@ def _run_queries(queries: Sequence[str], search: SearchProvider, max_results: in
             st.errors.append(f"search {q[:60]!r}: {type(exc).__name__}: {str(exc)[:160]}")
             continue
         for r in results:
-            clean, flagged = _sanitise(r)
-            st.flagged += int(flagged)
+            clean, scanned = _scan_result(r)
+            if scanned is not None:
+                st.note(scanned, r.url)
             found.append(clean)
     return found
 
@@ -447,6 +479,7 @@ def gather_research(
         files=tuple(files),
         enriched=tuple(enriched),
         errors=tuple(st.errors),
+        flags=tuple(st.flags),
     )
     _store(cache_file, result)
     return result
@@ -474,9 +507,7 @@ def _file_context(task: str, cfg: ResearchConfig, st: _State) -> tuple[list[str]
         size = path.stat().st_size
         if size > MAX_READ_BYTES and path.suffix.lower() not in CONVERT_SUFFIXES:
             st.errors.append(f"file {raw!r}: {size} bytes, only the first {MAX_READ_BYTES} were read")
-        scanned = scan_text(text)
-        st.flagged += int(scanned.flagged)
-        blocks.append(scanned.text)
+        blocks.append(st.note(scan_text(text), str(path)))
         files.append(str(path))
     return blocks, files
 
@@ -505,7 +536,7 @@ def _enrich(
                 span.update(ok=False)
                 continue
             scanned = scan_text(text)
-            st.flagged += int(scanned.flagged)
+            st.note(scanned, r.url)
             chosen, _ = select_chunks(split_chunks(scanned.text, 600), task, PAGE_CHARS)
             excerpt = " [...] ".join(c for _, c in chosen)
             span.update(ok=True, chars=len(excerpt), flagged=scanned.flagged)

@@ -15,6 +15,7 @@ from typing import Any
 from evaluators.deterministic import count_items
 from harness.config import SynthConfig
 from harness.inference import BackendError
+from harness.security import DataMarker
 
 __all__ = [
     "TASK_TYPES",
@@ -175,22 +176,33 @@ def synthesis_messages(
     memory_context: str = "",
     injections: Sequence[str] = (),
     expected: int | None = None,
+    marker: DataMarker | None = None,
 ) -> list[dict[str, str]]:
-    """System: the instruction. User: task, memory context, plan context, research context, skill injections."""
+    """System: the instruction. User: task, memory context, plan context, research context, skill injections.
+
+    Memory and research context are untrusted (web pages, files, earlier runs): each goes in a data block of
+    `marker` (default: the one derived from the task), announced after the task and recalled at the end."""
+    marker = marker if marker is not None else DataMarker.for_run(task)
     parts = [f"# Task\n{task.strip()}"]
-    if memory_context and memory_context.strip():
-        parts.append(f"# What earlier runs found (memory)\n{memory_context.strip()}")
+    memory = memory_context.strip() if isinstance(memory_context, str) else ""
+    research = research_context.strip() if isinstance(research_context, str) else ""
+    if (memory or research) and marker.enabled:
+        parts.append(marker.notice())
+    if memory:
+        parts.append(f"# What earlier runs found (memory)\n{marker.wrap(memory, 'memory')}")
     plan_ctx = _plan_context(plan)
     if plan_ctx:
         parts.append(f"# Plan context\n{plan_ctx}")
-    if research_context and research_context.strip():
-        parts.append(f"# Research context\n{research_context.strip()}")
+    if research:
+        parts.append(f"# Research context\n{marker.wrap(research, 'research context')}")
     extra = [s.strip() for s in injections if isinstance(s, str) and s.strip()]
     if extra:
         parts.append("# Additional guidance\n" + "\n\n".join(extra))
     closing = "Write the answer now, in Markdown, without a preamble about what you are going to do."
     if expected:
         closing = f"The answer must contain exactly {expected} numbered items. " + closing
+    if (memory or research) and marker.enabled:
+        closing = f"{marker.reminder()} {closing}"
     parts.append(closing)
     return [
         {"role": "system", "content": instruction.strip()},
@@ -222,13 +234,19 @@ def synthesize(
     cfg: SynthConfig,
     injections: Sequence[str] = (),
     seed: int | None = None,
+    marker: DataMarker | None = None,
 ) -> SynthResult:
     """One producer call; for counted tasks a count check and at most one retry. Backend errors of the first
-    call propagate; a failed retry keeps the first attempt and records why."""
+    call propagate; a failed retry keeps the first attempt and records why.
+
+    marker: how untrusted context is marked; default the run's (DataMarker.for_run(task, seed)), so the same task
+    and seed give the same prompt on every start (the response cache keys on it). Markers the model echoes are
+    removed from its answer."""
     if not isinstance(instruction, str) or not instruction.strip():
         raise ValueError("synthesis instruction is empty; expected the SYNTH_INSTRUCTION text for this task_type")
     expected = expected_count(task, plan)
     counted = _count_applies(task, plan, expected)
+    marker = marker if marker is not None else DataMarker.for_run(task, seed)
     messages = synthesis_messages(
         task,
         instruction=instruction,
@@ -237,9 +255,10 @@ def synthesize(
         memory_context=memory_context,
         injections=injections,
         expected=expected if counted else None,
+        marker=marker,
     )
     reply = llm.chat(messages, temperature=cfg.temperature, max_tokens=cfg.max_tokens, seed=seed)
-    text = strip_fences(reply.text)
+    text = marker.clean(strip_fences(reply.text))
     found = count_items(text)
     if not (counted and cfg.count_retry and found != expected):
         return SynthResult(text, instruction, False, expected, found)
@@ -249,7 +268,7 @@ def synthesize(
         again = llm.chat(retry, temperature=cfg.temperature, max_tokens=cfg.max_tokens, seed=None if seed is None else seed + 1)
     except BackendError as exc:
         return SynthResult(text, instruction, True, expected, found, found, f"{type(exc).__name__}: {exc}"[:300])
-    second = strip_fences(again.text)
+    second = marker.clean(strip_fences(again.text))
     second_found = count_items(second)
     if abs(second_found - expected) <= abs(found - expected) and second:
         return SynthResult(second, instruction, True, expected, second_found, found)

@@ -705,7 +705,9 @@ GRAPH_SYSTEM = (
 
 
 def graph_messages(task: str, memory_context: str = "", max_tasks: int = 4) -> list[dict[str, str]]:
-    user = f"Task: {task}\n\nMemory context:\n{memory_context.strip() or '(none)'}"
+    from harness.planner import memory_block  # the planner's: memory goes in a data block
+
+    user = f"Task: {task}\n\n{memory_block(task, memory_context)}"
     return [
         {"role": "system", "content": GRAPH_SYSTEM.replace("{max_tasks}", str(max_tasks))},
         {"role": "user", "content": user},

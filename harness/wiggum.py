@@ -16,6 +16,7 @@ from evaluators.deterministic import prompt_echo_reasons
 from harness.config import EvaluatorConfig, WiggumConfig
 from harness.inference import BackendError
 from harness.logger import current_tracer
+from harness.security import DataMarker
 from harness.synthesis import strip_fences
 
 __all__ = ["RESCORE_SEED_OFFSET", "WiggumRound", "WiggumResult", "rescore_samples", "revision_messages", "wiggum_loop"]
@@ -78,17 +79,25 @@ class WiggumResult:
         }
 
 
-def revision_messages(task: str, draft: str, feedback: str, weaknesses: tuple[str, ...], score: float) -> list[dict[str, str]]:
-    """The producer's revision prompt: the evaluator's feedback and weaknesses, and the draft to improve."""
+def revision_messages(
+    task: str, draft: str, feedback: str, weaknesses: tuple[str, ...], score: float, marker: DataMarker | None = None
+) -> list[dict[str, str]]:
+    """The producer's revision prompt: the evaluator's feedback and weaknesses, and the draft to improve.
+
+    The draft was written from untrusted research context and may carry an instruction planted there: it goes in a
+    data block of `marker` (default: the one derived from the task), to be revised, never obeyed."""
+    marker = marker if marker is not None else DataMarker.for_run(task)
     weak = "\n".join(f"- {w}" for w in weaknesses) if weaknesses else "- (none listed)"
     system = (
         "You revise a Markdown answer so that it scores higher with a strict reviewer. Fix every weakness the "
         "reviewer names, keep what already works, keep the same format and the number of items the task asks "
         "for. Return only the complete revised answer."
     )
+    notice = f"{marker.notice()}\n\n" if marker.enabled else ""
     user = (
-        f"# Task\n{task.strip()}\n\n# Reviewer score\n{score:.1f} / 10\n\n# Reviewer feedback\n{feedback.strip()}\n\n"
-        f"# Weaknesses to fix\n{weak}\n\n# Current draft\n{draft.strip()}\n\nWrite the revised answer now."
+        f"# Task\n{task.strip()}\n\n{notice}# Reviewer score\n{score:.1f} / 10\n\n# Reviewer feedback\n"
+        f"{feedback.strip()}\n\n# Weaknesses to fix\n{weak}\n\n# Current draft\n{marker.wrap(draft, 'draft')}\n\n"
+        "Write the revised answer now."
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
@@ -124,6 +133,7 @@ def wiggum_loop(
     messages: list[dict[str, str]] = []
     text = draft
     stop_reason, error = "max_rounds", None
+    marker = DataMarker.for_run(task, seed)  # one per run: the same task and seed give the same prompts on resume
 
     for n in range(1, cfg.max_rounds + 1):
         with tracer.span("wiggum.round", cat="round", round=n) as span:
@@ -161,7 +171,7 @@ def wiggum_loop(
                 break
             if n == cfg.max_rounds:
                 break
-            messages = revision_messages(task, best.text, best.feedback, best.weaknesses, best.score)
+            messages = revision_messages(task, best.text, best.feedback, best.weaknesses, best.score, marker)
             try:
                 reply = producer.chat(
                     messages, temperature=temperature, max_tokens=max_tokens, seed=None if seed is None else seed + n
@@ -170,7 +180,7 @@ def wiggum_loop(
                 stop_reason, error = "revision_error", f"{type(exc).__name__}: {exc}"[:300]
                 span.update(error=error)
                 break
-            text = strip_fences(reply.text)
+            text = marker.clean(strip_fences(reply.text))
             if not text:
                 stop_reason, error = "empty_revision", f"round {n}: the producer returned an empty revision"
                 span.update(error=error)

@@ -14,6 +14,14 @@ from harness.logger import Tracer, use_tracer
 from harness.wiggum import WiggumResult, revision_messages, wiggum_loop
 
 
+def current_draft(prompt: str) -> str:
+    """The draft a revise prompt carries: the data block under "# Current draft", markers left out."""
+    block = prompt.split("# Current draft\n", 1)[1].split("\n\nWrite the revised answer now.", 1)[0]
+    lines = block.splitlines()
+    assert lines[0].startswith("<<DATA ") and lines[-1].startswith("<<END DATA "), block
+    return "\n".join(lines[1:-1])
+
+
 @dataclass(frozen=True)
 class FakeEval:
     composite: float
@@ -78,7 +86,7 @@ def test_regression_keeps_best_round_and_revises_from_best():
 def test_regression_then_revision_starts_from_best_draft():
     result, producer, _, _ = run({"d0": 6.0, "d1": 3.0, "d2": 6.5}, ["d1", "d2"])
     second_prompt = producer.calls[1].messages[1]["content"]
-    assert "# Current draft\nd0" in second_prompt and "feedback on d0" in second_prompt
+    assert current_draft(second_prompt) == "d0" and "feedback on d0" in second_prompt
     assert result.best_round == 3 and result.best_text == "d2"
 
 
@@ -147,9 +155,9 @@ def test_revision_prompt_lists_weaknesses():
 
 def test_with_real_evaluator_and_fake_judge():
     # realistic texts: a two-word draft or a revision of one-letter items is degenerate (near-empty) and capped
-    judge = FakeLLM(keyed={"# Answer to score\n<<<\nfirst": json.dumps({"relevance": 4, "feedback": "add items",
-                                                                         "weaknesses": ["too short"]}),
-                           "# Answer to score\n<<<\n1.": json.dumps({"relevance": 9})})
+    judge = FakeLLM(keyed={"answer>>\nfirst": json.dumps({"relevance": 4, "feedback": "add items",
+                                                          "weaknesses": ["too short"]}),
+                           "answer>>\n1.": json.dumps({"relevance": 9})})
     cfg = EvaluatorConfig(dimensions={"relevance": 1.0}, composite="rubric")
     producer = FakeLLM(["1. **Use asyncio.run().** It creates and closes the event loop.\n"
                         "2. **Use TaskGroup.** It cancels the sibling tasks when one of them fails."])
@@ -177,7 +185,7 @@ def test_degenerate_revision_is_never_kept_even_on_a_tie(revision_score):
 def test_degenerate_revision_does_not_stop_the_loop_and_the_next_revision_starts_from_the_best():
     result, producer, _, _ = run({"d0": 5.0, "d1": 9.0, "d2": 7.5}, ["d1", "d2"], degenerate={"d1"})
     assert [r.passed for r in result.rounds] == [False, False, True]
-    assert "# Current draft\nd0" in producer.calls[1].messages[1]["content"]
+    assert current_draft(producer.calls[1].messages[1]["content"]) == "d0"
     assert result.best_round == 3 and result.best_text == "d2" and result.passed
 
 
@@ -228,7 +236,7 @@ def _fooled_judge():
     """5/10 for the draft, 9/10 for anything else: a judge that would keep any revision."""
     def reply(score):
         return json.dumps({**{d: score for d in JUDGE_DIMS}, "feedback": "Explain each item.", "weaknesses": ["terse"]})
-    return FakeLLM(keyed={"<<<\n1. **Use `asyncio.run()`**": reply(5), "# Answer to score": reply(9)})
+    return FakeLLM(keyed={"answer>>\n1. **Use `asyncio.run()`**": reply(5), "# Answer to score": reply(9)})
 
 
 @pytest.mark.parametrize(
@@ -255,7 +263,7 @@ def test_real_evaluator_round_one_is_kept_when_revisions_degenerate(name, revise
     assert all(r.evaluation.degenerate for r in result.rounds[1:])
     assert result.best_round == 1 and result.best_text == DRAFT
     assert result.best_score == draft_score and not result.passed and result.stop_reason == "max_rounds"
-    assert all("# Current draft\n" + DRAFT.strip() in c.messages[1]["content"] for c in producer.calls)
+    assert all(current_draft(c.messages[1]["content"]) == DRAFT.strip() for c in producer.calls)
 
 
 @settings(max_examples=200, deadline=None)
