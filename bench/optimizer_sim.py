@@ -1,22 +1,28 @@
-"""Search efficiency of the sweep in simulation: harness evaluations (task runs) spent to promote the known best
-candidate, with the Wilcoxon pruner as configured against no pruning, over many seeds.
+"""Search efficiency of the sweep in simulation: which loop promotes the best instruction, for how many
+harness evaluations (task runs), and how often it promotes a change that does not help.
 
-    python bench/optimizer_sim.py [--quick] [--seeds 50] [--noise 0.8] [--train 8] [--holdout 4]
-                                  [--pruner-p 0.1] [--startup-steps 2] [--json]
+    python bench/optimizer_sim.py [--seeds 50] [--noise 0.8] [--budget 200] [--null] [--loops today gepa new]
+                                  [--parent best|pareto] [--operators tpe|bandit] [--gate 3] [--gate-z 0.5]
+                                  [--max-merges 0] [--new-pruner-p 0.1] [--llm-fail 0.3] [--json]
+    python bench/optimizer_sim.py --world pool [--pruner-p 0.1] ...   # the fixed-pool world, real run_sweep
 
-Each seed runs the real sweep loop (experiments.sweep.run_sweep: Optuna ask/tell, Objective, per-task reports,
-noise floor from baseline repeats, holdout confirmation of the top k, promotion) twice on the same simulated
-world, once with sweep.pruner=wilcoxon and once with sweep.pruner=none; everything else is the synth_mutation
-config (baseline_repeats=3, holdout_top_k=2, alpha=0.05). Only the harness is scripted:
-  candidates  a pool of 12 mutations proposed once each, in an order shuffled per seed: one known best
-              (+1.0 over the baseline on the 0-10 composite), a runner-up (+0.5), and ten that are neutral or
-              worse (+0.2 ... -2.0), since most proposed instruction edits do not help
-  score       task difficulty (uniform 4.5-7 per task) + candidate effect + a candidate x task interaction
-              (sd 0.6 x noise, fixed for the pair) + run noise (sd 0.8 x noise, new for every run seed),
-              clipped to 0-10; per-task sd = noise (default 0.8)
-An evaluation is one task run (Runner.finish): baseline trial and repeats, trials (a pruned trial stops early),
-holdout runs. Correct pick: the sweep promotes the best candidate. Same world, same draws in both arms: the
-arms differ only in the evaluations pruning skips and in what it cuts.
+--world mutation (default): candidates are made by mutation from parents (the world is described above
+MutationWorld below) and three loops run on the same worlds and seeds, each with the same budget of task runs:
+  today  the sweep before issue 14: TPE on the requested operator, every child of the best train mean,
+         WilcoxonPruner (pruner_p, uncorrected), promotion by the train test + holdout confirmation
+  gepa   GEPA as published: Pareto parents by tasks led, reflect, 3-task strict-sum gate with the parent re-run,
+         merge, the best train mean returned (no noise test, no holdout)
+  new    the sweep's new pieces, configured like sweep.* (experiments/optimizer.py is the code both run)
+Correct pick: the promoted candidate holds the best reachable effect (+1.1); false promotion: a promoted
+candidate that is not better than the baseline; regret: 1.1 minus the promoted candidate's true effect;
+holdout gain: its expected holdout score minus the baseline's, without run noise. --null removes the good edits.
+
+--world pool: the earlier benchmark, a fixed pool of 12 candidates proposed once each through the real sweep
+loop (experiments.sweep.run_sweep), once with sweep.pruner=wilcoxon and once with none; everything else is the
+synth_mutation config (baseline_repeats=3, holdout_top_k=2, alpha=0.05). Only the harness is scripted:
+  candidates  one known best (+1.0 over the baseline), a runner-up (+0.5), ten neutral or worse (+0.2 ... -2.0)
+  score       task difficulty (uniform 4.5-7) + effect + candidate x task interaction (sd 0.6 x noise) + run noise
+              (sd 0.8 x noise), clipped to 0-10
 """
 
 from __future__ import annotations
@@ -137,19 +143,8 @@ def run_one(world: int, pruner: str, args, base: Path) -> dict:
             "best_is_top": summary.best_trial is not None and summary.best_instructions.get("research") == candidate_text(0)}
 
 
-def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="5 seeds")
-    ap.add_argument("--seeds", type=int, default=50)
-    ap.add_argument("--noise", type=float, default=0.8, help="per-task score sd on the 0-10 scale")
-    ap.add_argument("--train", type=int, default=8)
-    ap.add_argument("--holdout", type=int, default=4)
-    ap.add_argument("--pruner-p", type=float, default=0.1, help="sweep.pruner_p (config default 0.1)")
-    ap.add_argument("--startup-steps", type=int, default=2, help="sweep.pruner_startup_steps (config default 2)")
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args(argv)
-    if args.quick:
-        args.seeds = 5
+def main_pool(args) -> dict:
+    """The fixed-pool world through the real run_sweep: pruner on against off (--world pool)."""
     logging.disable(logging.WARNING)
     import optuna
 
@@ -212,6 +207,476 @@ def main(argv: list[str] | None = None) -> dict:
     if args.json:
         print(json.dumps(figures))
     return figures
+
+
+
+# == the mutation world: three search loops on the same worlds and seeds (--world mutation, the default) ==========
+#
+# A candidate is a set of edits to the baseline instruction plus the text variant its lineage made. Ten edits exist,
+# with fixed effects on the 0-10 composite: two help (+0.6, +0.5), four are neutral, four hurt (-0.3 .. -1.5), so
+# the best reachable candidate holds both good edits and no harmful one (+1.1). A child inherits its parent's edits
+# and the operator toggles one (reorder toggles none: a neutral step), so effects are inherited plus a mutation
+# step, and most steps are neutral or harmful. Score of candidate c on task t in run s:
+#   difficulty_t + sum of c's edit effects + sum over c's edits of v_e[t] + r_c[t] + run noise
+# v_e[t] (sd 0.35 x noise per edit) and r_c[t] (sd 0.25 x noise per text) are the task x candidate interaction,
+# run noise has sd 0.8 x noise: with --noise 0.8 a run's sd is 0.64 and one or two edits add 0.34-0.44 across tasks.
+
+EDIT_EFFECTS = (0.6, 0.5, 0.0, 0.0, 0.0, 0.0, -0.3, -0.6, -1.0, -1.5)
+GOOD_EDITS = frozenset({0, 1})
+OPTIMUM = sum(EDIT_EFFECTS[e] for e in GOOD_EDITS)
+OPS = ("opro", "reflect", "crossover", "add_constraint", "drop_sentence", "reorder")
+LLM_OPS = frozenset({"opro", "reflect", "crossover"})
+FALLBACK = ("add_constraint", "reorder", "drop_sentence")  # mutators.operators.FALLBACK_ORDER
+TARGETING = {"reflect": 4.0, "opro": 2.0}  # weight of a helpful toggle (good edit in, harmful edit out) vs 1
+
+
+class Cand:
+    """A candidate in the mutation world: its edits and the lineage key that names its text."""
+
+    __slots__ = ("key", "edits", "parents", "op")
+
+    def __init__(self, key: str, edits: frozenset, parents: tuple = (), op: str = "baseline") -> None:
+        self.key, self.edits, self.parents, self.op = key, edits, parents, op
+
+    @property
+    def effect(self) -> float:
+        return sum(EDIT_EFFECTS[e] for e in self.edits)
+
+
+class MutationWorld:
+    """Scores, mutations and merges of one seed's world; counts task runs (evaluations)."""
+
+    def __init__(self, world: int, n_train: int, n_holdout: int, noise: float, llm_fail: float) -> None:
+        self.world, self.noise, self.llm_fail = world, noise, llm_fail
+        rng = random.Random(f"difficulty-{world}")
+        self.train = [f"t{i}" for i in range(n_train)]
+        self.holdout = [f"h{i}" for i in range(n_holdout)]
+        self.difficulty = {t: rng.uniform(4.5, 7.0) for t in self.train + self.holdout}
+        self.evaluations = 0
+        self.baseline = Cand("0", frozenset())
+
+    def interaction(self, c: Cand, task: str) -> float:
+        if not c.edits and c.key == "0":
+            return 0.0
+        return (sum(0.35 * self.noise * _gauss(self.world, "edit", e, task) for e in c.edits)
+                + 0.25 * self.noise * _gauss(self.world, "text", c.key, task))
+
+    def score(self, c: Cand, task: str, seed: int = 0) -> float:
+        self.evaluations += 1
+        value = (self.difficulty[task] + c.effect + self.interaction(c, task)
+                 + 0.8 * self.noise * _gauss(self.world, "run", c.key, task, seed))
+        return min(10.0, max(0.0, value))
+
+    def holdout_gain(self, c: Cand) -> float:
+        """Expected holdout mean of c minus the baseline's, without run noise (interaction included)."""
+        return c.effect + sum(self.interaction(c, t) for t in self.holdout) / len(self.holdout)
+
+    def mutate(self, parent: Cand, requested: str, pool: list[Cand], seen: set) -> Cand:
+        """The child the requested operator makes, or a fallback's (LLM operators fail with prob llm_fail, as
+        mutators.propose falls back along FALLBACK_ORDER); child.op is the operator used. Like propose, it never
+        returns a text in `seen` (lineage keys already tried)."""
+        rng = random.Random(f"mutate-{self.world}-{parent.key}-{requested}-{len(seen)}")
+        order = [requested] + [f for f in FALLBACK if f != requested]
+        for op in order:
+            if op in LLM_OPS and rng.random() < self.llm_fail:
+                continue
+            options = self._toggles(op, parent, pool)
+            fresh = [(e, wt) for e, wt in options if f"{parent.key}/{op}{e}" not in seen]
+            if op == "reorder":  # another order of the same sentences: a new text, the same edits
+                k = next(k for k in range(10_000) if f"{parent.key}/reorder-{k}" not in seen)
+                return Cand(f"{parent.key}/reorder-{k}", parent.edits, (parent.key,), op)
+            if not fresh:
+                continue
+            edit = rng.choices([e for e, _ in fresh], weights=[wt for _, wt in fresh], k=1)[0]
+            return Cand(f"{parent.key}/{op}{edit}", frozenset(parent.edits ^ {edit}), (parent.key,), op)
+        raise RuntimeError("no operator could change the parent")
+
+    def _toggles(self, op: str, parent: Cand, pool: list[Cand]) -> list[tuple[int, float]]:
+        """(edit, weight) pairs an operator may toggle; empty when it cannot apply."""
+        absent = [e for e in range(len(EDIT_EFFECTS)) if e not in parent.edits]
+        present = sorted(parent.edits)
+        if op == "drop_sentence":
+            return [(e, 1.0) for e in present]
+        if op == "add_constraint":
+            return [(e, 1.0) for e in absent]
+        if op == "crossover":
+            return [(e, 1.0) for e in sorted({e for c in pool for e in c.edits if e not in parent.edits})]
+        if op == "reorder":
+            return [(-1, 1.0)]
+        w = TARGETING[op]  # opro, reflect: feedback points at the helpful toggles
+        return ([(e, w if e in GOOD_EDITS else 1.0) for e in absent]
+                + [(e, w if EDIT_EFFECTS[e] < 0 else 0.5) for e in present])
+
+    def merge(self, a: Cand, b: Cand, anc: Cand) -> Cand:
+        """Three-way merge: the ancestor's edits with what each side added and without what each side removed."""
+        edits = (anc.edits | (a.edits - anc.edits) | (b.edits - anc.edits)) - (anc.edits - a.edits) - (anc.edits - b.edits)
+        return Cand(f"merge({a.key}|{b.key})", frozenset(edits), (a.key, b.key), "merge")
+
+
+def _mean(xs) -> float:
+    xs = list(xs)
+    return sum(xs) / len(xs)
+
+
+def _promote(w: MutationWorld, trials: list[dict], base_runs: list[dict], args) -> tuple[Cand, int]:
+    """The sweep's promotion (experiments.sweep._conclude): the top-k complete candidates by train mean, each
+    claimed on train (compare: Wilcoxon p < alpha and diff > floor, against the mean of the baseline runs) and
+    winning on the holdout by more than the holdout floor; the winner with the best holdout mean. Returns the
+    promoted candidate (the baseline when none wins) and the holdout runs spent."""
+    from experiments.sweep import baseline_reference, compare, noise_floor
+
+    nf = noise_floor(base_runs)
+    ref = baseline_reference(base_runs)
+    floor = nf.floor(len(ref), len(base_runs))
+    cands = sorted([t for t in trials if t["state"] == "COMPLETE" and t["cand"].key != "0" and not t.get("dup")],
+                   key=lambda t: (-t["value"], t["number"]))
+    top = cands[: args.holdout_top_k]
+    if not top:
+        return w.baseline, 0
+    before = w.evaluations
+    base_hold = {h: w.score(w.baseline, h) for h in w.holdout}
+    hold_floor = nf.floor(len(w.holdout), 1)
+    winners = []
+    for t in top:
+        hold = {h: w.score(t["cand"], h) for h in w.holdout}
+        diff = _mean(hold.values()) - _mean(base_hold.values())
+        if compare(t["scores"], ref, floor=floor, alpha=args.alpha).claimed and diff > hold_floor:
+            winners.append((_mean(hold.values()), -t["number"], t["cand"]))
+    return (max(winners, key=lambda x: x[:2])[2] if winners else w.baseline), w.evaluations - before
+
+
+def _baseline(w: MutationWorld, study, args) -> tuple[dict, list[dict]]:
+    """The enqueued baseline trial (tasks in order, reported) and r - 1 baseline repeats with seeds 1.."""
+    trial = study.ask()
+    scores = {}
+    for i, t in enumerate(w.train):
+        scores[t] = w.score(w.baseline, t)
+        trial.report(scores[t], step=i)
+    study.tell(trial, _mean(scores.values()))
+    record = {"number": trial.number, "cand": w.baseline, "state": "COMPLETE", "value": _mean(scores.values()),
+              "scores": scores, "parent": None}
+    runs = [scores] + [{t: w.score(w.baseline, t, seed=k) for t in w.train} for k in range(1, args.baseline_repeats)]
+    return record, runs
+
+
+def _study(world: int, args, p_threshold: float | None):
+    import optuna
+
+    sampler = optuna.samplers.TPESampler(seed=world, n_startup_trials=min(len(OPS) + 1, 6))
+    pruner = (optuna.pruners.WilcoxonPruner(p_threshold=p_threshold, n_startup_steps=args.startup_steps)
+              if p_threshold is not None else optuna.pruners.NopPruner())
+    return optuna.create_study(direction="maximize", sampler=sampler, pruner=pruner)
+
+
+def _full_eval(w: MutationWorld, trial, c: Cand, order: list[int], have: dict, prune: bool) -> tuple[dict, bool]:
+    """Run c on the tasks at `order` (train indices), reporting each as its step; prune-check before the last."""
+    scores = dict(have)
+    for i in order:
+        t = w.train[i]
+        scores[t] = w.score(c, t)
+        trial.report(scores[t], step=i)
+        if prune and len(scores) < len(w.train) and trial.should_prune():
+            return scores, True
+    return scores, False
+
+
+def loop_today(w: MutationWorld, args) -> dict:
+    """Today's sweep: TPE on the requested operator, every child of the best mean so far, WilcoxonPruner (p as
+    configured, no correction) on the full train split, promotion as the sweep does it."""
+    import optuna
+
+    study = _study(w.world, args, args.pruner_p if args.pruner_p > 0 else None)
+    base, runs = _baseline(w, study, args)
+    trials = [base]
+    reserve = len(w.holdout) * (1 + args.holdout_top_k)
+    while w.evaluations + len(w.train) + reserve <= args.budget:
+        trial = study.ask()
+        op = trial.suggest_categorical("operator", list(OPS))
+        complete = [t for t in trials if t["state"] == "COMPLETE" and not t.get("dup")]
+        parent = max(complete, key=lambda t: (t["value"], -t["number"]))
+        child = w.mutate(parent["cand"], op, [t["cand"] for t in sorted(complete, key=lambda t: -t["value"])[:5]],
+                         {t["cand"].key for t in trials})
+        rec = {"number": trial.number, "cand": child, "parent": parent, "op": child.op}
+        known = next((t for t in trials if t["cand"].key == child.key and t["state"] == "COMPLETE"), None)
+        if known is not None:
+            study.tell(trial, known["value"])
+            trials.append({**rec, "state": "COMPLETE", "value": known["value"], "scores": known["scores"], "dup": True})
+            continue
+        order = list(range(len(w.train)))
+        random.Random(trial.number).shuffle(order)
+        scores, pruned = _full_eval(w, trial, child, order, {}, prune=True)
+        if pruned:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            trials.append({**rec, "state": "PRUNED", "scores": scores, "value": _mean(scores.values())})
+        else:
+            study.tell(trial, _mean(scores.values()))
+            trials.append({**rec, "state": "COMPLETE", "scores": scores, "value": _mean(scores.values())})
+    promoted, _ = _promote(w, trials, runs, args)
+    return _result(w, trials, promoted)
+
+
+def loop_gepa(w: MutationWorld, args) -> dict:
+    """GEPA as published (gepa.core.engine, proposer/reflective_mutation, proposer/merge): parent drawn from the
+    per-task Pareto front by tasks led; the parent and the child run on a 3-task minibatch (epoch-shuffled); the
+    child is kept when its minibatch sum is strictly higher, then evaluated on every train task (its minibatch
+    runs reused); merge after an iteration that found a new candidate (at most 5, 5-task subsample, kept when its
+    sum reaches the better parent's); the result is the best train mean. One operator (reflect, with the
+    product's fallbacks); no noise test and no holdout confirmation."""
+    from experiments.optimizer import merge_pair, pareto_leads, sample_parent
+
+    rng = random.Random(f"gepa-{w.world}")
+    pool = {"0": {"cand": w.baseline, "scores": {t: w.score(w.baseline, t) for t in w.train}}}
+    parents = {"0": ()}
+    trials = [{"number": 0, "cand": w.baseline, "state": "COMPLETE", "scores": pool["0"]["scores"], "parent": None}]
+    epoch: list[str] = []
+    merges, merge_due, found_new, reruns = 0, False, False, 0
+    while True:
+        means = {k: _mean(v["scores"].values()) for k, v in pool.items()}
+        if merge_due and found_new and merges < 5 and w.evaluations + 5 + len(w.train) <= args.budget:
+            merge_due = False
+            pair = merge_pair(list(pareto_leads({k: v["scores"] for k, v in pool.items()})), parents, means, rng,
+                              done=[t["pair"] for t in trials if "pair" in t])
+            if pair is not None:
+                a, b, anc = pair
+                merges += 1
+                child = w.merge(pool[a]["cand"], pool[b]["cand"], pool[anc]["cand"])
+                rec = {"number": len(trials), "cand": child, "op": "merge", "pair": (a, b), "parent": None}
+                if child.key in pool or child.edits in (pool[a]["cand"].edits, pool[b]["cand"].edits):
+                    trials.append({**rec, "state": "FAIL"})
+                    continue
+                sub = rng.sample(w.train, 5)
+                new = {t: w.score(child, t) for t in sub}
+                if sum(new.values()) < max(sum(pool[x]["scores"][t] for t in sub) for x in (a, b)):
+                    trials.append({**rec, "state": "GATED", "scores": new})
+                    found_new = False
+                    continue
+                scores = {**new, **{t: w.score(child, t) for t in w.train if t not in new}}
+                pool[child.key] = {"cand": child, "scores": scores}
+                parents[child.key] = (a, b)
+                trials.append({**rec, "state": "COMPLETE", "scores": scores, "value": _mean(scores.values())})
+                found_new = True
+                continue
+        if w.evaluations + 6 + len(w.train) - 3 > args.budget:
+            break
+        leads = pareto_leads({k: v["scores"] for k, v in pool.items()})
+        pk = sample_parent(leads, rng)
+        parent = pool[pk]["cand"]
+        if len(epoch) < 3:
+            epoch += rng.sample(w.train, len(w.train))
+        batch, epoch = epoch[:3], epoch[3:]
+        reruns += 1
+        before = {t: w.score(parent, t, seed=1000 + reruns) for t in batch}  # the parent's traces, run afresh
+        child = w.mutate(parent, "reflect", [v["cand"] for v in pool.values()], {t["cand"].key for t in trials})
+        rec = {"number": len(trials), "cand": child, "op": child.op, "parent": {"cand": parent}}
+        if child.key in pool:
+            trials.append({**rec, "state": "DUP"})
+            continue
+        after = {t: w.score(child, t) for t in batch}
+        if sum(after.values()) <= sum(before.values()):
+            trials.append({**rec, "state": "GATED", "scores": after})
+            found_new = False
+            continue
+        scores = {**after, **{t: w.score(child, t) for t in w.train if t not in after}}
+        pool[child.key] = {"cand": child, "scores": scores}
+        parents[child.key] = (pk,)
+        trials.append({**rec, "state": "COMPLETE", "scores": scores, "value": _mean(scores.values())})
+        found_new = merge_due = True
+    best = max(pool.values(), key=lambda v: _mean(v["scores"].values()))  # idxmax: first of equals, baseline first
+    return _result(w, trials, best["cand"])
+
+
+def loop_new(w: MutationWorld, args) -> dict:
+    """The new loop: the baseline and its repeats as today; a parent drawn from the per-task Pareto front by tasks
+    led; the operator by Thompson sampling on the operator used; a gate on g tasks against the parent's stored
+    scores (experiments.optimizer.gate at the measured sigma); the rest of the train split with the pruner at its
+    Pocock-corrected p (when --new-pruner-p > 0); a merge of two front members after a trial that beat its
+    parent; promotion as today."""
+    import optuna
+
+    from experiments.optimizer import (credit_from, gate, gate_tasks, merge_pair, pareto_leads, pruner_threshold,
+                                       sample_parent, thompson_choice)
+    from experiments.sweep import noise_floor
+
+    p = (pruner_threshold(args.new_pruner_p, len(w.train), args.startup_steps, "pocock")
+         if args.new_pruner_p > 0 else None)
+    study = _study(w.world, args, p)
+    base, runs = _baseline(w, study, args)
+    sigma = noise_floor(runs).sigma if len(runs) > 1 else None
+    trials = [base]
+    rng = random.Random(f"new-{w.world}")
+    reserve = len(w.holdout) * (1 + args.holdout_top_k)
+    merges, merge_due = 0, False
+    while w.evaluations + len(w.train) + reserve <= args.budget:
+        trial = study.ask()
+        complete = {t["cand"].key: t for t in trials if t["state"] == "COMPLETE" and not t.get("dup")}
+        scores_of = {k: t["scores"] for k, t in complete.items()}
+        leads = pareto_leads(scores_of) if args.parent == "pareto" else {}
+        child, parent_recs = None, []
+        if merge_due and merges < args.max_merges:
+            merge_due = False
+            lineage = {t["cand"].key: t["cand"].parents for t in trials if t["state"] == "COMPLETE"}
+            means = {k: t["value"] for k, t in complete.items()}
+            pair = merge_pair(list(leads or complete), lineage, means, rng,
+                              done=[t["pair"] for t in trials if "pair" in t])
+            if pair is not None:
+                merges += 1
+                child = w.merge(complete[pair[0]]["cand"], complete[pair[1]]["cand"], complete[pair[2]]["cand"])
+                parent_recs = [complete[pair[0]], complete[pair[1]]]
+        if child is None:
+            pk = (sample_parent(leads, rng) if args.parent == "pareto"
+                  else max(complete, key=lambda k: (complete[k]["value"], -complete[k]["number"])))
+            parent_recs = [complete[pk]]
+            if args.operators == "bandit":
+                outcomes = [(t["op"], t["state"] == "COMPLETE" and t["value"] > t["parent"]["value"])
+                            for t in trials if t.get("parent") and t.get("op") and not t.get("dup")]
+                op = thompson_choice(credit_from(outcomes, OPS), OPS, rng)
+                trial.set_user_attr("operator_requested", op)
+            else:
+                op = trial.suggest_categorical("operator", list(OPS))
+            ranked = sorted(complete.values(), key=lambda t: -t["value"])[:5]
+            child = w.mutate(parent_recs[0]["cand"], op, [t["cand"] for t in ranked], {t["cand"].key for t in trials})
+        rec = {"number": trial.number, "cand": child, "parent": parent_recs[0], "op": child.op}
+        if child.op == "merge":
+            rec["pair"] = tuple(r["cand"].key for r in parent_recs)
+        known = next((t for t in trials if t["cand"].key == child.key and t["state"] == "COMPLETE"), None)
+        if known is None and child.op == "merge":
+            known = next((t for t in trials if t["cand"].edits == child.edits and t["state"] == "COMPLETE"), None)
+        if known is not None:
+            study.tell(trial, known["value"])
+            trials.append({**rec, "state": "COMPLETE", "value": known["value"], "scores": known["scores"], "dup": True})
+            continue
+        have = {}
+        if args.gate > 0:
+            batch = gate_tasks(w.train, args.gate, rng)
+            for t in batch:
+                have[t] = w.score(child, t)
+                trial.report(have[t], step=w.train.index(t))
+            ref = max(parent_recs, key=lambda r: _mean(r["scores"][t] for t in batch))
+            rec["parent"] = ref
+            decision = gate(have, {t: ref["scores"][t] for t in batch}, sigma=sigma, z=args.gate_z)
+            if not decision.passed:
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                trials.append({**rec, "state": "GATED", "scores": have, "value": _mean(have.values())})
+                continue
+        order = [i for i in range(len(w.train)) if w.train[i] not in have]
+        random.Random(trial.number).shuffle(order)
+        scores, pruned = _full_eval(w, trial, child, order, have, prune=p is not None)
+        if pruned:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            trials.append({**rec, "state": "PRUNED", "scores": scores, "value": _mean(scores.values())})
+            continue
+        value = _mean(scores.values())
+        study.tell(trial, value)
+        trials.append({**rec, "state": "COMPLETE", "scores": scores, "value": value})
+        merge_due = args.max_merges > 0 and value > rec["parent"]["value"]
+    promoted, _ = _promote(w, trials, runs, args)
+    return _result(w, trials, promoted)
+
+
+def _result(w: MutationWorld, trials: list[dict], promoted: Cand) -> dict:
+    evaluated = [t["cand"] for t in trials if t["state"] == "COMPLETE"]
+    return {
+        "evaluations": w.evaluations,
+        "proposals": sum(1 for t in trials if t["cand"].key != "0"),
+        "gated": sum(t["state"] == "GATED" for t in trials),
+        "pruned": sum(t["state"] == "PRUNED" for t in trials),
+        "merges": sum(t.get("op") == "merge" for t in trials),
+        "found": any(c.effect >= OPTIMUM - 1e-9 for c in evaluated),
+        "correct": promoted.effect >= OPTIMUM - 1e-9,
+        "promoted": promoted.key != "0",
+        "false_promotion": promoted.key != "0" and promoted.effect <= 0.0,
+        "effect": promoted.effect,
+        "regret": OPTIMUM - promoted.effect,
+        "holdout_gain": w.holdout_gain(promoted) if promoted.key != "0" else 0.0,
+    }
+
+
+LOOPS = {"today": loop_today, "gepa": loop_gepa, "new": loop_new}
+
+
+def main_mutation(args) -> dict:
+    global EDIT_EFFECTS, OPTIMUM
+    import optuna
+
+    if args.null:  # no edit helps: every promotion is a false one
+        EDIT_EFFECTS = tuple(min(e, 0.0) for e in EDIT_EFFECTS)
+        OPTIMUM = 0.0
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    logging.disable(logging.WARNING)
+    import warnings
+
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    t0 = time.perf_counter()
+    arms: dict[str, list[dict]] = {name: [] for name in args.loops}
+    for world in range(args.seeds):
+        for name in args.loops:
+            w = MutationWorld(world, args.train, args.holdout, args.noise, args.llm_fail)
+            arms[name].append(LOOPS[name](w, args))
+    from experiments.optimizer import pruner_threshold
+
+    p_new = pruner_threshold(args.new_pruner_p, args.train, args.startup_steps, "pocock") if args.new_pruner_p > 0 else 0
+    print("== optimizer search efficiency: mutation world, three loops on the same worlds and seeds ==")
+    print(f"{args.seeds} seeds; {args.train} train + {args.holdout} holdout tasks; noise {args.noise} (run sd "
+          f"{0.8 * args.noise:.2f}); edits {EDIT_EFFECTS} (optimum +{OPTIMUM:.1f}); LLM operator failure "
+          f"{args.llm_fail:.0%}; budget {args.budget} task runs per sweep")
+    print(f"today: baseline_repeats {args.baseline_repeats}, holdout_top_k {args.holdout_top_k}, alpha {args.alpha}, "
+          f"pruner_p {args.pruner_p} (startup {args.startup_steps}), TPE on the requested operator, parent = best mean")
+    print(f"new:   parent {args.parent}, operators {args.operators}, gate {args.gate} tasks z {args.gate_z}, "
+          f"merges <= {args.max_merges}, pruner p {args.new_pruner_p} -> Pocock {p_new:.4f}; promotion as today")
+    print(f"gepa:  Pareto parent by tasks led, reflect, 3-task strict-sum gate (parent re-run), merge <= 5, "
+          f"best train mean returned; {time.perf_counter() - t0:.0f}s")
+    head = (f"{'loop':6s} {'correct':>7s} {'found':>6s} {'promoted':>8s} {'false prom':>10s} {'regret':>6s} "
+            f"{'holdout gain':>12s} {'evals':>6s} {'proposals':>9s} {'gated':>6s} {'pruned':>6s} {'merges':>6s}")
+    print(head)
+    rows = {}
+    for name, runs in arms.items():
+        r = rows[name] = {k: statistics.mean(float(x[k]) for x in runs) for k in runs[0]}
+        print(f"{name:6s} {r['correct']:7.0%} {r['found']:6.0%} {r['promoted']:8.0%} {r['false_promotion']:10.0%} "
+              f"{r['regret']:6.2f} {r['holdout_gain']:+12.2f} {r['evaluations']:6.1f} {r['proposals']:9.1f} "
+              f"{r['gated']:6.1f} {r['pruned']:6.1f} {r['merges']:6.1f}")
+    if "today" in rows and "new" in rows and "gepa" in rows:
+        t, n, g = rows["today"], rows["new"], rows["gepa"]
+        goal_a = n["correct"] >= 0.8 or (n["correct"] >= t["correct"] and n["evaluations"] <= 0.6 * t["evaluations"])
+        goal_b = n["correct"] >= g["correct"] and n["evaluations"] <= g["evaluations"] and n["false_promotion"] < g["false_promotion"]
+        print(f"goal (correct >= 0.8, or today's rate for 40% fewer evaluations): {'met' if goal_a else 'NOT met'}; "
+              f"no worse than GEPA on correct pick and evaluations, fewer false promotions: {'met' if goal_b else 'NOT met'}")
+    figures = {"rows": rows, "args": vars(args)}
+    if args.json:
+        print(json.dumps(figures))
+    return figures
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--world", choices=("mutation", "pool"), default="mutation")
+    ap.add_argument("--quick", action="store_true", help="5 seeds")
+    ap.add_argument("--seeds", type=int, default=50)
+    ap.add_argument("--noise", type=float, default=0.8, help="per-task score sd on the 0-10 scale")
+    ap.add_argument("--train", type=int, default=8)
+    ap.add_argument("--holdout", type=int, default=4)
+    ap.add_argument("--pruner-p", type=float, default=0.1, help="sweep.pruner_p (config default 0.1); 0 = no pruner")
+    ap.add_argument("--startup-steps", type=int, default=2, help="sweep.pruner_startup_steps (config default 2)")
+    ap.add_argument("--json", action="store_true")
+    g = ap.add_argument_group("mutation world")
+    g.add_argument("--loops", nargs="+", default=list(LOOPS), choices=list(LOOPS))
+    g.add_argument("--null", action="store_true", help="the good edits have no effect: nothing can be improved")
+    g.add_argument("--budget", type=int, default=200, help="task runs per sweep (evaluations), holdout included")
+    g.add_argument("--llm-fail", type=float, default=0.3, help="share of LLM operator calls that fall back")
+    g.add_argument("--baseline-repeats", type=int, default=3)
+    g.add_argument("--holdout-top-k", type=int, default=2)
+    g.add_argument("--alpha", type=float, default=0.05)
+    g.add_argument("--parent", choices=("best", "pareto"), default="best", help="new loop: sweep.parent_selection")
+    g.add_argument("--operators", choices=("tpe", "bandit"), default="tpe", help="new loop: sweep.operator_choice")
+    g.add_argument("--gate", type=int, default=3, help="new loop: sweep.gate_tasks (0 = no gate)")
+    g.add_argument("--gate-z", type=float, default=0.5, help="new loop: sweep.gate_z")
+    g.add_argument("--max-merges", type=int, default=0, help="new loop: sweep.max_merges")
+    g.add_argument("--new-pruner-p", type=float, default=0.1,
+                   help="new loop: sweep.pruner_p, Pocock-corrected (0 = no pruner)")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.seeds = 5
+    return main_pool(args) if args.world == "pool" else main_mutation(args)
 
 
 if __name__ == "__main__":
