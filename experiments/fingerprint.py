@@ -89,6 +89,7 @@ def tasks_digest(tasks: Iterable[Any]) -> dict[str, Any]:
 # by backend_identity (the configured names under backend "auto" may not be what ran).
 _NOT_OBJECTIVE = ("results_dir", "output_dir")
 _BACKEND_OBJECTIVE = ("n_ctx", "embedded_repeat_penalty")
+_SYNTH_PROVENANCE = ("source", "resolved")  # where synth.instructions came from; the texts themselves are hashed
 
 
 def harness_hash(harness_cfg: Any) -> str:
@@ -98,6 +99,7 @@ def harness_hash(harness_cfg: Any) -> str:
 
     data = {k: v for k, v in to_dict(harness_cfg).items() if k not in _NOT_OBJECTIVE}
     data["backend"] = {k: v for k, v in data["backend"].items() if k in _BACKEND_OBJECTIVE}
+    data["synth"] = {k: v for k, v in data["synth"].items() if k not in _SYNTH_PROVENANCE}
     return config_hash(data)
 
 

@@ -256,7 +256,7 @@ class Harness:
         from evaluators.composite import evaluate
         from harness.panel import run_panel
         from harness.security import safe_output_path, unsourced_urls
-        from harness.synthesis import instruction_for, synthesize
+        from harness.synthesis import instruction_for, instruction_provenance, synthesize
         from harness.wiggum import RESCORE_SEED_OFFSET, rescore_samples, wiggum_loop
 
         cfg, roles, plan, research = self.cfg, self.roles, prepared.plan, prepared.research
@@ -266,6 +266,7 @@ class Harness:
 
         instruction = instructions.get(plan.task_type) or instruction_for(plan.task_type, cfg.synth)
         state["instruction"] = instruction
+        state["prompt"] = instruction_provenance(plan.task_type, instruction, cfg.synth)
         with tracer.stage("synthesize", task_type=plan.task_type):
             injections = skills_mod.pre_synthesis_injections(active, task=task, plan=plan)
             synth = synthesize(
@@ -387,6 +388,7 @@ class Harness:
             },
             "synthesis": state.get("synth"),
             "instruction": state.get("instruction"),
+            "prompt": state.get("prompt"),  # synth.source, the prompt version it resolved to, the text's sha256
             "stage_s": stage_s,
             "finish_s": round(finish_s, 4),
             "llm": {role: dict(u) for role, u in tracer.usage.items()},

@@ -7,6 +7,7 @@ needed; the attempt closer to the count is kept.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ __all__ = [
     "NUMBER_WORDS",
     "SynthResult",
     "instruction_for",
+    "instruction_provenance",
     "count_from_task",
     "expected_count",
     "count_items",
@@ -96,11 +98,24 @@ class SynthResult:
 
 def instruction_for(task_type: str, cfg: SynthConfig) -> str:
     """cfg.instructions[task_type] when set and non-empty, else the default for that task_type (research when
-    the task_type is unknown)."""
+    the task_type is unknown). A cfg.source that was never resolved is a ValueError, not a silent default."""
+    if cfg.source and not cfg.resolved:
+        raise ValueError(f"synth.source={cfg.source} was not resolved to texts; build the config with "
+                         "experiments.config.to_harness_config (or experiments.registry.resolve_synth)")
     override = (cfg.instructions or {}).get(task_type)
     if isinstance(override, str) and override.strip():
         return override.strip()
     return DEFAULT_INSTRUCTIONS.get(task_type, DEFAULT_INSTRUCTIONS["research"])
+
+
+def instruction_provenance(task_type: str, instruction: str, cfg: SynthConfig) -> dict[str, Any]:
+    """Where the instruction a run used came from: synth.source, the registered prompt version it resolved to
+    (None when the run used another text, e.g. a sweep candidate) and the text's sha256 (12 hex)."""
+    pinned = cfg.resolved.get(task_type)
+    used = pinned is not None and instruction.strip() == (cfg.instructions.get(task_type) or "").strip()
+    return {"source": cfg.source, "uri": pinned if used else None,
+            "version": int(pinned.rsplit("/", 1)[1]) if used and pinned else None,
+            "sha256": hashlib.sha256(instruction.encode()).hexdigest()[:12]}
 
 
 def _to_int(token: str) -> int | None:
