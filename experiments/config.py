@@ -139,6 +139,8 @@ class MLflowConfig:
     enabled: bool = True
     tracking_uri: str | None = None  # default: $MLFLOW_TRACKING_URI, else sqlite:///<results_dir>/mlflow.db
     experiment: str | None = None  # default: the sweep name
+    # Prompt Registry names <prefix>-synth-<task_type> (experiments/registry.py): one champion lineage per prefix
+    prompt_prefix: str = "harness"
 
 
 @dataclass
@@ -207,6 +209,10 @@ def to_experiment(cfg: DictConfig | ExperimentConfig, environ: dict[str, str] | 
         setattr(obj, name, getattr(harness, name))
     if obj.sweep.kind in ("synth_mutation", "ab") and obj.sweep.freeze_memory:
         obj.memory = dataclasses.replace(obj.memory, frozen=True)
+    if obj.synth.source and not obj.synth.resolved:  # prompts:/... -> the registered texts (once per config)
+        from experiments.registry import resolve_synth
+
+        obj.synth = resolve_synth(obj.synth, obj)
     obj.ab = dataclasses.replace(obj.ab, a=arm_overrides(obj.ab.a, "ab.a"), b=arm_overrides(obj.ab.b, "ab.b"))
     return obj
 
@@ -294,6 +300,9 @@ def validate(exp: ExperimentConfig) -> ExperimentConfig:
     _check_range("wiggum.max_rounds", exp.wiggum.max_rounds, 0)
     for key in exp.synth.instructions:
         _check("synth.instructions key", key, TASK_TYPES)
+    if not re.match(r"^[A-Za-z0-9_.-]+$", exp.mlflow.prompt_prefix):
+        raise ConfigError(f"mlflow.prompt_prefix={exp.mlflow.prompt_prefix!r} is not allowed; expected letters, "
+                          "digits, '_', '-' or '.' (MLflow prompt names)")
     sw = exp.sweep
     _check("sweep.kind", sw.kind, SWEEP_KINDS)
     _check("sweep.pruner", sw.pruner, PRUNERS)
@@ -463,6 +472,8 @@ def apply_overrides(exp: ExperimentConfig, overrides: Mapping[str, Any]) -> Expe
     from omegaconf.errors import OmegaConfBaseException
 
     node = OmegaConf.structured(exp)
+    if any(k == "synth" or k.startswith("synth.") for k in overrides):
+        node.synth.resolved = {}  # an arm's synth.source is resolved afresh
     for key, value in overrides.items():
         if "." not in key and isinstance(value, str) and key in _GROUPS:
             value = _load_group_option(key, value)

@@ -42,6 +42,7 @@ from experiments.objective import (
 )
 from experiments.outcome import TaskOutcome
 from experiments.pool import RunPool, runner_pool
+from experiments.registry import SweepRegistry, pin_source, sweep_evidence
 from experiments.tracking import NullTracker, enable_wal, instruction_diff, make_tracker, sqlite_db, store_lock
 from harness.logger import file_lock
 
@@ -345,6 +346,7 @@ class SweepSummary:
     underpowered: str | None = None  # why this design cannot promote (run anyway: sweep.allow_underpowered)
     label: str | None = None  # experiments.calibrate.run_label: the embedded model file, smoke or calibrated
     noise_source: str = ""  # where sigma came from: a stored calibration, or this study's baseline repeats
+    registry: str = ""  # the Prompt Registry after promotion, or what was not registered and why (one line)
 
 
 def format_summary(s: SweepSummary) -> str:
@@ -392,6 +394,8 @@ def format_summary(s: SweepSummary) -> str:
         lines.append(f"PROMOTED: trial #{s.promoted_trial} (hash {s.promoted_hash})")
     else:
         lines.append(f"PROMOTED: baseline (no change kept; hash {s.promoted_hash})")
+    if s.registry:
+        lines.append(f"registry: {s.registry}")
     lines.append(f"LLM calls: {s.llm_calls} uncached in this run ({s.llm_calls_prepare} for contexts); "
                  f"per search trial: {_f(s.calls_per_trial)}; contexts {s.contexts.get('hits', 0)} reused, "
                  f"{s.contexts.get('computed', 0)} computed")
@@ -765,6 +769,10 @@ class Sweep:
         calls0 = _calls(self.runner)
         name = sw.name
         study = open_study(exp)
+        exp, pinned = pin_source(study, exp)  # a resumed study keeps the prompt versions it started from
+        if pinned:
+            self.exp = exp
+            self.out(f"[{name}] {pinned}")
         # before anything is spent or logged: a study answers for one objective only
         note = pin_fingerprint(study, study_fingerprint(exp, self.runner.identity(), self.tasks), exp)
         if note:
@@ -782,6 +790,10 @@ class Sweep:
             propose=self.propose, mutation_llm=self.mutation_llm, mutate_types=self.mutate_types, pool=self.pool,
         )
         baseline = objective.baseline
+        self.registry = SweepRegistry(exp, self.runner.identity())  # the baseline texts as prompt versions
+        warn = self.registry.register_baseline(baseline, study.user_attrs.get("fingerprint", {}))
+        if warn:
+            self.out(f"[{name}] warning: {warn}")
         self.ledger.sync(study.get_trials(deepcopy=False))
         self._safe(lambda: self.tracker.sync(study.get_trials(deepcopy=False), baseline))
         with file_lock(self.dir / ".baseline.lock"):  # two workers starting together enqueue one baseline
@@ -981,9 +993,12 @@ class Sweep:
             underpowered=sweep_design_problem(exp),
             label=run_label(self.runner.identity(), self.calibration),
         )
+        (self.dir / "promoted_synth.yaml").write_text(_synth_yaml(exp, promoted_instr, summary), encoding="utf-8")
+        evidence = (sweep_evidence(study, promoted_trial, promoted_row, ref, self.runner.identity())
+                    if promoted_trial is not None and promoted_row is not None else None)
+        summary = dataclasses.replace(summary, registry=self.registry.conclude(baseline, promoted_instr, evidence))
         text = format_summary(summary)
         (self.dir / "summary.md").write_text(text + "\n", encoding="utf-8")
-        (self.dir / "promoted_synth.yaml").write_text(_synth_yaml(exp, promoted_instr, summary), encoding="utf-8")
         metrics = {"baseline_train": summary.baseline_train, "noise_floor": train_floor, "noise_sigma": nf.sigma,
                    "noise_from_calibration": float(self.calibration is not None),
                    "best_train": summary.best_value, "baseline_holdout": summary.baseline_holdout,
