@@ -79,6 +79,12 @@ class SweepConfig:
     pruner: str = "wilcoxon"  # wilcoxon | none
     pruner_p: float = 0.1  # WilcoxonPruner p_threshold
     pruner_startup_steps: int = 2
+    pruner_correction: str = "none"  # none | pocock: p per look that keeps pruner_p over one trial's repeated looks
+    parent_selection: str = "best"  # best (best train mean) | pareto (per-task front, drawn by tasks led)
+    operator_choice: str = "tpe"  # tpe (on the operator asked for) | bandit (Thompson on the operator used)
+    gate_tasks: int = 0  # minibatch gate: train tasks a new candidate runs first (0 = off; off on a smaller train split)
+    gate_z: float = 1.0  # gate out when mean(child - parent) + gate_z * sigma * sqrt(2 / gate_tasks) < 0
+    max_merges: int = 0  # merges of two front candidates over a common ancestor, after a trial beat its parent
     operators: list[str] = field(default_factory=lambda: list(DEFAULT_OPERATORS))
     mutate_task_types: list[str] = field(default_factory=list)  # empty: every task_type in the train split
     max_chars: int = 1200  # instruction length bound passed to mutators
@@ -307,6 +313,14 @@ def validate(exp: ExperimentConfig) -> ExperimentConfig:
     _check("sweep.kind", sw.kind, SWEEP_KINDS)
     _check("sweep.pruner", sw.pruner, PRUNERS)
     _check("sweep.sampler", sw.sampler, SAMPLERS)
+    from experiments.optimizer import OPERATOR_CHOICES, PARENT_SELECTIONS, PRUNER_CORRECTIONS
+
+    _check("sweep.pruner_correction", sw.pruner_correction, PRUNER_CORRECTIONS)
+    _check("sweep.parent_selection", sw.parent_selection, PARENT_SELECTIONS)
+    _check("sweep.operator_choice", sw.operator_choice, OPERATOR_CHOICES)
+    _check_range("sweep.gate_tasks", sw.gate_tasks, 0)
+    _check_range("sweep.gate_z", sw.gate_z, -3.0, 5.0)
+    _check_range("sweep.max_merges", sw.max_merges, 0)
     _check_range("sweep.n_trials", sw.n_trials, 1)
     _check_range("sweep.baseline_repeats", sw.baseline_repeats, 1)
     _check_range("sweep.alpha", sw.alpha, 0.0, 1.0)

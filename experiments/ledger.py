@@ -1,4 +1,4 @@
-"""The results ledger: one JSONL row per trial (keep / discard / crash / pruned / duplicate), beside MLflow."""
+"""The results ledger: one JSONL row per trial (keep / discard / crash / pruned / gated / duplicate), beside MLflow."""
 
 from __future__ import annotations
 
@@ -8,13 +8,17 @@ from typing import Any, Iterable
 
 from harness.logger import append_jsonl, file_lock, read_jsonl
 
-STATUSES = ("keep", "discard", "crash", "pruned", "duplicate")
+STATUSES = ("keep", "discard", "crash", "pruned", "gated", "duplicate")
 
 
-def ledger_status(state: str, value: float | None, best_before: float | None, duplicate: bool) -> str:
-    """crash (FAIL), pruned (PRUNED), duplicate (reused value), keep (new best), else discard."""
+def ledger_status(state: str, value: float | None, best_before: float | None, duplicate: bool,
+                  gated: bool = False) -> str:
+    """crash (FAIL), gated (PRUNED by the minibatch gate), pruned (PRUNED), duplicate (reused value), keep (new
+    best), else discard."""
     if state == "FAIL":
         return "crash"
+    if state == "PRUNED" and gated:
+        return "gated"
     if state == "PRUNED":
         return "pruned"
     if duplicate:
@@ -33,7 +37,8 @@ def row_from_trial(trial: Any, best_before: float | None) -> dict[str, Any]:
     value = trial.value if state == "COMPLETE" else attrs.get("partial_value")
     return {
         "trial": trial.number,
-        "status": ledger_status(state, value, best_before, attrs.get("duplicate_of") is not None),
+        "status": ledger_status(state, value, best_before, attrs.get("duplicate_of") is not None,
+                                bool(attrs.get("gated_out"))),
         "state": state,
         "value": value,
         "operator": attrs.get("operator") or trial.params.get("operator"),  # the one used
@@ -43,7 +48,8 @@ def row_from_trial(trial: Any, best_before: float | None) -> dict[str, Any]:
         "duplicate_of": attrs.get("duplicate_of"),
         "elapsed_s": attrs.get("elapsed_s"),
         "llm_calls": attrs.get("llm_calls"),
-        "reason": attrs.get("fail_reason"),
+        "reason": attrs.get("fail_reason"),  # "gated out on g task(s): ..." for a gated candidate
+        "gate": attrs.get("gate"),
         "selection_bias": attrs.get("selection_bias"),
     }
 

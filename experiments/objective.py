@@ -73,6 +73,7 @@ class TaskScore:
     smoke: bool = False
     selection_score: float | None = None  # the wiggum loop's best round (chosen by the same judge sample)
     rescored: bool = False  # score is an independent judge sample of the kept text
+    trace_path: str | None = None  # the run's Chrome trace file (an MLflow trace is built from it)
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,7 @@ class TrialOutcome:
     elapsed_s: float = 0.0
     llm_calls: int = 0
     operator_requested: str = ""  # what the sampler asked for
+    gate: dict | None = None  # experiments.optimizer.GateDecision.as_attr() when the minibatch gate ran
 
 
 # -- candidate identity ------------------------------------------------------------------------------
@@ -186,6 +188,7 @@ def task_score(task: Task, outcome: TaskOutcome) -> TaskScore:
         smoke=outcome.smoke,
         selection_score=outcome.selection_score,
         rescored=outcome.rescored,
+        trace_path=outcome.trace_path,
     )
 
 
@@ -200,8 +203,13 @@ def evaluate_candidate(
     run_prefix: str = "run",
     shuffle_seed: int | None = None,
     pool: RunPool | None = None,
+    order: Sequence[int] | None = None,
+    prune: bool = True,
 ) -> CandidateEval:
     """Run the harness's finish() on each task with the candidate; report per-task scores to the trial.
+
+    `order` (indices into `tasks`) runs those tasks only, in that order (a gate's minibatch, or the rest after it);
+    prune=False reports without asking the pruner (the gate decides instead).
 
     Step ids are the task's index in `tasks` (stable across trials, as WilcoxonPruner needs); the order of
     evaluation is shuffled per trial when shuffle_seed is given. With a `pool` of N workers up to N tasks run at
@@ -209,9 +217,11 @@ def evaluate_candidate(
     reports and the prune decision are those of concurrency 1. A trial that should prune starts nothing more;
     the tasks already in flight finish and are dropped (CandidateEval.abandoned).
     """
-    order = list(range(len(tasks)))
-    if shuffle_seed is not None:
-        random.Random(shuffle_seed).shuffle(order)
+    if order is None:
+        order = list(range(len(tasks)))
+        if shuffle_seed is not None:
+            random.Random(shuffle_seed).shuffle(order)
+    order = list(order)
 
     def run(i: int) -> TaskOutcome:
         task = tasks[i]
@@ -235,7 +245,7 @@ def evaluate_candidate(
             scores.append(task_score(task, outcome))
             if trial is not None:
                 trial.report(scores[-1].score, step=i)
-                if len(scores) < len(tasks) and trial.should_prune():
+                if prune and len(scores) < len(order) and trial.should_prune():
                     results.cancel()
                     return CandidateEval(tuple(scores), pruned=True, abandoned=results.abandoned)
     return CandidateEval(tuple(scores))
@@ -251,6 +261,7 @@ class Evaluated:
     hash: str
     value: float
     feedback: tuple[tuple[str, str, float, str], ...] = ()  # (task_id, task_type, score, feedback), worst first
+    scores: dict[str, float] = field(default_factory=dict)  # task_id -> score on the train split
 
 
 @dataclass(frozen=True)
@@ -261,36 +272,90 @@ class SearchState:
     # `propose` must not return again. The same hash function builds candidate_hash.
     seen: Mapping[str, frozenset[str]] = field(default_factory=dict)
     hash_values: dict[str, tuple[int, float]] = field(default_factory=dict)  # hash -> (trial, value) of COMPLETE
+    lineage: dict[str, tuple[str, ...]] = field(default_factory=dict)  # candidate hash -> its parents' hashes
+    # (operator used, beat its parent on the full train split) per finished search trial, in trial order
+    outcomes: tuple[tuple[str, bool], ...] = ()
+    merged: tuple[tuple[str, ...], ...] = ()  # parent pairs of the merge trials so far
 
     def parent(self) -> Evaluated | None:
+        """The candidate with the best train mean (the earliest of equals)."""
         return max(self.evaluated, key=lambda e: (e.value, -e.number), default=None)
+
+    def by_hash(self, h: str | None) -> Evaluated | None:
+        return next((e for e in self.evaluated if e.hash == h), None)
+
+    def front(self) -> dict[str, int]:
+        """Candidate hash -> train tasks it leads, over the per-task Pareto front (experiments.optimizer)."""
+        from experiments.optimizer import pareto_leads
+
+        return pareto_leads({e.hash: e.scores for e in self.evaluated if e.scores})
+
+    def choose_parent(self, selection: str, rng: random.Random) -> Evaluated | None:
+        """best: the best train mean; pareto: a front member drawn by the number of tasks it leads."""
+        from experiments.optimizer import sample_parent
+
+        front = self.front() if selection == "pareto" else {}
+        return self.by_hash(sample_parent(front, rng)) if front else self.parent()
+
+    def merge_pair(self, rng: random.Random) -> tuple[Evaluated, Evaluated, Evaluated] | None:
+        """Two front members with a common ancestor (experiments.optimizer.merge_pair), not merged before."""
+        from experiments.optimizer import merge_pair
+
+        front = self.front()
+        means = {e.hash: e.value for e in self.evaluated}
+        pair = merge_pair(list(front), self.lineage, means, rng, done=self.merged)
+        if pair is None:
+            return None
+        a, b, anc = (self.by_hash(h) for h in pair)
+        return (a, b, anc) if a and b and anc else None
+
+    @property
+    def last_won(self) -> bool:
+        """The last finished search trial beat its parent (GEPA schedules a merge after such an iteration)."""
+        return bool(self.outcomes) and self.outcomes[-1][1]
 
     def seen_for(self, task_type: str) -> frozenset[str]:
         return frozenset(self.seen.get(task_type, frozenset()))
 
 
 def state_from_trials(trials: Sequence[Any], baseline: Mapping[str, str]) -> SearchState:
-    """SearchState from Optuna FrozenTrials (instructions, hash and feedback live in user attrs)."""
-    evaluated, values = [], {}
+    """SearchState from Optuna FrozenTrials (instructions, hash, parents, scores and feedback live in user attrs).
+
+    A search trial's outcome for operator credit: COMPLETE with a value above its parent's (the better parent for
+    a merge) is a win; PRUNED (gated out or pruned) is a loss; failed, duplicate and running trials do not count."""
+    evaluated, values, lineage, outcomes, merged = [], {}, {}, [], []
     seen: dict[str, set[str]] = {tt: {h} for tt, h in instruction_hashes(baseline).items()}
     for t in sorted(trials, key=lambda t: t.number):
         attrs = t.user_attrs
         for tt, ih in instruction_hashes(attrs.get("instructions") or {}).items():
             seen.setdefault(tt, set()).add(ih)
         h = attrs.get("instruction_hash")
+        parents = tuple(attrs.get("parent_hashes") or ((attrs["parent_hash"],) if attrs.get("parent_hash") else ()))
+        if h and t.state.name in ("COMPLETE", "PRUNED"):
+            lineage.setdefault(h, parents)
+        if attrs.get("operator_requested") == "merge" and t.state.name in ("COMPLETE", "PRUNED", "FAIL"):
+            merged.append(parents)
+        search = attrs.get("operator") not in (None, BASELINE) and attrs.get("duplicate_of") is None
+        if search and t.state.name in ("COMPLETE", "PRUNED"):
+            before = [values[p][1] for p in parents if p in values]
+            won = t.state.name == "COMPLETE" and t.value is not None and bool(before) and t.value > max(before)
+            outcomes.append((str(attrs["operator"]), won))
         if t.state.name != "COMPLETE" or t.value is None or not attrs.get("instructions"):
             continue
         if attrs.get("duplicate_of") is None:
             fb = tuple(tuple(x) for x in attrs.get("feedback", ()))
-            evaluated.append(Evaluated(t.number, dict(attrs["instructions"]), h, float(t.value), fb))
+            evaluated.append(Evaluated(t.number, dict(attrs["instructions"]), h, float(t.value), fb,
+                                       {k: float(v) for k, v in (attrs.get("task_scores") or {}).items()}))
         values.setdefault(h, (t.number, float(t.value)))
-    return SearchState(dict(baseline), tuple(evaluated), {tt: frozenset(v) for tt, v in seen.items()}, values)
+    return SearchState(dict(baseline), tuple(evaluated), {tt: frozenset(v) for tt, v in seen.items()}, values,
+                       lineage, tuple(outcomes), tuple(merged))
 
 
 def mutation_context_args(state: SearchState, task_type: str, *, seed: int, max_chars: int,
-                          n_feedback: int = 3, pool_size: int = 5) -> dict[str, Any]:
-    """Keyword arguments for mutators.MutationContext for one task type."""
-    parent = state.parent()
+                          n_feedback: int = 3, pool_size: int = 5, parent: Evaluated | None = None) -> dict[str, Any]:
+    """Keyword arguments for mutators.MutationContext for one task type; the parent is the best train mean unless
+    one is given (SearchState.choose_parent)."""
+    parent = parent if parent is not None else state.parent()
     base = (parent.instructions if parent else state.baseline).get(task_type) or state.baseline[task_type]
     history, seen_text = [], set()
     for e in sorted(state.evaluated, key=lambda e: e.value):
@@ -321,6 +386,7 @@ class Proposal:
     note: str
     operator: str  # the operator that made the text (see operator_used); may differ from the one asked for
     by_type: dict[str, str] = field(default_factory=dict)  # task_type -> operator used for it
+    parent_hashes: tuple[str, ...] = ()  # both parents of a merge (parent_hash is the first)
 
 
 def operator_used(by_type: Mapping[str, str]) -> str:
@@ -334,6 +400,16 @@ def _default_propose() -> tuple[ProposeFn, Callable[..., Any], type]:
     from mutators import MutationContext, MutationFailed, propose
 
     return propose, MutationContext, MutationFailed
+
+
+def _merge_args(a: str, b: str, anc: str) -> str | None:
+    """One task type of a merge: the side that changed when only one did (GEPA), None when both did (the
+    three-way merge decides), a when both sides hold the same text."""
+    if a == b or b == anc:
+        return a
+    if a == anc:
+        return b
+    return None
 
 
 # -- the objective -----------------------------------------------------------------------------------
@@ -360,8 +436,10 @@ class Objective:
         mutation_llm: Any = None,
         mutate_types: Sequence[str] | None = None,
         pool: RunPool | None = None,
+        sigma: Callable[[], float | None] | float | None = None,
     ) -> None:
         self.exp = exp
+        self._sigma = sigma  # run-to-run sd of one task score, for the gate (repeats or a calibration)
         self.runner = runner
         self.tasks = tuple(tasks)
         self.contexts = contexts
@@ -386,16 +464,21 @@ class Objective:
             return self._propose, MutationContext, MutationFailed
         return _default_propose()
 
-    def candidate(self, operator: str, number: int) -> Proposal:
-        """The candidate one operator makes from the parent, for each mutated task type, and who made it."""
+    def sigma(self) -> float | None:
+        s = self._sigma() if callable(self._sigma) else self._sigma
+        return float(s) if s is not None and s > 0 else None
+
+    def candidate(self, operator: str, number: int, parent: Evaluated | None = None) -> Proposal:
+        """The candidate one operator makes from the parent (the best train mean unless given), for each mutated
+        task type, and who made it."""
         state = self.state()
-        parent = state.parent()
+        parent = parent if parent is not None else state.parent()
         base = dict(parent.instructions) if parent else dict(self.baseline)
         propose, make_ctx, failed_type = self._propose_fns()
         notes, used, failed = [], {}, 0
         for tt in self.types:
             args = mutation_context_args(state, tt, seed=self.exp.sweep.seed * 100003 + number,
-                                         max_chars=self.exp.sweep.max_chars)
+                                         max_chars=self.exp.sweep.max_chars, parent=parent)
             try:
                 cand = propose(operator, make_ctx(**args), self.mutation_llm, seen=state.seen_for(tt))
             except failed_type as exc:
@@ -411,12 +494,71 @@ class Objective:
         return Proposal(base, parent.hash if parent else candidate_hash(self.baseline), "; ".join(notes)[:500],
                         operator_used(used), used)
 
+    def merge_candidate(self, a: Evaluated, b: Evaluated, anc: Evaluated, number: int) -> Proposal:
+        """GEPA's merge of two front candidates over their common ancestor: per task type the side that changed,
+        and where both changed, mutators.propose_pair("merge") (three-way sentence merge, fallback credited)."""
+        from mutators import MutationContext, propose_pair
+
+        state = self.state()
+        out, notes, used = dict(a.instructions), [], {}
+        for tt in self.types:
+            ta, tb = a.instructions.get(tt, self.baseline[tt]), b.instructions.get(tt, self.baseline[tt])
+            tc = anc.instructions.get(tt, self.baseline[tt])
+            pick = _merge_args(ta, tb, tc)
+            if pick is not None:
+                out[tt] = pick
+                notes.append(f"{tt}: took the side that changed" if ta != tb else f"{tt}: same on both sides")
+                continue
+            ctx = MutationContext(base=ta, other=tb, ancestor=tc, task_type=tt, max_chars=self.exp.sweep.max_chars,
+                                  seed=self.exp.sweep.seed * 100003 + number)
+            cand = propose_pair("merge", ctx, self.mutation_llm, seen=state.seen_for(tt))
+            out[tt], used[tt] = cand.text, cand.operator
+            notes.append(f"{tt}: {cand.note}")
+        label = operator_used(used) if used else "merge"
+        return Proposal(out, a.hash, f"merge of #{a.number} and #{b.number} over #{anc.number}; " + "; ".join(notes)[:440],
+                        label, used, (a.hash, b.hash))
+
+    def _choose(self, trial: Any, number: int) -> tuple[str, Any]:
+        """(operator requested, pick) for a search trial: a merge when one is due (sweep.max_merges, after a trial
+        that beat its parent, a pair on the front), else the operator from TPE or the bandit on the credited
+        operator, and the parent by sweep.parent_selection. One seeded generator per trial number."""
+        from experiments.optimizer import credit_from, thompson_choice
+
+        sw = self.exp.sweep
+        state = self.state()
+        rng = random.Random(f"{sw.seed}-{number}")
+        if sw.max_merges > 0 and len(state.merged) < sw.max_merges and state.last_won:
+            pair = state.merge_pair(rng)
+            if pair is not None:
+                return "merge", pair
+        if sw.operator_choice == "bandit":
+            requested = thompson_choice(credit_from(state.outcomes, sw.operators), list(sw.operators), rng)
+        else:
+            requested = trial.suggest_categorical("operator", list(sw.operators))
+        return requested, state.choose_parent(sw.parent_selection, rng)
+
+    def _gate(self, trial: Any, number: int, instructions: Mapping[str, str], parents: Sequence[Evaluated]):
+        """Run the candidate on sweep.gate_tasks train tasks and compare with the better parent's stored scores
+        there (experiments.optimizer.gate). Returns (decision, the gate's CandidateEval)."""
+        from experiments.optimizer import gate, gate_tasks
+
+        ids = [t.id for t in self.tasks]
+        batch = gate_tasks(ids, self.exp.sweep.gate_tasks, random.Random(f"{self.exp.sweep.seed}-{number}-gate"))
+        ev = evaluate_candidate(instructions, self.tasks, self.runner, contexts=self.contexts, seed=self.exp.seed,
+                                trial=trial, run_prefix=f"{self.exp.sweep.name}-t{number}", pool=self.pool,
+                                order=[ids.index(t) for t in batch], prune=False)
+        got = ev.by_task()
+        ref = max(parents, key=lambda e: sum(e.scores.get(t, float("-inf")) for t in batch))
+        decision = gate(got, {t: ref.scores[t] for t in batch if t in ref.scores}, sigma=self.sigma(),
+                        z=self.exp.sweep.gate_z)
+        return decision, ev, ref
+
     def __call__(self, trial: Any) -> float:
         t0 = time.perf_counter()
         calls0 = _calls(self.runner)
         number = int(getattr(trial, "number", 0))
         is_baseline = trial.user_attrs.get("operator") == BASELINE
-        requested = BASELINE if is_baseline else trial.suggest_categorical("operator", list(self.exp.sweep.operators))
+        requested, pick = (BASELINE, None) if is_baseline else self._choose(trial, number)
         proposal = Proposal(dict(self.baseline), None, "baseline instruction (cfg.synth)", BASELINE)
         outcome = dict(number=number, operator=requested, operator_requested=requested,
                        instructions=proposal.instructions, hash=candidate_hash(proposal.instructions),
@@ -424,8 +566,10 @@ class Objective:
         # the operator asked for is recorded at once: a trial that fails inside propose still says what it tried
         trial.set_user_attr("operator_requested", requested)
         try:
-            if not is_baseline:
-                proposal = self.candidate(requested, number)
+            if requested == "merge":
+                proposal = self.merge_candidate(*pick, number)
+            elif not is_baseline:
+                proposal = self.candidate(requested, number, parent=pick)
             instructions = proposal.instructions
             h = candidate_hash(instructions)
             outcome.update(instructions=instructions, hash=h, parent_hash=proposal.parent_hash, note=proposal.note,
@@ -436,6 +580,8 @@ class Objective:
             trial.set_user_attr("instruction_hash", h)
             trial.set_user_attr("instruction_hashes", instruction_hashes(instructions))
             trial.set_user_attr("parent_hash", proposal.parent_hash)
+            if proposal.parent_hashes:
+                trial.set_user_attr("parent_hashes", list(proposal.parent_hashes))
             trial.set_user_attr("instructions", instructions)
             trial.set_user_attr("note", proposal.note)
             known = self.state().hash_values.get(h)
@@ -446,11 +592,26 @@ class Objective:
                 self.last = TrialOutcome(**outcome, duplicate_of=known[0], value=known[1],
                                          elapsed_s=time.perf_counter() - t0, llm_calls=_calls(self.runner) - calls0)
                 return known[1]
+            state = self.state()
+            parents = [e for e in map(state.by_hash, proposal.parent_hashes or (proposal.parent_hash,)) if e and e.scores]
+            gated, done = None, ()
+            # the gate needs tasks left after it: on a train split of gate_tasks or fewer it is off
+            if 0 < self.exp.sweep.gate_tasks < len(self.tasks) and not is_baseline and parents:
+                gated, gate_ev, ref = self._gate(trial, number, instructions, parents)
+                trial.set_user_attr("gate", {**gated.as_attr(), "parent": ref.hash, "reason": gated.reason})
+                outcome["gate"] = gated.as_attr()
+                done = gate_ev.scores
+                if not gated.passed:
+                    return self._gated_out(trial, gated, gate_ev, outcome, t0, calls0)
+            rest = [i for i, t in enumerate(self.tasks) if t.id not in {s.task_id for s in done}]
+            if not is_baseline:
+                random.Random(number).shuffle(rest)
             ev = evaluate_candidate(
                 instructions, self.tasks, self.runner, contexts=self.contexts, seed=self.exp.seed, trial=trial,
-                run_prefix=f"{self.exp.sweep.name}-t{number}", shuffle_seed=None if is_baseline else number,
-                pool=self.pool,
+                run_prefix=f"{self.exp.sweep.name}-t{number}", pool=self.pool, order=rest,
             )
+            if done:
+                ev = CandidateEval(tuple(done) + ev.scores, pruned=ev.pruned, abandoned=ev.abandoned)
         except TrialFailed as exc:
             trial.set_user_attr("fail_reason", str(exc)[:500])
             trial.set_user_attr("elapsed_s", round(time.perf_counter() - t0, 3))
@@ -470,6 +631,21 @@ class Objective:
                 trial.set_user_attr("abandoned_tasks", ev.abandoned)
             raise optuna.TrialPruned(f"pruned after {len(ev.scores)}/{len(self.tasks)} tasks (mean {ev.mean:.3f})")
         return ev.mean
+
+    def _gated_out(self, trial: Any, decision: Any, ev: CandidateEval, outcome: dict, t0: float, calls0: int) -> float:
+        """Record a candidate the gate stopped and raise optuna.TrialPruned: state PRUNED (a decision on partial
+        scores, as the pruner's; FAIL would count toward sweep.failure_rate_stop), user attrs gated_out and
+        fail_reason (the ledger's status "gated" and reason, MLflow's fail_reason tag) and partial_value."""
+        _record_eval(trial, ev)
+        elapsed, calls = time.perf_counter() - t0, _calls(self.runner) - calls0
+        trial.set_user_attr("gated_out", True)
+        trial.set_user_attr("fail_reason", decision.reason[:500])  # "gated out on g task(s): ..."
+        trial.set_user_attr("partial_value", ev.mean)
+        trial.set_user_attr("elapsed_s", round(elapsed, 3))
+        trial.set_user_attr("llm_calls", calls)
+        self.last = TrialOutcome(**outcome, evaluation=ev, value=ev.mean, pruned=True, elapsed_s=elapsed,
+                                 llm_calls=calls)
+        raise optuna.TrialPruned(decision.reason)
 
 
 @dataclass(frozen=True)

@@ -153,7 +153,11 @@ def open_study(exp: ExperimentConfig) -> optuna.Study:
         sampler = optuna.samplers.TPESampler(seed=sw.seed, n_startup_trials=min(len(sw.operators) + 1, 6))
     pruner: optuna.pruners.BasePruner
     if sw.pruner == "wilcoxon":
-        pruner = optuna.pruners.WilcoxonPruner(p_threshold=sw.pruner_p, n_startup_steps=sw.pruner_startup_steps)
+        from experiments.optimizer import pruner_threshold  # Pocock-corrected over a trial's looks when configured
+
+        p = pruner_threshold(sw.pruner_p, len(split(load_tasks(exp.benchmark), "train")), sw.pruner_startup_steps,
+                             sw.pruner_correction)
+        pruner = optuna.pruners.WilcoxonPruner(p_threshold=p, n_startup_steps=sw.pruner_startup_steps)
     else:
         pruner = optuna.pruners.NopPruner()
     # SQLite: WAL + a 30 s busy timeout, and creation under a file lock (two workers starting at once race the
@@ -361,7 +365,8 @@ def format_summary(s: SweepSummary) -> str:
         f"sweep: {s.sweep}  storage: {s.storage}",
         f"stopped: {s.stop_reason}",
         f"trials: {t.get('total', 0)} total ({t.get('complete', 0)} complete, {t.get('pruned', 0)} pruned, "
-        f"{t.get('failed', 0)} failed, {t.get('duplicate', 0)} duplicate), {s.new_trials} new in this run",
+        f"{t.get('failed', 0)} failed, {t.get('duplicate', 0)} duplicate"
+        + (f"; {t['gated']} of the pruned gated out" if t.get("gated") else "") + f"), {s.new_trials} new in this run",
         f"baseline train mean: {_f(s.baseline_train)}",
         f"noise floor (train): {s.train_floor:.3f}  [sigma {s.noise.sigma:.3f} over {s.noise.repeats} "
         f"{'calibration' if s.noise_source.startswith('calibration') else 'baseline'} runs, "
@@ -788,6 +793,8 @@ class Sweep:
             exp, self.runner, self.train, contexts=contexts,
             state=lambda: state_from_trials(study.get_trials(deepcopy=False), objective.baseline),
             propose=self.propose, mutation_llm=self.mutation_llm, mutate_types=self.mutate_types, pool=self.pool,
+            sigma=lambda: (self.calibration.noise_floor() if self.calibration is not None  # the gate's noise
+                           else noise_floor(self._baseline_runs(study, objective.baseline, contexts))).sigma,
         )
         baseline = objective.baseline
         self.registry = SweepRegistry(exp, self.runner.identity())  # the baseline texts as prompt versions
@@ -969,6 +976,7 @@ class Sweep:
             "pruned": sum(t.state == TrialState.PRUNED for t in trials),
             "failed": sum(t.state == TrialState.FAIL for t in trials),
             "duplicate": sum(t.user_attrs.get("duplicate_of") is not None for t in trials),
+            "gated": sum(bool(t.user_attrs.get("gated_out")) for t in trials),  # PRUNED by the minibatch gate
         }
         bt = _baseline_trial(study)
         evaluated = [t for t in trials if t.state == TrialState.COMPLETE and "selection_bias" in t.user_attrs]

@@ -7,8 +7,10 @@ from mutators.operators import (
     DETERMINISTIC_OPERATORS,
     LLM_OPERATORS,
     OPERATORS,
+    PAIR_OPERATORS,
     operator_names,
     propose,
+    propose_pair,
 )
 
 __all__ = [
@@ -21,8 +23,10 @@ __all__ = [
     "MutationFailed",
     "OPERATORS",
     "Operator",
+    "PAIR_OPERATORS",
     "constraints_for",
     "instruction_hash",
     "operator_names",
     "propose",
+    "propose_pair",
 ]

@@ -68,7 +68,8 @@ class MutationContext:
     """Everything an operator may look at. Lists are accepted and stored as tuples.
 
     history: (instruction, score) pairs seen so far, any order; feedback: the evaluator's feedback on the
-    parent's worst tasks; pool: good candidates for crossover.
+    parent's worst tasks; pool: good candidates for crossover; other and ancestor: the second parent of a merge
+    and the ancestor both descend from (empty for single-parent operators).
     """
 
     base: str
@@ -78,6 +79,8 @@ class MutationContext:
     task_type: str = "enumerated"
     seed: int = 0
     max_chars: int = 1200
+    other: str = ""
+    ancestor: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.base, str) or not self.base.strip():
@@ -103,6 +106,9 @@ class MutationContext:
             if not all(isinstance(v, str) for v in values):
                 raise ValueError(f"MutationContext.{name} must hold strings, got {values!r}")
             object.__setattr__(self, name, tuple(values))
+        for name in ("other", "ancestor"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"MutationContext.{name} must be an instruction string, got {getattr(self, name)!r}")
         object.__setattr__(self, "history", tuple(history))
         object.__setattr__(self, "seed", int(self.seed))
 

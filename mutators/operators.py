@@ -54,6 +54,10 @@ __all__ = [
     "add_constraint",
     "drop_sentence",
     "reorder",
+    "merge",
+    "three_way_merge",
+    "PAIR_OPERATORS",
+    "propose_pair",
     "interleave",
     "opro_history",
     "opro_messages",
@@ -347,6 +351,38 @@ def reorder(ctx: MutationContext, llm: LLM | None = None) -> Candidate:
     raise MutationFailed("reorder: every order of the sentences reads the same")
 
 
+def three_way_merge(ancestor: str, a: str, b: str) -> str:
+    """Sentences of a, without those b removed from the ancestor, with those b added (each placed after the
+    sentence it follows in b, else at the end). What both sides changed relative to the ancestor survives; a
+    sentence one side kept and the other removed is removed. Sentences compare whitespace- and case-insensitively."""
+
+    def key(s: str) -> str:
+        return normalize(s).lower().rstrip(".!")
+
+    sa, sb, sc = split_sentences(a), split_sentences(b), split_sentences(ancestor)
+    ka, kb, kc = {key(s) for s in sa}, {key(s) for s in sb}, {key(s) for s in sc}
+    out = [s for s in sa if not (key(s) in kc and key(s) not in kb)]
+    for i, s in enumerate(sb):
+        if key(s) in kc or key(s) in ka:
+            continue
+        prev = next((key(x) for x in reversed(sb[:i]) if key(x) in {key(y) for y in out}), None)
+        at = next((j + 1 for j, y in enumerate(out) if key(y) == prev), len(out)) if prev is not None else len(out)
+        out.insert(at, s)
+    return join_sentences(out, multiline=is_multiline(a) or is_multiline(b))
+
+
+def merge(ctx: MutationContext, llm: LLM | None = None) -> Candidate:
+    """GEPA's merge for one instruction: the three-way sentence merge of the parent (ctx.base) and a second
+    front candidate (ctx.other) that share an ancestor (ctx.ancestor). No model call."""
+    if not ctx.other.strip() or not ctx.ancestor.strip():
+        raise MutationFailed("merge needs a second parent (ctx.other) and their common ancestor (ctx.ancestor)")
+    text = three_way_merge(ctx.ancestor, ctx.base, ctx.other)
+    if instruction_hash(text) in (ctx.base_hash, instruction_hash(ctx.other)):
+        raise MutationFailed("merge: the merged text equals one of its parents (the other side adds nothing new)")
+    return Candidate.make(text, "merge", (ctx.base_hash, instruction_hash(ctx.other)),
+                          f"three-way merge over ancestor {instruction_hash(ctx.ancestor)}")
+
+
 OperatorFn = Callable[[MutationContext, "LLM | None"], Candidate]
 
 OPERATORS: dict[str, OperatorFn] = {
@@ -359,6 +395,11 @@ OPERATORS: dict[str, OperatorFn] = {
 }
 LLM_OPERATORS = frozenset({"opro", "reflect", "crossover"})
 DETERMINISTIC_OPERATORS = frozenset({"add_constraint", "drop_sentence", "reorder"})
+
+
+# Operators of two parents: not among the sampler's choices (they need a pair from the search state); the
+# objective calls them through propose_pair.
+PAIR_OPERATORS: dict[str, OperatorFn] = {"merge": merge}
 
 
 def operator_names() -> list[str]:
@@ -434,6 +475,29 @@ def propose(
     try:
         cand = OPERATORS[name](ctx, llm)
     except RECOVERABLE as exc:  # model trouble becomes a recorded fallback; programming errors propagate
+        return _fallback(name, ctx, blocked, f"{name} failed: {_describe(exc)}")
+    checked, why = _finish(cand, ctx, blocked)
+    if checked is not None:
+        return checked
+    return _fallback(name, ctx, blocked, f"{name} rejected: {why}")
+
+
+def propose_pair(
+    name: str,
+    ctx: MutationContext,
+    llm: LLM | None = None,
+    *,
+    seen: set[str] | frozenset[str] = frozenset(),
+) -> Candidate:
+    """propose for an operator of two parents (PAIR_OPERATORS: ctx.base, ctx.other, ctx.ancestor): the same
+    clean-up, checks and fallback; a result equal to either parent or in `seen` falls back to a deterministic
+    single-parent operator on ctx.base, which the returned `operator` then names."""
+    if name not in PAIR_OPERATORS:
+        raise ValueError(f"unknown pair operator {name!r}; expected one of {', '.join(PAIR_OPERATORS)}")
+    blocked = set(seen) | {ctx.base_hash} | ({instruction_hash(ctx.other)} if ctx.other.strip() else set())
+    try:
+        cand = PAIR_OPERATORS[name](ctx, llm)
+    except RECOVERABLE as exc:
         return _fallback(name, ctx, blocked, f"{name} failed: {_describe(exc)}")
     checked, why = _finish(cand, ctx, blocked)
     if checked is not None:
