@@ -1,0 +1,280 @@
+"""The search decisions (experiments/optimizer.py) and the sweep that uses them: Pareto front and parent sampling,
+the minibatch gate (recorded in Optuna, the ledger and MLflow), merge of two front candidates, operator credit."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import optuna
+import pytest
+from scripted_harness import BASE, BOOST, ScriptedRunner, scripted_propose
+
+from experiments.benchmark import load_tasks
+from experiments.ledger import Ledger
+from experiments.objective import Evaluated, Objective, SearchState, candidate_hash, state_from_trials
+from experiments.optimizer import (
+    Credit,
+    credit_from,
+    gate,
+    merge_pair,
+    pareto_leads,
+    pocock_p,
+    pruner_threshold,
+    sample_parent,
+    thompson_choice,
+)
+from experiments.sweep import run_sweep
+from mutators.operators import three_way_merge
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+HARM = "Answer in one vague sentence"
+
+
+class HarmRunner(ScriptedRunner):
+    """ScriptedRunner where an instruction holding HARM loses 3 points on every task."""
+
+    def finish(self, prepared, **kw):
+        out = super().finish(prepared, **kw)
+        if HARM in kw["instructions"][prepared["task_type"]]:
+            return type(out)(**{**out.__dict__, "score": out.score - 3.0})
+        return out
+
+
+def harm_propose(name, ctx, llm, *, seen=frozenset()):
+    """scripted_propose, plus "harm": a planted harmful edit."""
+    if name == "harm":
+        from mutators.base import Candidate
+
+        for k in range(50):
+            text = f"{ctx.base} {HARM} (variant {ctx.seed + k})."
+            c = Candidate.make(text, "harm", (ctx.base_hash,), "planted harm")
+            if c.hash not in seen and c.hash != ctx.base_hash:
+                return c
+    return scripted_propose(name, ctx, llm, seen=seen)
+
+
+# -- Pareto front and parent sampling ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "scores, leads",
+    [
+        ({"a": {"t1": 5, "t2": 3}, "b": {"t1": 4, "t2": 6}}, {"a": 1, "b": 1}),  # each leads one task
+        ({"a": {"t1": 5, "t2": 6}, "b": {"t1": 4, "t2": 5}}, {"a": 2}),  # b leads nothing: off the front
+        ({"a": {"t1": 5, "t2": 3}, "b": {"t1": 4, "t2": 6}, "c": {"t1": 5, "t2": 2}}, {"a": 1, "b": 1}),  # c only ties a
+        ({"a": {"t1": 5, "t2": 3, "t3": 1}, "b": {"t1": 5, "t2": 2, "t3": 2}}, {"a": 2, "b": 2}),  # shared lead
+    ],
+)
+def test_pareto_leads(scores, leads):
+    assert pareto_leads(scores) == leads
+
+
+def test_sample_parent_follows_tasks_led():
+    rng = random.Random(0)
+    drawn = Counter(sample_parent({"a": 3, "b": 1}, rng) for _ in range(4000))
+    assert drawn["a"] / 4000 == pytest.approx(0.75, abs=0.03)
+    with pytest.raises(ValueError, match="at least one front member"):
+        sample_parent({}, rng)
+
+
+def test_state_front_and_parent_choice():
+    e = [Evaluated(0, {"research": "x"}, "h0", 5.0, scores={"t1": 5.0, "t2": 5.0}),
+         Evaluated(1, {"research": "y"}, "h1", 5.5, scores={"t1": 6.0, "t2": 5.0}),
+         Evaluated(2, {"research": "z"}, "h2", 5.4, scores={"t1": 4.8, "t2": 6.0})]
+    state = SearchState({"research": "x"}, tuple(e))
+    assert state.front() == {"h1": 1, "h2": 1}
+    assert state.choose_parent("best", random.Random(0)).hash == "h1"
+    picks = Counter(state.choose_parent("pareto", random.Random(i)).hash for i in range(400))
+    assert set(picks) == {"h1", "h2"} and min(picks.values()) > 120
+
+
+# -- the gate ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "child, parent, sigma, z, passed",
+    [
+        ({"a": 7.0, "b": 7.2, "c": 6.9}, {"a": 5.5, "b": 5.6, "c": 5.4}, 0.6, 0.5, True),  # planted +1.5
+        ({"a": 3.0, "b": 2.5, "c": 3.1}, {"a": 5.5, "b": 5.6, "c": 5.4}, 0.6, 0.5, False),  # planted -2.6
+        ({"a": 5.3, "b": 5.4, "c": 5.3}, {"a": 5.5, "b": 5.6, "c": 5.4}, 0.6, 0.5, True),  # within the noise
+        ({"a": 5.3, "b": 5.4, "c": 5.3}, {"a": 5.5, "b": 5.6, "c": 5.4}, None, 0.5, False),  # no sigma: strict
+    ],
+)
+def test_gate_rule(child, parent, sigma, z, passed):
+    d = gate(child, parent, sigma=sigma, z=z)
+    assert d.passed is passed and d.n == 3
+    assert d.reason.startswith("passed" if passed else "gated out")
+
+
+def _gate_exp(make_exp, *ops, **kw):
+    exp = make_exp("sweep.gate_tasks=3", "sweep.gate_z=0.5", "sweep.parent_selection=pareto",
+                   "sweep.operator_choice=bandit", "sweep.max_merges=0", operators=ops, **kw)
+    exp.sweep.n_trials = 4
+    return exp
+
+
+def test_gate_passes_a_planted_improvement_and_gates_a_harmful_one(make_exp):
+    exp = _gate_exp(make_exp, "add_tool", "harm")
+    runner = HarmRunner(load_tasks(exp.benchmark))
+    summary = run_sweep(exp, runner, propose=harm_propose, out=lambda s: None)
+    trials = {t.number: t for t in optuna.load_study(study_name=exp.sweep.name, storage=exp.sweep.storage).trials}
+    search = [t for t in trials.values() if t.user_attrs.get("operator") != "baseline"]
+    assert search and all("gate" in t.user_attrs for t in search)
+    gated = [t for t in search if t.user_attrs.get("gated_out")]
+    passed = [t for t in search if t.user_attrs["gate"]["passed"]]
+    assert gated and all(HARM in t.user_attrs["instructions"]["research"] for t in gated)
+    assert passed and all(BOOST in t.user_attrs["instructions"]["research"] for t in passed)
+    for t in gated:  # stopped after the gate's 3 tasks, PRUNED, with the reason
+        assert t.state == optuna.trial.TrialState.PRUNED
+        assert t.user_attrs["fail_reason"].startswith("gated out on 3 task(s)")
+        assert len(t.user_attrs["task_scores"]) == 3 and t.user_attrs["gate"]["sigma"] > 0
+        assert sum(1 for r in runner.run_ids if f"-t{t.number}-" in r) == 3
+    for t in passed:  # went on to the full train split, the gate's runs reused
+        assert t.state == optuna.trial.TrialState.COMPLETE and len(t.user_attrs["task_scores"]) == 8
+        assert sum(1 for r in runner.run_ids if f"-t{t.number}-" in r) == 8
+    rows = {r["trial"]: r for r in Ledger(exp.sweep_dir / "ledger.jsonl").rows()}
+    assert all(rows[t.number]["status"] == "gated" and rows[t.number]["reason"].startswith("gated out")
+               for t in gated)
+    assert summary.trials["gated"] == len(gated) and summary.trials["pruned"] >= len(gated)
+
+
+def test_gated_trial_reaches_mlflow(make_exp):
+    from mlflow.tracking import MlflowClient
+
+    exp = _gate_exp(make_exp, "harm", mlflow=True)
+    exp.sweep.n_trials = 2
+    run_sweep(exp, HarmRunner(load_tasks(exp.benchmark)), propose=harm_propose, out=lambda s: None)
+    from experiments.tracking import tracking_uri
+
+    client = MlflowClient(tracking_uri(exp))
+    xp = client.get_experiment_by_name(exp.sweep.name)
+    runs = client.search_runs([xp.experiment_id], "tags.kind = 'trial' and tags.state = 'PRUNED'")
+    assert runs and runs[0].data.tags["fail_reason"].startswith("gated out")
+
+
+# -- merge ---------------------------------------------------------------------------------------------
+
+
+def test_three_way_merge_keeps_both_sides_changes():
+    anc = "Summarise the findings. Attribute each claim to its source."
+    a = "Summarise the findings. Name a concrete tool. Attribute each claim to its source."
+    b = "Summarise the findings. Attribute each claim to its source. Keep it short."
+    assert three_way_merge(anc, a, b) == ("Summarise the findings. Name a concrete tool. Attribute each claim to "
+                                          "its source. Keep it short.")
+    assert three_way_merge(anc, "Summarise the findings.", b) == "Summarise the findings. Keep it short."
+
+
+def _merge_state():
+    base = dict(BASE)
+    a = {**base, "research": base["research"] + " Name a concrete tool for every point."}
+    b = {**base, "enumerated": base["enumerated"] + " Keep each item under 40 words."}
+    c = {**a, "research": base["research"] + " Prefer primary sources."}  # a descendant of a
+    ev = [Evaluated(0, base, candidate_hash(base), 5.0, scores={"t0": 5.0, "t1": 5.0, "t2": 5.0}),
+          Evaluated(1, a, candidate_hash(a), 5.6, scores={"t0": 6.5, "t1": 5.0, "t2": 5.3}),
+          Evaluated(2, b, candidate_hash(b), 5.5, scores={"t0": 5.0, "t1": 6.5, "t2": 5.0}),
+          Evaluated(3, c, candidate_hash(c), 5.2, scores={"t0": 5.0, "t1": 5.0, "t2": 5.6})]
+    lineage = {ev[0].hash: (), ev[1].hash: (ev[0].hash,), ev[2].hash: (ev[0].hash,), ev[3].hash: (ev[1].hash,)}
+    return SearchState(base, tuple(ev), {}, {}, lineage, outcomes=(("add_tool", True),)), ev
+
+
+def test_merge_pair_takes_two_front_members_with_a_common_ancestor():
+    state, ev = _merge_state()
+    assert set(state.front()) == {ev[1].hash, ev[2].hash, ev[3].hash}
+    pairs = {frozenset(x.hash for x in state.merge_pair(random.Random(i))[:2]) for i in range(30)}
+    # c descends from a: never merged with it; b pairs with either over the baseline
+    assert frozenset({ev[1].hash, ev[3].hash}) not in pairs and pairs
+    a, b, anc = state.merge_pair(random.Random(0))
+    assert anc.hash == ev[0].hash
+    assert merge_pair(["x", "y"], {"x": ("p",), "y": ("q",)}, {"x": 1, "y": 1}, random.Random(0)) is None
+
+
+def test_merge_candidate_is_a_child_of_both_front_parents(make_exp):
+    exp = make_exp()
+    state, ev = _merge_state()
+    objective = Objective(exp, ScriptedRunner(load_tasks(exp.benchmark)), load_tasks(exp.benchmark), state=state)
+    p = objective.merge_candidate(ev[1], ev[2], ev[0], number=7)
+    assert p.instructions == {"research": ev[1].instructions["research"],
+                              "enumerated": ev[2].instructions["enumerated"]}  # the side that changed, per type
+    assert p.parent_hashes == (ev[1].hash, ev[2].hash) and p.operator == "merge"
+    both = objective.merge_candidate(ev[3], ev[2], ev[0], number=8)  # c and b over the baseline
+    assert both.instructions["enumerated"] == ev[2].instructions["enumerated"]
+
+
+# -- operator credit -------------------------------------------------------------------------------------
+
+
+def _trial(number, value, state, **attrs):
+    return optuna.trial.create_trial(state=state, value=value if state == optuna.trial.TrialState.COMPLETE else None,
+                                     user_attrs=attrs)
+
+
+def test_credit_goes_to_the_operator_used():
+    C, P = optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED
+    base = dict(BASE)
+    bh = candidate_hash(base)
+    trials = [_trial(0, 5.0, C, operator="baseline", instruction_hash=bh, instructions=base),
+              # asked for add_tool, fell back to noise: noise made the text and beat the parent
+              _trial(1, 5.5, C, operator="noise", operator_requested="add_tool", instruction_hash="h1",
+                     parent_hash=bh, instructions={**base, "research": "r1 text here please"}),
+              _trial(2, None, P, operator="add_tool", operator_requested="add_tool", instruction_hash="h2",
+                     parent_hash=bh, gated_out=True, instructions={**base, "research": "r2 text here please"})]
+    for i, t in enumerate(trials):
+        t.number = i
+    state = state_from_trials(trials, base)
+    assert state.outcomes == (("noise", True), ("add_tool", False))
+    credit = credit_from(state.outcomes, ["add_tool", "noise"])
+    assert credit == {"add_tool": Credit(0, 1), "noise": Credit(1, 1)}
+    assert state.last_won is False
+
+
+def test_thompson_prefers_the_credited_winner():
+    credit = {"good": Credit(9, 10), "bad": Credit(1, 10)}
+    picks = Counter(thompson_choice(credit, ["good", "bad"], random.Random(i)) for i in range(300))
+    assert picks["good"] > 270
+    assert credit_from([("a+b", True)], ["a", "b", "c"]) == {"a": Credit(1, 1), "b": Credit(1, 1), "c": Credit(0, 0)}
+
+
+def test_bandit_sweep_records_requested_and_used(make_exp):
+    exp = make_exp("sweep.operator_choice=bandit")
+    exp.sweep.n_trials = 4
+    run_sweep(exp, ScriptedRunner(load_tasks(exp.benchmark)), propose=scripted_propose, out=lambda s: None)
+    study = optuna.load_study(study_name=exp.sweep.name, storage=exp.sweep.storage)
+    search = [t for t in study.trials if t.user_attrs.get("operator") != "baseline"]
+    assert search and all(t.user_attrs["operator_requested"] in ("add_tool", "noise") for t in search)
+    assert all("operator" not in t.params for t in search)  # the bandit, not TPE, chose
+    rows = Ledger(exp.sweep_dir / "ledger.jsonl").rows()
+    assert {r["operator"] for r in rows if r["trial"] > 0} <= {"add_tool", "noise"}
+
+
+# -- the pruner's threshold over repeated looks ---------------------------------------------------------
+
+
+def test_pocock_matches_the_published_constant():
+    # Pocock (1977): two-sided 0.05 over 5 looks -> 0.0158 per look, i.e. one-sided 0.025 -> 0.0079
+    assert pocock_p(0.025, 5) == pytest.approx(0.0079, abs=0.0004)
+    assert pocock_p(0.1, 1) == 0.1
+    assert pruner_threshold(0.1, 8, 2, "none") == 0.1
+    assert pruner_threshold(0.1, 8, 2, "pocock") < 0.04
+
+
+def test_config_validation(make_exp):
+    from experiments.config import ConfigError, validate
+
+    exp = make_exp(operators=("reorder",))
+    exp.sweep.parent_selection = "worst"
+    with pytest.raises(ConfigError, match="sweep.parent_selection='worst' is not allowed"):
+        validate(exp)
+    exp = make_exp(operators=("reorder",))
+    exp.sweep.gate_z = 9.0
+    with pytest.raises(ConfigError, match="sweep.gate_z=9.0 is out of range"):
+        validate(exp)
+
+
+def test_gate_is_off_on_a_train_split_it_would_cover(make_exp):
+    exp = _gate_exp(make_exp, "harm", n_train=3, n_holdout=1)
+    exp.sweep.n_trials = 2
+    run_sweep(exp, HarmRunner(load_tasks(exp.benchmark)), propose=harm_propose, out=lambda s: None)
+    trials = optuna.load_study(study_name=exp.sweep.name, storage=exp.sweep.storage).trials
+    assert not any("gate" in t.user_attrs for t in trials)
