@@ -131,6 +131,7 @@ def run_one(world: int, pruner: str, args, base: Path) -> dict:
     sw.name, sw.n_trials, sw.pruner = "sim", len(EFFECTS) + 1, pruner
     sw.baseline_repeats, sw.holdout_top_k = 3, 2  # the settings the recorded figures were taken with
     sw.pruner_p, sw.pruner_startup_steps = args.pruner_p, args.startup_steps
+    sw.gate_tasks, sw.pruner_correction = 0, "none"  # this world compares the uncorrected pruner with none
     sw.operators = ["add_constraint"]
     sw.storage = f"sqlite:///{results / 'optuna.db'}"
     exp.mlflow.enabled = False
