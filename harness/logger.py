@@ -137,7 +137,9 @@ class Tracer:
             {"name": "thread_name", "ph": "M", "pid": _PID, "tid": tid, "ts": 0, "args": {"name": f"worker-{tid}"}}
             for tid in sorted(tids.values())
         ]
-        return {"traceEvents": meta + events, "displayTimeUnit": "ms", "otherData": {"run_id": self.run_id}}
+        # ts0_unix_us: the wall-clock time of ts 0, so a reader can place the spans in real time (MLflow traces)
+        return {"traceEvents": meta + events, "displayTimeUnit": "ms",
+                "otherData": {"run_id": self.run_id, "ts0_unix_us": round(self.wall_t0 * 1e6)}}
 
     def write(self, directory: str | Path) -> Path:
         """Write <run_id>.json atomically. The temp file has a unique name: two writers of one run id (threads or
