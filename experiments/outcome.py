@@ -62,6 +62,7 @@ class TaskOutcome:
     error: str | None = None
     smoke: bool = False
     rescored: bool = False  # score comes from an independent judge sample
+    trace_path: str | None = None  # the run's Chrome trace file (harness.logger.Tracer.write)
 
     def __post_init__(self) -> None:
         if self.status not in (OK, FAILED):
@@ -103,7 +104,7 @@ def outcome_from_result(result: Any) -> TaskOutcome:
     record = result.record or {}
     usage = Usage.from_record(record)
     base = dict(usage=usage, output_text=result.output_text or "", output_path=result.output_path,
-                smoke=bool(result.smoke))
+                smoke=bool(result.smoke), trace_path=result.trace_path)
     if result.status != OK:
         return TaskOutcome.failed(result.error or result.status, **base)
     ev = result.evaluation
