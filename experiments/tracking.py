@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from experiments.config import ExperimentConfig, experiment_dict
+from experiments.mlflow_traces import EVALUATION_RUN, RUN_TYPE_TAG
 
 log = logging.getLogger("experiments.tracking")
 
@@ -178,7 +179,8 @@ class MLflowTracker(NullTracker):
                 self.client.update_run(self.parent_id, status="RUNNING")
         else:
             tags = {PARENT_TAG: "true", "sweep": exp.sweep.name, "kind": exp.sweep.kind,
-                    "mlflow.runName": f"{exp.sweep.name}", "benchmark": exp.benchmark.name}
+                    "mlflow.runName": f"{exp.sweep.name}", "benchmark": exp.benchmark.name,
+                    RUN_TYPE_TAG: EVALUATION_RUN}  # the UI lists it (and its trials) under "Evaluation runs"
             if smoke:
                 tags["smoke"] = "true"
             run = self.client.create_run(self.experiment_id, tags=tags)
@@ -276,6 +278,21 @@ class MLflowTracker(NullTracker):
                 if s.output_text:
                     self.client.log_text(rid, s.output_text, f"outputs/{s.task_id}.md")
         self.client.set_terminated(rid, status=status)
+        if ev is not None:
+            self._log_traces(rid, trial.number, ev.scores)
+
+    def _log_traces(self, run_id: str, number: int, scores: Iterable[Any]) -> None:
+        """Each task run of the trial as an MLflow trace with the evaluator's assessments, linked to the trial's
+        run (experiments.mlflow_traces). Runs after the trial's run is complete: a failure raises
+        TraceLoggingError, which the sweep's guard prints as one warning line, and loses nothing else."""
+        from experiments.benchmark import load_tasks
+        from experiments.mlflow_traces import log_trial_traces
+
+        requests = {t.id: {"task": t.task, "task_id": t.id, "task_type": t.task_type}
+                    for t in load_tasks(self.exp.benchmark)}
+        log_trial_traces(self.client, self.uri, experiment_id=self.experiment_id, run_id=run_id, scores=list(scores),
+                         requests=requests, default_judge=self.exp.backend.evaluator_model,
+                         tags={"sweep": self.exp.sweep.name, "trial_number": str(number)})
 
     def sync(self, trials: Iterable[Any], baseline: Mapping[str, str] | None = None) -> int:
         """Log finished trials that have no child run yet (a crash between tell and logging); idempotent."""

@@ -1,0 +1,217 @@
+"""experiments.mlflow_traces: each harness run of a trial becomes an MLflow trace (spans from its Chrome trace, the
+evaluator's scores as assessments) linked to the trial's run, which the UI lists as an evaluation run."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from experiments.mlflow_traces import (
+    EVALUATION_RUN, RUN_TYPE_TAG, TOKEN_USAGE, assessments, read_chrome_trace, span_attributes, span_tree)
+from experiments.objective import TaskScore
+
+
+def _ev(name, ts, dur, tid=1, cat="stage", **args):
+    return {"name": name, "cat": cat, "ph": "X", "ts": ts, "dur": dur, "pid": 1, "tid": tid, "args": args}
+
+
+# -- the span tree from Chrome events ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("events, parents", [
+    ([_ev("a", 0, 10), _ev("b", 1, 3), _ev("c", 5, 4)], [None, 0, 0]),  # siblings inside one stage
+    ([_ev("a", 0, 10), _ev("b", 1, 8), _ev("c", 2, 1, cat="llm")], [None, 0, 1]),  # nested twice
+    ([_ev("a", 0, 5), _ev("b", 5, 5)], [None, None]),  # back to back: not nested
+    ([_ev("a", 0, 10.0), _ev("b", 0.1, 9.95)], [None, 0]),  # rounding overhang (0.1 us) still nests
+    ([_ev("a", 0, 20), _ev("s", 2, 10, tid=2), _ev("l", 3, 1, tid=2, cat="llm")], [None, 0, 1]),  # worker thread
+    ([_ev("a", 0, 5), _ev("s", 6, 2, tid=2)], [None, None]),  # a worker span outside every stage: under the root
+])
+def test_each_span_hangs_under_the_innermost_span_that_contains_it(events, parents):
+    assert [s.parent for s in span_tree(events)] == parents
+
+
+def test_an_llm_span_carries_model_tokens_latency_and_cache_hit():
+    node = span_tree([_ev("llm.producer", 100, 250_000, cat="llm", model="qwen", backend="ollama",
+                          prompt_tokens=120, completion_tokens=30, cached=True, finish_reason="stop")])[0]
+    attrs = span_attributes(node)
+    assert attrs["model"] == "qwen" and attrs["role"] == "producer" and attrs["cache_hit"] is True
+    assert attrs["latency_s"] == 0.25 and attrs["prompt_tokens"] == 120 and "cached" not in attrs
+    assert attrs[TOKEN_USAGE] == {"input_tokens": 120, "output_tokens": 30, "total_tokens": 150}
+
+
+def test_a_trace_file_is_placed_in_wall_time(tmp_path):
+    from harness.logger import Tracer
+
+    tracer = Tracer("r1")
+    with tracer.stage("synthesize"):
+        time.sleep(0.01)
+    trace = read_chrome_trace(tracer.write(tmp_path))
+    assert abs(trace.ts0_unix_us / 1e6 - tracer.wall_t0) < 1e-3 and trace.run_id == "r1"
+    assert [e["name"] for e in trace.events] == ["synthesize"]
+    # a file from before ts0_unix_us was recorded: placed by its mtime (written when the run ended)
+    data = json.loads((tmp_path / "r1.json").read_text())
+    del data["otherData"]["ts0_unix_us"]
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    old = read_chrome_trace(tmp_path / "old.json")
+    assert abs(old.ts0_unix_us / 1e6 - tracer.wall_t0) < 2.0
+
+
+def test_assessments_name_their_source_judge_model_or_code():
+    score = TaskScore(task_id="t0", task_type="enumerated", score=7.5, selection_score=8.0, rescored=True,
+                      dimensions={"relevance": 8.0, "depth": 6.0, "det_count": 10.0, "det_grounding": 4.0},
+                      judge_sd=0.3, feedback="Name versions.", weaknesses=("few versions",))
+    got = {f.name: f for f in assessments(score, "judge-model")}
+    assert set(got) == {"relevance", "depth", "det_count", "det_grounding", "composite"}
+    for name in ("relevance", "depth"):
+        assert (got[name].source.source_type, got[name].source.source_id) == ("LLM_JUDGE", "judge-model")
+        assert got[name].rationale == "Name versions.\nWeaknesses: few versions"
+    assert got["depth"].value == 6.0 and got["depth"].metadata == {"judge_sd": "0.3000"}
+    for name in ("det_count", "det_grounding", "composite"):
+        assert got[name].source.source_type == "CODE"
+    assert "grounding_score" in got["det_grounding"].rationale
+    assert got["composite"].value == 7.5 and "independent re-score" in got["composite"].rationale
+
+
+# -- a sweep on the real pipeline over scripted roles ----------------------------------------------------------
+
+
+SWEEP = ("sweep.n_trials=3", "sweep.baseline_repeats=2", "sweep.holdout_top_k=1", "wiggum.max_rounds=1",
+         "research.max_rounds=1", "research.enrich_urls=0", "evaluator.repeats=1")
+
+
+def pipeline_sweep(exp, lines: list[str], workers: int = 2):
+    """tests/test_pool.py's sweep: the real HarnessRunner over pipeline_fake's Router, MLflow as exp says."""
+    from harness.inference import ResponseCache, fake_roles
+    from pipeline_fake import pipeline_llm
+    from scripted_harness import scripted_propose
+    from test_pool import _router
+
+    from experiments.config import to_harness_config
+    from experiments.objective import HarnessRunner
+    from experiments.pool import RunPool
+    from experiments.sweep import run_sweep
+
+    cache = ResponseCache(Path(exp.results_dir) / "llm_cache.sqlite")
+    runner = HarnessRunner(to_harness_config(exp), fake_roles(pipeline_llm(_router(), latency_s=0.002), cache=cache))
+    return runner, run_sweep(exp, runner, propose=scripted_propose, out=lines.append, pool=RunPool(workers))
+
+
+def _sweep(make_exp, tmp_path, name: str, lines: list[str]):
+    exp = make_exp(f"sweep.name={name}", *SWEEP, mlflow=True, n_train=4, n_holdout=2)
+    exp.results_dir = str(tmp_path / name)
+    runner, summary = pipeline_sweep(exp, lines)
+    return exp, runner, summary
+
+
+def _trial_runs(exp):
+    from experiments.tracking import MLflowTracker
+
+    tracker = MLflowTracker(exp)
+    tracker.start(exp)
+    runs = sorted(tracker.trial_runs(), key=lambda r: int(r.data.tags["trial_number"]))
+    return tracker, runs
+
+
+@pytest.fixture
+def on_threads(monkeypatch):
+    """Records the thread each trial's traces were logged on."""
+    import experiments.mlflow_traces as mt
+
+    seen: list[str] = []
+    real = mt.log_trial_traces
+
+    def spy(*args, **kwargs):
+        seen.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mt, "log_trial_traces", spy)
+    return seen
+
+
+def test_each_trial_run_holds_one_trace_per_task_with_spans_and_assessments(make_exp, tmp_path, on_threads):
+    from harness.logger import read_jsonl
+
+    lines: list[str] = []
+    exp, runner, summary = _sweep(make_exp, tmp_path, "traces", lines)
+    assert not [line for line in lines if "warning" in line], lines
+    assert on_threads and set(on_threads) == {threading.main_thread().name}  # MLflow stays on the caller's thread
+    tracker, runs = _trial_runs(exp)
+    assert len(runs) == 3
+    assert tracker.client.get_run(tracker.parent_id).data.tags[RUN_TYPE_TAG] == EVALUATION_RUN
+    records = {r["run_id"]: r for r in read_jsonl(runner.cfg.runs_jsonl)}
+    client = tracker.client
+    for run in runs:
+        rid, n = run.info.run_id, int(run.data.tags["trial_number"])
+        assert run.data.tags[RUN_TYPE_TAG] == EVALUATION_RUN  # listed under "Evaluation runs"
+        traces = client.search_traces(locations=[tracker.experiment_id], run_id=rid)
+        assert sorted(t.info.tags["task_id"] for t in traces) == ["t0", "t1", "t2", "t3"]
+        for tr in traces:
+            info, spans = tr.info, tr.data.spans
+            assert info.trace_metadata["mlflow.sourceRun"] == rid and info.tags["trial_number"] == str(n)
+            record = records[info.tags["harness_run_id"]]  # the harness run this trace shows
+            assert record["run_id"].endswith(f"-t{n}-{info.tags['task_id']}")
+            assert json.loads(tr.data.request)["task"] == f"task number {info.tags['task_id'][1:]}"
+            assert json.loads(tr.data.response) == Path(record["output_path"]).read_text(encoding="utf-8").rstrip("\n")
+            # spans at the real times: the root is the run, the stages and LLM calls inside it
+            root = next(s for s in spans if s.parent_id is None)
+            chrome = read_chrome_trace(record["trace"])
+            assert abs(root.start_time_ns / 1e3 - chrome.ts0_unix_us) < 2
+            assert all(root.start_time_ns <= s.start_time_ns <= s.end_time_ns <= root.end_time_ns for s in spans)
+            assert len(spans) == 1 + len(chrome.events)
+            names = {s.name for s in spans}
+            assert {"synthesize", "write_output", "wiggum_loop", "llm.producer", "llm.evaluator"} <= names
+            llm = [s for s in spans if s.span_type == "LLM"]
+            assert llm and all(s.attributes["model"] and s.attributes[TOKEN_USAGE]["input_tokens"] > 0
+                               and s.attributes["latency_s"] >= 0 and isinstance(s.attributes["cache_hit"], bool)
+                               for s in llm)
+            by_id = {s.span_id: s for s in spans}
+            producer = next(s for s in llm if s.name == "llm.producer")
+            assert by_id[producer.parent_id].name == "synthesize"
+            assert info.token_usage["total_tokens"] == sum(s.attributes[TOKEN_USAGE]["total_tokens"] for s in llm)
+            # assessments: the judge's dimensions with its rationale, the deterministic criteria from code
+            got = {a.name: a for a in info.assessments}
+            judge = next(s.attributes["model"] for s in llm if s.name == "llm.evaluator")  # the model that judged
+            for dim in ("relevance", "completeness", "depth", "specificity", "structure", "grounded"):
+                assert got[dim].source.source_type == "LLM_JUDGE" and got[dim].source.source_id == judge
+                assert got[dim].rationale.startswith("Add version numbers.")
+            det = [a for name, a in got.items() if name.startswith("det_")]
+            assert det and all(a.source.source_type == "CODE" for a in det)
+            assert got["composite"].source.source_type == "CODE"
+            metric = run.data.metrics[f"task.{info.tags['task_id']}"]
+            assert got["composite"].value == pytest.approx(metric)
+
+
+def test_trace_logging_that_fails_warns_once_and_loses_nothing_else(make_exp, tmp_path, monkeypatch):
+    import experiments.mlflow_traces as mt
+    from experiments.ledger import Ledger
+    from experiments.sweep import open_study
+
+    real, calls = mt.start_task_trace, []
+
+    def flaky(client, **kwargs):
+        calls.append(kwargs["tags"]["trial_number"])
+        if kwargs["tags"]["trial_number"] == "1":
+            raise OSError("trace store unreachable")
+        return real(client, **kwargs)
+
+    monkeypatch.setattr(mt, "start_task_trace", flaky)
+    lines: list[str] = []
+    exp, _, summary = _sweep(make_exp, tmp_path, "flaky", lines)
+    warnings = [line for line in lines if "warning" in line]
+    assert len(warnings) == 1 and set(calls) == {"0", "1", "2"}, warnings
+    assert "TraceLoggingError: 0 of 4 task traces logged; t0, t1, t2, t3: OSError: trace store unreachable" in warnings[0]
+    # the sweep's results: every trial told to Optuna, in the ledger, with its MLflow run and metrics
+    trials = open_study(exp).get_trials(deepcopy=False)
+    assert [t.state.name for t in trials] == ["COMPLETE"] * 3 and summary.best_trial is not None
+    assert len(Ledger(exp.sweep_dir / "ledger.jsonl").rows()) == 3
+    tracker, runs = _trial_runs(exp)
+    assert [r.info.status for r in runs] == ["FINISHED"] * 3
+    assert all("composite" in r.data.metrics and "task.t3" in r.data.metrics for r in runs)
+    counts = [len(tracker.client.search_traces(locations=[tracker.experiment_id], run_id=r.info.run_id))
+              for r in runs]
+    assert counts == [4, 0, 4]
+    assert RUN_TYPE_TAG not in runs[1].data.tags
