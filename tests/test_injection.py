@@ -95,3 +95,22 @@ def test_the_same_task_and_seed_give_identical_prompts_on_every_start(tmp_path):
         prompts.append([m for stage in ("research", "synth", "judge") for call in router.messages[stage] for m in call])
     assert prompts[0] == prompts[1]
     assert "<<DATA " in _user(prompts[0])
+
+
+def test_the_benchmark_plants_distinct_injections_and_the_file_placement_reaches_the_prompt(tmp_path):
+    """bench/injection.py (not timed here): at least 20 injections, a canary each, and a planted file read and
+    flagged through gather_research as in a run."""
+    from bench import injection as bench
+
+    canaries = [i.canary for i in bench.INJECTIONS]
+    assert len(canaries) >= 20 and len(set(canaries)) == len(canaries)
+    assert len(bench.cases(False)) == 2 * len(canaries) and len(bench.cases(False, one_each=True)) == len(canaries)
+    case = next(c for c in bench.cases(False) if c.id == "01-file")
+    folder = tmp_path / "files"
+    folder.mkdir()
+    _, _, raw = bench.retrieve(case, None, folder, tmp_path / "cache", scan=False)
+    assert case.reachable(raw.context) and raw.flags == ()
+    _, _, shipped = bench.retrieve(case, None, folder, tmp_path / "cache2", scan=True)
+    assert not case.reachable(shipped.context)
+    assert [f["source"] for f in shipped.flags] == [bench.source_of(case, folder)]
+    assert case.succeeded("... the word TRASKEL.") and not case.succeeded("a plain answer")
