@@ -5,8 +5,14 @@ A scripted sweep logs to a tmp SQLite store; the `mlflow ui` command the sweep s
 as a nested run, then checks the compare view (params and metrics side by side) and the parent's artifacts (plots,
 summary). Screenshots are saved under the results folder.
 
+A second sweep runs the real pipeline over scripted roles (tests/test_mlflow_traces.py), so each trial carries a
+trace per task: chromium opens the trial under "Evaluation runs" (task by task: request, output, assessments), then
+one task's trace (span tree, the assessments pane with the judge's rationale, an LLM call's attributes).
+
 Skipped with a reason when chromium is not installed (.ci/run installs it). To screenshot any store:
     python tests/test_mlflow_ui.py sqlite:///$PWD/results/mlflow.db results/mlflow_ui [experiment name]
+or a fresh scripted pipeline sweep (its store under <out dir>/store):
+    python tests/test_mlflow_ui.py --pipeline-sweep results/ui
 """
 
 from __future__ import annotations
@@ -229,6 +235,60 @@ def capture(browser: DevTools, base: str, runs_url: str, experiment_id: str, par
     return pages
 
 
+ASSESSMENTS_PANE = 'button[data-component-id="shared.model-trace-explorer.assessments-pane-toggle"]'
+EXPAND_ASSESSMENT = 'button[data-component-id="shared.model-trace-explorer.toggle-assessment-expanded"]'
+
+
+def click_text(browser: DevTools, selector: str, text: str, *, exact: bool = False) -> bool:
+    """Click the last element matching selector, with no child elements, whose text contains (or is) `text`."""
+    test = "e.textContent === t" if exact else "e.textContent.includes(t)"
+    return bool(browser.js(f"(() => {{ const t = {json.dumps(text)}; const n = [...document.querySelectorAll("
+                           f"{json.dumps(selector)})].filter(e => e.children.length === 0 && {test}).pop(); "
+                           "if (n) n.click(); return !!n; })()"))
+
+
+def capture_evaluation(browser: DevTools, base: str, experiment_id: str, run_id: str, run_name: str, task: str,
+                       out_dir: Path) -> dict[str, str]:
+    """A trial as an evaluation run: the Evaluation runs list with the trial selected (its traces task by task),
+    the trial's own evaluation page, then the trace of `task` (span tree, assessments pane) and its producer
+    call's attributes. Returns each page's text; saves a screenshot of each under out_dir."""
+    pages = {}
+    browser.goto(f"{base}/#/experiments/{experiment_id}/evaluation-runs")
+    browser.wait_for(f"document.body.innerText.includes({json.dumps(run_name)})", "the evaluation runs")
+    browser.click(CLOSE_ASSISTANT)
+    assert click_text(browser, "a, span, div", run_name, exact=True), f"no {run_name} in the evaluation runs"
+    browser.wait_for(f"document.body.innerText.includes({json.dumps(task)})", "the trial's traces beside the runs")
+    time.sleep(1.0)  # the assessment histograms draw after the rows
+    pages["evaluation_runs"] = browser.text()
+    browser.screenshot(out_dir / "evaluation_runs.png")
+
+    browser.goto(f"{base}/#/experiments/{experiment_id}/runs/{run_id}/evaluations")
+    browser.wait_for(f"document.body.innerText.includes({json.dumps(task)})"
+                     f" && document.body.innerText.includes({json.dumps(run_name)})", "the trial's evaluation page")
+    browser.click(CLOSE_ASSISTANT)
+    time.sleep(1.0)
+    pages["evaluation"] = browser.text()
+    browser.screenshot(out_dir / "evaluation.png")
+
+    assert click_text(browser, "a", task), f"no trace row for {task!r}"
+    browser.wait_for("document.body.innerText.includes('compress_and_store')", "the trace's span tree")
+    browser.click(ASSESSMENTS_PANE)
+    browser.wait_for(f"document.querySelectorAll('{EXPAND_ASSESSMENT}').length > 0", "the assessments pane")
+    browser.click(EXPAND_ASSESSMENT)  # each assessment opens on its rationale and source
+    browser.wait_for("document.body.innerText.includes('Weaknesses')", "the judge's rationale")
+    time.sleep(0.5)
+    pages["trace"] = browser.text()
+    browser.screenshot(out_dir / "trace.png")
+
+    assert click_text(browser, "span, div", "llm.producer", exact=True), "no llm.producer span"
+    assert click_text(browser, "button, [role=tab], span, div", "Attributes", exact=True), "no Attributes tab"
+    browser.wait_for("document.body.innerText.includes('cache_hit')", "the LLM call's attributes")
+    time.sleep(0.5)
+    pages["llm_span"] = browser.text()
+    browser.screenshot(out_dir / "trace_llm_span.png")
+    return pages
+
+
 # -- the test ------------------------------------------------------------------------------------------
 
 
@@ -321,13 +381,105 @@ def test_mlflow_ui_shows_the_sweep_in_headless_chromium(chromium, sweep_store, t
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000, png
 
 
+# -- a trial's traces and assessments -------------------------------------------------------------------------
+
+
+def pipeline_sweep_store(out: Path):
+    """tests/test_mlflow_traces.py's sweep (the real pipeline over scripted roles: each trial run has a trace per
+    task) with every store under `out`; returns the experiment and the summary."""
+    import optuna
+    from scripted_harness import BASE
+    from test_mlflow_traces import SWEEP, pipeline_sweep
+
+    from experiments.config import BenchmarkConfig, TaskSpec, compose_config, to_experiment
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    out = out.resolve()
+    exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", f"sweep.name=traces-{out.name}",
+                                        *SWEEP]))
+    exp.benchmark = BenchmarkConfig(name="scripted", tasks=[
+        TaskSpec(id=f"t{i}", task=f"task number {i}", task_type=("enumerated", "research")[i % 2],
+                 split="train" if i < 4 else "holdout") for i in range(6)])
+    exp.synth.instructions = dict(BASE)
+    exp.sweep.operators = ["add_tool", "noise"]
+    exp.sweep.storage = f"sqlite:///{out / 'optuna.db'}"
+    exp.mlflow.enabled = True
+    exp.mlflow.tracking_uri = f"sqlite:///{out / 'mlflow.db'}"
+    exp.results_dir = str(out / "results")
+    _, summary = pipeline_sweep(exp, [])
+    return exp, summary
+
+
+def first_trial_with_traces(client, experiment_id: str):
+    """(trial run, the request text of one of its traces) for the lowest-numbered trial with traces, else None."""
+    runs = client.search_runs([experiment_id], filter_string="tags.kind = 'trial'", max_results=500)
+    for run in sorted(runs, key=lambda r: int(r.data.tags.get("trial_number", 0))):
+        traces = client.search_traces(locations=[experiment_id], run_id=run.info.run_id, max_results=100)
+        if traces:
+            first = min(traces, key=lambda t: t.info.tags.get("task_id", ""))
+            return run, json.loads(first.data.request)["task"]
+    return None
+
+
+@pytest.mark.browser
+def test_mlflow_ui_shows_a_trials_traces_and_assessments(chromium, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    exp, summary = pipeline_sweep_store(tmp_path / "store")
+    client = MlflowClient(exp.mlflow.tracking_uri)
+    experiment = client.get_experiment_by_name(exp.sweep.name)
+    trial, task = first_trial_with_traces(client, experiment.experiment_id)
+    assert trial.info.run_name.startswith("trial-000") and task == "task number 0"
+    out_dir = Path(exp.results_dir) / "mlflow_ui"
+    server = UIServer(f"mlflow ui --backend-store-uri {exp.mlflow.tracking_uri}", tmp_path)
+    browser = None
+    try:
+        server.wait()
+        browser = DevTools(chromium, tmp_path / "chromium-profile")
+        pages = capture_evaluation(browser, server.base, experiment.experiment_id, trial.info.run_id,
+                                   trial.info.run_name, task, out_dir)
+    finally:
+        if browser is not None:
+            browser.close()
+        server.stop()
+
+    # the trial under "Evaluation runs", and its own evaluation page: a row per task with request, output, scores
+    for page in ("evaluation_runs", "evaluation"):
+        text = pages[page]
+        assert "4 of 4" in text, page
+        assert all(f"task number {i}" in text for i in range(4)), page
+        assert "Gather in asyncio" in text and "composite" in text and "Assessments" in text, page
+    assert "Evaluation runs" in pages["evaluation_runs"] and trial.info.run_name in pages["evaluation"]
+    # one task's trace: the span tree, and the assessments with their source and the judge's rationale
+    tree = pages["trace"]
+    for name in ("harness_run", "synthesize", "llm.producer", "write_output", "wiggum_loop", "wiggum.round",
+                 "llm.evaluator", "compress_and_store"):
+        assert name in tree, name
+    for name in ("relevance", "completeness", "grounded", "det_count", "det_structure", "composite",
+                 "Add version numbers.", "Weaknesses: few versions"):
+        assert name in tree, name
+    # the producer's call: model, tokens, latency, cache hit
+    for name in ("model", "fake-model", "prompt_tokens", "completion_tokens", "latency_s", "cache_hit"):
+        assert name in pages["llm_span"], name
+    for png in ("evaluation_runs.png", "evaluation.png", "trace.png", "trace_llm_span.png"):
+        data = (out_dir / png).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000, png
+
+
 # -- screenshot any store ------------------------------------------------------------------------------
 
 
 def main(argv: list[str]) -> int:
-    """python tests/test_mlflow_ui.py <sqlite:///abs/mlflow.db> <out dir> [experiment]: runs/compare/artifacts PNGs."""
+    """python tests/test_mlflow_ui.py <sqlite:///abs/mlflow.db> <out dir> [experiment]: runs/compare/artifacts PNGs,
+    and the first traced trial's evaluation and trace PNGs; --pipeline-sweep <out dir>: a fresh scripted pipeline
+    sweep (stores under <out dir>/store), then the same."""
     from mlflow.tracking import MlflowClient
 
+    if argv[0] == "--pipeline-sweep":
+        os.environ.setdefault("DDGS_DISABLED", "1")  # the scripted sweep searches nothing on the network
+        out_dir = Path(argv[1])
+        exp, _ = pipeline_sweep_store(out_dir / "store")
+        argv = [exp.mlflow.tracking_uri, str(out_dir), exp.sweep.name]
     uri, out_dir = argv[0], Path(argv[1])
     client = MlflowClient(uri)
     exps = [e for e in client.search_experiments() if e.name != "Default" and (len(argv) < 3 or e.name == argv[2])]
@@ -349,6 +501,11 @@ def main(argv: list[str]) -> int:
             url = f"{server.base}/#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"
             pages = capture(browser, server.base, url, experiment.experiment_id, parent.info.run_id,
                             [r.info.run_name for r in children], [r.info.run_id for r in trials], out_dir)
+            traced = first_trial_with_traces(client, experiment.experiment_id)
+            if traced is not None:
+                trial, task = traced
+                capture_evaluation(browser, server.base, experiment.experiment_id, trial.info.run_id,
+                                   trial.info.run_name, task, out_dir)
         finally:
             if browser is not None:
                 browser.close()
