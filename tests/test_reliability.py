@@ -152,7 +152,9 @@ def mlflow_runs(tmp_path: Path):
 def test_kill9_mid_trial_then_same_command_resumes(env, tmp_path):
     gate = Gate()
     with OllamaStub(models=MODELS, default_reply=gate, delay_s=0.02) as stub:
-        cmd = sweep_cmd(stub.url, "sweep.n_trials=6", "sweep.baseline_repeats=2",
+        # one run at a time: when the gate blocks one request every other one has been answered, so the counts
+        # below are exact (runs in flight at a kill: tests/test_pool.py, Ctrl-C with 3 at once)
+        cmd = sweep_cmd(stub.url, "sweep.n_trials=6", "sweep.baseline_repeats=2", "backend.concurrency=1",
                         f"search.local_corpus=[{env['corpus']}]")
         first = Proc(cmd, env["env"], tmp_path)
         first.wait_for(r"\] trial \d+/6 #1 .*\b(COMPLETE|PRUNED|FAIL)\b")  # trial #1 finished
