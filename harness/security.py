@@ -1,7 +1,9 @@
 """Hostile content stops here: prompt-injection scanning, SSRF-safe URL fetching, confined file paths.
 
-- `scan_text` flags and neutralises prompt-injection patterns in search results and fetched pages before
-  any of it reaches a prompt.
+- `scan_text` flags and neutralises prompt-injection patterns in search results, fetched pages, files and step
+  outputs before any of it reaches a prompt; `flag_record` is what the run record keeps of a flagged text.
+- `DataMarker` marks the untrusted text that does reach a prompt as data (spotlighting), with a boundary the
+  text cannot forge; `unsourced_urls` lists URLs in a final answer that no gathered source has.
 - `check_url` / `fetch_url` refuse non-http(s) schemes and any host that resolves to a loopback, private,
   link-local, multicast, reserved or cloud-metadata address (IPv4-mapped IPv6 and decimal/hex/octal IPv4
   forms included). Every redirect hop is checked again, and the connection goes to the address that was
@@ -57,7 +59,7 @@ _AI = (
     r"(?:a\.?i\.?(?:\s+(?:assistant|agent|model|system|tool))?s?|assistants?|(?:large\s+)?language\s+models?|llms?|"
     r"chat\s?bots?|gpt(?:-?\d)?|chatgpt|claude|gemini|copilot|bots?|(?:ai\s+|llm\s+)?agents?|models?)"
 )
-_URL = r"(?:https?|ftp|file|gopher)://[^\s<>\"')\]]+"
+_URL = r"(?:https?|ftp|file|gopher)://[^\s<>\"')\]]++"  # possessive: no backtracking into a URL (hostile pages)
 _ANSWER = r"(?:your|the\s+final)\s+(?:final\s+)?(?:answer|response|reply|output|summary|report|article|essay|message)s?"
 _SECRET = (
     r"(?:\b(?:(?:your\s+|the\s+)?system\s+(?:prompt|message)|your\s+(?:prompt|instructions)|api[\s_-]?keys?|secret\s+keys?|"
@@ -268,20 +270,23 @@ def scan_text(text: str) -> ScanResult:
 
 
 def _passage(text: str, start: int, end: int) -> tuple[int, int]:
-    """The span to remove for a match at [start, end): its sentence through the end of its paragraph."""
+    """The span to remove for a match at [start, end): from the start of its sentence (at most 400 characters
+    back) to the end of its paragraph if that comes within _PASSAGE_CAP characters, else to the next sentence end
+    within 400 more (else there). Every search is bounded, so a hostile page of a million repeated matches costs
+    linear time."""
     while start < end and text[start] in "\n\r":
         start += 1
-    begin = 0
+    begin = 0 if start <= 400 else start
     for m in _SENTENCE_END.finditer(text, max(0, start - 400), start):
         begin = m.end()
-    if begin == 0 and start > 400:
-        begin = start
-    para = _PARAGRAPH_END.search(text, end)
-    stop = para.start() if para else len(text)
-    if stop - end > _PASSAGE_CAP:
-        cut = _SENTENCE_END.search(text, end + _PASSAGE_CAP)
-        stop = min(stop, cut.end() if cut else len(text))
-    return begin, max(stop, end)
+    limit = min(len(text), end + _PASSAGE_CAP)
+    para = _PARAGRAPH_END.search(text, end, limit)
+    if para:
+        return begin, para.start()
+    if limit == len(text):
+        return begin, limit
+    cut = _SENTENCE_END.search(text, limit, min(len(text), limit + 400))
+    return begin, cut.end() if cut else min(len(text), limit + 400)
 
 
 def _cut(text: str, spans: list[tuple[int, int]], removed: list[str]) -> str:
