@@ -9,6 +9,11 @@ caller has taken the previous result, exactly as a plain loop. A pruned trial or
 everything not started yet (`Ordered.cancel`); runs already started finish and their results are dropped,
 counted in `Ordered.abandoned`.
 
+What the pool guarantees is its own determinism: a backend whose reply depends only on the request gives the
+same results at any concurrency (tests/test_pool.py). An engine that batches concurrent requests may not:
+llama.cpp's batched decoding is not batch-invariant (docs/BENCHMARKS.md), so bit-identical reruns on the
+embedded model need concurrency 1.
+
 Workers are daemon threads started per run with the caller's contextvars: Ctrl-C in the caller stops the
 loop at once, the process exits without waiting for a model call to end, and every reply that finished is
 already in the response cache, so a resume re-issues none of them.
