@@ -9,9 +9,13 @@ A second sweep runs the real pipeline over scripted roles (tests/test_mlflow_tra
 trace per task: chromium opens the trial under "Evaluation runs" (task by task: request, output, assessments), then
 one task's trace (span tree, the assessments pane with the judge's rationale, an LLM call's attributes).
 
+A third sweep (tests/test_registry.py's: scripted runner, a planted improvement) promotes a winner into the Prompt
+Registry: chromium opens the prompt's page (Prompts tab, #/prompts/<name>) and must find version 1 @previous (the
+baseline) and version 2 @champion (the winner's text and commit message).
+
 Skipped with a reason when chromium is not installed (.ci/run installs it). To screenshot any store:
     python tests/test_mlflow_ui.py sqlite:///$PWD/results/mlflow.db results/mlflow_ui [experiment name]
-or a fresh scripted pipeline sweep (its store under <out dir>/store):
+or a fresh scripted pipeline sweep plus a promoting sweep (one store under <out dir>/store):
     python tests/test_mlflow_ui.py --pipeline-sweep results/ui
 """
 
@@ -466,19 +470,125 @@ def test_mlflow_ui_shows_a_trials_traces_and_assessments(chromium, tmp_path):
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000, png
 
 
+# -- the promoted prompt in the Prompt Registry ---------------------------------------------------------------
+
+
+def promoted_sweep_store(out: Path):
+    """tests/test_registry.py's promoting sweep (scripted runner with the planted improvement, 6 trials, 8 train and
+    4 holdout tasks, mlflow on) with its stores under `out`: the baseline becomes version 1 of each
+    harness-synth-<task_type> prompt, the winner version 2 @champion, the baseline @previous."""
+    import optuna
+    from scripted_harness import BASE, ScriptedRunner, scripted_propose
+
+    from experiments.benchmark import load_tasks
+    from experiments.config import BenchmarkConfig, TaskSpec, compose_config, to_experiment
+    from experiments.sweep import run_sweep
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    out = out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", "sweep.n_trials=6"]))
+    exp.benchmark = BenchmarkConfig(name="scripted", tasks=[
+        TaskSpec(id=f"t{i}", task=f"task number {i}", task_type=("enumerated", "research")[i % 2],
+                 split="train" if i < 8 else "holdout") for i in range(12)])
+    exp.synth.instructions = dict(BASE)
+    exp.sweep.operators = ["add_tool", "noise"]
+    exp.sweep.name = f"prompt-{uuid.uuid4().hex[:6]}"
+    exp.sweep.storage = f"sqlite:///{out / 'optuna.db'}"
+    exp.mlflow.enabled = True
+    exp.mlflow.tracking_uri = f"sqlite:///{out / 'mlflow.db'}"
+    exp.results_dir = str(out / "results")
+    summary = run_sweep(exp, ScriptedRunner(load_tasks(exp.benchmark)), propose=scripted_propose, out=lambda s: None)
+    return exp, summary
+
+
+def prompt_aliases(client, name: str) -> dict[str, int]:
+    """alias -> version of one registered prompt."""
+    return {a: int(v.version) for v in client.search_prompt_versions(name)
+            for a in client.get_prompt_version(name, v.version).aliases}
+
+
+def champion_prompt(client) -> str | None:
+    """The first registered prompt with a champion alias (else the first prompt, else None)."""
+    from experiments.registry import CHAMPION
+
+    names = sorted(p.name for p in client.search_prompts(max_results=100))
+    return next((n for n in names if CHAMPION in prompt_aliases(client, n)), names[0] if names else None)
+
+
+def capture_prompt(browser: DevTools, base: str, name: str, out_dir: Path,
+                   aliases: tuple[str, ...] = ()) -> dict[str, str]:
+    """The prompt's page in the Prompts tab: its versions with their aliases (wait for each of `aliases`), the
+    latest version shown. Returns the page's text and its final URL; saves prompt.png under out_dir."""
+    browser.goto(f"{base}/#/prompts/{urllib.parse.quote(name)}")
+    shown = [name, "Viewing version", "Version 1", *(f"@ {a}" for a in aliases)]
+    browser.wait_for(f"{json.dumps(shown)}.every(t => document.body.innerText.replace(/\\s+/g, ' ').includes(t))",
+                     f"the prompt's versions and aliases {list(aliases)}")
+    browser.click(CLOSE_ASSISTANT)
+    time.sleep(0.5)
+    pages = {"prompt": browser.text(), "prompt_url": browser.js("location.href")}
+    browser.screenshot(out_dir / "prompt.png")
+    return pages
+
+
+@pytest.mark.browser
+def test_mlflow_ui_shows_the_promoted_prompt_with_versions_and_aliases(chromium, tmp_path):
+    import re
+
+    from mlflow.tracking import MlflowClient
+    from scripted_harness import BASE
+
+    from experiments.registry import CHAMPION, PREVIOUS, prompt_name
+
+    exp, summary = promoted_sweep_store(tmp_path / "store")
+    assert summary.promoted
+    changed = sorted(tt for tt in BASE if summary.promoted_instructions[tt] != BASE[tt])
+    assert changed
+    name = prompt_name("harness", changed[0])
+    client = MlflowClient(exp.mlflow.tracking_uri)
+    assert prompt_aliases(client, name) == {CHAMPION: 2, PREVIOUS: 1}
+    champion = client.get_prompt_version(name, 2)
+    assert champion.template == summary.promoted_instructions[changed[0]]
+
+    out_dir = Path(exp.results_dir) / "mlflow_ui"
+    server = UIServer(f"mlflow ui --backend-store-uri {exp.mlflow.tracking_uri}", tmp_path)
+    browser = None
+    try:
+        server.wait()
+        browser = DevTools(chromium, tmp_path / "chromium-profile")
+        pages = capture_prompt(browser, server.base, name, out_dir, (CHAMPION, PREVIOUS))
+    finally:
+        if browser is not None:
+            browser.close()
+        server.stop()
+
+    text = pages["prompt"]
+    assert f"/#/prompts/{name}" in pages["prompt_url"]
+    # the versions list: 2 @champion (the winner), 1 @previous (the baseline); the page opens on version 2
+    assert re.search(r"Version 2\s*@\s*champion", text), text[:2000]
+    assert re.search(r"Version 1\s*@\s*previous", text), text[:2000]
+    assert "Viewing version 2" in text
+    assert f"trial #{summary.promoted_trial}" in text  # the winner's commit message
+    assert " ".join(champion.template.split()) in " ".join(text.split())  # the winner's text
+    data = (out_dir / "prompt.png").read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
 # -- screenshot any store ------------------------------------------------------------------------------
 
 
 def main(argv: list[str]) -> int:
     """python tests/test_mlflow_ui.py <sqlite:///abs/mlflow.db> <out dir> [experiment]: runs/compare/artifacts PNGs,
-    and the first traced trial's evaluation and trace PNGs; --pipeline-sweep <out dir>: a fresh scripted pipeline
-    sweep (stores under <out dir>/store), then the same."""
+    the first traced trial's evaluation and trace PNGs, and prompt.png (the first prompt with a champion alias);
+    --pipeline-sweep <out dir>: a fresh scripted pipeline sweep and a promoting sweep (one store under
+    <out dir>/store), then the same."""
     from mlflow.tracking import MlflowClient
 
     if argv[0] == "--pipeline-sweep":
         os.environ.setdefault("DDGS_DISABLED", "1")  # the scripted sweep searches nothing on the network
         out_dir = Path(argv[1])
         exp, _ = pipeline_sweep_store(out_dir / "store")
+        promoted_sweep_store(out_dir / "store")  # same store: the prompts get a champion version
         argv = [exp.mlflow.tracking_uri, str(out_dir), exp.sweep.name]
     uri, out_dir = argv[0], Path(argv[1])
     client = MlflowClient(uri)
@@ -506,6 +616,9 @@ def main(argv: list[str]) -> int:
                 trial, task = traced
                 capture_evaluation(browser, server.base, experiment.experiment_id, trial.info.run_id,
                                    trial.info.run_name, task, out_dir)
+            prompt = champion_prompt(client)
+            if prompt is not None:
+                capture_prompt(browser, server.base, prompt, out_dir)
         finally:
             if browser is not None:
                 browser.close()
