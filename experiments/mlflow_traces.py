@@ -171,6 +171,7 @@ def exporting_to(uri: str) -> Iterator[None]:
     import mlflow.tracing
 
     before = mlflow.get_tracking_uri()
+    env_before = os.environ.get("MLFLOW_TRACKING_URI")  # set_tracking_uri also writes it: put it back exactly
     async_before = os.environ.get(ASYNC_EXPORT)
     os.environ[ASYNC_EXPORT] = "false"  # read when the exporter is made: set_tracking_uri / reset remake it
     try:
@@ -188,6 +189,12 @@ def exporting_to(uri: str) -> Iterator[None]:
             mlflow.set_tracking_uri(before)
         else:
             mlflow.tracing.reset()
+        # restoring `before` copied it into $MLFLOW_TRACKING_URI; a stale global URI from earlier would then redirect
+        # every later tracker of this process that reads the environment (measured: a second sweep logged elsewhere)
+        if env_before is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = env_before
 
 
 def _ns(trace: ChromeTrace, us: float) -> int:

@@ -4,6 +4,7 @@ evaluator's scores as assessments) linked to the trial's run, which the UI lists
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -215,3 +216,21 @@ def test_trace_logging_that_fails_warns_once_and_loses_nothing_else(make_exp, tm
               for r in runs]
     assert counts == [4, 0, 4]
     assert RUN_TYPE_TAG not in runs[1].data.tags
+
+
+def test_exporting_to_puts_the_environment_back_exactly(monkeypatch, tmp_path):
+    """mlflow.set_tracking_uri also writes $MLFLOW_TRACKING_URI: restoring a stale global URI from an earlier
+    sweep must not leave it there, or every later tracker in the process logs to the stale store."""
+    import mlflow
+
+    from experiments.mlflow_traces import exporting_to
+
+    stale, mine, env = (f"sqlite:///{tmp_path / n}.db" for n in ("stale", "mine", "env"))
+    mlflow.set_tracking_uri(stale)  # an earlier sweep in this process left its store as the global URI
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", env)
+    try:
+        with exporting_to(mine):
+            assert mlflow.get_tracking_uri() == mine
+        assert os.environ["MLFLOW_TRACKING_URI"] == env
+    finally:
+        mlflow.set_tracking_uri(env)  # no stale global for later tests; monkeypatch restores the environment
