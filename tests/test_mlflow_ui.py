@@ -22,6 +22,7 @@ or a fresh scripted pipeline sweep plus a promoting sweep (one store under <out 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import select
@@ -181,6 +182,21 @@ class UIServer:
                 self.proc.wait(10)
 
 
+@contextlib.contextmanager
+def ui_session(exe: str, ui_command: str, cwd: Path, profile: Path):
+    """`mlflow ui` answering and a headless chromium on it: yields (server, browser); both stopped on exit."""
+    server = UIServer(ui_command, cwd)
+    browser = None
+    try:
+        server.wait()
+        browser = DevTools(exe, profile)
+        yield server, browser
+    finally:
+        if browser is not None:
+            browser.close()
+        server.stop()
+
+
 def compare_url(base: str, experiment_id: str, run_ids: list[str]) -> str:
     q = urllib.parse.quote
     return (f"{base}/#/compare-runs?runs={q(json.dumps(run_ids))}&experiments={q(json.dumps([experiment_id]))}"
@@ -304,9 +320,9 @@ def chromium() -> str:
     return exe
 
 
-@pytest.fixture
-def sweep_store(tmp_path):
-    """A finished scripted sweep (6 trials: baseline, add_tool, noise) tracked in a tmp SQLite MLflow store."""
+def scripted_sweep(out: Path, prefix: str, *, n_train: int, n_tasks: int, own_stores: bool = False):
+    """A finished scripted sweep (6 trials: baseline, add_tool, noise; the scripted runner's planted improvement)
+    with its Optuna store under `out`, tracked in MLflow (under `out` too when own_stores, else the environment's)."""
     import optuna
     from scripted_harness import BASE, ScriptedRunner, scripted_propose
 
@@ -318,14 +334,23 @@ def sweep_store(tmp_path):
     exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", "sweep.n_trials=6"]))
     exp.benchmark = BenchmarkConfig(name="scripted", tasks=[
         TaskSpec(id=f"t{i}", task=f"task number {i}", task_type=("enumerated", "research")[i % 2],
-                 split="train" if i < 6 else "holdout") for i in range(9)])
+                 split="train" if i < n_train else "holdout") for i in range(n_tasks)])
     exp.synth.instructions = dict(BASE)
     exp.sweep.operators = ["add_tool", "noise"]
-    exp.sweep.name = f"ui-{uuid.uuid4().hex[:6]}"
-    exp.sweep.storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    exp.sweep.name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    exp.sweep.storage = f"sqlite:///{out / 'optuna.db'}"
     exp.mlflow.enabled = True
+    if own_stores:
+        exp.mlflow.tracking_uri = f"sqlite:///{out / 'mlflow.db'}"
+        exp.results_dir = str(out / "results")
     summary = run_sweep(exp, ScriptedRunner(load_tasks(exp.benchmark)), propose=scripted_propose, out=lambda s: None)
     return exp, summary
+
+
+@pytest.fixture
+def sweep_store(tmp_path):
+    """A finished scripted sweep (6 train + 3 holdout tasks) tracked in a tmp SQLite MLflow store."""
+    return scripted_sweep(tmp_path, "ui", n_train=6, n_tasks=9)
 
 
 @pytest.mark.browser
@@ -346,21 +371,13 @@ def test_mlflow_ui_shows_the_sweep_in_headless_chromium(chromium, sweep_store, t
     assert summary.mlflow_url.startswith(UI_ADDRESS)
 
     out_dir = Path(exp.results_dir) / "mlflow_ui"
-    server = UIServer(summary.mlflow_ui, tmp_path)
-    browser = None
     t0 = time.monotonic()
-    try:
-        server.wait()
-        t_server = time.monotonic() - t0
-        browser = DevTools(chromium, tmp_path / "chromium-profile")
+    with ui_session(chromium, summary.mlflow_ui, tmp_path, tmp_path / "chromium-profile") as (server, browser):
+        t_ready = time.monotonic() - t0
         pages = capture(browser, server.base, summary.mlflow_url.replace(UI_ADDRESS, server.base),
                         experiment.experiment_id, parent.info.run_id, [r.info.run_name for r in children],
                         [r.info.run_id for r in trials], out_dir)
-    finally:
-        if browser is not None:
-            browser.close()
-        server.stop()
-    print(f"mlflow ui answered after {t_server:.1f}s; chromium pages {time.monotonic() - t0 - t_server:.1f}s")
+    print(f"mlflow ui and chromium ready after {t_ready:.1f}s; chromium pages {time.monotonic() - t0 - t_ready:.1f}s")
 
     # runs table: the parent row alone until expanded, then every child nested under it
     assert exp.sweep.name in pages["collapsed"]
@@ -435,17 +452,10 @@ def test_mlflow_ui_shows_a_trials_traces_and_assessments(chromium, tmp_path):
     trial, task = first_trial_with_traces(client, experiment.experiment_id)
     assert trial.info.run_name.startswith("trial-000") and task == "task number 0"
     out_dir = Path(exp.results_dir) / "mlflow_ui"
-    server = UIServer(f"mlflow ui --backend-store-uri {exp.mlflow.tracking_uri}", tmp_path)
-    browser = None
-    try:
-        server.wait()
-        browser = DevTools(chromium, tmp_path / "chromium-profile")
+    with ui_session(chromium, f"mlflow ui --backend-store-uri {exp.mlflow.tracking_uri}", tmp_path,
+                    tmp_path / "chromium-profile") as (server, browser):
         pages = capture_evaluation(browser, server.base, experiment.experiment_id, trial.info.run_id,
                                    trial.info.run_name, task, out_dir)
-    finally:
-        if browser is not None:
-            browser.close()
-        server.stop()
 
     # the trial under "Evaluation runs", and its own evaluation page: a row per task with request, output, scores
     for page in ("evaluation_runs", "evaluation"):
@@ -477,29 +487,9 @@ def promoted_sweep_store(out: Path):
     """tests/test_registry.py's promoting sweep (scripted runner with the planted improvement, 6 trials, 8 train and
     4 holdout tasks, mlflow on) with its stores under `out`: the baseline becomes version 1 of each
     harness-synth-<task_type> prompt, the winner version 2 @champion, the baseline @previous."""
-    import optuna
-    from scripted_harness import BASE, ScriptedRunner, scripted_propose
-
-    from experiments.benchmark import load_tasks
-    from experiments.config import BenchmarkConfig, TaskSpec, compose_config, to_experiment
-    from experiments.sweep import run_sweep
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", "sweep.n_trials=6"]))
-    exp.benchmark = BenchmarkConfig(name="scripted", tasks=[
-        TaskSpec(id=f"t{i}", task=f"task number {i}", task_type=("enumerated", "research")[i % 2],
-                 split="train" if i < 8 else "holdout") for i in range(12)])
-    exp.synth.instructions = dict(BASE)
-    exp.sweep.operators = ["add_tool", "noise"]
-    exp.sweep.name = f"prompt-{uuid.uuid4().hex[:6]}"
-    exp.sweep.storage = f"sqlite:///{out / 'optuna.db'}"
-    exp.mlflow.enabled = True
-    exp.mlflow.tracking_uri = f"sqlite:///{out / 'mlflow.db'}"
-    exp.results_dir = str(out / "results")
-    summary = run_sweep(exp, ScriptedRunner(load_tasks(exp.benchmark)), propose=scripted_propose, out=lambda s: None)
-    return exp, summary
+    return scripted_sweep(out, "prompt", n_train=8, n_tasks=12, own_stores=True)
 
 
 def prompt_aliases(client, name: str) -> dict[str, int]:
@@ -551,16 +541,9 @@ def test_mlflow_ui_shows_the_promoted_prompt_with_versions_and_aliases(chromium,
     assert champion.template == summary.promoted_instructions[changed[0]]
 
     out_dir = Path(exp.results_dir) / "mlflow_ui"
-    server = UIServer(f"mlflow ui --backend-store-uri {exp.mlflow.tracking_uri}", tmp_path)
-    browser = None
-    try:
-        server.wait()
-        browser = DevTools(chromium, tmp_path / "chromium-profile")
+    with ui_session(chromium, f"mlflow ui --backend-store-uri {exp.mlflow.tracking_uri}", tmp_path,
+                    tmp_path / "chromium-profile") as (server, browser):
         pages = capture_prompt(browser, server.base, name, out_dir, (CHAMPION, PREVIOUS))
-    finally:
-        if browser is not None:
-            browser.close()
-        server.stop()
 
     text = pages["prompt"]
     assert f"/#/prompts/{name}" in pages["prompt_url"]
@@ -603,11 +586,8 @@ def main(argv: list[str]) -> int:
         print("chromium is not installed", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as tmp:
-        server = UIServer(f"mlflow ui --backend-store-uri {uri}", Path(tmp))
-        browser = None
-        try:
-            server.wait()
-            browser = DevTools(exe, Path(tmp) / "profile")
+        with ui_session(exe, f"mlflow ui --backend-store-uri {uri}", Path(tmp), Path(tmp) / "profile") as (
+                server, browser):
             url = f"{server.base}/#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"
             pages = capture(browser, server.base, url, experiment.experiment_id, parent.info.run_id,
                             [r.info.run_name for r in children], [r.info.run_id for r in trials], out_dir)
@@ -619,10 +599,6 @@ def main(argv: list[str]) -> int:
             prompt = champion_prompt(client)
             if prompt is not None:
                 capture_prompt(browser, server.base, prompt, out_dir)
-        finally:
-            if browser is not None:
-                browser.close()
-            server.stop()
     print(f"{len(children)} nested runs; rows {pages['collapsed_rows']} collapsed, {pages['runs_rows']} expanded; "
           f"screenshots in {out_dir}")
     return 0
