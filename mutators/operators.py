@@ -471,15 +471,7 @@ def propose(
     """
     if name not in OPERATORS:
         raise ValueError(f"unknown mutation operator {name!r}; expected one of {', '.join(operator_names())}")
-    blocked = set(seen) | {ctx.base_hash}
-    try:
-        cand = OPERATORS[name](ctx, llm)
-    except RECOVERABLE as exc:  # model trouble becomes a recorded fallback; programming errors propagate
-        return _fallback(name, ctx, blocked, f"{name} failed: {_describe(exc)}")
-    checked, why = _finish(cand, ctx, blocked)
-    if checked is not None:
-        return checked
-    return _fallback(name, ctx, blocked, f"{name} rejected: {why}")
+    return _run(OPERATORS[name], name, ctx, llm, set(seen) | {ctx.base_hash})
 
 
 def propose_pair(
@@ -495,9 +487,14 @@ def propose_pair(
     if name not in PAIR_OPERATORS:
         raise ValueError(f"unknown pair operator {name!r}; expected one of {', '.join(PAIR_OPERATORS)}")
     blocked = set(seen) | {ctx.base_hash} | ({instruction_hash(ctx.other)} if ctx.other.strip() else set())
+    return _run(PAIR_OPERATORS[name], name, ctx, llm, blocked)
+
+
+def _run(op: OperatorFn, name: str, ctx: MutationContext, llm: LLM | None, blocked: set[str]) -> Candidate:
+    """op's candidate, cleaned and checked (_finish), else the deterministic fallback with the reason."""
     try:
-        cand = PAIR_OPERATORS[name](ctx, llm)
-    except RECOVERABLE as exc:
+        cand = op(ctx, llm)
+    except RECOVERABLE as exc:  # model trouble becomes a recorded fallback; programming errors propagate
         return _fallback(name, ctx, blocked, f"{name} failed: {_describe(exc)}")
     checked, why = _finish(cand, ctx, blocked)
     if checked is not None:
