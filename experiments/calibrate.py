@@ -504,7 +504,7 @@ class _Timed:
         result = self._runner.finish(prepared, **kwargs)
         with self._lock:
             self.finish_s.append(time.perf_counter() - t0)
-            self._progress("finish", result, self.finish_s[-1], str(kwargs.get("task_id") or kwargs.get("run_id") or ""))
+            self._progress("finish", result, self.finish_s[-1], str(kwargs.get("run_id") or ""))
         return result
 
     def rescore(self, prepared: Any, text: str, *, task_id: str = "", **kwargs: Any) -> Any:

@@ -180,18 +180,14 @@ def resolve_concurrency(setting: Any, backend_kind: str, *, slots: int = 1, para
     return 1, f"auto: backend {kind!r} serves one request at a time"
 
 
-def pool_for(backend_cfg: Any, backend_kind: str, *, environ: Mapping[str, str] | None = None) -> RunPool:
-    """The RunPool a backend config asks for (see resolve_concurrency), with the reason it was chosen."""
-    n, why = resolve_concurrency(getattr(backend_cfg, "concurrency", 1), backend_kind,
+def runner_pool(backend_cfg: Any, identity: Mapping[str, Any], *, environ: Mapping[str, str] | None = None) -> RunPool:
+    """The RunPool `backend.concurrency` asks for (see resolve_concurrency), with the reason it was chosen, against
+    the backend that really answers: the producer's resolved kind in the runner's identity() (under
+    backend.kind=auto the configured kind does not say whether Ollama or the embedded model runs)."""
+    producer = identity.get("producer") if isinstance(identity, Mapping) else None
+    kind = str((producer or {}).get("backend") or getattr(backend_cfg, "kind", "fake"))
+    n, why = resolve_concurrency(getattr(backend_cfg, "concurrency", 1), kind,
                                  slots=int(getattr(backend_cfg, "embedded_slots", 1) or 1),
                                  parallel_default=int(getattr(backend_cfg, "parallel_default", 4) or 4),
                                  environ=environ)
     return RunPool(n, why=why)
-
-
-def runner_pool(backend_cfg: Any, identity: Mapping[str, Any], *, environ: Mapping[str, str] | None = None) -> RunPool:
-    """pool_for the backend that really answers: the producer's resolved kind in the runner's identity() (under
-    backend.kind=auto the configured kind does not say whether Ollama or the embedded model runs)."""
-    producer = identity.get("producer") if isinstance(identity, Mapping) else None
-    kind = str((producer or {}).get("backend") or getattr(backend_cfg, "kind", "fake"))
-    return pool_for(backend_cfg, kind, environ=environ)
