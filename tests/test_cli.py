@@ -263,6 +263,8 @@ def test_old_flags_beat_the_environment_as_before(tmp_path, router, monkeypatch,
     ("planner.nope=1", "config error: planner.nope: Key 'nope' not in 'PlannerConfig'"),
     ("nope=1", "config error: Key 'nope' not in 'ExperimentConfig'"),
     ("planner=null", "config error: Config group override must be a string or a list"),
+    ("backend.concurrency=0", "config error: backend.concurrency must be 'auto' or an integer >= 1, got '0'"),
+    ("backend.embedded_repeat_penalty=3", "config error: backend.embedded_repeat_penalty=3.0 is out of range"),
 ])
 def test_bad_override_is_one_line_exit_2_and_nothing_written(tmp_path, router, capsys, override, message):
     code = main(["backend.kind=pipeline-fake", f"results_dir={tmp_path / 'res'}", TASK, override])
