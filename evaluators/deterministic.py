@@ -16,6 +16,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from harness.text import STOPWORDS, code_marks, is_fence_line
+
 __all__ = [
     "DEGENERATE_CAP",
     "cap_degenerate",
@@ -32,7 +34,6 @@ __all__ = [
     "source_text",
 ]
 
-_FENCE_LINE = re.compile(r"^\s*(```|~~~)")
 _NUMBERED_HEADING = re.compile(r"^#{1,6}\s+(?:\*\*|__)?\s*\d{1,3}\s*[.):]\s*\S")
 _NUMBERED_ITEM = re.compile(r"^ ?(?:\*\*|__)?\d{1,3}[.)](?:\*\*|__)?\s+\S")
 _H2 = re.compile(r"^##\s+(.+?)\s*#*\s*$")
@@ -48,36 +49,23 @@ _FRAME_SECTIONS = {
 }
 _SOURCE_SECTIONS = {"references", "sources", "bibliography", "further reading", "resources", "citations"}
 
-_STOPWORDS = frozenset(
-    """a about above after again against all also although always among an and another any are aren't around as at
-    be because been before being below between both but by can cannot could did do does doing done down during each
-    either else enough even ever every few for from further get gets getting give given gives good great had has
-    have having he her here hers him his how however i if in into is isn't it its itself just keep know known large
-    less let like likely made make makes making many may maybe me might more most much must my need needs never new
-    no nor not now of off often on once one only or other others otherwise our ours out over own part per perhaps
-    rather really right same see several shall she should since small so some something sometimes such than that the
-    their theirs them then there these they thing things this those though through thus to too toward under until up
-    upon us use used useful uses using usually very via want was way ways we well were what whatever when where
-    whether which while who whom whose why will with within without would yet you your yours best practice practices
-    important ensure example examples first second third next last include includes including provide provides
-    provided help helps allow allows able based different each following like specific various overall several key
-    consider considering approach approaches better common commonly effective effectively""".split()
+# Grounding compares the content words of a claim with the sources. Besides the stop words, the filler of advice
+# prose makes no claim of its own ("an effective approach to consider"); a query may still want these words, so
+# they are this score's own addition, not part of harness.text.STOPWORDS.
+_CLAIM_FILLER = frozenset(
+    """able allow allows approach approaches based better common commonly consider considering different effective
+    effectively ensure example examples following good great help helps important include includes including key
+    large new overall practice practices provide provided provides right several small specific useful
+    various""".split()
 )
+_NOT_CONTENT = STOPWORDS | _CLAIM_FILLER
 
 
 # -- counting ------------------------------------------------------------------------------------------------------
 
 
 def _lines_outside_code(markdown: str) -> list[str]:
-    lines: list[str] = []
-    in_code = False
-    for line in markdown.splitlines():
-        if _FENCE_LINE.match(line):
-            in_code = not in_code
-            continue
-        if not in_code:
-            lines.append(line)
-    return lines
+    return [line for line, code in code_marks(markdown) if not code]
 
 
 def _heading_title(text: str) -> str:
@@ -235,7 +223,7 @@ def specificity_score(output: str) -> float:
     (capitalised words mid-sentence), inline code, URLs and code blocks; saturates towards 10."""
     if not isinstance(output, str) or not output.strip():
         return 0.0
-    code_blocks = sum(1 for ln in output.splitlines() if _FENCE_LINE.match(ln)) // 2
+    code_blocks = sum(1 for ln in output.splitlines() if is_fence_line(ln)) // 2
     signals = 0
     words = 0
     for line in _lines_outside_code(output):
@@ -278,7 +266,7 @@ def _content_words(text: str) -> set[str]:
     out = set()
     for raw in re.findall(r"[A-Za-z][A-Za-z0-9_.+-]*", text):
         word = _normalise(raw)
-        if len(word) >= 4 and word not in _STOPWORDS:
+        if len(word) >= 4 and word not in _NOT_CONTENT:
             out.add(word)
     return out
 
@@ -383,15 +371,7 @@ _TABLE_ROW = re.compile(r"^\s*\|")
 
 def _marked_lines(markdown: str) -> list[tuple[str, bool]]:
     """Non-blank lines with whether each is code (fences included)."""
-    out: list[tuple[str, bool]] = []
-    in_code = False
-    for line in markdown.splitlines():
-        fence = bool(_FENCE_LINE.match(line))
-        if fence:
-            in_code = not in_code
-        if line.strip():
-            out.append((line, in_code or fence))
-    return out
+    return [(line, code) for line, code in code_marks(markdown) if line.strip()]
 
 
 def _squash(text: str) -> str:

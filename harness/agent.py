@@ -11,9 +11,7 @@ and reuses it across trials; `finish` is what a synthesis sweep re-runs. `run` d
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +19,7 @@ from typing import Any, Mapping
 
 from harness import skills as skills_mod
 from harness.config import HarnessConfig, config_hash, to_dict
+from harness.fsio import atomic_write_text
 from harness.inference import Roles, make_roles
 from harness.logger import Tracer, append_jsonl, current_tracer, new_run_id, use_tracer
 from harness.planner import Plan, make_plan, plan_from_dict
@@ -348,12 +347,8 @@ class Harness:
         )
 
     def _write(self, path: Path, text: str) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         body = text if not self.roles.smoke else f"> {self.roles.smoke_label}\n\n{text}"
-        # a temp name of its own per process and thread: two workers writing one output must not move each other's
-        tmp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
-        tmp.write_text(body.rstrip() + "\n", encoding="utf-8")
-        tmp.replace(path)
+        atomic_write_text(path, body.rstrip() + "\n")  # two workers writing one output each keep a temp of their own
 
     def _record(self, prepared, result, state, tracer, finish_s, trace_path, extra) -> dict[str, Any]:
         plan, research, ev = prepared.plan, prepared.research, result.evaluation

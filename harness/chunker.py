@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from harness.text import STOPWORDS
+
 __all__ = [
     "ChunkerError",
     "TEXT_SUFFIXES",
@@ -34,11 +36,6 @@ CONVERT_SUFFIXES = frozenset(".pdf .docx .pptx .xlsx .html .htm .epub".split())
 MAX_READ_BYTES = 8_000_000  # a text file is read up to here; converted formats are refused above 4x this
 _KNOWN_SUFFIXES = TEXT_SUFFIXES | CONVERT_SUFFIXES
 
-_STOP = frozenset(
-    "the a an and or of to in on for with by from at as is are be was were this that these those it its into "
-    "about how what which who why when where can could should would will do does did not no yes than then "
-    "there their them they you your our we i me my list give write save output file using use best".split()
-)
 _WORD = re.compile(r"[A-Za-z0-9_]{2,}")
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
 _QUOTED = re.compile(r"""(?:"([^"\n]{1,400})"|'([^'\n]{1,400})'|`([^`\n]{1,400})`)""")
@@ -98,7 +95,7 @@ def _is_output(text: str, start: int) -> bool:
 
 def query_terms(query: str) -> frozenset[str]:
     """Lower-cased content words of a query (stop words and 1-char tokens dropped)."""
-    return frozenset(w for w in (t.lower() for t in _WORD.findall(query)) if w not in _STOP)
+    return frozenset(w for w in (t.lower() for t in _WORD.findall(query)) if w not in STOPWORDS)
 
 
 def split_chunks(text: str, size: int = 1500) -> list[str]:

@@ -29,15 +29,12 @@ import numpy as np
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 from chromadb.utils.embedding_functions import register_embedding_function
 
+from harness.text import FUNCTION_WORDS
+
 EMBEDDINGS = ("hashing", "minilm")
 DIM = 384
 
 _WORD = re.compile(r"[^\W_]+(?:[._+#-][^\W_]+)*", re.UNICODE)
-_STOP = frozenset(
-    "a an and are as at be by for from has have how i in is it its of on or that the this to was what when "
-    "where which who why will with you your do does can should would into about than then there these those "
-    "not no".split()
-)
 
 
 class EmbeddingUnavailable(RuntimeError):
@@ -78,7 +75,7 @@ def hashing_features(text: str) -> dict[str, float]:
     stem misses without flooding 384 buckets with collisions.
     """
     words = tokenize(text)
-    content = [w for w in words if w not in _STOP] or words
+    content = [w for w in words if w not in FUNCTION_WORDS] or words
     feats: dict[str, float] = {}
 
     def add(key: str, weight: float) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from harness.config import ROLES, BackendConfig
+from harness.sqlite_store import ThreadLocalSQLite
 
 log = logging.getLogger("harness.inference")
 
@@ -215,23 +216,6 @@ def cache_key(backend: str, model: str, messages: Sequence[Message], schema, tem
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def set_wal(conn: sqlite3.Connection, attempts: int = 100, pause_s: float = 0.05) -> None:
-    """PRAGMA journal_mode=WAL, retried while another connection holds the lock it needs: switching into WAL takes
-    an exclusive lock and SQLite may answer "database is locked" at once, busy timeout or not (two sweep workers,
-    or two worker threads, opening a store together hit it). Every SQLite store of the harness opens through it."""
-    for attempt in range(attempts):
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or attempt == attempts - 1:
-                raise
-            time.sleep(pause_s)
-
-
-_set_wal = set_wal  # the name tests and older callers import
-
-
 class ResponseCache:
     """SQLite (WAL) store of replies keyed on backend, model, messages, schema and sampling options.
 
@@ -246,21 +230,13 @@ class ResponseCache:
         self.hits = 0
         self.misses = 0
         self._stats_lock = threading.Lock()
-        self._local = threading.local()
-        with self._conn() as conn:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, result TEXT NOT NULL, created REAL NOT NULL)"
-            )
+        self._db = ThreadLocalSQLite(self.path)
+        self._conn().execute(
+            "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, result TEXT NOT NULL, created REAL NOT NULL)"
+        )
 
     def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-            conn.execute("PRAGMA busy_timeout=30000")
-            set_wal(conn)
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = conn
-        return conn
+        return self._db.conn()
 
     def get(self, key: str) -> ChatResult | None:
         row = self._conn().execute("SELECT result FROM replies WHERE key=?", (key,)).fetchone()

@@ -20,6 +20,8 @@ from typing import Any
 
 import dirtyjson
 
+from harness.text import fenced_bodies
+
 __all__ = [
     "JSONParseError",
     "parse_json",
@@ -30,7 +32,6 @@ __all__ = [
     "to_plain",
 ]
 
-_FENCE = re.compile(r"```[ \t]*[A-Za-z0-9_+-]*[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 _STRING_BODY = r'"((?:[^"\\]|\\.)*)'  # body of a double-quoted string, closing quote matched by caller
 _PY_LITERALS = {"True": "true", "False": "false", "None": "null"}
 
@@ -52,7 +53,7 @@ def _strip_fences(text: str) -> str:
     """The body of the first fenced block that contains a bracket, else the text itself."""
     if "```" not in text:
         return text
-    for body in _FENCE.findall(text):
+    for body in fenced_bodies(text):
         if "{" in body or "[" in body:
             return body
     return text.replace("```", "")

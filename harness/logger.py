@@ -14,13 +14,14 @@ import contextvars
 import fcntl
 import json
 import os
-import tempfile
 import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
+
+from harness.fsio import atomic_write_json
 
 _PID = os.getpid()
 
@@ -144,21 +145,7 @@ class Tracer:
     def write(self, directory: str | Path) -> Path:
         """Write <run_id>.json atomically. The temp file has a unique name: two writers of one run id (threads or
         processes) must not write into, or rename away, each other's temp file."""
-        path = Path(directory)
-        path.mkdir(parents=True, exist_ok=True)
-        out = path / f"{self.run_id}.json"
-        data = json.dumps(self.to_chrome_trace())
-        fd, tmp = tempfile.mkstemp(dir=path, prefix=f".{self.run_id}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(data)
-            os.chmod(tmp, 0o644)  # mkstemp makes it 0600; traces stay readable like the rest of results/
-            os.replace(tmp, out)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        return out
+        return atomic_write_json(Path(directory) / f"{self.run_id}.json", self.to_chrome_trace())
 
 
 class _NullTracer(Tracer):

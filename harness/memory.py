@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from harness.config import MemoryConfig
-from harness.inference import set_wal
 from harness.security import DataMarker
+from harness.sqlite_store import ThreadLocalSQLite
+from harness.text import STOPWORDS, code_marks, fts_query
 
 log = logging.getLogger("harness.memory")
 
@@ -57,12 +58,6 @@ COMPRESS_SYSTEM = (
     '"key_facts": ["<concrete, reusable fact>", ...]} with at most 5 key_facts.'
 )
 
-_STOP = frozenset(
-    "a an and are as at be by for from has have how i in is it its of on or that the this to was what when "
-    "where which who why will with you your do does can should would into about than then there these those "
-    "not no".split()
-)
-_FTS_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+(.+?)\s*$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
@@ -129,16 +124,11 @@ def rrf_merge(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[str]:
     return sorted(scores, key=lambda d: (-scores[d], best[d], first[d]))
 
 
-def fts_query(text: str, max_tokens: int = FTS_MAX_TOKENS) -> str:
-    """A safe FTS5 MATCH expression: each word quoted as a string, OR-ed; "" when nothing is searchable.
-
-    Quoting makes AND/OR/NOT/NEAR, *, ^, :, parentheses and quotes plain text; bm25 ranks rows matching more
-    of the words higher.
-    """
-    tokens = [t.lower() for t in _FTS_TOKEN.findall(text or "")]
-    content = [t for t in tokens if t not in _STOP] or tokens
-    unique = list(dict.fromkeys(content))[:max_tokens]
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in unique)
+def keyword_query(text: str) -> str:
+    """The FTS5 expression keyword search runs for text: its words OR-ed, stop words left out (kept when there
+    is nothing else), snake_case split, at most FTS_MAX_TOKENS; "" when nothing is searchable. bm25 ranks rows
+    matching more of the words higher."""
+    return fts_query(text, max_terms=FTS_MAX_TOKENS, stopwords=STOPWORDS, split_underscores=True)
 
 
 def _truncate(text: str, limit: int) -> str:
@@ -171,12 +161,8 @@ def list_items(markdown: str, limit: int = FACTS_MAX) -> list[str]:
 def first_sentences(markdown: str, limit: int = 400) -> str:
     """Leading prose of a Markdown text (headings, fences and list markers dropped) up to about limit chars."""
     lines = []
-    in_fence = False
-    for line in markdown.splitlines():
-        if line.strip().startswith("```"):
-            in_fence = not in_fence
-            continue
-        if in_fence or line.lstrip().startswith("#") or not line.strip():
+    for line, code in code_marks(markdown):
+        if code or line.lstrip().startswith("#") or not line.strip():
             continue
         m = _LIST_ITEM.match(line)
         lines.append(m.group(1) if m else line.strip())
@@ -320,13 +306,14 @@ class Memory:
         self._lock = threading.RLock()
         self._local = threading.local()
         self._read_dir: Path | None = None
+        self._db: ThreadLocalSQLite | None = None  # on the folder reads go to, once that is known
         self._collection: Any = None
         self._opened = False
         if not self.frozen:
             self.dir.mkdir(parents=True, exist_ok=True)
             self._read_dir = self.dir
-            with self._conn() as conn:
-                conn.executescript(_SCHEMA)
+            self._db = ThreadLocalSQLite(self.sqlite_path)
+            self._conn().executescript(_SCHEMA)
             from harness.embeddings import make_embedding_function
 
             make_embedding_function(self.embedding)  # fail early on an unknown or missing embedding
@@ -368,20 +355,15 @@ class Memory:
                 if self.chroma_path.is_dir():
                     shutil.copytree(self.chroma_path, Path(snap) / "chroma")
                 weakref.finalize(self, _remove_tree, snap)
+                self._db = ThreadLocalSQLite(Path(snap) / "memory.sqlite")
                 self._read_dir = Path(snap)
             return self._read_dir
 
     def _conn(self) -> sqlite3.Connection:
-        src = self._source_dir()
-        assert src is not None
-        conn = getattr(self._local, "conn", None)
-        if conn is None or getattr(self._local, "src", None) != src:
-            conn = sqlite3.connect(src / "memory.sqlite", timeout=30.0, isolation_level=None)
-            conn.execute("PRAGMA busy_timeout=30000")
-            set_wal(conn)
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn, self._local.src = conn, src
-        return conn
+        """This thread's connection to the SQLite file reads and writes go to (callers check _source_dir first)."""
+        self._source_dir()
+        assert self._db is not None
+        return self._db.conn()
 
     def _chroma(self) -> Any:
         """The Chroma collection for this embedding, or None (frozen without one, or Chroma failed)."""
@@ -461,7 +443,7 @@ class Memory:
 
     def keyword_search(self, query: str, n: int = 20) -> list[str]:
         """run_ids ranked by FTS5 bm25; [] for queries with no searchable words. Never raises on user text."""
-        expr = fts_query(query)
+        expr = keyword_query(query)
         if not expr or self._source_dir() is None:
             return []
         try:

@@ -29,6 +29,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from harness.chunker import CONVERT_SUFFIXES, MAX_READ_BYTES, find_paths, read_file_context, select_chunks, split_chunks
 from harness.config import ResearchConfig
+from harness.fsio import atomic_write_json
+from harness.text import STOPWORDS
 from harness.logger import current_tracer
 from harness.search import SearchProvider, SearchResult, normalize_query
 from harness.security import (
@@ -144,7 +146,7 @@ _SAVE = re.compile(r"\b(?:and\s+)?(?:save|write|export)\w*\b.*$", re.IGNORECASE)
 
 def content_words(text: str) -> frozenset[str]:
     """Lower-cased words of 3+ chars minus stop words: the unit of novelty and coverage."""
-    return frozenset(w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS)
+    return frozenset(w for w in _WORD.findall(text.lower()) if w not in STOPWORDS)
 
 
 def novelty(results: Sequence[SearchResult], seen_urls: Iterable[str], known: frozenset[str]) -> tuple[float, list[SearchResult]]:
@@ -172,7 +174,7 @@ def auto_queries(task: str, n: int = 2) -> list[str]:
     if not text:
         return []
     out = [text]
-    keywords = [w for w in re.findall(r"[A-Za-z0-9][\w.+#-]*", text) if w.lower() not in _STOPWORDS and len(w) > 2]
+    keywords = [w for w in re.findall(r"[A-Za-z0-9][\w.+#-]*", text) if w.lower() not in STOPWORDS and len(w) > 2]
     kw = " ".join(dict.fromkeys(keywords))[:120]
     if kw and normalize_query(kw) != normalize_query(text):
         out.append(kw)
@@ -578,17 +580,6 @@ def _assemble(
 
 def _store(path: Path, result: ResearchResult) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(result.to_dict(), ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write_json(path, result.to_dict(), ensure_ascii=False)
     except OSError as exc:
         log.warning("could not write research cache %s: %s", path, exc)
-
-
-_STOPWORDS = frozenset(
-    "the and for with from that this these those are was were has have had not but you your our their its into "
-    "about how what which who why when where can could should would will does did than then there them they also "
-    "such use using used list give write save output file best more most other some any all each may might must "
-    "one two three four five six seven eight nine ten".split()
-)

@@ -22,7 +22,6 @@ import inspect
 import json
 import logging
 import os
-import re
 import sqlite3
 import sys
 import threading
@@ -32,7 +31,9 @@ from pathlib import Path
 from typing import Callable, Iterator, Protocol, Sequence, runtime_checkable
 
 from harness.chunker import split_chunks
-from harness.inference import set_wal
+from harness.fsio import replacing
+from harness.sqlite_store import ThreadLocalSQLite
+from harness.text import fts_query
 
 log = logging.getLogger("harness.search")
 
@@ -45,7 +46,6 @@ __all__ = [
     "CachedSearch",
     "FallbackSearch",
     "make_search",
-    "fts_query",
     "normalize_query",
     "STDLIB_MODULES",
     "reset_degradation",
@@ -149,20 +149,6 @@ STDLIB_MODULES: tuple[str, ...] = (
     "unittest.mock", "urllib.parse", "urllib.request", "uuid", "venv", "warnings", "weakref", "xml.etree.ElementTree",
     "zipfile", "zlib", "zoneinfo",
 )
-
-_TOKEN = re.compile(r"\w+", re.UNICODE)
-
-
-def fts_query(query: str, max_terms: int = 24, op: str = "OR") -> str:
-    """A safe FTS5 MATCH expression: every word token double-quoted, joined by op (OR / AND). "" when no tokens."""
-    seen: list[str] = []
-    for tok in _TOKEN.findall(query.lower()):
-        if tok not in seen:
-            seen.append(tok)
-        if len(seen) >= max_terms:
-            break
-    return f" {op} ".join('"' + t.replace('"', '""') + '"' for t in seen)
-
 
 @dataclass(frozen=True)
 class _Doc:
@@ -353,10 +339,8 @@ class LocalCorpusProvider:
         """(Re)build the index into a temp file and swap it in atomically; returns seconds taken."""
         t0 = time.perf_counter()
         stamp = stamp or self._stamp()
-        tmp = self.index_path.with_suffix(f".tmp{os.getpid()}")
-        tmp.unlink(missing_ok=True)
         count = 0
-        with contextlib.closing(sqlite3.connect(tmp)) as conn:
+        with replacing(self.index_path) as tmp, contextlib.closing(sqlite3.connect(tmp)) as conn:
             conn.execute(
                 "CREATE VIRTUAL TABLE passages USING fts5(title, body, url UNINDEXED, tokenize='porter unicode61')"
             )
@@ -377,7 +361,6 @@ class LocalCorpusProvider:
                 [("stamp", stamp), ("passages", str(count)), ("built", str(time.time())), ("version", CORPUS_VERSION)],
             )
             conn.commit()
-        os.replace(tmp, self.index_path)
         self.passages = count
         self.build_seconds = time.perf_counter() - t0
         log.info("local corpus index: %d passages in %.1f s -> %s", count, self.build_seconds, self.index_path)
@@ -436,8 +419,7 @@ class CachedSearch:
         self.hits = 0
         self.misses = 0
         self._stats_lock = threading.Lock()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
+        self._db = ThreadLocalSQLite(self.path)
         self._conn().execute(
             "CREATE TABLE IF NOT EXISTS search_cache (key TEXT PRIMARY KEY, provider TEXT, query TEXT, "
             "results TEXT NOT NULL, created REAL NOT NULL)"
@@ -448,14 +430,7 @@ class CachedSearch:
         return getattr(self.inner, "degraded_reason", None)
 
     def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-            conn.execute("PRAGMA busy_timeout=30000")
-            set_wal(conn)
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = conn
-        return conn
+        return self._db.conn()
 
     def key(self, query: str, max_results: int) -> str:
         blob = json.dumps([self.inner.name, normalize_query(query), int(max_results)])

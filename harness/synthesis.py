@@ -17,6 +17,7 @@ from evaluators.deterministic import count_items
 from harness.config import SynthConfig
 from harness.inference import BackendError
 from harness.security import DataMarker
+from harness.text import unwrap_fence
 
 __all__ = [
     "TASK_TYPES",
@@ -82,7 +83,7 @@ _NOT_ITEMS = {
     "gpus", "pages", "words", "characters", "chars", "tokens",
 }
 _THINK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL | re.IGNORECASE)
-_WRAPPING_FENCE = re.compile(r"^\s*```[ \t]*(?:markdown|md|text)?[ \t]*\n(.*?)\n?```\s*$", re.DOTALL | re.IGNORECASE)
+_PROSE_FENCES = ("", "markdown", "md", "text")  # a reply wrapped in one of these is a report, not code
 
 
 @dataclass(frozen=True)
@@ -166,10 +167,7 @@ def strip_fences(text: str) -> str:
     if not isinstance(text, str):
         return ""
     text = _THINK.sub("", text)
-    m = _WRAPPING_FENCE.match(text)
-    if m:
-        text = m.group(1)
-    return text.strip()
+    return unwrap_fence(text, _PROSE_FENCES).strip()
 
 
 def _plan_context(plan: Any) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from harness.inference import LLM
+from harness.text import drop_lone_fence, unwrap_fence
 
 __all__ = [
     "Candidate",
@@ -190,8 +191,6 @@ def bound_length(text: str, max_chars: int) -> tuple[str, bool]:
     return head.rstrip(" ,;:-") + ".", True
 
 
-_FENCED = re.compile(r"^```[ \t]*[A-Za-z0-9_+-]*[ \t]*\n(.*?)\n?```$", re.DOTALL)
-_LONE_FENCE = re.compile(r"^```[ \t]*[A-Za-z0-9_+-]*[ \t]*(?:\n|$)|```\s*$")
 _PREAMBLES = [
     re.compile(p, re.IGNORECASE)
     for p in (
@@ -220,10 +219,8 @@ def clean_instruction(text: str) -> str:
     text = text.strip()
     while text != prev:
         prev = text
-        m = _FENCED.match(text)
-        if m:
-            text = m.group(1).strip()
-        text = _LONE_FENCE.sub("", text).strip()  # a fence opened and cut off at max_tokens, or a stray closing one
+        text = unwrap_fence(text).strip()
+        text = drop_lone_fence(text).strip()  # a fence opened and cut off at max_tokens, or a stray closing one
         for pat in _PREAMBLES:
             text = pat.sub("", text, count=1).strip()
         text = re.sub(r"\s*</ins>\s*$", "", text, flags=re.IGNORECASE).strip()

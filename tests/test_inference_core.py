@@ -112,24 +112,3 @@ def test_chat_result_is_frozen():
     with pytest.raises(Exception):
         r.text = "x"  # type: ignore[misc]
     assert r.total_tokens == 3
-
-
-def test_cache_waits_for_a_lock_held_while_it_switches_to_wal(tmp_path):
-    """Two sweep workers opening the cache at once: switching into WAL can answer 'database is locked' at once,
-    busy timeout or not; the cache retries instead of failing the worker."""
-    import sqlite3
-    import threading
-
-    from harness.inference import _set_wal
-
-    path = tmp_path / "c.sqlite"
-    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    holder.execute("BEGIN EXCLUSIVE")
-    conn = sqlite3.connect(path, timeout=0, isolation_level=None)
-    with pytest.raises(sqlite3.OperationalError, match="locked"):
-        conn.execute("PRAGMA journal_mode=WAL")  # what the cache did before
-    release = threading.Timer(0.2, lambda: holder.execute("COMMIT"))
-    release.start()
-    _set_wal(conn)
-    release.join()
-    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

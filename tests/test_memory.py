@@ -32,7 +32,7 @@ from harness.memory import (
     fallback_observation,
     first_sentences,
     format_context,
-    fts_query,
+    keyword_query,
     list_items,
     rrf_merge,
 )
@@ -124,7 +124,9 @@ def test_clamp_k(k, default, expected):
 @pytest.mark.parametrize(
     "text, expected",
     [
-        ("asyncio best practices", '"asyncio" OR "best" OR "practices"'),
+        ("asyncio gather timeouts", '"asyncio" OR "gather" OR "timeouts"'),
+        ("list the best asyncio practices", '"asyncio" OR "practices"'),  # "list", "best": what a task asks for
+        ("snake_case name", '"snake" OR "case" OR "name"'),  # memory splits identifiers into their words
         ('say "hi" AND NOT (x OR y*)', '"say" OR "hi" OR "x" OR "y"'),
         ("NEAR(a b, 2)", '"near" OR "b" OR "2"'),
         ("the of and", '"the" OR "of" OR "and"'),  # all stopwords: keep them rather than search nothing
@@ -133,17 +135,17 @@ def test_clamp_k(k, default, expected):
         ("Café naïve 東京", '"café" OR "naïve" OR "東京"'),
     ],
 )
-def test_fts_query_quotes_every_token(text, expected):
-    assert fts_query(text) == expected
+def test_keyword_query_quotes_every_token(text, expected):
+    assert keyword_query(text) == expected
 
 
 @given(st.text(max_size=200))
 @settings(max_examples=200, deadline=None)
-def test_fts_query_is_always_valid_fts5(text):
+def test_keyword_query_is_always_valid_fts5(text):
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE VIRTUAL TABLE t USING fts5(body, tokenize = 'porter unicode61 remove_diacritics 2')")
     conn.execute("INSERT INTO t VALUES ('some searchable body text')")
-    expr = fts_query(text)
+    expr = keyword_query(text)
     if expr:
         conn.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t)", (expr,)).fetchall()
 

@@ -16,10 +16,10 @@ from harness.search import (
     SearchProvider,
     SearchResult,
     SearchUnavailable,
-    fts_query,
     make_search,
     reset_degradation,
 )
+from harness.text import fts_query
 
 
 @pytest.fixture(autouse=True)

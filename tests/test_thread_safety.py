@@ -17,10 +17,11 @@ from typing import Any, Callable
 import pytest
 
 from harness.config import BackendConfig, MemoryConfig
-from harness.inference import ChatResult, FakeLLM, ResponseCache, make_llm, set_wal
+from harness.inference import ChatResult, FakeLLM, ResponseCache, make_llm
 from harness.logger import Tracer, current_tracer
 from harness.memory import Memory, Observation
 from harness.search import CachedSearch, FallbackSearch, SearchResult, reset_degradation
+from harness.sqlite_store import set_wal
 
 THREADS = 16
 
@@ -159,41 +160,7 @@ def test_fallback_call_counter_is_atomic():
     assert fb.fallback_calls == 40
 
 
-# -- 2. WAL switch retried everywhere -----------------------------------------------------------------
-
-
-class _FlakyConn:
-    """Answers `PRAGMA journal_mode=WAL` with the given errors first, then succeeds."""
-
-    def __init__(self, errors: list[Exception]) -> None:
-        self.errors = list(errors)
-        self.calls = 0
-
-    def execute(self, sql: str) -> None:
-        assert sql == "PRAGMA journal_mode=WAL"
-        self.calls += 1
-        if self.errors:
-            raise self.errors.pop(0)
-
-
-def test_set_wal_retries_database_is_locked():
-    conn = _FlakyConn([sqlite3.OperationalError("database is locked")] * 3)
-    set_wal(conn, pause_s=0)  # type: ignore[arg-type]
-    assert conn.calls == 4
-
-
-def test_set_wal_reraises_other_errors_at_once():
-    conn = _FlakyConn([sqlite3.OperationalError("disk I/O error")])
-    with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
-        set_wal(conn, pause_s=0)  # type: ignore[arg-type]
-    assert conn.calls == 1
-
-
-def test_set_wal_gives_up_after_its_attempts():
-    conn = _FlakyConn([sqlite3.OperationalError("database is locked")] * 5)
-    with pytest.raises(sqlite3.OperationalError, match="locked"):
-        set_wal(conn, attempts=3, pause_s=0)  # type: ignore[arg-type]
-    assert conn.calls == 3
+# -- 2. WAL switch retried everywhere (the helper itself: tests/test_sqlite_store.py) -----------------------------
 
 
 def _open_response_cache(path: Path, i: int) -> None:
@@ -242,9 +209,9 @@ def test_stores_opened_at_once_by_threads(tmp_path, opener):
 
 
 def test_stores_use_the_retrying_wal_helper(tmp_path, monkeypatch):
-    """Search cache and memory switch to WAL through harness.inference.set_wal, not a bare PRAGMA."""
-    import harness.memory
-    import harness.search
+    """Response cache, search cache and memory switch to WAL through harness.sqlite_store.set_wal, not a bare
+    PRAGMA."""
+    import harness.sqlite_store
 
     seen: list[str] = []
 
@@ -252,11 +219,11 @@ def test_stores_use_the_retrying_wal_helper(tmp_path, monkeypatch):
         seen.append(str(conn.execute("PRAGMA database_list").fetchone()[2]))
         set_wal(conn, *args, **kwargs)
 
-    monkeypatch.setattr(harness.search, "set_wal", recording)
-    monkeypatch.setattr(harness.memory, "set_wal", recording)
+    monkeypatch.setattr(harness.sqlite_store, "set_wal", recording)
+    ResponseCache(tmp_path / "r.sqlite")
     CachedSearch(_Scripted(), tmp_path / "s.sqlite")
     Memory(MemoryConfig(path=str(tmp_path / "mem")), tmp_path)
-    assert [Path(p).name for p in seen] == ["s.sqlite", "memory.sqlite"]
+    assert [Path(p).name for p in seen] == ["r.sqlite", "s.sqlite", "memory.sqlite"]
 
 
 # -- 3. trace files -----------------------------------------------------------------------------------
