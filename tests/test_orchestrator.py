@@ -408,7 +408,7 @@ def test_build_graph_keeps_a_valid_planner_graph(tmp_path):
     prepared = h.prepare(COMPOUND, with_research=False)
     graph, warnings = build_graph(COMPOUND, prepared, h.roles, OrchestratorConfig())
     assert warnings == [] and graph.ids == ("E1", "E2", "E3")
-    assert [[t.id for t in level] for level in graph.levels()] == [["E1", "E2"], ["E3"]]
+    assert graph.depths() == {"E1": 0, "E2": 0, "E3": 1}
 
 
 def test_assembly_gets_the_full_wiggum_loop(tmp_path):
