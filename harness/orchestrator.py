@@ -1,5 +1,6 @@
 """Compound tasks (seeds 001, 003, 004): route, decompose into a step graph, run steps through the
-single-focus pipeline in parallel, resolve #E placeholders, assemble, then the wiggum loop on the assembly.
+single-focus pipeline in seed 001's order (the order --plan-preview prints; independent neighbours in parallel),
+resolve #E placeholders, assemble, then the wiggum loop on the assembly.
 
 A failing step does not abort the run: its error is substituted downstream and the run is flagged had_errors.
 """
