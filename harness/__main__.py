@@ -114,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--panel", action="store_true", help="run the persona panel after the wiggum loop; = panel.enabled=true")
     p.add_argument("--no-memory", action="store_true", help="neither recall nor store observations; = memory.enabled=false")
     p.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache; = backend.cache=false")
-    p.add_argument("--plan-preview", action="store_true", help="show the plan graph and its order; execute nothing")
+    p.add_argument("--plan-preview", action="store_true", help="show the plan graph and the order its steps will run in; execute nothing")
     p.add_argument("--mode", default=None, choices=["off", "auto", "always"], help="orchestrator plan-first mode; = orchestrator.mode=...")
     p.add_argument("-v", "--verbose", action="store_true")
     return p

@@ -1,5 +1,6 @@
 """Compound tasks (seeds 001, 003, 004): route, decompose into a step graph, run steps through the
-single-focus pipeline in parallel, resolve #E placeholders, assemble, then the wiggum loop on the assembly.
+single-focus pipeline in seed 001's order (the order --plan-preview prints; independent neighbours in parallel),
+resolve #E placeholders, assemble, then the wiggum loop on the assembly.
 
 A failing step does not abort the run: its error is substituted downstream and the run is flagged had_errors.
 """
@@ -10,7 +11,8 @@ import dataclasses
 import logging
 import re
 import time
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -279,33 +281,62 @@ class Orchestrator:
                               "parser": prepared.plan.parser, "errors": list(prepared.plan.errors)}},
                     {"graph": {**graph.telemetry(), "planner_warning_count": len(warnings)}},
                 ),
-                {"steps": {o.id: {"status": o.status, "confidence": o.confidence} for o in outcomes}},
+                step_telemetry(graph, outcomes),
             ),
         }
         return self.harness.finish(prepared, run_id=run_id, tracer=tracer, extra_record=extra)
 
     def execute(self, graph: TaskGraph) -> list[StepOutcome]:
-        """Run the graph level by level; steps within a level run in parallel (bounded)."""
+        """Run the steps in seed 001's order, `graph.schedule_order()`: the very function --plan-preview prints.
+
+        Steps start one after another in that order, each once its dependencies have finished and a worker
+        (orchestrator.max_parallel) is free; a step never starts ahead of one before it in the order, so the
+        trace's step start order is the preview's order. Independent steps next to each other in the order run
+        in parallel. Returns the outcomes in that order."""
         tracer = current_tracer()
+        order = graph.schedule_order()
+        edges = graph.edges()
         outputs: dict[str, str] = {}
         outcomes: dict[str, StepOutcome] = {}
         t0 = time.perf_counter()
         workers = max(1, self.harness.cfg.orchestrator.max_parallel)
         _ = self.sub_harness  # open memory and search here, once, not racing in the workers
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="step") as pool:
-            for level in graph.levels():
-                futures = [pool.submit(self._run_step, node, dict(outputs), tracer, t0) for node in level]
-                for node, future in zip(level, futures):
-                    outcome = future.result()
-                    outcomes[node.id] = outcome
-                    outputs[node.id] = outcome.output
-        return [outcomes[t.id] for t in graph.topological_order()]
+        running: dict[Future, str] = {}
 
-    def _run_step(self, node, outputs: dict[str, str], tracer: Tracer, t0: float) -> StepOutcome:
+        def collect() -> None:  # at least one running step's outcome
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                tid = running.pop(future)
+                outcomes[tid] = future.result()
+                outputs[tid] = outcomes[tid].output
+
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="step") as pool:
+            for node in order:
+                while len(running) >= workers or any(d not in outcomes for d in edges[node.id]):
+                    collect()  # a dependency not finished is running: order is topological
+                started = threading.Event()
+                running[pool.submit(self._run_step, node, dict(outputs), tracer, t0, started)] = node.id
+                started.wait()  # its span is open: the next step's span starts after this one's
+            while running:
+                collect()
+        return [outcomes[t.id] for t in order]
+
+    def _run_step(self, node, outputs: dict[str, str], tracer: Tracer, t0: float,
+                  started: threading.Event | None = None) -> StepOutcome:
+        try:
+            return self._step(node, outputs, tracer, t0, started)
+        finally:
+            if started is not None:
+                started.set()  # also when the step failed before its span opened: the dispatcher never hangs
+
+    def _step(self, node, outputs: dict[str, str], tracer: Tracer, t0: float,
+              started: threading.Event | None) -> StepOutcome:
         question, problems = resolve_placeholders_detailed(node.question, outputs)
         start = time.perf_counter()
         child = Tracer(f"{tracer.run_id}.{node.id}")  # the step's own run: its own record and trace file
         with use_tracer(tracer), tracer.stage(f"subtask {node.id}", question=question[:200]) as span:
+            if started is not None:
+                started.set()
             try:
                 result = self.sub_harness.run(
                     question, tracer=child, extra_record={"parent_run_id": tracer.run_id, "step_id": node.id}
@@ -339,6 +370,24 @@ class Orchestrator:
             degraded_reason=degraded,
             flags=flags,
         )
+
+
+def step_telemetry(graph: TaskGraph, outcomes: list[StepOutcome]) -> dict[str, Any]:
+    """Per-step telemetry: what the plan said (rank in the run order, tools, affinity, dependencies), then what
+    each step did (status, confidence, timing, run id), merged step by step with merge_telemetry so a step's
+    fields join its planned ones and no step's entry replaces another's."""
+    telemetry: dict[str, Any] = {"order": [o.id for o in outcomes]}
+    planned = {t.id: t for t in graph.unique_tasks()}
+    for rank, o in enumerate(outcomes, 1):
+        node = planned[o.id]
+        telemetry = merge_telemetry(telemetry, {"steps": {o.id: {
+            "rank": rank, "tools": list(node.used_tools), "affinity": dict(node.affinity),
+            "depends_on": list(graph.edges()[o.id])}}})
+    for o in outcomes:
+        telemetry = merge_telemetry(telemetry, {"steps": {o.id: {
+            "status": o.status, "confidence": o.confidence, "start_s": o.start_s, "wall_s": o.wall_s,
+            "run_id": o.run_id}}})
+    return telemetry
 
 
 def graft_trace(parent: Tracer, child: Tracer, *, tid: int, step: str) -> None:

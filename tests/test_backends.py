@@ -267,6 +267,17 @@ def test_decide_matches_latest_tag():
     assert decide(cfg, Probe("h", True, frozenset({"llama3:latest"}))).kind_for("planner") == "ollama"
 
 
+@pytest.mark.parametrize("name, listed, has", [
+    ("llama3", {"llama3:latest"}, True),
+    ("llama3:latest", {"llama3:latest"}, True),
+    ("qwen2.5:32b", {"qwen2.5:32b"}, True),
+    ("qwen2.5", {"qwen2.5:32b"}, False),  # untagged means :latest, not any tag
+    ("glm4:9b", {"glm4:latest"}, False),
+])
+def test_probe_has_model_reads_untagged_as_latest(name, listed, has):
+    assert Probe("h", True, frozenset(listed)).has_model(name) is has
+
+
 def test_auto_chooses_ollama_when_stub_is_up(stub, fake_fallback, capsys):
     cfg = dataclasses.replace(CFG, host=stub.url, **fast())
     roles = make_roles(dataclasses.replace(cfg, cache=False))

@@ -63,6 +63,43 @@ def test_plan_preview_prints_graph_and_order_and_executes_nothing(tmp_path, rout
     assert not (res / "runs.jsonl").exists() and not (res / "outputs").exists() and not (res / "traces").exists()
 
 
+# Seed 001's order is not the id order here: E2 leads (memory 0.9); E3 shares E2's tool (memory 0.2) and goes
+# before E1 (search 0.3); E4 (search 0.8) waits for E1, whose output it quotes.
+SCHEDULED_GRAPH = json.dumps({
+    "objectives": ["a unified guide"], "exit_criteria": ["all answered"], "explanation": "tools lead the order",
+    "tasks": [
+        {"id": "E1", "question": "What are common failure modes of LLM agents?", "depends_on": [],
+         "tools": ["search"], "affinity": 0.3, "criteria": ["five failure modes"]},
+        {"id": "E2", "question": "What is context engineering for LLM agents?", "depends_on": [],
+         "tools": ["memory"], "affinity": 0.9},
+        {"id": "E3", "question": "How do LLM agents recall earlier runs from memory?", "depends_on": [],
+         "tools": ["memory"], "affinity": 0.2},
+        {"id": "E4", "question": "Which mitigations fit #E1.summary?", "depends_on": ["E1"],
+         "tools": ["search"], "affinity": 0.8, "done_when": ["each failure mode has a mitigation"]},
+    ],
+})
+
+
+def test_the_trace_runs_the_steps_in_the_order_the_preview_prints(tmp_path, router, capsys):
+    router.replies["graph"] = SCHEDULED_GRAPH
+    assert cli(tmp_path, "--plan-preview", "--mode", "always", COMPOUND) == EXIT_OK
+    preview = capsys.readouterr().out
+    printed = next(line for line in preview.splitlines() if line.startswith("Order: "))
+    preview_order = printed.removeprefix("Order: ").split(" -> ")
+    assert preview_order == ["E2", "E3", "E1", "E4"]
+    assert "      tools: memory=0.90" in preview and "      done when: each failure mode has a mitigation" in preview
+
+    assert cli(tmp_path, "--mode", "always", "orchestrator.max_parallel=2", COMPOUND) == EXIT_OK
+    rec = next(r for r in read_jsonl(tmp_path / "res" / "runs.jsonl") if r.get("mode") == "orchestrated")
+    trace = json.loads(Path(rec["trace"]).read_text())["traceEvents"]
+    spans = sorted((e for e in trace if e.get("ph") == "X" and e["name"].startswith("subtask ")), key=lambda e: e["ts"])
+    assert [e["name"].split()[1] for e in spans] == preview_order
+    assert [s["id"] for s in rec["steps"]] == preview_order == rec["planner_telemetry"]["order"]
+    e1, e4 = (next(e for e in spans if e["name"] == f"subtask {sid}") for sid in ("E1", "E4"))
+    assert e4["ts"] >= e1["ts"] + e1["dur"]  # E4 quotes E1: it started after E1 finished
+    assert [t["tools"] for t in rec["graph"]["tasks"]] == [["search"], ["memory"], ["memory"], ["search"]]
+
+
 def test_run_prints_the_summary_block(tmp_path, router, capsys):
     code = cli(tmp_path, "--mode", "off", TASK)
     out = capsys.readouterr().out

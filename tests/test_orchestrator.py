@@ -179,6 +179,33 @@ def test_planner_telemetry_is_merged_into_the_record(tmp_path):
     assert tele["graph"]["planner_warning_count"] == 0
     assert set(tele["steps"]) == {"E1", "E2", "E3"} and tele["steps"]["E1"]["confidence"] == 0.9
     assert result.record["research"]["quality"]["confidence"] == 0.9
+    assert tele["order"] == ["E1", "E2", "E3"]
+    for rank, sid in enumerate(tele["order"], 1):  # planned and executed fields side by side, per step
+        step = tele["steps"][sid]
+        assert step["rank"] == rank and step["status"] == "ok" and step["wall_s"] > 0 and step["run_id"]
+    assert tele["steps"]["E3"]["depends_on"] == ["E1", "E2"]  # declared E1 plus the quoted #E2
+
+
+def test_step_telemetry_keeps_every_steps_fields():
+    from harness.orchestrator import StepOutcome, step_telemetry
+    from harness.taskgraph import TaskGraph
+
+    graph = TaskGraph.from_planner_output([
+        {"id": "E1", "question": "a", "tools": ["search"], "affinity": 0.4},
+        {"id": "E2", "question": "b #E1", "tools": ["memory"]},
+    ])
+
+    def outcome(sid, status, confidence):
+        return StepOutcome(id=sid, question="q", status=status, output="", error=None, run_id=f"r{sid}",
+                           start_s=0.1, wall_s=0.2, llm_calls=1, confidence=confidence)
+
+    tele = step_telemetry(graph, [outcome("E1", "ok", 0.8), outcome("E2", "failed", None)])
+    assert tele["order"] == ["E1", "E2"]
+    assert tele["steps"]["E1"] == {"rank": 1, "tools": ["search"], "affinity": {"search": 0.4}, "depends_on": [],
+                                   "status": "ok", "confidence": 0.8, "start_s": 0.1, "wall_s": 0.2, "run_id": "rE1"}
+    assert tele["steps"]["E2"] == {"rank": 2, "tools": ["memory"], "affinity": {}, "depends_on": ["E1"],
+                                   "status": "failed", "confidence": None, "start_s": 0.1, "wall_s": 0.2,
+                                   "run_id": "rE2"}
 
 
 def test_steps_share_memory_and_search_with_the_parent(tmp_path):
@@ -408,7 +435,7 @@ def test_build_graph_keeps_a_valid_planner_graph(tmp_path):
     prepared = h.prepare(COMPOUND, with_research=False)
     graph, warnings = build_graph(COMPOUND, prepared, h.roles, OrchestratorConfig())
     assert warnings == [] and graph.ids == ("E1", "E2", "E3")
-    assert [[t.id for t in level] for level in graph.levels()] == [["E1", "E2"], ["E3"]]
+    assert graph.depths() == {"E1": 0, "E2": 0, "E3": 1}
 
 
 def test_assembly_gets_the_full_wiggum_loop(tmp_path):

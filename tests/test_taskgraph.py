@@ -8,6 +8,7 @@ import json
 import pytest
 
 from harness.taskgraph import (
+    STEP_TOOLS,
     GraphError,
     TaskGraph,
     TaskNode,
@@ -20,6 +21,7 @@ from harness.taskgraph import (
     natural_key,
     resolve_placeholders,
     resolve_placeholders_detailed,
+    schedule_order,
 )
 
 CANONICAL = {
@@ -106,6 +108,31 @@ def test_aliases_are_normalised():
 def test_affinity_clamped_to_unit_interval(score, expected):
     graph = TaskGraph.from_planner_output([{"id": "E1", "question": "q", "affinity": {"search": score}}])
     assert graph.get("E1").affinity == {"search": expected}
+
+
+@pytest.mark.parametrize(
+    "step,affinity,warning",
+    [
+        ({"tools": ["search", "memory"], "affinity": 0.7}, {"search": 0.7, "memory": 0.7}, None),
+        ({"tools": ["search"], "affinity": "0.4"}, {"search": 0.4}, None),
+        ({"tools": ["search"], "affinity": 1.5}, {"search": 1.0}, "task E1: affinity = 1.5 clamped to 1"),
+        ({"tools": ["search"], "affinity": -2}, {"search": 0.0}, "task E1: affinity = -2 clamped to 0"),
+        ({"affinity": 0.5}, {}, "task E1: affinity 0.5 names no tool (tools is empty); ignored"),
+        ({"tools": ["search"], "affinity": float("nan")}, {}, "task E1: affinity is NaN; ignored"),
+    ],
+)
+def test_scalar_affinity_scores_the_listed_tools_and_is_clamped(step, affinity, warning):
+    graph = TaskGraph.from_planner_output([{"id": "E1", "question": "q", **step}])
+    assert graph.get("E1").affinity == affinity
+    assert list(graph.warnings) == ([warning] if warning else [])
+    assert all("\n" not in w for w in graph.warnings)
+
+
+@pytest.mark.parametrize("alias", ["criteria", "exit_criteria", "done_when", "success_criteria", "completion_criteria"])
+def test_step_criteria_aliases(alias):
+    graph = TaskGraph.from_planner_output({"tasks": [{"id": "E1", "question": "q", alias: ["five modes named"]}],
+                                           "exit_criteria": ["plan done"]})
+    assert graph.get("E1").criteria == ("five modes named",) and graph.exit_criteria == ("plan done",)
 
 
 def test_missing_ids_are_assigned_with_a_warning():
@@ -222,18 +249,60 @@ SCHEDULE_STEPS = [
 
 
 @pytest.mark.parametrize(
-    "preferred,order",
+    "first_tools,order",
     [
-        ((), ["E3", "E2", "E1", "E5", "E4"]),  # higher affinity first, then depth
-        (("search",), ["E2", "E1", "E3", "E5", "E4"]),  # preferred-tool match first
-        (("code",), ["E3", "E1", "E2", "E5", "E4"]),  # no affinity for code -> ties by depth then id
-        (("fetch",), ["E1", "E2", "E3", "E5", "E4"]),
+        # own best affinity first (E3 code 1.0); nothing else uses code -> E2 (0.9); E1 shares search with E2;
+        # then the tool-less E5 (depth 0) before E4 (depth 1)
+        ((), ["E3", "E2", "E1", "E5", "E4"]),
+        # a preferred-tool match beats a higher affinity: E1 (search 0.2) follows E2 before E3 (code 1.0)
+        (("search",), ["E2", "E1", "E3", "E5", "E4"]),
+        (("code",), ["E3", "E2", "E1", "E5", "E4"]),
+        (("fetch",), ["E3", "E2", "E1", "E5", "E4"]),  # nobody uses fetch: own affinity decides
     ],
 )
-def test_schedule_order_table(preferred, order):
+def test_schedule_order_table(first_tools, order):
     graph = TaskGraph.from_planner_output(SCHEDULE_STEPS)
-    assert ids(graph.schedule_order(preferred)) == order
-    assert ids(graph.schedule_order(preferred)) == order  # deterministic
+    assert ids(graph.schedule_order(first_tools)) == order
+    assert ids(graph.schedule_order(first_tools)) == order  # deterministic
+    assert ids(schedule_order(graph, first_tools)) == order  # the package-level function is the same one
+
+
+@pytest.mark.parametrize(
+    "steps,order",
+    [
+        # affinity with the previous step: E3 (memory 0.1) follows E1 (memory) ahead of E2 (search 0.5)
+        ([{"id": "E1", "question": "a", "tools": ["memory"], "affinity": 0.9},
+          {"id": "E2", "question": "b", "tools": ["search"], "affinity": 0.5},
+          {"id": "E3", "question": "c", "tools": ["memory"], "affinity": 0.1}], ["E1", "E3", "E2"]),
+        # readiness first: E2 (search 1.0) waits for E3 although it matches E1's tool
+        ([{"id": "E1", "question": "a", "tools": ["search"], "affinity": 0.9},
+          {"id": "E3", "question": "c", "tools": ["files"], "affinity": 0.3},
+          {"id": "E2", "question": "b #E3", "tools": ["search"], "affinity": 1.0}], ["E1", "E3", "E2"]),
+        # no tools anywhere: depth, then natural id (E2 before E10)
+        ([{"id": "E10", "question": "a"}, {"id": "E2", "question": "b"},
+          {"id": "E3", "question": "c", "depends_on": ["E2"]}, {"id": "E4", "question": "d"}],
+         ["E2", "E4", "E10", "E3"]),
+    ],
+    ids=["previous step's tool", "readiness", "depth then id"],
+)
+def test_schedule_follows_seed_001(steps, order):
+    graph = TaskGraph.from_planner_output(steps)
+    assert ids(graph.schedule_order()) == order
+
+
+def test_schedule_key_fields_in_seed_order():
+    graph = TaskGraph.from_planner_output([
+        {"id": "E1", "question": "a", "tools": ["search"], "affinity": 0.4},
+        {"id": "E2", "question": "b"},
+        {"id": "E3", "question": "c", "depends_on": ["E1", "E2"]},
+        {"id": "E4", "question": "d", "depends_on": ["E1"]},
+    ])
+    ready_, match, affinity, depth, pending, _ = graph.schedule_key(graph.get("E1"), (), ("search",))
+    assert (ready_, match, affinity, depth, pending) == (False, False, -0.4, 0, 0)
+    assert graph.schedule_key(graph.get("E2"), (), ("search",))[:3] == (False, True, -0.0)
+    # two steps not ready at the same depth: fewer pending dependencies first
+    assert sorted(["E3", "E4"], key=lambda t: graph.schedule_key(graph.get(t))) == ["E4", "E3"]
+    assert graph.schedule_key(graph.get("E3"))[4] == 2 and graph.schedule_key(graph.get("E3"), {"E1"})[4] == 1
 
 
 def test_ready_respects_dependencies():
@@ -245,9 +314,9 @@ def test_ready_respects_dependencies():
     assert key[0] is True and key[4] == 1  # not ready, one pending dependency
 
 
-def test_levels_group_parallel_work():
+def test_depths_group_parallel_work():
     graph = TaskGraph.from_planner_output(CANONICAL)
-    assert [ids(level) for level in graph.levels()] == [["E1", "E2"], ["E3"]]
+    assert graph.depths() == {"E1": 0, "E2": 0, "E3": 1}
 
 
 # -- placeholders ----------------------------------------------------------------------------------------
@@ -367,6 +436,27 @@ def test_graph_schema_bounded_and_parsable_reply():
     assert "E1" in messages[0]["content"] and "research A and B" in messages[1]["content"]
     graph = TaskGraph.from_planner_output(json.dumps(CANONICAL))
     assert TaskGraph.from_planner_output(json.dumps(graph.to_dict())) == graph
+
+
+def test_graph_schema_carries_tools_affinity_and_criteria():
+    step = graph_schema(4)["properties"]["tasks"]["items"]
+    assert step["properties"]["tools"]["items"]["enum"] == list(STEP_TOOLS)
+    assert step["properties"]["affinity"] == {"type": "number", "minimum": 0, "maximum": 1}
+    assert "criteria" in step["properties"] and step["additionalProperties"] is False
+    system = graph_messages("research A and B")[0]["content"]
+    assert "tools (the ones it needs, from: search, memory, files)" in system and "affinity (0 to 1" in system
+    reply = {"objectives": [], "exit_criteria": [], "explanation": "", "tasks": [
+        {"id": "E1", "question": "a", "depends_on": [], "tools": ["search"], "affinity": 0.8, "criteria": ["c"]}]}
+    assert set(reply["tasks"][0]) <= set(step["properties"])
+    node = TaskGraph.from_planner_output(json.dumps(reply)).get("E1")
+    assert (node.tools, node.affinity, node.criteria) == (("search",), {"search": 0.8}, ("c",))
+
+
+def test_cycle_is_spelled_the_same_whatever_the_declaration_order():
+    steps = [{"id": "E1", "question": "a", "depends_on": ["E3"]}, {"id": "E2", "question": "b", "depends_on": ["E1"]},
+             {"id": "E3", "question": "c", "depends_on": ["E2"]}, {"id": "E4", "question": "d"}]
+    errors = {tuple(TaskGraph.from_planner_output(list(p)).validate())[-1] for p in itertools.permutations(steps)}
+    assert errors == {"dependency cycle: E1 -> E3 -> E2 -> E1"}
 
 
 def test_from_subtasks():

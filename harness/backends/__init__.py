@@ -94,7 +94,7 @@ def preflight(cfg: Any, *, timeout_s: float = 5.0, sleep: Callable[[float], None
     kind = cfg.kind
     models = sorted({cfg.model_for(r) for r in ROLES})
     if kind == "ollama":
-        from harness.backends.auto import _norm, probe_ollama
+        from harness.backends.auto import probe_ollama
 
         host = ollama_host(cfg.host)
 
@@ -113,7 +113,7 @@ def preflight(cfg: Any, *, timeout_s: float = 5.0, sleep: Callable[[float], None
                 f"Ollama is not reachable at {host} (models {', '.join(models)}) after {cfg.retries} retries: "
                 f"{exc}. Start it with `ollama serve`, set OLLAMA_HOST / backend.host, or use backend=embedded"
             ) from None
-        missing = sorted({cfg.model_for(r) for r in ROLES if _norm(cfg.model_for(r)) not in found.models})
+        missing = sorted({cfg.model_for(r) for r in ROLES if not found.has_model(cfg.model_for(r))})
         if missing:
             roles = ", ".join(f"{r}={cfg.model_for(r)}" for r in ROLES if cfg.model_for(r) in missing)
             raise ModelMissing(

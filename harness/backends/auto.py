@@ -32,8 +32,12 @@ fallback_kind = "embedded"  # tests may point this at a registered fake
 class Probe:
     host: str
     reachable: bool
-    models: frozenset[str]
+    models: frozenset[str]  # as tagged names: "qwen2.5:32b", "llama3:latest"
     error: str = ""
+
+    def has_model(self, name: str) -> bool:
+        """Whether the server lists `name`; an untagged name means its :latest tag, as Ollama reads it."""
+        return tagged(name) in self.models
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,8 @@ class AutoDecision:
         return f"backend auto: {chosen} ({self.reason})"
 
 
-def _norm(name: str) -> str:
+def tagged(name: str) -> str:
+    """An Ollama model name with its tag: "llama3" -> "llama3:latest"; a tagged name is kept."""
     return name if ":" in name else f"{name}:latest"
 
 
@@ -71,7 +76,7 @@ def probe_ollama(host: str, timeout_s: float) -> Probe:
     for m in data.get("models") or []:
         for key in ("name", "model"):
             if m.get(key):
-                names.add(_norm(str(m[key])))
+                names.add(tagged(str(m[key])))
     return Probe(host, True, frozenset(names))
 
 
@@ -80,7 +85,7 @@ def decide(cfg: BackendConfig, probe: Probe, fallback: str = "embedded") -> Auto
     if not probe.reachable:
         kinds = tuple((role, fallback) for role in ROLES)
         return AutoDecision(probe.host, kinds, f"Ollama not reachable at {probe.host}: {probe.error}")
-    missing = [role for role in ROLES if _norm(cfg.model_for(role)) not in probe.models]
+    missing = [role for role in ROLES if not probe.has_model(cfg.model_for(role))]
     kinds = tuple((role, fallback if role in missing else "ollama") for role in ROLES)
     if not missing:
         reason = f"Ollama at {probe.host} has {', '.join(sorted({cfg.model_for(r) for r in ROLES}))}"
