@@ -45,6 +45,20 @@ DIMENSION_GUIDE: dict[str, str] = {
     "grounded": "claims are supported by the cited sources or by well-established knowledge; nothing invented",
 }
 
+# Caps a small judge does not apply unless told (measured on a 1.5B judge: "I cannot help with that request."
+# scored relevance 7, completeness 8, depth 9, specificity 10, structure 10, grounded 10).
+SCORING_RULES: tuple[str, ...] = (
+    "answers_task is false only when the answer refuses, apologises, asks a question back, is about another "
+    "subject or is gibberish; then every dimension is 1. An answer on the task's subject is true even when it is "
+    "short, vague or incomplete: score those faults on the dimensions.",
+    "An answer that repeats the same sentence or item over and over scores at most 2 on depth, specificity and "
+    "structure.",
+    "An answer of one or two sentences, when the task asks for several items or for guidance, scores at most 3 on "
+    "completeness, depth and specificity.",
+    "Use the whole range: 7 means good with clear room to improve, 9-10 is rare.",
+)
+ATTEMPT_KEY = "answers_task"
+
 TASK_CRITERIA: dict[str, str] = {
     "enumerated": (
         "This task asks for a specific number of items. The answer must contain exactly that many distinct, "
@@ -70,6 +84,7 @@ class RubricParse:
     weaknesses: tuple[str, ...]
     parser: str  # json | dirtyjson | regex | failed
     missing: tuple[str, ...] = ()
+    attempted: bool | None = None  # the judge's answers_task verdict; None when the reply does not say
 
 
 @dataclass(frozen=True)
@@ -88,6 +103,7 @@ class EvalResult:
     parse_failures: int = 0
     missing: tuple[str, ...] = ()
     raw: tuple[str, ...] = field(default=(), repr=False)
+    not_attempted: int = 0  # repeats whose judge said the answer does not attempt the task (scored 1 throughout)
 
     @property
     def failed(self) -> bool:
@@ -105,6 +121,7 @@ class EvalResult:
             "totals": list(self.totals),
             "parse_failures": self.parse_failures,
             "missing": list(self.missing),
+            "not_attempted": self.not_attempted,
         }
 
 
@@ -124,18 +141,22 @@ def _check_dimensions(dimensions: Mapping[str, float]) -> dict[str, float]:
 
 
 def rubric_schema(dimensions: Mapping[str, float]) -> dict[str, Any]:
-    """Bounded JSON schema: every dimension an integer 1-10, feedback and weaknesses capped."""
-    props: dict[str, Any] = {name: {"type": "integer", "minimum": 1, "maximum": 10} for name in dimensions}
-    props["feedback"] = {"type": "string", "maxLength": FEEDBACK_MAX_CHARS}
+    """Bounded JSON schema, in the order the judge must write it: whether the answer attempts the task at all, its
+    weaknesses and the most important fix, then every dimension an integer 1-10. Verdict and critique come before
+    the numbers because a small model fills numbers from a template when they come first (measured:
+    bench/judge_discrimination.py); a grammar-constrained backend emits the properties in this order."""
+    props: dict[str, Any] = {ATTEMPT_KEY: {"type": "boolean"}}
     props["weaknesses"] = {
         "type": "array",
         "items": {"type": "string", "maxLength": WEAKNESS_MAX_CHARS},
         "maxItems": MAX_WEAKNESSES,
     }
+    props["feedback"] = {"type": "string", "maxLength": FEEDBACK_MAX_CHARS}
+    props.update({name: {"type": "integer", "minimum": 1, "maximum": 10} for name in dimensions})
     return {
         "type": "object",
         "properties": props,
-        "required": [*dimensions, "feedback", "weaknesses"],
+        "required": [ATTEMPT_KEY, "weaknesses", "feedback", *dimensions],
         "additionalProperties": False,
     }
 
@@ -159,15 +180,16 @@ def rubric_messages(
     marker = DataMarker.for_run(task)
     example = ", ".join(f'"{name}": <1-10>' for name in dimensions)
     system = (
-        "You are a strict, fair reviewer of written answers. Score the answer against the task on each "
-        "dimension from 1 (very poor) to 10 (excellent). Use the whole range: 7 means good with clear room "
-        "to improve, 9-10 is rare. Reply with one JSON object and nothing else."
+        "You are a strict, fair reviewer of written answers. Judge only what the answer says, not what the task "
+        "asked for. Work in this order: decide whether the answer attempts the task at all, name its weaknesses, "
+        "then score each dimension from 1 (very poor) to 10 (excellent).\n" + "\n".join(f"- {r}" for r in SCORING_RULES)
+        + "\nReply with one JSON object and nothing else."
     )
     user = (
         f"# Task\n{task.strip()}\n\n# What this kind of task needs\n{criteria}\n\n# Dimensions\n{dims}\n\n"
         f"{marker.notice()}\n\n# Answer to score\n{marker.wrap(answer, 'answer')}\n\n"
-        f'Reply as JSON: {{{example}, "feedback": "<the most important fix, at most 2 sentences>", '
-        f'"weaknesses": ["<up to {MAX_WEAKNESSES} short weaknesses>"]}}'
+        f'Reply as JSON: {{"{ATTEMPT_KEY}": <true or false>, "weaknesses": ["<up to {MAX_WEAKNESSES} short '
+        f'weaknesses>"], "feedback": "<the most important fix, at most 2 sentences>", {example}}}'
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
@@ -219,8 +241,24 @@ def _clean_weaknesses(values: Any) -> tuple[str, ...]:
     return tuple(out[:MAX_WEAKNESSES])
 
 
+def _to_bool(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "false", "no"):
+        return value.strip().lower() in ("true", "yes")
+    return None
+
+
+def _regex_attempt(text: str) -> bool | None:
+    m = re.search(rf"{ATTEMPT_KEY}[\s\"'`*_]*[:=][\s\"'`*_]*(true|false|yes|no)\b", text, re.IGNORECASE)
+    return _to_bool(m.group(1)) if m else None
+
+
 def parse_rubric(text: str, dimensions: Mapping[str, float] | tuple[str, ...]) -> RubricParse:
-    """Read one judge reply. Never raises; parser="failed" and no scores when no dimension can be read."""
+    """Read one judge reply. Never raises; parser="failed" and no scores when no dimension can be read.
+
+    A reply whose answers_task is false scores 1 on every dimension whatever numbers it wrote after (the first
+    of SCORING_RULES, applied here because a small judge states the verdict and then writes the usual numbers)."""
     names = list(dimensions)
     text = text if isinstance(text, str) else ""
     scores: dict[str, float] = {}
@@ -248,10 +286,16 @@ def parse_rubric(text: str, dimensions: Mapping[str, float] | tuple[str, ...]) -
         if scores:
             feedback = feedback or " ".join((extract_string_field(text, "feedback") or "").split())[:FEEDBACK_MAX_CHARS]
             weaknesses = weaknesses or _clean_weaknesses(extract_string_list(text, "weaknesses"))
+    attempted = _to_bool(_lookup(obj, ATTEMPT_KEY)) if obj is not None else None
+    if attempted is None:
+        attempted = _regex_attempt(text)
+    if attempted is False:
+        scores = {name: 1.0 for name in names}
+        parser = parser if parser != "failed" else "regex"
     if not scores:
         return RubricParse({}, "", (), "failed", tuple(names))
     missing = tuple(n for n in names if n not in scores)
-    return RubricParse(scores, feedback, weaknesses, parser, missing)
+    return RubricParse(scores, feedback, weaknesses, parser, missing, attempted)
 
 
 def weighted_total(scores: Mapping[str, float], weights: Mapping[str, float]) -> float | None:
@@ -319,4 +363,5 @@ def score_rubric(
         parse_failures=failures,
         missing=missing,
         raw=tuple(raws),
+        not_attempted=sum(p.attempted is False for p in readable),
     )

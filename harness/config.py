@@ -132,7 +132,7 @@ class EvaluatorConfig:
     )
     repeats: int = 1  # score each output k times; spread logged as judge variance
     temperature: float = 0.0
-    max_tokens: int = 300
+    max_tokens: int = 420  # critique first (3 weaknesses + feedback, ~250 tokens at their caps), then the scores
     composite: str = "blend"  # rubric | deterministic | blend
     rubric_weight: float = 0.6  # blend = rubric_weight * rubric + (1 - rubric_weight) * deterministic (both 0-10)
     # verify: re-score the wiggum loop's kept text with judge seeds of its own. The loop keeps the round its judge

@@ -108,6 +108,42 @@ def test_prompt_carries_task_type_criteria_and_is_blind(task_type, phrase):
     assert not re.search(r"\b(variant|arm|baseline|candidate|trial|mutat\w*|instruction|SYNTH\w*)\b", text, re.I)
 
 
+@pytest.mark.parametrize(
+    "reply, attempted, scores",
+    [
+        # the judge says the answer does not attempt the task and then writes its usual numbers: 1 throughout
+        (json.dumps({"answers_task": False, "weaknesses": ["refuses"], "feedback": "Answer it."} | {n: 9 for n in DIMS}),
+         False, {n: 1.0 for n in DIMS}),
+        (json.dumps({"answers_task": "no", "feedback": "off topic"}), False, {n: 1.0 for n in DIMS}),
+        ('answers_task: false\nrelevance: 8', False, {n: 1.0 for n in DIMS}),
+        (json.dumps({"answers_task": True} | ALL7), True, {n: 7.0 for n in DIMS}),
+        (json.dumps(ALL7), None, {n: 7.0 for n in DIMS}),  # a reply that does not say: read as before
+        (json.dumps({"answers_task": "maybe"} | ALL7), None, {n: 7.0 for n in DIMS}),
+    ],
+)
+def test_a_judge_verdict_of_no_attempt_scores_one_everywhere(reply, attempted, scores):
+    parsed = parse_rubric(reply, DIMS)
+    assert parsed.attempted is attempted and parsed.scores == scores and parsed.missing == ()
+
+
+def test_score_rubric_counts_the_repeats_that_did_not_attempt():
+    replies = [json.dumps({"answers_task": False} | {n: 9 for n in DIMS}), json.dumps({"answers_task": True} | ALL7)]
+    result = score_rubric(TASK, "I cannot help with that request.", FakeLLM(replies), EvaluatorConfig(repeats=2))
+    assert result.not_attempted == 1 and result.totals == (1.0, 7.0) and result.weighted == 4.0
+    assert result.to_dict()["not_attempted"] == 1
+
+
+def test_the_judge_writes_verdict_and_critique_before_the_numbers():
+    schema = rubric_schema(DIMS)
+    keys = list(schema["properties"])
+    assert keys[:3] == ["answers_task", "weaknesses", "feedback"] and keys[3:] == list(DIMS)
+    assert schema["required"] == keys
+    system, user = (m["content"] for m in rubric_messages("Do X", "answer", DIMS, task_type="enumerated"))
+    assert "refuses" in system and "every dimension is 1" in system and "short, vague or incomplete" in system and "at most 3 on completeness" in system
+    reply_format = user[user.index("Reply as JSON"):]
+    assert reply_format.index("answers_task") < reply_format.index("weaknesses") < reply_format.index("relevance")
+
+
 def test_score_rubric_repeats_mean_and_judge_sd():
     replies = [json.dumps({name: v for name in DIMS} | {"feedback": f"fb{v}", "weaknesses": [f"w{v}"]}) for v in (6, 8, 7)]
     fake = FakeLLM(replies)
