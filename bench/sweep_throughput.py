@@ -118,7 +118,7 @@ def build(results: Path, sim: SimLLM):
     from harness.config import ROLES, BackendConfig, HarnessConfig, MemoryConfig, SearchConfig
     from harness.inference import wrap_roles
 
-    from experiments.objective import HarnessRunner
+    from experiments.runners import HarnessRunner
 
     meter = BusyMeter(sim)
     cfg = HarnessConfig(results_dir=str(results), backend=BackendConfig(kind="sim", cache=False),
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> dict:
     load0 = os.getloadavg()
     mach = machine()
 
-    from experiments.objective import evaluate_candidate
+    from experiments.evaluate import evaluate_candidate
     from experiments.pool import RunPool
 
     latency = args.latency_ms / 1e3

@@ -28,15 +28,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from experiments.stats import (
-    Decision,
-    PairedStats,
-    Preregistration,
-    explain_verdict,
-    paired_stats,
-    sequential_decision,
-    with_holm,
-)
+from experiments.stats import PairedStats, paired_stats, with_holm
+from experiments.verdict import Decision, Preregistration, explain_verdict, sequential_decision
 from experiments.pool import SERIAL, RunPool
 from harness.logger import append_jsonl, read_jsonl
 
@@ -263,7 +256,7 @@ def _key(task: str, arm: str, rep: int) -> tuple[str, str, int]:
     return task, arm, int(rep)
 
 
-def _load_cells(ledger_path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
+def load_cells(ledger_path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
     """Latest record per cell; an ok record is never replaced by a later failure of the same cell."""
     cells: dict[tuple[str, str, int], dict[str, Any]] = {}
     for rec in read_jsonl(ledger_path):
@@ -341,7 +334,7 @@ def run_ab(
         )
     ledger_path = Path(ledger_path)
     write_or_check_prereg(prereg, design, ledger_path, backend=backend, new_test=new_test)
-    cells = _load_cells(ledger_path)
+    cells = load_cells(ledger_path)
     names = design.arm_names
     ids = design.task_ids
     total = len(ids) * design.replications * 2
@@ -518,5 +511,5 @@ def analyse(
 
 def load_result(design: ABDesign, prereg: Preregistration, ledger_path: str | Path) -> ABResult:
     """Analyse a ledger without running anything (e.g. to re-render a report)."""
-    cells = _load_cells(Path(ledger_path))
+    cells = load_cells(Path(ledger_path))
     return analyse(cells, design, prereg, ledger_path=str(ledger_path))

@@ -373,7 +373,7 @@ def validate(exp: ExperimentConfig) -> ExperimentConfig:
             raise ConfigError("ab.hypothesis is empty; expected the hypothesis as a sentence, written before any data")
         if not ab.a_name or ab.a_name == ab.b_name or "/" in ab.a_name + ab.b_name:
             raise ConfigError(f"ab.a_name={ab.a_name!r}, ab.b_name={ab.b_name!r} are not allowed; expected two different non-empty names without '/'")
-        from experiments.ab_entry import check_ab_design
+        from experiments.ab_design import check_ab_design
 
         check_ab_design(exp)
     if sw.kind == "calibrate":
@@ -413,65 +413,17 @@ def check_calibrate_design(exp: ExperimentConfig) -> None:
                           f"(composite points)")
     if not c.harmful_instruction.strip():
         raise ConfigError("calibrate.harmful_instruction is empty; expected an instruction that makes outputs worse")
+    from experiments.power import calibrate_design_problem
+
     problem = calibrate_design_problem(exp)
     if problem and not c.allow_underpowered:
         raise ConfigError(problem)
 
 
-def calibrate_design_problem(exp: ExperimentConfig) -> str | None:
-    """Why the calibration's A/A test (two-sided) or positive control (one-sided) over calibrate.tasks tasks can
-    never reach calibrate.alpha, or None. The same reachability rule as the sweep (stats.min_attainable_p)."""
-    from experiments.stats import min_attainable_p, tasks_needed
-
-    c = exp.calibrate
-    n = c.tasks or len(exp.benchmark.tasks)
-    p_aa = min_attainable_p(n, test=c.test, alternative="two-sided")
-    p_ctl = min_attainable_p(n, test=c.test, alternative="less")
-    parts = []
-    if p_aa >= c.alpha:
-        parts.append(f"the A/A test (two-sided) cannot go below p={p_aa:.4g}")
-    if p_ctl >= c.alpha:
-        parts.append(f"the positive control (one-sided) cannot go below p={p_ctl:.4g}")
-    if not parts:
-        return None
-    need = tasks_needed(c.alpha, test=c.test, alternative="two-sided")
-    return (f"calibrate: over {n} task(s) with test={c.test}, {' and '.join(parts)} >= alpha {c.alpha:g}, so "
-            f"{'they check' if len(parts) > 1 else 'it checks'} nothing; use calibrate.tasks >= {need} (benchmark "
-            f"{exp.benchmark.name!r} has {len(exp.benchmark.tasks)}), calibrate.test=t, or "
-            f"calibrate.allow_underpowered=true")
-
-
-def sweep_design_problem(exp: ExperimentConfig) -> str | None:
-    """Why a synth_mutation sweep of this design can never promote a candidate, or None when it can.
-
-    Promotion needs (1) the one-sided exact Wilcoxon over the train tasks to reach sweep.alpha (smallest p
-    1 / 2^n_train), (2) a noise floor, i.e. sweep.baseline_repeats >= 2, and (3) a holdout confirmation: at least
-    one holdout task and sweep.holdout_top_k >= 1. The holdout confirms by the noise floor, not by a p-value.
-    """
-    from experiments.stats import min_attainable_p, tasks_needed
-
-    sw = exp.sweep
-    n_train, n_hold = len(exp.tasks("train")), len(exp.tasks("holdout"))
-    p = min_attainable_p(n_train, test="wilcoxon", alternative="greater")
-    if p >= sw.alpha:
-        need = tasks_needed(sw.alpha, test="wilcoxon", alternative="greater")
-        return (f"sweep: benchmark {exp.benchmark.name!r} has {n_train} train task(s) and {n_hold} holdout: the "
-                f"smallest one-sided exact Wilcoxon p over {n_train} train tasks is {p:.4g} >= alpha {sw.alpha:g}, "
-                f"so no candidate can ever be promoted; use >= {need} train tasks (benchmark=asyncio_practices has "
-                f"8 train + 4 holdout), a larger sweep.alpha, or sweep.allow_underpowered=true for a first look")
-    if sw.baseline_repeats < 2:
-        return (f"sweep: baseline_repeats={sw.baseline_repeats} measures no noise floor (it needs >= 2 baseline runs), "
-                f"so no difference can be told from noise; set sweep.baseline_repeats=2 or more, or "
-                f"sweep.allow_underpowered=true")
-    if n_hold < 1 or sw.holdout_top_k < 1:
-        return (f"sweep: {n_hold} holdout task(s) and holdout_top_k={sw.holdout_top_k}: no candidate can be confirmed "
-                f"on held-out tasks, so none can be promoted; add split=holdout tasks and set sweep.holdout_top_k >= 1, "
-                f"or sweep.allow_underpowered=true")
-    return None
-
-
 def check_sweep_design(exp: ExperimentConfig) -> None:
     """ConfigError (one line: the numbers and the fixes) when the sweep cannot conclude, unless allowed."""
+    from experiments.power import sweep_design_problem
+
     problem = sweep_design_problem(exp)
     if problem and not exp.sweep.allow_underpowered:
         raise ConfigError(problem)

@@ -18,7 +18,7 @@ from experiments.ab import (
     run_ab,
 )
 from experiments.report import DIFF_PNG, FOREST_PNG, write_report
-from experiments.stats import Preregistration
+from experiments.verdict import Preregistration
 from harness.logger import read_jsonl
 
 TASKS = tuple(f"task-{i}" for i in range(8))
