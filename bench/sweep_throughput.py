@@ -3,7 +3,7 @@ serves C requests at once with a fixed latency; trial wall time, backend utilisa
 
     python bench/sweep_throughput.py [--quick] [--capacity 4] [--latency-ms 100] [--tasks 8] [--workers 1 2 4 8] [--json]
 
-What runs is the sweep's real evaluation path: experiments.objective.evaluate_candidate over `--tasks` tasks
+What runs is the sweep's real evaluation path: experiments.evaluate.evaluate_candidate over `--tasks` tasks
 (the train tasks of conf/benchmark/asyncio_practices.yaml, then its holdout tasks, then numbered variants if
 more are asked for) with pool=RunPool(N), each task a HarnessRunner.finish -> harness.agent.Harness.finish
 (synthesis, wiggum rounds, the judge and the independent re-score) sharing one Harness, its roles, memory and

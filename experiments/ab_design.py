@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 from experiments.ab import SECONDARY, ABDesign, RunArm, arm_order, pair_seed, prereg_path
 from experiments.benchmark import Task, load_tasks
 from experiments.config import ConfigError, ExperimentConfig, apply_overrides, to_harness_config, validate
-from experiments.stats import min_attainable_p, tasks_needed
+from experiments.power import min_attainable_p, tasks_needed
 from experiments.verdict import Preregistration
 
 _ENV_KEYS = {  # config keys the environment overrides after every override (harness.config.apply_env)

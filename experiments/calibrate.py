@@ -1,6 +1,6 @@
 """Calibration: know the noise before spending the night (`python -m experiments.run +sweep=calibrate`).
 
-On `calibrate.tasks` benchmark tasks, through the same Runner protocol as a sweep (HarnessRunner from the CLI,
+On `calibrate.tasks` benchmark tasks, through the same Runner protocol as a sweep (runners.HarnessRunner from the CLI,
 tests/scripted_harness.ScriptedRunner in tests), with the baseline instructions:
 
 - judge variance: the output of generator run 1 on each task is re-scored `judge_repeats` times by the evaluator
@@ -15,7 +15,7 @@ tests/scripted_harness.ScriptedRunner in tests), with the baseline instructions:
 - positive control: `calibrate.harmful_instruction` in place of every task type's instruction, `replications`
   runs per task on the same contexts, compared one-sided (control worse) with the per-task mean of the generator
   runs. It must lose significantly. A two-sided t p-value is halved in the predicted direction (1 - p/2 against it).
-- A check whose test cannot reach alpha with this many tasks (stats.min_attainable_p) is "unreachable"; such a
+- A check whose test cannot reach alpha with this many tasks (power.min_attainable_p) is "unreachable"; such a
   design is refused before anything runs unless calibrate.allow_underpowered (experiments.config).
 - minimum detectable effect and tasks needed for the sweep's and the A/B's decision rules: by simulation
   (experiments.power), with sigma as an estimate of n_tasks * (r - 1) degrees of freedom.
@@ -55,9 +55,9 @@ from experiments.calibration_store import (
 )
 from experiments.config import ExperimentConfig
 from experiments.pool import RunPool, runner_pool
-from experiments.power import ab_design, mde, replications_for_effect, sweep_design, tasks_for_effect
+from experiments.power import ab_design, mde, min_attainable_p, replications_for_effect, sweep_design, tasks_for_effect
 from experiments.runners import TimedRunner
-from experiments.stats import min_attainable_p, noise_floor, paired_ttest, wilcoxon_test
+from experiments.stats import noise_floor, paired_ttest, wilcoxon_test
 from experiments.summaries import format_calibration, hms, identity_text
 
 JUDGE_SEED_OFFSET = 2_000_003  # judge re-score seeds: apart from generation seeds and wiggum's verify (1_000_003)

@@ -1,9 +1,10 @@
 """The Optuna objective of a synthesis-instruction sweep, with the harness injected.
 
-A runner is anything with `prepare(task) -> prepared` and `finish(prepared, *, instructions, run_id, criteria,
-seed) -> TaskOutcome` (experiments.outcome: the typed seam). `HarnessRunner` adapts harness.agent.Harness;
-tests use a scripted runner that builds the same TaskOutcome. Only synthesis and evaluation depend on the
-instruction, so the objective reuses the prepared contexts it is given (or prepares afresh per trial).
+objective(trial) chooses an operator and a parent (experiments.search_state, experiments.optimizer), asks the
+mutators for a candidate, and scores it with experiments.evaluate.evaluate_candidate on the runner it was given
+(experiments.runners: HarnessRunner on the real harness, a scripted runner in tests; both return TaskOutcome).
+Only synthesis and evaluation depend on the instruction, so the objective reuses the prepared contexts it is
+given (or prepares afresh per trial).
 
 The objective is the mean over train tasks of each task's independent score (TaskOutcome.score: the kept text
 re-scored with judge seeds of its own); the wiggum loop's own best (selection_score) is kept beside it, and the

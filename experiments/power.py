@@ -14,7 +14,7 @@ R replications per arm, sigma * sqrt(2 / R). The normal-noise model is an approx
 tasks may interact with instructions (a real candidate's effect varies per task); the MDE is for an effect of the
 same size on every task.
 
-A design whose test can never reach alpha (stats.min_attainable_p) is refused by experiments.config.validate
+A design whose test can never reach alpha (min_attainable_p) is refused by experiments.config.validate
 unless allowed: sweep_design_problem and calibrate_design_problem say why, in one line.
 """
 
@@ -28,9 +28,40 @@ from dataclasses import dataclass
 import numpy as np
 
 from experiments.config import ExperimentConfig
-from experiments.stats import FLOOR_SE, min_attainable_p, tasks_needed, wilcoxon_reject
+from experiments.stats import FLOOR_SE, TESTS, wilcoxon_reject
 
 MAX_TASKS = 500  # tasks-needed search stops here ("more than 500")
+
+
+# -- reachability: can the test reach alpha at all? -----------------------------------------------------------
+
+
+def min_attainable_p(n: int, *, test: str = "wilcoxon", alternative: str = "two-sided") -> float:
+    """The smallest p-value the test can return with n paired differences over tasks.
+
+    Exact Wilcoxon signed-rank: every difference of one sign, so 1 / 2^n one-sided and 2 / 2^n two-sided. The
+    paired t-test has no floor once n >= 2 (p -> 0 as the spread shrinks), and no test below 2 pairs.
+    """
+    if test not in TESTS:
+        raise ValueError(f"test must be one of {TESTS}, got {test!r}")
+    if alternative not in ("two-sided", "greater", "less"):
+        raise ValueError(f"alternative must be two-sided|greater|less, got {alternative!r}")
+    if test == "t":
+        return 0.0 if n >= 2 else 1.0
+    if n < 1:
+        return 1.0
+    return min(1.0, (1.0 if alternative != "two-sided" else 2.0) / 2.0 ** n)
+
+
+def tasks_needed(alpha: float, *, test: str = "wilcoxon", alternative: str = "two-sided") -> int:
+    """The fewest tasks with which `test` can return p < alpha."""
+    n = 1
+    while min_attainable_p(n, test=test, alternative=alternative) >= alpha:
+        n += 1
+    return n
+
+
+# -- power by simulation --------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -176,7 +207,7 @@ def replications_for_effect(sigma: float, n: int, effect: float, *, alpha: float
 
 def calibrate_design_problem(exp: ExperimentConfig) -> str | None:
     """Why the calibration's A/A test (two-sided) or positive control (one-sided) over calibrate.tasks tasks can
-    never reach calibrate.alpha, or None. The same reachability rule as the sweep (stats.min_attainable_p)."""
+    never reach calibrate.alpha, or None. The same reachability rule as the sweep (min_attainable_p)."""
     c = exp.calibrate
     n = c.tasks or len(exp.benchmark.tasks)
     p_aa = min_attainable_p(n, test=c.test, alternative="two-sided")

@@ -470,31 +470,3 @@ def paired_stats(
         diffs=tuple(float(x) for x in d),
         noise=replication_noise(reps_a, reps_b) if reps_a is not None and reps_b is not None else None,
     )
-
-
-# -- reachability: can the design reach alpha at all? --------------------------------------------------------------
-
-
-def min_attainable_p(n: int, *, test: str = "wilcoxon", alternative: str = "two-sided") -> float:
-    """The smallest p-value the test can return with n paired differences over tasks.
-
-    Exact Wilcoxon signed-rank: every difference of one sign, so 1 / 2^n one-sided and 2 / 2^n two-sided. The
-    paired t-test has no floor once n >= 2 (p -> 0 as the spread shrinks), and no test below 2 pairs.
-    """
-    if test not in TESTS:
-        raise ValueError(f"test must be one of {TESTS}, got {test!r}")
-    if alternative not in ("two-sided", "greater", "less"):
-        raise ValueError(f"alternative must be two-sided|greater|less, got {alternative!r}")
-    if test == "t":
-        return 0.0 if n >= 2 else 1.0
-    if n < 1:
-        return 1.0
-    return min(1.0, (1.0 if alternative != "two-sided" else 2.0) / 2.0 ** n)
-
-
-def tasks_needed(alpha: float, *, test: str = "wilcoxon", alternative: str = "two-sided") -> int:
-    """The fewest tasks with which `test` can return p < alpha."""
-    n = 1
-    while min_attainable_p(n, test=test, alternative=alternative) >= alpha:
-        n += 1
-    return n

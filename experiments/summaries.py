@@ -101,7 +101,7 @@ class SweepSummary:
     selection_bias: float | None = None  # mean over evaluated trials of (wiggum best - independent re-score)
     rescored: bool = False  # trial values are independent re-scores (a sampling judge)
     underpowered: str | None = None  # why this design cannot promote (run anyway: sweep.allow_underpowered)
-    label: str | None = None  # experiments.calibrate.run_label: the embedded model file, smoke or calibrated
+    label: str | None = None  # experiments.calibration_store.run_label: the embedded model file, smoke or calibrated
     noise_source: str = ""  # where sigma came from: a stored calibration, or this study's baseline repeats
     registry: str = ""  # the Prompt Registry after promotion, or what was not registered and why (one line)
 

@@ -13,7 +13,7 @@ from experiments.ab_entry import run_ab_from_config
 from experiments.config import ConfigError, compose_config, to_experiment
 from experiments.report import DIFF_PNG, FOREST_PNG, REPORT_NAME
 from experiments.runners import HarnessCells
-from experiments.stats import min_attainable_p
+from experiments.power import min_attainable_p
 from experiments.summaries import AB_BEGIN, AB_END
 from harness.logger import read_jsonl
 

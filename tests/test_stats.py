@@ -14,15 +14,14 @@ from experiments.stats import (
     cohens_dz,
     holm,
     holm_reject,
-    min_attainable_p,
     paired_differences,
     paired_stats,
     paired_ttest,
     rank_biserial,
     replication_noise,
-    tasks_needed,
     wilcoxon_test,
 )
+from experiments.power import min_attainable_p, tasks_needed
 from experiments.verdict import Preregistration, explain_verdict, obf_spent, sequential_decision, verdict
 
 # scipy.stats.wilcoxon docstring: Darwin's corn heights (cross- minus self-fertilised)
