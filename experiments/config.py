@@ -1,8 +1,9 @@
 """Structured experiment configuration: the schema Hydra validates conf/*.yaml against.
 
-`ExperimentConfig` reuses the harness dataclasses for every harness node and adds the experiment nodes
-(benchmark, sweep, ab, mlflow). DictConfig stops here: `to_experiment` turns a composed config into plain
-dataclasses with the seeds' environment toggles folded in, and `to_harness_config` hands the harness its part.
+`ExperimentConfig` extends harness.config.HarnessConfig (every harness node, inherited) with the experiment
+nodes (benchmark, sweep, ab, calibrate, mlflow). DictConfig stops here: `to_experiment` turns a composed config
+into plain dataclasses with the seeds' environment toggles folded in, and `to_harness_config` hands the harness
+its part (HarnessConfig.of).
 """
 
 from __future__ import annotations
@@ -17,20 +18,7 @@ from typing import Any, Mapping, Sequence
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from harness.config import (
-    BackendConfig,
-    EvaluatorConfig,
-    HarnessConfig,
-    MemoryConfig,
-    OrchestratorConfig,
-    PanelConfig,
-    PlannerConfig,
-    ResearchConfig,
-    SearchConfig,
-    SynthConfig,
-    WiggumConfig,
-    apply_env,
-)
+from harness.config import HarnessConfig, apply_env
 
 TASK_TYPES = ("enumerated", "best_practices", "research")
 SPLITS = ("train", "holdout")
@@ -150,25 +138,15 @@ class MLflowConfig:
 
 
 @dataclass
-class ExperimentConfig:
-    backend: BackendConfig = field(default_factory=BackendConfig)
-    planner: PlannerConfig = field(default_factory=PlannerConfig)
-    search: SearchConfig = field(default_factory=SearchConfig)
-    research: ResearchConfig = field(default_factory=ResearchConfig)
-    memory: MemoryConfig = field(default_factory=MemoryConfig)
-    synth: SynthConfig = field(default_factory=SynthConfig)
-    evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
-    wiggum: WiggumConfig = field(default_factory=WiggumConfig)
-    panel: PanelConfig = field(default_factory=PanelConfig)
-    orchestrator: OrchestratorConfig = field(default_factory=OrchestratorConfig)
+class ExperimentConfig(HarnessConfig):
+    """The harness's config (HarnessConfig: backend, planner, ..., results_dir, output_dir, seed; inherited, not
+    declared again) and the experiment's nodes. The YAML stays flat: `backend=fake`, `planner.mode=...`."""
+
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
     ab: ABConfig = field(default_factory=ABConfig)
     calibrate: CalibrateConfig = field(default_factory=CalibrateConfig)
     mlflow: MLflowConfig = field(default_factory=MLflowConfig)
-    results_dir: str = "results"
-    output_dir: str | None = None
-    seed: int = 0
 
     @property
     def sweep_dir(self) -> Path:
@@ -180,9 +158,6 @@ class ExperimentConfig:
 
     def tasks(self, split: str) -> list[TaskSpec]:
         return [t for t in self.benchmark.tasks if t.split == split]
-
-
-_HARNESS_FIELDS = tuple(f.name for f in dataclasses.fields(HarnessConfig))
 
 
 def register_configs() -> None:
@@ -210,9 +185,7 @@ def to_experiment(cfg: DictConfig | ExperimentConfig, environ: dict[str, str] | 
     else:
         obj = dataclasses.replace(cfg)
     assert isinstance(obj, ExperimentConfig)
-    harness = apply_env(_harness_part(obj), environ)
-    for name in _HARNESS_FIELDS:
-        setattr(obj, name, getattr(harness, name))
+    obj = apply_env(obj, environ)  # the environment toggles, on the harness fields it inherits
     if obj.sweep.kind in ("synth_mutation", "ab") and obj.sweep.freeze_memory:
         obj.memory = dataclasses.replace(obj.memory, frozen=True)
     if obj.synth.source and not obj.synth.resolved:  # prompts:/... -> the registered texts (once per config)
@@ -244,14 +217,10 @@ def arm_overrides(value: Any, key: str = "ab.a") -> dict[str, Any]:
     return out
 
 
-def _harness_part(exp: ExperimentConfig) -> HarnessConfig:
-    return HarnessConfig(**{name: getattr(exp, name) for name in _HARNESS_FIELDS})
-
-
 def to_harness_config(cfg: DictConfig | ExperimentConfig, environ: dict[str, str] | None = None) -> HarnessConfig:
     """The harness's part of an experiment config, env toggles applied (what gets logged is what runs)."""
     exp = cfg if isinstance(cfg, ExperimentConfig) and environ is None else to_experiment(cfg, environ)
-    return apply_env(_harness_part(exp), environ)
+    return apply_env(HarnessConfig.of(exp), environ)
 
 
 def experiment_dict(exp: ExperimentConfig) -> dict[str, Any]:
