@@ -12,9 +12,9 @@ task x seed), judge noise sd 0.15 on a re-score. The harmful instruction costs 2
    reports sigma, the noise floor and the sweep's minimum detectable effect (MDE: 8 train tasks, one baseline
    run, one-sided exact Wilcoxon and mean difference above the floor, alpha 0.05, power 0.8).
 2. A/A, --runs times: a baseline run and a candidate run of the SAME configuration (other seeds) on the 8 train
-   tasks, judged by the sweep's own rule (experiments.sweep.compare with the calibration's floor): the
+   tasks, judged by the sweep's own rule (experiments.stats.compare with the calibration's floor): the
    false-positive rate. Also the calibration's own A/A check (two generator runs on its 4 tasks, paired t
-   two-sided, experiments.calibrate._check) repeated --runs times on new seeds.
+   two-sided, experiments.calibrate.paired_check) repeated --runs times on new seeds.
 3. Planted effect equal to the reported MDE, --runs times: candidate = baseline instruction + "[effect +MDE]",
    the same rule: the detection rate (the claim: about 0.8). The same at the MDE computed from the true sigma
    separates the method from the noise of one calibration's sigma estimate (4 degrees of freedom).
@@ -97,7 +97,7 @@ class World:
 
     def run(self, tasks, instructions, seed) -> dict[str, float]:
         """One candidate run over tasks, through the sweep's evaluate_candidate."""
-        from experiments.objective import evaluate_candidate
+        from experiments.evaluate import evaluate_candidate
 
         contexts = {t.id: self.prepare(t.task) for t in tasks}
         return evaluate_candidate(instructions, tasks, self, contexts=contexts, seed=seed).by_task()
@@ -149,9 +149,10 @@ def run(tmp: Path) -> None:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     from experiments.benchmark import load_tasks, split
-    from experiments.calibrate import _check, mde, pick_tasks, run_calibration, sweep_design
+    from experiments.calibrate import paired_check, pick_tasks, run_calibration
+    from experiments.power import mde, sweep_design
     from experiments.stats import wilcoxon_test
-    from experiments.sweep import compare, noise_floor
+    from experiments.stats import compare, noise_floor
 
     t_all = time.perf_counter()
     os.environ["HARNESS_RESULTS_DIR"] = str(tmp / "results")
@@ -198,8 +199,8 @@ def run(tmp: Path) -> None:
         w = World(20_000 + i, tasks, noise)
         r0, r1 = w.run(cal_tasks, base, i), w.run(cal_tasks, base, i + 1)
         diffs = [r1[t.id] - r0[t.id] for t in cal_tasks]
-        aa_check.append(_check("A/A", diffs, test=exp.calibrate.test, alternative="two-sided", alpha=alpha,
-                               detail="").status == "fail")
+        aa_check.append(paired_check("A/A", diffs, test=exp.calibrate.test, alternative="two-sided", alpha=alpha,
+                                     detail="").status == "fail")
     rows.append(("A/A, sweep rule (8 tasks, p<a and > floor)", *rate(aa), f"<= {alpha}", time.perf_counter() - t0))
     rows.append((f"A/A, calibration check ({len(cal_tasks)} tasks, {exp.calibrate.test} 2-sided)", *rate(aa_check),
                  f"<= {alpha}", None))

@@ -128,7 +128,7 @@ class CountingRunner:
 
 def run_arm(name: str, overrides: list[str], results: Path, trials: int, benchmark: str) -> dict:
     from experiments.config import to_harness_config
-    from experiments.objective import HarnessRunner
+    from experiments.runners import HarnessRunner
     from experiments.sweep import run_sweep
     from harness.config import ROLES
     from harness.inference import ResponseCache, wrap_roles

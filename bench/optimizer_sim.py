@@ -117,7 +117,7 @@ def make_propose(world: int):
 def run_one(world: int, pruner: str, args, base: Path) -> dict:
     from experiments.benchmark import load_tasks
     from experiments.config import BenchmarkConfig, TaskSpec, compose_config, to_experiment
-    from experiments.objective import candidate_hash
+    from experiments.search_state import candidate_hash
     from experiments.sweep import run_sweep
 
     results = base / f"w{world}-{pruner}"
@@ -320,11 +320,11 @@ def _mean(xs) -> float:
 
 
 def _promote(w: MutationWorld, trials: list[dict], base_runs: list[dict], args) -> tuple[Cand, int]:
-    """The sweep's promotion (experiments.sweep._conclude): the top-k complete candidates by train mean, each
+    """The sweep's promotion (experiments.promotion.decide): the top-k complete candidates by train mean, each
     claimed on train (compare: Wilcoxon p < alpha and diff > floor, against the mean of the baseline runs) and
     winning on the holdout by more than the holdout floor; the winner with the best holdout mean. Returns the
     promoted candidate (the baseline when none wins) and the holdout runs spent."""
-    from experiments.sweep import baseline_reference, compare, noise_floor
+    from experiments.stats import baseline_reference, compare, noise_floor
 
     nf = noise_floor(base_runs)
     ref = baseline_reference(base_runs)
@@ -496,7 +496,7 @@ def loop_new(w: MutationWorld, args) -> dict:
 
     from experiments.optimizer import (credit_from, gate, gate_tasks, merge_pair, pareto_leads, pruner_threshold,
                                        sample_parent, thompson_choice)
-    from experiments.sweep import noise_floor
+    from experiments.stats import noise_floor
 
     p = (pruner_threshold(args.new_pruner_p, len(w.train), args.startup_steps, "pocock")
          if args.new_pruner_p > 0 else None)

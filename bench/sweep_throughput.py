@@ -3,7 +3,7 @@ serves C requests at once with a fixed latency; trial wall time, backend utilisa
 
     python bench/sweep_throughput.py [--quick] [--capacity 4] [--latency-ms 100] [--tasks 8] [--workers 1 2 4 8] [--json]
 
-What runs is the sweep's real evaluation path: experiments.objective.evaluate_candidate over `--tasks` tasks
+What runs is the sweep's real evaluation path: experiments.evaluate.evaluate_candidate over `--tasks` tasks
 (the train tasks of conf/benchmark/asyncio_practices.yaml, then its holdout tasks, then numbered variants if
 more are asked for) with pool=RunPool(N), each task a HarnessRunner.finish -> harness.agent.Harness.finish
 (synthesis, wiggum rounds, the judge and the independent re-score) sharing one Harness, its roles, memory and
@@ -118,7 +118,7 @@ def build(results: Path, sim: SimLLM):
     from harness.config import ROLES, BackendConfig, HarnessConfig, MemoryConfig, SearchConfig
     from harness.inference import wrap_roles
 
-    from experiments.objective import HarnessRunner
+    from experiments.runners import HarnessRunner
 
     meter = BusyMeter(sim)
     cfg = HarnessConfig(results_dir=str(results), backend=BackendConfig(kind="sim", cache=False),
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> dict:
     load0 = os.getloadavg()
     mach = machine()
 
-    from experiments.objective import evaluate_candidate
+    from experiments.evaluate import evaluate_candidate
     from experiments.pool import RunPool
 
     latency = args.latency_ms / 1e3

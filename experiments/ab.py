@@ -12,7 +12,8 @@ One metric runs through the whole test: the pre-registered one (Preregistration.
 primary ones, the interim looks of a sequential design test it, the verdict is decided on it, and the per-task
 table and plots show it. Where a cell holds it: "composite" (or "score", the older name) -> the cell's "score";
 a secondary metric (SECONDARY) -> "secondary"[name]; anything else (a rubric dimension, det_<criterion>) ->
-"dimensions"[name]. Every dimension and every secondary metric is also analysed as its own Holm family.
+"dimensions"[name]. Every dimension and every secondary metric is also analysed as its own Holm family
+(experiments.ab_analysis).
 """
 
 from __future__ import annotations
@@ -28,15 +29,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from experiments.stats import (
-    Decision,
-    PairedStats,
-    Preregistration,
-    explain_verdict,
-    paired_stats,
-    sequential_decision,
-    with_holm,
-)
+from experiments.stats import PairedStats
+from experiments.verdict import Decision, Preregistration, sequential_decision
 from experiments.pool import SERIAL, RunPool
 from harness.logger import append_jsonl, read_jsonl
 
@@ -259,17 +253,18 @@ def write_or_check_prereg(
 # -- running ------------------------------------------------------------------------------------------------------
 
 
-def _key(task: str, arm: str, rep: int) -> tuple[str, str, int]:
+def cell_key(task: str, arm: str, rep: int) -> tuple[str, str, int]:
+    """A ledger cell's key: (task id, arm, replication)."""
     return task, arm, int(rep)
 
 
-def _load_cells(ledger_path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
+def load_cells(ledger_path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
     """Latest record per cell; an ok record is never replaced by a later failure of the same cell."""
     cells: dict[tuple[str, str, int], dict[str, Any]] = {}
     for rec in read_jsonl(ledger_path):
         if rec.get("kind") != "cell":
             continue
-        k = _key(rec["task"], rec["arm"], rec["replication"])
+        k = cell_key(rec["task"], rec["arm"], rec["replication"])
         if cells.get(k, {}).get("status") == "ok" and rec.get("status") != "ok":
             continue
         cells[k] = rec
@@ -339,9 +334,11 @@ def run_ab(
             f"replications={prereg.replications}; design has {len(design.tasks)} tasks, "
             f"{design.replications} replications"
         )
+    from experiments.ab_analysis import analyse, family_of, task_results
+
     ledger_path = Path(ledger_path)
     write_or_check_prereg(prereg, design, ledger_path, backend=backend, new_test=new_test)
-    cells = _load_cells(ledger_path)
+    cells = load_cells(ledger_path)
     names = design.arm_names
     ids = design.task_ids
     total = len(ids) * design.replications * 2
@@ -362,7 +359,7 @@ def run_ab(
 
     def run_cell(cell: tuple) -> tuple[dict[str, Any] | None, float]:
         j, task, tid, rep, seed, order, position, arm = cell
-        if _key(tid, arm, rep) in already:
+        if cell_key(tid, arm, rep) in already:
             return None, 0.0
         t0 = time.perf_counter()
         try:
@@ -386,7 +383,7 @@ def run_ab(
                 rec = {"kind": "cell", "task": tid, "arm": arm, "replication": rep, "pair_seed": seed,
                        "order": list(order), "position": position, "elapsed_s": elapsed, **rec}
                 append_jsonl(ledger_path, rec)
-                cells[_key(tid, arm, rep)] = rec
+                cells[cell_key(tid, arm, rep)] = rec
                 run += 1
                 if on_progress is not None:
                     on_progress({"cell": done, "cells": total, "task": j, "tasks": len(ids), "task_id": tid,
@@ -396,8 +393,8 @@ def run_ab(
             if i != last_of_task[j] or not (look_points and j in look_points):
                 continue
             look = look_points.index(j) + 1
-            family = _family(prereg.metric, cells)
-            diffs = [t.diff for t in _task_results(cells, ids[:j], names, design.replications, prereg.metric,
+            family = family_of(prereg.metric, cells)
+            diffs = [t.diff for t in task_results(cells, ids[:j], names, design.replications, prereg.metric,
                                                    family)[0]]
             decision = sequential_decision(diffs, look=look, n_looks=len(look_points), alpha=prereg.alpha,
                                            min_effect=prereg.min_effect, direction=prereg.direction)
@@ -409,114 +406,3 @@ def run_ab(
     analysed = ids[: look_points[len(looks) - 1]] if looks else ids
     return analyse(cells, design, prereg, task_ids=analysed, decision=decision, looks=tuple(looks),
                    orders=orders, cells_run=run, cells_skipped=skipped, ledger_path=str(ledger_path))
-
-
-# -- analysis -----------------------------------------------------------------------------------------------------
-
-
-def _family(metric: str, cells: Mapping[Any, Mapping[str, Any]]) -> str:
-    """metric_family, also for a secondary metric a run_arm reports beyond SECONDARY (and no dimension has)."""
-    ok = [c for c in cells.values() if c.get("status") == "ok"]
-    dims = {k for c in ok for k in (c.get("dimensions") or {})}
-    secs = {k for c in ok for k in (c.get("secondary") or {})} - dims
-    return metric_family(metric, (*SECONDARY, *sorted(secs)))
-
-
-def _value(rec: Mapping[str, Any], metric: str, family: str) -> float | None:
-    if family == "score":
-        return rec.get("score")
-    return (rec.get(family) or {}).get(metric)
-
-
-def _task_results(
-    cells: Mapping[tuple[str, str, int], Mapping[str, Any]],
-    task_ids: Sequence[str],
-    names: tuple[str, str],
-    replications: int,
-    metric: str,
-    family: str = "score",
-) -> tuple[list[TaskResult], list[dict[str, Any]]]:
-    """Per-task means over complete pairs for one metric, and the pairs left out (with why)."""
-    a, b = names
-    results, excluded = [], []
-    for tid in task_ids:
-        ra, rb = [], []
-        for rep in range(replications):
-            ca, cb = cells.get(_key(tid, a, rep)), cells.get(_key(tid, b, rep))
-            missing = [arm for arm, c in ((a, ca), (b, cb)) if c is None]
-            failed = [f"{arm}: {c.get('error')}" for arm, c in ((a, ca), (b, cb)) if c and c.get("status") != "ok"]
-            if missing or failed:
-                why = "; ".join([f"{m}: not run" for m in missing] + failed)
-                excluded.append({"task": tid, "replication": rep, "reason": why})
-                continue
-            va, vb = _value(ca, metric, family), _value(cb, metric, family)
-            if va is None or vb is None:
-                excluded.append({"task": tid, "replication": rep, "reason": f"{metric} missing in an arm"})
-                continue
-            ra.append(float(va))
-            rb.append(float(vb))
-        if ra:
-            ma, mb = float(np.mean(ra)), float(np.mean(rb))
-            results.append(TaskResult(tid, len(ra), tuple(ra), tuple(rb), ma, mb, mb - ma))
-    return results, excluded
-
-
-def _metric_stats(cells, task_ids, names, design, prereg, metric, family, seed_offset) -> tuple[PairedStats, list, list]:
-    tasks, excluded = _task_results(cells, task_ids, names, design.replications, metric, family)
-    st = paired_stats(
-        [t.mean_a for t in tasks], [t.mean_b for t in tasks], metric=metric, alpha=prereg.alpha,
-        n_boot=design.n_boot, seed=design.seed + seed_offset, ci_method=design.ci_method,
-        reps_a=[t.reps_a for t in tasks], reps_b=[t.reps_b for t in tasks],
-    )
-    return st, tasks, excluded
-
-
-def analyse(
-    cells: Mapping[tuple[str, str, int], Mapping[str, Any]],
-    design: ABDesign,
-    prereg: Preregistration,
-    *,
-    task_ids: Sequence[str] | None = None,
-    decision: Decision | None = None,
-    looks: tuple[Decision, ...] = (),
-    orders: Mapping[str, list[str]] | None = None,
-    cells_run: int = 0,
-    cells_skipped: int = 0,
-    ledger_path: str = "",
-) -> ABResult:
-    """Statistics for the pre-registered metric, every dimension and every secondary metric, plus the verdict.
-
-    The primary statistics, the per-task table (result.tasks) and the excluded pairs are those of the
-    pre-registered metric; its entry in the dimension or secondary family shares its bootstrap seed.
-    """
-    names = design.arm_names
-    ids = list(task_ids if task_ids is not None else design.task_ids)
-    ok = [c for (t, _, _), c in cells.items() if t in ids and c.get("status") == "ok"]
-    dim_names = sorted({k for c in ok for k in (c.get("dimensions") or {})})
-    sec_names = sorted({k for c in ok for k in (c.get("secondary") or {})}, key=lambda s: (SECONDARY.index(s) if s in SECONDARY else len(SECONDARY), s))
-    family = _family(prereg.metric, {k: c for k, c in cells.items() if k[0] in ids})
-    primary, tasks, excluded = _metric_stats(cells, ids, names, design, prereg, prereg.metric, family, 0)
-    dims = {d: primary if (family, d) == ("dimensions", prereg.metric)
-            else _metric_stats(cells, ids, names, design, prereg, d, "dimensions", 1 + i)[0]
-            for i, d in enumerate(dim_names)}
-    secs = {s: primary if (family, s) == ("secondary", prereg.metric)
-            else _metric_stats(cells, ids, names, design, prereg, s, "secondary", 101 + i)[0]
-            for i, s in enumerate(sec_names)}
-    dims = with_holm(dims, prereg.test) if dims else {}
-    secs = with_holm(secs, prereg.test) if secs else {}
-    primary = with_holm({"p": primary}, prereg.test)["p"]  # family of one: the pre-registered metric
-    done = {t.task for t in tasks}
-    result = ABResult(
-        arm_names=names, tasks=tuple(tasks), primary=primary, dimensions=dims, secondary=secs,
-        excluded_pairs=tuple(excluded), excluded_tasks=tuple(t for t in ids if t not in done),
-        decision=decision, looks=tuple(looks), orders=dict(orders or {}), cells_run=cells_run,
-        cells_skipped=cells_skipped, ledger_path=ledger_path,
-    )
-    v, why = explain_verdict(prereg, result)
-    return dataclasses.replace(result, verdict=v, verdict_reason=why)
-
-
-def load_result(design: ABDesign, prereg: Preregistration, ledger_path: str | Path) -> ABResult:
-    """Analyse a ledger without running anything (e.g. to re-render a report)."""
-    cells = _load_cells(Path(ledger_path))
-    return analyse(cells, design, prereg, ledger_path=str(ledger_path))

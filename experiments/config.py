@@ -1,8 +1,9 @@
 """Structured experiment configuration: the schema Hydra validates conf/*.yaml against.
 
-`ExperimentConfig` reuses the harness dataclasses for every harness node and adds the experiment nodes
-(benchmark, sweep, ab, mlflow). DictConfig stops here: `to_experiment` turns a composed config into plain
-dataclasses with the seeds' environment toggles folded in, and `to_harness_config` hands the harness its part.
+`ExperimentConfig` extends harness.config.HarnessConfig (every harness node, inherited) with the experiment
+nodes (benchmark, sweep, ab, calibrate, mlflow). DictConfig stops here: `to_experiment` turns a composed config
+into plain dataclasses with the seeds' environment toggles folded in, and `to_harness_config` hands the harness
+its part (HarnessConfig.of).
 """
 
 from __future__ import annotations
@@ -17,20 +18,7 @@ from typing import Any, Mapping, Sequence
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from harness.config import (
-    BackendConfig,
-    EvaluatorConfig,
-    HarnessConfig,
-    MemoryConfig,
-    OrchestratorConfig,
-    PanelConfig,
-    PlannerConfig,
-    ResearchConfig,
-    SearchConfig,
-    SynthConfig,
-    WiggumConfig,
-    apply_env,
-)
+from harness.config import HarnessConfig, apply_env
 
 TASK_TYPES = ("enumerated", "best_practices", "research")
 SPLITS = ("train", "holdout")
@@ -150,25 +138,15 @@ class MLflowConfig:
 
 
 @dataclass
-class ExperimentConfig:
-    backend: BackendConfig = field(default_factory=BackendConfig)
-    planner: PlannerConfig = field(default_factory=PlannerConfig)
-    search: SearchConfig = field(default_factory=SearchConfig)
-    research: ResearchConfig = field(default_factory=ResearchConfig)
-    memory: MemoryConfig = field(default_factory=MemoryConfig)
-    synth: SynthConfig = field(default_factory=SynthConfig)
-    evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
-    wiggum: WiggumConfig = field(default_factory=WiggumConfig)
-    panel: PanelConfig = field(default_factory=PanelConfig)
-    orchestrator: OrchestratorConfig = field(default_factory=OrchestratorConfig)
+class ExperimentConfig(HarnessConfig):
+    """The harness's config (HarnessConfig: backend, planner, ..., results_dir, output_dir, seed; inherited, not
+    declared again) and the experiment's nodes. The YAML stays flat: `backend=fake`, `planner.mode=...`."""
+
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
     ab: ABConfig = field(default_factory=ABConfig)
     calibrate: CalibrateConfig = field(default_factory=CalibrateConfig)
     mlflow: MLflowConfig = field(default_factory=MLflowConfig)
-    results_dir: str = "results"
-    output_dir: str | None = None
-    seed: int = 0
 
     @property
     def sweep_dir(self) -> Path:
@@ -180,9 +158,6 @@ class ExperimentConfig:
 
     def tasks(self, split: str) -> list[TaskSpec]:
         return [t for t in self.benchmark.tasks if t.split == split]
-
-
-_HARNESS_FIELDS = tuple(f.name for f in dataclasses.fields(HarnessConfig))
 
 
 def register_configs() -> None:
@@ -210,9 +185,7 @@ def to_experiment(cfg: DictConfig | ExperimentConfig, environ: dict[str, str] | 
     else:
         obj = dataclasses.replace(cfg)
     assert isinstance(obj, ExperimentConfig)
-    harness = apply_env(_harness_part(obj), environ)
-    for name in _HARNESS_FIELDS:
-        setattr(obj, name, getattr(harness, name))
+    obj = apply_env(obj, environ)  # the environment toggles, on the harness fields it inherits
     if obj.sweep.kind in ("synth_mutation", "ab") and obj.sweep.freeze_memory:
         obj.memory = dataclasses.replace(obj.memory, frozen=True)
     if obj.synth.source and not obj.synth.resolved:  # prompts:/... -> the registered texts (once per config)
@@ -244,14 +217,10 @@ def arm_overrides(value: Any, key: str = "ab.a") -> dict[str, Any]:
     return out
 
 
-def _harness_part(exp: ExperimentConfig) -> HarnessConfig:
-    return HarnessConfig(**{name: getattr(exp, name) for name in _HARNESS_FIELDS})
-
-
 def to_harness_config(cfg: DictConfig | ExperimentConfig, environ: dict[str, str] | None = None) -> HarnessConfig:
     """The harness's part of an experiment config, env toggles applied (what gets logged is what runs)."""
     exp = cfg if isinstance(cfg, ExperimentConfig) and environ is None else to_experiment(cfg, environ)
-    return apply_env(_harness_part(exp), environ)
+    return apply_env(HarnessConfig.of(exp), environ)
 
 
 def experiment_dict(exp: ExperimentConfig) -> dict[str, Any]:
@@ -373,7 +342,7 @@ def validate(exp: ExperimentConfig) -> ExperimentConfig:
             raise ConfigError("ab.hypothesis is empty; expected the hypothesis as a sentence, written before any data")
         if not ab.a_name or ab.a_name == ab.b_name or "/" in ab.a_name + ab.b_name:
             raise ConfigError(f"ab.a_name={ab.a_name!r}, ab.b_name={ab.b_name!r} are not allowed; expected two different non-empty names without '/'")
-        from experiments.ab_entry import check_ab_design
+        from experiments.ab_design import check_ab_design
 
         check_ab_design(exp)
     if sw.kind == "calibrate":
@@ -413,65 +382,17 @@ def check_calibrate_design(exp: ExperimentConfig) -> None:
                           f"(composite points)")
     if not c.harmful_instruction.strip():
         raise ConfigError("calibrate.harmful_instruction is empty; expected an instruction that makes outputs worse")
+    from experiments.power import calibrate_design_problem
+
     problem = calibrate_design_problem(exp)
     if problem and not c.allow_underpowered:
         raise ConfigError(problem)
 
 
-def calibrate_design_problem(exp: ExperimentConfig) -> str | None:
-    """Why the calibration's A/A test (two-sided) or positive control (one-sided) over calibrate.tasks tasks can
-    never reach calibrate.alpha, or None. The same reachability rule as the sweep (stats.min_attainable_p)."""
-    from experiments.stats import min_attainable_p, tasks_needed
-
-    c = exp.calibrate
-    n = c.tasks or len(exp.benchmark.tasks)
-    p_aa = min_attainable_p(n, test=c.test, alternative="two-sided")
-    p_ctl = min_attainable_p(n, test=c.test, alternative="less")
-    parts = []
-    if p_aa >= c.alpha:
-        parts.append(f"the A/A test (two-sided) cannot go below p={p_aa:.4g}")
-    if p_ctl >= c.alpha:
-        parts.append(f"the positive control (one-sided) cannot go below p={p_ctl:.4g}")
-    if not parts:
-        return None
-    need = tasks_needed(c.alpha, test=c.test, alternative="two-sided")
-    return (f"calibrate: over {n} task(s) with test={c.test}, {' and '.join(parts)} >= alpha {c.alpha:g}, so "
-            f"{'they check' if len(parts) > 1 else 'it checks'} nothing; use calibrate.tasks >= {need} (benchmark "
-            f"{exp.benchmark.name!r} has {len(exp.benchmark.tasks)}), calibrate.test=t, or "
-            f"calibrate.allow_underpowered=true")
-
-
-def sweep_design_problem(exp: ExperimentConfig) -> str | None:
-    """Why a synth_mutation sweep of this design can never promote a candidate, or None when it can.
-
-    Promotion needs (1) the one-sided exact Wilcoxon over the train tasks to reach sweep.alpha (smallest p
-    1 / 2^n_train), (2) a noise floor, i.e. sweep.baseline_repeats >= 2, and (3) a holdout confirmation: at least
-    one holdout task and sweep.holdout_top_k >= 1. The holdout confirms by the noise floor, not by a p-value.
-    """
-    from experiments.stats import min_attainable_p, tasks_needed
-
-    sw = exp.sweep
-    n_train, n_hold = len(exp.tasks("train")), len(exp.tasks("holdout"))
-    p = min_attainable_p(n_train, test="wilcoxon", alternative="greater")
-    if p >= sw.alpha:
-        need = tasks_needed(sw.alpha, test="wilcoxon", alternative="greater")
-        return (f"sweep: benchmark {exp.benchmark.name!r} has {n_train} train task(s) and {n_hold} holdout: the "
-                f"smallest one-sided exact Wilcoxon p over {n_train} train tasks is {p:.4g} >= alpha {sw.alpha:g}, "
-                f"so no candidate can ever be promoted; use >= {need} train tasks (benchmark=asyncio_practices has "
-                f"8 train + 4 holdout), a larger sweep.alpha, or sweep.allow_underpowered=true for a first look")
-    if sw.baseline_repeats < 2:
-        return (f"sweep: baseline_repeats={sw.baseline_repeats} measures no noise floor (it needs >= 2 baseline runs), "
-                f"so no difference can be told from noise; set sweep.baseline_repeats=2 or more, or "
-                f"sweep.allow_underpowered=true")
-    if n_hold < 1 or sw.holdout_top_k < 1:
-        return (f"sweep: {n_hold} holdout task(s) and holdout_top_k={sw.holdout_top_k}: no candidate can be confirmed "
-                f"on held-out tasks, so none can be promoted; add split=holdout tasks and set sweep.holdout_top_k >= 1, "
-                f"or sweep.allow_underpowered=true")
-    return None
-
-
 def check_sweep_design(exp: ExperimentConfig) -> None:
     """ConfigError (one line: the numbers and the fixes) when the sweep cannot conclude, unless allowed."""
+    from experiments.power import sweep_design_problem
+
     problem = sweep_design_problem(exp)
     if problem and not exp.sweep.allow_underpowered:
         raise ConfigError(problem)

@@ -90,7 +90,7 @@ class TaskOutcome:
         return cls(status=FAILED, error=error, **kwargs)
 
 
-def _dimensions(evaluation: Any) -> dict[str, float]:
+def dimensions_of(evaluation: Any) -> dict[str, float]:
     """Rubric dimensions plus the numeric deterministic criteria as det_<name>."""
     dims = dict(evaluation.rubric.dimensions) if evaluation.rubric is not None else {}
     for k, v in (evaluation.deterministic or {}).items():
@@ -116,7 +116,7 @@ def outcome_from_result(result: Any) -> TaskOutcome:
         status=OK,
         score=float(ev.composite),
         selection_score=float(wig.best_score) if wig is not None else float(ev.composite),
-        dimensions=_dimensions(ev),
+        dimensions=dimensions_of(ev),
         judge_sd=float(rubric.judge_sd or 0.0) if rubric is not None else 0.0,
         feedback=str(ev.feedback or ""),
         weaknesses=tuple(ev.weaknesses or ()),

@@ -1,5 +1,5 @@
-"""PNG plots of a sweep (matplotlib Agg canvas, no global backend switch): optimization history, which mutation
-operator paid, and a per-task score heatmap of the trials.
+"""PNG plots (matplotlib Agg canvas, no global backend switch). A sweep: optimization history, which mutation
+operator paid, and a per-task score heatmap of the trials. A calibration: scores, differences, power curves.
 
 The data behind each plot comes from Optuna FrozenTrials (state, value, user attrs) through pure functions
 (`history_points`, `operator_stats`, `score_matrix`) that the tests check directly; the plot functions only draw.
@@ -16,12 +16,12 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from experiments.search_state import BASELINE
 from experiments.stats import bootstrap_ci
 
 HISTORY_PNG = "optimization_history.png"
 OPERATORS_PNG = "operator_importance.png"
 HEATMAP_PNG = "task_heatmap.png"
-BASELINE = "baseline"
 OUTCOMES = ("improved", "not improved", "pruned", "failed", "duplicate")
 OUTCOME_COLORS = {"improved": "#2b7bba", "not improved": "#9ecae1", "pruned": "#e08a00", "failed": "#d1495b",
                   "duplicate": "#b0b0b0"}
@@ -319,3 +319,71 @@ def sweep_plots(
         "operators": plot_operators(trials, out_dir / OPERATORS_PNG, title=title),
         "heatmap": plot_task_heatmap(matrix, out_dir / HEATMAP_PNG, title=title, highlight=highlight),
     }
+
+
+# -- a calibration ---------------------------------------------------------------------------------------------
+
+
+def calibration_plots(cal: Any, folder: Path) -> dict[str, Path]:
+    """A calibration's (experiments.calibration_store.Calibration) scores.png (per task: generator runs, control runs, judge re-scores), differences.png (A/A and control
+    per-task differences), power.png (detection rate against effect for the sweep and A/B designs)."""
+    from experiments.power import Design, detection_rate
+
+    folder.mkdir(parents=True, exist_ok=True)
+    ids = list(cal.tasks)
+    x = np.arange(len(ids))
+    paths: dict[str, Path] = {}
+
+    fig = Figure(figsize=(max(6, 0.9 * len(ids) + 3), 4))
+    ax = fig.add_subplot(111)
+    for j, run in enumerate(cal.runs["generator"]):
+        ax.scatter(x - 0.15, [run[t] for t in ids], color="#2b7bba", label="generator runs" if j == 0 else None)
+    for j, run in enumerate(cal.runs["control"]):
+        ax.scatter(x + 0.15, [run[t] for t in ids], color="#d1495b", marker="x",
+                   label="positive control" if j == 0 else None)
+    for i, t in enumerate(ids):
+        vals = cal.runs["judge"].get(t, [])
+        ax.scatter([i] * len(vals), vals, color="#808080", s=12, label="judge re-scores" if i == 0 else None)
+    ax.set_xticks(x, ids, rotation=30, ha="right")
+    ax.set_ylabel("composite")
+    ax.set_title(f"calibration {cal.key}: scores per task")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    FigureCanvasAgg(fig).print_png(str(folder / "scores.png"))
+    paths["scores"] = folder / "scores.png"
+
+    fig = Figure(figsize=(8, 3.5))
+    for i, (key, title) in enumerate((("aa_diffs", f"A/A (p={cal.aa.p:.3g}, {cal.aa.status})"),
+                                      ("control_diffs", f"positive control (p={cal.control.p:.3g}, "
+                                                        f"{cal.control.status})"))):
+        ax = fig.add_subplot(1, 2, i + 1)
+        ax.bar(x, cal.runs[key], color="#9ecae1" if i == 0 else "#d1495b")
+        ax.axhline(0, color="black", lw=0.8)
+        ax.set_xticks(x, ids, rotation=30, ha="right", fontsize=7)
+        ax.set_title(title, fontsize=9)
+        ax.set_ylabel("per-task difference")
+    fig.tight_layout()
+    FigureCanvasAgg(fig).print_png(str(folder / "differences.png"))
+    paths["differences"] = folder / "differences.png"
+
+    fig = Figure(figsize=(6, 4))
+    ax = fig.add_subplot(111)
+    power = cal.design["power"]
+    for name, m in cal.mde.items():
+        design = Design(name, m["n"], m["sd_diff"], cal.design["alpha"], m["alternative"], m["test"],
+                        2.0 if m.get("floor") else 0.0)
+        top = (m["mde"] if math.isfinite(m["mde"]) else 3 * m["sd_diff"]) * 2
+        effects = np.linspace(0, max(top, cal.design["target_effect"] * 1.2), 25)
+        ax.plot(effects, [detection_rate(design, e, sims=1000) for e in effects], label=f"{name} (n={m['n']})")
+        if math.isfinite(m["mde"]):
+            ax.axvline(m["mde"], ls=":", color="gray")
+    ax.axhline(power, ls="--", color="black", lw=0.8)
+    ax.axvline(cal.design["target_effect"], ls="--", color="#d1495b", lw=0.8, label="target effect")
+    ax.set_xlabel("true effect (composite points)")
+    ax.set_ylabel("detection rate")
+    ax.set_title("power of the sweep and A/B designs")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    FigureCanvasAgg(fig).print_png(str(folder / "power.png"))
+    paths["power"] = folder / "power.png"
+    return paths

@@ -182,7 +182,7 @@ class Evidence:
     trial: int
     operator: str
     candidate_hash: str
-    train: Any  # experiments.sweep.SplitScores against the baseline reference
+    train: Any  # experiments.promotion.SplitScores against the baseline reference
     holdout: Any
     train_p: float | None  # one-sided paired Wilcoxon over the train tasks (the promotion test)
     holdout_p: float | None  # the same over the holdout tasks (the holdout confirms by the noise floor)
@@ -207,7 +207,8 @@ class Evidence:
 
 def sweep_evidence(study: Any, trial: Any, row: Any, ref: Mapping[str, float], backend: Mapping[str, Any]) -> Evidence:
     """Evidence for a promoted trial (FrozenTrial) and its HoldoutRow, from what the study stored."""
-    from experiments.sweep import compare, split_scores
+    from experiments.promotion import split_scores
+    from experiments.stats import compare
 
     held = dict(study.user_attrs.get("holdout", {}))
     h = trial.user_attrs.get("instruction_hash", "")

@@ -15,7 +15,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from experiments.ab import ABResult, metric_kind
-from experiments.stats import PairedStats, Preregistration
+from experiments.stats import PairedStats
+from experiments.verdict import Preregistration
 
 REPORT_NAME = "ab_report.md"
 DIFF_PNG = "ab_paired_diff.png"
@@ -190,7 +191,7 @@ def render_markdown(result: ABResult, prereg: Preregistration, *, plots: Sequenc
              f"{_f(nf.sd_a)} / {_f(nf.sd_b)}"],
             ["noise: SD of one task's diff / of the mean diff, from noise alone",
              f"{_f(nf.sd_task_diff)} / {_f(nf.sd_mean_diff)}"],
-            ["noise floor (1.96 × SD of mean diff)",
+            ["noise floor (2 × SD of mean diff)",
              f"{_f(nf.floor)} — mean diff {'clears' if nf.clears(s.mean_diff) else 'does not clear'} it"],
         ]
     out += _table(["statistic", "value"], rows)

@@ -18,7 +18,7 @@ from experiments.config import ConfigError, ExperimentConfig, to_experiment, to_
 
 def make_runner(exp: ExperimentConfig) -> Any:
     """The real harness behind the runner protocol, built from the experiment's harness config."""
-    from experiments.objective import HarnessRunner
+    from experiments.runners import HarnessRunner
 
     return HarnessRunner(to_harness_config(exp))
 
@@ -26,9 +26,10 @@ def make_runner(exp: ExperimentConfig) -> Any:
 def run_single(exp: ExperimentConfig, runner: Any, *, tracker: Any = None, out: Callable[[str], None] = print) -> dict[str, float]:
     """One run of the configured instructions on every benchmark task; per-task scores logged to MLflow."""
     from experiments.benchmark import load_tasks, task_types
-    from experiments.objective import TrialFailed, baseline_instructions, evaluate_candidate
-    from experiments.calibrate import label_for
-    from experiments.sweep import SMOKE_LINE
+    from experiments.calibration_store import label_for
+    from experiments.evaluate import TrialFailed, evaluate_candidate
+    from experiments.objective import baseline_instructions
+    from experiments.summaries import SMOKE_LINE
     from experiments.tracking import make_tracker
 
     tasks = load_tasks(exp.benchmark)

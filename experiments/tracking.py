@@ -90,6 +90,7 @@ class NullTracker:
 
     uri = ""
     parent_id: str | None = None
+    enabled = False  # an MLflow store is written
 
     def start(self, exp: ExperimentConfig, *, smoke: bool = False) -> None: ...
 
@@ -99,7 +100,16 @@ class NullTracker:
         return 0
 
     def log_child(self, name: str, tags: Mapping[str, str], metrics: Mapping[str, float],
-                  texts: Mapping[str, str] = {}) -> None: ...
+                  texts: Mapping[str, str] = {}, *, params: Mapping[str, Any] | None = None,
+                  status: str = "FINISHED") -> None: ...
+
+    def log_parent(self, *, params: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None,
+                   texts: Mapping[str, str] | None = None) -> None: ...
+
+    def child_runs(self, kind: str) -> list[Any]:
+        return []
+
+    def kill(self) -> None: ...
 
     def finish(self, metrics: Mapping[str, float], texts: Mapping[str, str], *, status: str = "FINISHED") -> None: ...
 
@@ -131,6 +141,7 @@ class MLflowTracker(NullTracker):
         self.experiment_name = exp.mlflow.experiment or exp.sweep.name
         self.parent_id: str | None = None
         self.smoke = False
+        self.enabled = True
 
     def ui_command(self) -> str:
         return ui_command(self.uri)
@@ -212,14 +223,18 @@ class MLflowTracker(NullTracker):
         for i in range(0, len(items), 500):
             self.client.log_batch(run_id, metrics=items[i:i + 500])
 
-    def trial_runs(self) -> list[Any]:
+    def child_runs(self, kind: str) -> list[Any]:
+        """The parent's nested runs tagged kind=`kind` (trial, ab_cell, ...)."""
         if self.parent_id is None:
             return []
         return self.client.search_runs(
             [self.experiment_id],
-            filter_string=f"tags.mlflow.parentRunId = '{self.parent_id}' and tags.kind = 'trial'",
+            filter_string=f"tags.mlflow.parentRunId = '{self.parent_id}' and tags.kind = '{kind}'",
             max_results=10000,
         )
+
+    def trial_runs(self) -> list[Any]:
+        return self.child_runs("trial")
 
     def _logged_trials(self) -> set[int]:
         return {int(r.data.tags["trial_number"]) for r in self.trial_runs() if "trial_number" in r.data.tags}
@@ -305,17 +320,44 @@ class MLflowTracker(NullTracker):
         return n
 
     def log_child(self, name: str, tags: Mapping[str, str], metrics: Mapping[str, float],
-                  texts: Mapping[str, str] = {}) -> None:
-        """A nested non-trial run (baseline repeats, holdout confirmations)."""
+                  texts: Mapping[str, str] = {}, *, params: Mapping[str, Any] | None = None,
+                  status: str = "FINISHED") -> None:
+        """A nested non-trial run (baseline repeats, holdout confirmations, A/B cells)."""
         all_tags = {"mlflow.parentRunId": self.parent_id, "mlflow.runName": name, "sweep": self.exp.sweep.name,
                     **tags}
         if self.smoke:
             all_tags["smoke"] = "true"
         rid = self.client.create_run(self.experiment_id, tags=all_tags).info.run_id
         self._log_metrics(rid, metrics)
+        if params:
+            self._log_params(rid, params)
         for path, text in texts.items():
             self.client.log_text(rid, text, path)
-        self.client.set_terminated(rid, status="FINISHED")
+        self.client.set_terminated(rid, status=status)
+
+    def log_parent(self, *, params: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None,
+                   texts: Mapping[str, str] | None = None, files: Iterable[Path | str] = (),
+                   artifact_path: str = "") -> None:
+        """Params (those the parent does not have yet: a logged param cannot change), tags, texts and files
+        on the parent run."""
+        if self.parent_id is None:
+            return
+        if params:
+            have = self.client.get_run(self.parent_id).data.params
+            new = {k: v for k, v in params.items() if k not in have}
+            if new:
+                self._log_params(self.parent_id, new)
+        for k, v in (tags or {}).items():
+            self.client.set_tag(self.parent_id, k, v)
+        for path, text in (texts or {}).items():
+            self.client.log_text(self.parent_id, text, path)
+        for f in files:
+            self.client.log_artifact(self.parent_id, str(f), artifact_path or None)
+
+    def kill(self) -> None:
+        """Mark the parent run KILLED (an interrupted run; the next start sets it RUNNING again)."""
+        if self.parent_id is not None:
+            self.client.set_terminated(self.parent_id, status="KILLED")
 
     def finish(self, metrics: Mapping[str, float], texts: Mapping[str, str], *, status: str = "FINISHED") -> None:
         if self.parent_id is None:

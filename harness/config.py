@@ -181,6 +181,12 @@ class HarnessConfig:
     output_dir: str | None = None  # default: <results_dir>/outputs
     seed: int = 0
 
+    @classmethod
+    def of(cls, cfg: "HarnessConfig") -> "HarnessConfig":
+        """The harness's part of cfg (experiments.config.ExperimentConfig extends this class): its fields only, so
+        the run record and the config hash do not depend on the experiment around it."""
+        return cls(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cls)})
+
     # -- derived paths -------------------------------------------------------------------------------
     @property
     def results_path(self) -> Path:

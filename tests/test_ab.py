@@ -12,13 +12,13 @@ from experiments.ab import (
     PreregistrationMismatch,
     arm_order,
     blind_label,
-    load_result,
     pair_seed,
     prereg_path,
     run_ab,
 )
+from experiments.ab_analysis import load_result
 from experiments.report import DIFF_PNG, FOREST_PNG, write_report
-from experiments.stats import Preregistration
+from experiments.verdict import Preregistration
 from harness.logger import read_jsonl
 
 TASKS = tuple(f"task-{i}" for i in range(8))

@@ -8,18 +8,13 @@ import numpy as np
 import pytest
 
 from experiments.ab import prereg_path
-from experiments.ab_entry import (
-    SUMMARY_BEGIN,
-    SUMMARY_END,
-    HarnessCells,
-    arm_configs,
-    cell_plan,
-    design_from_config,
-    run_ab_from_config,
-)
+from experiments.ab_design import arm_configs, cell_plan, design_from_config
+from experiments.ab_entry import run_ab_from_config
 from experiments.config import ConfigError, compose_config, to_experiment
 from experiments.report import DIFF_PNG, FOREST_PNG, REPORT_NAME
-from experiments.stats import min_attainable_p
+from experiments.runners import HarnessCells
+from experiments.power import min_attainable_p
+from experiments.summaries import AB_BEGIN, AB_END
 from harness.logger import read_jsonl
 
 ON, OFF = "prior_knowledge_on", "prior_knowledge_off"
@@ -175,7 +170,7 @@ def test_interrupted_run_resumes_and_ends_with_report_plots_and_mlflow_runs(_iso
     assert "**Verdict: supported**" in report and "`planner.skip_prior_knowledge=True`" in report
 
     text = "\n".join(lines)
-    block = text[text.index(SUMMARY_BEGIN):text.index(SUMMARY_END)]
+    block = text[text.index(AB_BEGIN):text.index(AB_END)]
     assert "VERDICT: supported" in block and f"report: {run.report}" in block and "MLflow UI: mlflow ui" in block
     assert "run in this invocation: 13; skipped (already in ledger): 7" in block
     assert "MLflow child runs (cells): 20" in block

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from experiments.ab import ABDesign, PreregistrationMismatch, prereg_path, run_ab
-from experiments.ab_entry import ab_metrics, check_ab_design, run_ab_from_config, summary_metrics
+from experiments.ab_design import ab_metrics, check_ab_design
+from experiments.ab_entry import run_ab_from_config, summary_metrics
 from experiments.config import ConfigError, compose_config, to_experiment
 from experiments.report import REPORT_NAME
-from experiments.stats import Preregistration
+from experiments.verdict import Preregistration
 from harness.logger import read_jsonl
 
 ON, OFF = "prior_knowledge_on", "prior_knowledge_off"

@@ -20,26 +20,15 @@ import pytest
 from scripted_harness import BASE, BOOST, ScriptedRunner, scripted_propose
 
 from experiments.benchmark import load_tasks
-from experiments.calibrate import (
-    BEGIN,
-    END,
-    Cost,
-    Design,
-    CalibrationFailed,
-    ab_preflight_lines,
-    detection_rate,
-    find_calibration,
-    mde,
-    pick_tasks,
-    preflight_lines,
-    project_sweep,
-    run_calibration,
-    tasks_for_effect,
-    _wilcoxon_reject,
-    _normals,
-)
+from experiments.calibrate import CalibrationFailed, pick_tasks, run_calibration
+from experiments.calibration_store import Cost, find_calibration
 from experiments.config import ConfigError, compose_config, to_experiment, validate
-from experiments.sweep import open_study, run_sweep
+from experiments.power import Design, _normals, detection_rate, mde, tasks_for_effect
+from experiments.preflight import ab_preflight_lines, preflight_lines, project_sweep
+from experiments.stats import wilcoxon_reject
+from experiments.study import open_study
+from experiments.summaries import CALIBRATION_BEGIN, CALIBRATION_END
+from experiments.sweep import run_sweep
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,7 +77,7 @@ def test_harmful_instruction_is_detected_and_identical_arms_are_not_significant(
     assert sum(rid.startswith("calibrate-gen") for rid in runner.run_ids) == 8
     # the numbers a user asked for, printed in one block
     text = "\n".join(lines)
-    block = text[text.index(BEGIN):text.index(END) + len(END)]
+    block = text[text.index(CALIBRATION_BEGIN):text.index(CALIBRATION_END) + len(CALIBRATION_END)]
     for fragment in ("judge variance (each output re-scored 3x): composite sd", "generator variance (2 seeds)",
                      "A/A (blind arms arm-", "not significant: PASS", "positive control (", "detected: PASS",
                      "noise floor: sigma", "minimum detectable effect (alpha 0.05, power 0.8; simulated): sweep",
@@ -297,7 +286,7 @@ def test_the_wilcoxon_shortcut_gives_the_stats_module_decision_row_by_row():
         for n in (6, 9, 55):
             d = 0.3 + np.asarray(_normals(200, n, 3))
             direct = np.array([wilcoxon_test(row, alternative=alternative).pvalue < 0.05 for row in d])
-            assert (_wilcoxon_reject(d, 0.05, alternative) == direct).all()
+            assert (wilcoxon_reject(d, 0.05, alternative=alternative) == direct).all()
 
 
 def test_mde_is_where_detection_reaches_the_power_and_matches_the_t_formula_for_the_t_test():
@@ -360,7 +349,7 @@ def test_harness_runner_rescore_scores_a_fixed_text_with_the_evaluator_alone(tmp
     from pipeline_fake import Router, judge_json, make_harness, numbered
 
     from evaluators.composite import evaluate
-    from experiments.objective import HarnessRunner
+    from experiments.runners import HarnessRunner
 
     router = Router(judge=[judge_json(7), judge_json(4)])
     h = make_harness(tmp_path, router)
@@ -387,7 +376,7 @@ def test_the_entry_point_dispatches_calibrate_and_a_failed_check_is_not_a_succes
     lines: list[str] = []
     result = main(c, runner=ScriptedRunner(load_tasks(c.benchmark)), out=lines.append)
     assert result.failed_out and result.stop_reason.startswith("calibration checks failed: positive control")
-    assert any(BEGIN in ln for ln in lines)
+    assert any(CALIBRATION_BEGIN in ln for ln in lines)
 
 
 # -- the label: which model file, and whether a calibration showed its judge discriminates ------------------------
@@ -400,7 +389,7 @@ EMBEDDED = {"producer": {"backend": "embedded", "model": "qwen-1.5b", "file": "q
 def test_label_names_the_file_and_stays_smoke_unless_the_judge_detected_the_control(make_exp):
     import dataclasses
 
-    from experiments.calibrate import Check, run_label
+    from experiments.calibration_store import Check, run_label
 
     exp = make_exp()
     exp.synth.instructions = dict(TOOLS)
@@ -418,7 +407,7 @@ def test_label_names_the_file_and_stays_smoke_unless_the_judge_detected_the_cont
     assert blind.control.status == "pass" and not blind.judge_discriminates
     assert run_label(EMBEDDED, blind).startswith("SMOKE RUN (embedded qwen-1.5b.gguf)")
     stored = json.loads(Path(cal.path).read_text())
-    from experiments.calibrate import Calibration
+    from experiments.calibration_store import Calibration
 
     assert Calibration.from_dict(stored).judge_control == cal.judge_control  # stored and read back
 
@@ -436,7 +425,7 @@ def test_the_reported_mde_is_predictive_over_sigmas_uncertainty(make_exp):
     estimate allows, which bench/calibration_sim.py measures at ~0.79 (4 df) and ~0.82 (12 df)."""
     import dataclasses
 
-    from experiments.calibrate import sweep_design
+    from experiments.power import sweep_design
 
     known = sweep_design(0.5, 8, alpha=0.05)
     few, many = dataclasses.replace(known, sigma_df=4), dataclasses.replace(known, sigma_df=400)

@@ -13,7 +13,7 @@ import pytest
 
 from experiments.mlflow_traces import (
     EVALUATION_RUN, RUN_TYPE_TAG, TOKEN_USAGE, assessments, read_chrome_trace, span_attributes, span_tree)
-from experiments.objective import TaskScore
+from experiments.evaluate import TaskScore
 
 
 def _ev(name, ts, dur, tid=1, cat="stage", **args):
@@ -92,7 +92,7 @@ def pipeline_sweep(exp, lines: list[str], workers: int = 2):
     from test_pool import _router
 
     from experiments.config import to_harness_config
-    from experiments.objective import HarnessRunner
+    from experiments.runners import HarnessRunner
     from experiments.pool import RunPool
     from experiments.sweep import run_sweep
 
@@ -189,7 +189,7 @@ def test_each_trial_run_holds_one_trace_per_task_with_spans_and_assessments(make
 def test_trace_logging_that_fails_warns_once_and_loses_nothing_else(make_exp, tmp_path, monkeypatch):
     import experiments.mlflow_traces as mt
     from experiments.ledger import Ledger
-    from experiments.sweep import open_study
+    from experiments.study import open_study
 
     real, calls = mt.start_task_trace, []
 

@@ -12,7 +12,8 @@ from scripted_harness import BASE, BOOST, ScriptedRunner, scripted_propose
 
 from experiments.benchmark import load_tasks
 from experiments.ledger import Ledger
-from experiments.objective import Evaluated, Objective, SearchState, candidate_hash, state_from_trials
+from experiments.objective import Objective
+from experiments.search_state import Evaluated, SearchState, candidate_hash, state_from_trials
 from experiments.optimizer import (
     Credit,
     credit_from,

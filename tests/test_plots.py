@@ -25,7 +25,10 @@ from experiments.plots import (
     score_matrix,
     sweep_plots,
 )
-from experiments.sweep import SUMMARY_BEGIN, SUMMARY_END, format_summary, open_study, run_sweep, split_scores
+from experiments.promotion import split_scores
+from experiments.study import open_study
+from experiments.summaries import SUMMARY_BEGIN, SUMMARY_END, format_sweep
+from experiments.sweep import run_sweep
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -198,11 +201,11 @@ def test_summary_block_has_both_splits_with_cis_and_artifact_locations(make_exp)
                      r"experiments/\d+/runs", block)
     # when the holdout promotes another trial than the train best, its text and diff follow
     other = {tt: t + " Cite a benchmark." for tt, t in best_text.items()}
-    text2 = format_summary(dataclasses.replace(summary, promoted=True, promoted_trial=best + 1,
+    text2 = format_sweep(dataclasses.replace(summary, promoted=True, promoted_trial=best + 1,
                                                promoted_instructions=other))
     assert f"promoted instruction (trial #{best + 1}, best on the holdout among the winners):" in text2
     assert "+Cite a benchmark." in text2.split("promoted diff vs baseline:")[1]
-    assert "promoted instruction" not in format_summary(dataclasses.replace(summary, promoted_trial=best))
+    assert "promoted instruction" not in format_sweep(dataclasses.replace(summary, promoted_trial=best))
 
 
 def test_holdout_not_evaluated_is_said_plainly(make_exp):

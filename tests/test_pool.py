@@ -145,7 +145,7 @@ def _sweep(make_exp, tmp_path, name: str, workers: int):
     from scripted_harness import scripted_propose
 
     from experiments.config import to_harness_config
-    from experiments.objective import HarnessRunner
+    from experiments.runners import HarnessRunner
     from experiments.sweep import run_sweep
 
     exp = make_exp(f"sweep.name={name}", "sweep.n_trials=4", "sweep.baseline_repeats=2", "sweep.holdout_top_k=1",
@@ -169,7 +169,7 @@ def _cache_rows(cache) -> dict[str, str]:
 
 def test_a_sweep_gives_identical_results_at_concurrency_1_and_4(make_exp, tmp_path):
     from experiments.ledger import Ledger
-    from experiments.sweep import open_study
+    from experiments.study import open_study
     from experiments.tracking import MLflowTracker
 
     runs = {n: _sweep(make_exp, tmp_path, f"conc{n}", n) for n in (1, 4)}
@@ -220,7 +220,7 @@ def test_ctrl_c_with_tasks_in_flight_stops_the_sweep_and_the_resume_reissues_no_
     from scripted_harness import scripted_propose
 
     from experiments.config import to_harness_config
-    from experiments.objective import HarnessRunner
+    from experiments.runners import HarnessRunner
     from experiments.sweep import run_sweep
 
     exp = make_exp("sweep.name=ctrlc", "sweep.n_trials=2", "sweep.baseline_repeats=2", "sweep.holdout_top_k=1",

@@ -26,7 +26,8 @@ from experiments.registry import (
     register_texts,
     registry_uri,
 )
-from experiments.sweep import open_study, run_sweep
+from experiments.study import open_study
+from experiments.sweep import run_sweep
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -255,7 +256,7 @@ def test_sweep_baseline_from_a_source_and_its_resume_after_the_alias_moved(make_
 
 
 def test_champion_ab_arms_resolve_their_aliases(seeded):
-    from experiments.ab_entry import arm_configs
+    from experiments.ab_design import arm_configs
 
     exp = _compose("+sweep=champion_ab")
     arms = arm_configs(exp)

@@ -10,24 +10,19 @@ import pytest
 from scipy import stats as sps
 
 from experiments.stats import (
-    Preregistration,
     bootstrap_ci,
     cohens_dz,
-    explain_verdict,
     holm,
     holm_reject,
-    min_attainable_p,
-    noise_floor,
-    obf_spent,
     paired_differences,
     paired_stats,
     paired_ttest,
     rank_biserial,
-    sequential_decision,
-    tasks_needed,
-    verdict,
+    replication_noise,
     wilcoxon_test,
 )
+from experiments.power import min_attainable_p, tasks_needed
+from experiments.verdict import Preregistration, explain_verdict, obf_spent, sequential_decision, verdict
 
 # scipy.stats.wilcoxon docstring: Darwin's corn heights (cross- minus self-fertilised)
 DARWIN = [6, 8, 14, 16, 23, 24, 28, 29, 41, -48, 49, 56, 60, -67, 75]
@@ -156,13 +151,13 @@ def test_paired_differences_validates():
 
 def test_noise_floor_by_hand():
     # arm A: task reps (1, 3) and (2, 4): pooled var = (2 + 2) / 2 = 2; arm B: (5, 5), (6, 6): 0
-    nf = noise_floor([[1, 3], [2, 4]], [[5, 5], [6, 6]])
+    nf = replication_noise([[1, 3], [2, 4]], [[5, 5], [6, 6]])
     assert (nf.sd_a, nf.sd_b, nf.reps_a, nf.n_tasks) == (pytest.approx(math.sqrt(2)), 0.0, 2.0, 2)
     assert nf.sd_task_diff == pytest.approx(1.0)  # sqrt(2 / 2 + 0 / 2)
     assert nf.sd_mean_diff == pytest.approx(1 / math.sqrt(2))
-    assert nf.floor == pytest.approx(1.96 / math.sqrt(2))
+    assert nf.floor == pytest.approx(2 / math.sqrt(2))  # stats.FLOOR_SE: the sweep's two standard errors
     assert nf.clears(1.5) and not nf.clears(1.0)
-    assert math.isnan(noise_floor([[1], [2]], [[1], [2]]).sd_a)  # one replication: no within-task noise estimate
+    assert math.isnan(replication_noise([[1], [2]], [[1], [2]]).sd_a)  # one replication: no within-task noise estimate
 
 
 def test_obf_spending_and_sequential_decisions():

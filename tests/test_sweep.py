@@ -13,8 +13,13 @@ from scripted_harness import BASE, BOOST, ScriptedRunner, scripted_propose
 from experiments.benchmark import load_tasks
 from experiments.config import BenchmarkConfig, TaskSpec
 from experiments.ledger import Ledger
-from experiments.objective import TrialFailed, candidate_hash, make_objective
-from experiments.sweep import SUMMARY_BEGIN, compare, noise_floor, open_study, run_sweep
+from experiments.evaluate import TrialFailed
+from experiments.objective import make_objective
+from experiments.search_state import candidate_hash
+from experiments.stats import compare, noise_floor
+from experiments.study import open_study
+from experiments.summaries import SUMMARY_BEGIN
+from experiments.sweep import run_sweep
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -201,7 +206,7 @@ def test_duplicate_candidate_reuses_value(make_exp):
 @pytest.mark.embedded
 def test_two_trial_sweep_on_the_embedded_model(make_exp):
     """Real harness, SmolLM2-135M: structure only (it finishes, resumes, logs to MLflow, says SMOKE)."""
-    from experiments.objective import HarnessRunner
+    from experiments.runners import HarnessRunner
     from experiments.config import to_harness_config
     from experiments.tracking import MLflowTracker
 

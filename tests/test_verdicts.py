@@ -23,7 +23,8 @@ from experiments.benchmark import load_tasks
 from experiments.config import ConfigError, compose_config, to_experiment, validate
 from experiments.ledger import Ledger
 from experiments.outcome import TaskOutcome, outcome_from_result
-from experiments.sweep import StudyMismatch, open_study, run_sweep
+from experiments.study import StudyMismatch, open_study
+from experiments.sweep import run_sweep
 from harness.config import EvaluatorConfig
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -243,7 +244,7 @@ def test_a_greedy_judge_is_not_asked_again(tmp_path):
 
 
 def test_runner_must_return_a_task_outcome(make_exp):
-    from experiments.objective import TrialFailed, evaluate_candidate
+    from experiments.evaluate import TrialFailed, evaluate_candidate
 
     class Untyped(ScriptedRunner):
         def finish(self, prepared, **kw):
@@ -255,7 +256,7 @@ def test_runner_must_return_a_task_outcome(make_exp):
         evaluate_candidate({"enumerated": "x", "research": "y"}, tasks[:1], Untyped(tasks))
     bad = TaskOutcome.failed("boom")
     with pytest.raises(TrialFailed, match="boom"):
-        from experiments.objective import task_score
+        from experiments.evaluate import task_score
 
         task_score(tasks[0], bad)
     with pytest.raises(ValueError, match="needs a numeric score"):

@@ -1,0 +1,126 @@
+"""An A/B test's analysis: per-task means over complete pairs, the statistics of every metric (the
+pre-registered one primary, dimensions and secondary metrics as Holm families), and the verdict.
+
+Pure functions of the ledger's cells (experiments.ab.load_cells): a resumed or finished test is analysed again
+from its ledger alone (load_result).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from experiments.ab import SECONDARY, ABDesign, ABResult, TaskResult, cell_key, load_cells, metric_family
+from experiments.stats import PairedStats, paired_stats, with_holm
+from experiments.verdict import Decision, Preregistration, explain_verdict
+
+
+def family_of(metric: str, cells: Mapping[Any, Mapping[str, Any]]) -> str:
+    """metric_family, also for a secondary metric a run_arm reports beyond SECONDARY (and no dimension has)."""
+    ok = [c for c in cells.values() if c.get("status") == "ok"]
+    dims = {k for c in ok for k in (c.get("dimensions") or {})}
+    secs = {k for c in ok for k in (c.get("secondary") or {})} - dims
+    return metric_family(metric, (*SECONDARY, *sorted(secs)))
+
+
+def _value(rec: Mapping[str, Any], metric: str, family: str) -> float | None:
+    if family == "score":
+        return rec.get("score")
+    return (rec.get(family) or {}).get(metric)
+
+
+def task_results(
+    cells: Mapping[tuple[str, str, int], Mapping[str, Any]],
+    task_ids: Sequence[str],
+    names: tuple[str, str],
+    replications: int,
+    metric: str,
+    family: str = "score",
+) -> tuple[list[TaskResult], list[dict[str, Any]]]:
+    """Per-task means over complete pairs for one metric, and the pairs left out (with why)."""
+    a, b = names
+    results, excluded = [], []
+    for tid in task_ids:
+        ra, rb = [], []
+        for rep in range(replications):
+            ca, cb = cells.get(cell_key(tid, a, rep)), cells.get(cell_key(tid, b, rep))
+            missing = [arm for arm, c in ((a, ca), (b, cb)) if c is None]
+            failed = [f"{arm}: {c.get('error')}" for arm, c in ((a, ca), (b, cb)) if c and c.get("status") != "ok"]
+            if missing or failed:
+                why = "; ".join([f"{m}: not run" for m in missing] + failed)
+                excluded.append({"task": tid, "replication": rep, "reason": why})
+                continue
+            va, vb = _value(ca, metric, family), _value(cb, metric, family)
+            if va is None or vb is None:
+                excluded.append({"task": tid, "replication": rep, "reason": f"{metric} missing in an arm"})
+                continue
+            ra.append(float(va))
+            rb.append(float(vb))
+        if ra:
+            ma, mb = float(np.mean(ra)), float(np.mean(rb))
+            results.append(TaskResult(tid, len(ra), tuple(ra), tuple(rb), ma, mb, mb - ma))
+    return results, excluded
+
+
+def _metric_stats(cells, task_ids, names, design, prereg, metric, family, seed_offset) -> tuple[PairedStats, list, list]:
+    tasks, excluded = task_results(cells, task_ids, names, design.replications, metric, family)
+    st = paired_stats(
+        [t.mean_a for t in tasks], [t.mean_b for t in tasks], metric=metric, alpha=prereg.alpha,
+        n_boot=design.n_boot, seed=design.seed + seed_offset, ci_method=design.ci_method,
+        reps_a=[t.reps_a for t in tasks], reps_b=[t.reps_b for t in tasks],
+    )
+    return st, tasks, excluded
+
+
+def analyse(
+    cells: Mapping[tuple[str, str, int], Mapping[str, Any]],
+    design: ABDesign,
+    prereg: Preregistration,
+    *,
+    task_ids: Sequence[str] | None = None,
+    decision: Decision | None = None,
+    looks: tuple[Decision, ...] = (),
+    orders: Mapping[str, list[str]] | None = None,
+    cells_run: int = 0,
+    cells_skipped: int = 0,
+    ledger_path: str = "",
+) -> ABResult:
+    """Statistics for the pre-registered metric, every dimension and every secondary metric, plus the verdict.
+
+    The primary statistics, the per-task table (result.tasks) and the excluded pairs are those of the
+    pre-registered metric; its entry in the dimension or secondary family shares its bootstrap seed.
+    """
+    names = design.arm_names
+    ids = list(task_ids if task_ids is not None else design.task_ids)
+    ok = [c for (t, _, _), c in cells.items() if t in ids and c.get("status") == "ok"]
+    dim_names = sorted({k for c in ok for k in (c.get("dimensions") or {})})
+    sec_names = sorted({k for c in ok for k in (c.get("secondary") or {})}, key=lambda s: (SECONDARY.index(s) if s in SECONDARY else len(SECONDARY), s))
+    family = family_of(prereg.metric, {k: c for k, c in cells.items() if k[0] in ids})
+    primary, tasks, excluded = _metric_stats(cells, ids, names, design, prereg, prereg.metric, family, 0)
+    dims = {d: primary if (family, d) == ("dimensions", prereg.metric)
+            else _metric_stats(cells, ids, names, design, prereg, d, "dimensions", 1 + i)[0]
+            for i, d in enumerate(dim_names)}
+    secs = {s: primary if (family, s) == ("secondary", prereg.metric)
+            else _metric_stats(cells, ids, names, design, prereg, s, "secondary", 101 + i)[0]
+            for i, s in enumerate(sec_names)}
+    dims = with_holm(dims, prereg.test) if dims else {}
+    secs = with_holm(secs, prereg.test) if secs else {}
+    primary = with_holm({"p": primary}, prereg.test)["p"]  # family of one: the pre-registered metric
+    done = {t.task for t in tasks}
+    result = ABResult(
+        arm_names=names, tasks=tuple(tasks), primary=primary, dimensions=dims, secondary=secs,
+        excluded_pairs=tuple(excluded), excluded_tasks=tuple(t for t in ids if t not in done),
+        decision=decision, looks=tuple(looks), orders=dict(orders or {}), cells_run=cells_run,
+        cells_skipped=cells_skipped, ledger_path=ledger_path,
+    )
+    v, why = explain_verdict(prereg, result)
+    return dataclasses.replace(result, verdict=v, verdict_reason=why)
+
+
+def load_result(design: ABDesign, prereg: Preregistration, ledger_path: str | Path) -> ABResult:
+    """Analyse a ledger without running anything (e.g. to re-render a report)."""
+    cells = load_cells(Path(ledger_path))
+    return analyse(cells, design, prereg, ledger_path=str(ledger_path))

@@ -1,0 +1,163 @@
+"""Evaluating a candidate: the harness's finish() on each task, per-task scores reported to the trial.
+
+evaluate_candidate is the one place a candidate's instructions meet the runner (experiments.runners): the sweep's
+trials, its baseline repeats and holdout runs, `+sweep=single` and the calibration all score through it.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from experiments.benchmark import Task
+from experiments.outcome import TaskOutcome
+from experiments.pool import SERIAL, RunPool
+from experiments.runners import Runner
+
+
+class TrialFailed(RuntimeError):
+    """The candidate could not be evaluated (a harness run failed or raised, or no mutation was possible)."""
+
+
+@dataclass(frozen=True)
+class TaskScore:
+    task_id: str
+    task_type: str
+    score: float
+    dimensions: dict[str, float] = field(default_factory=dict)
+    judge_sd: float = 0.0
+    feedback: str = ""
+    weaknesses: tuple[str, ...] = ()
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    llm_calls: int = 0
+    cached_calls: int = 0
+    output_text: str = ""
+    output_path: str | None = None
+    smoke: bool = False
+    selection_score: float | None = None  # the wiggum loop's best round (chosen by the same judge sample)
+    rescored: bool = False  # score is an independent judge sample of the kept text
+    trace_path: str | None = None  # the run's Chrome trace file (an MLflow trace is built from it)
+
+
+@dataclass(frozen=True)
+class CandidateEval:
+    scores: tuple[TaskScore, ...]
+    pruned: bool = False
+    abandoned: int = 0  # tasks in flight when the trial pruned: they finished, their results were dropped
+
+    @property
+    def mean(self) -> float:
+        return sum(s.score for s in self.scores) / len(self.scores) if self.scores else float("nan")
+
+    def by_task(self) -> dict[str, float]:
+        return {s.task_id: s.score for s in self.scores}
+
+    @property
+    def selection_mean(self) -> float:
+        """Mean of the wiggum loop's own best-round scores (inflated by selection when the judge samples)."""
+        vals = [s.selection_score if s.selection_score is not None else s.score for s in self.scores]
+        return sum(vals) / len(vals) if vals else float("nan")
+
+    @property
+    def selection_bias(self) -> float:
+        """selection_mean - mean: how much the loop's own choice flattered its kept texts, on average."""
+        return self.selection_mean - self.mean if self.scores else float("nan")
+
+    def dimension_means(self) -> dict[str, float]:
+        sums: dict[str, list[float]] = {}
+        for s in self.scores:
+            for k, v in s.dimensions.items():
+                sums.setdefault(k, []).append(float(v))
+        return {k: sum(v) / len(v) for k, v in sums.items()}
+
+
+# -- reading an outcome ------------------------------------------------------------------------------
+
+
+def task_score(task: Task, outcome: TaskOutcome) -> TaskScore:
+    """A runner's TaskOutcome -> TaskScore; raises TrialFailed when the run failed."""
+    if not outcome.ok:
+        raise TrialFailed(f"task {task.id!r} failed: {outcome.error or outcome.status}")
+    u = outcome.usage
+    return TaskScore(
+        task_id=task.id,
+        task_type=task.task_type,
+        score=float(outcome.score),
+        dimensions=dict(outcome.dimensions),
+        judge_sd=outcome.judge_sd,
+        feedback=outcome.feedback,
+        weaknesses=outcome.weaknesses,
+        prompt_tokens=u.prompt_tokens,
+        completion_tokens=u.completion_tokens,
+        latency_s=u.latency_s,
+        llm_calls=u.llm_calls,
+        cached_calls=u.cached_calls,
+        output_text=outcome.output_text,
+        output_path=outcome.output_path,
+        smoke=outcome.smoke,
+        selection_score=outcome.selection_score,
+        rescored=outcome.rescored,
+        trace_path=outcome.trace_path,
+    )
+
+
+def evaluate_candidate(
+    instructions: Mapping[str, str],
+    tasks: Sequence[Task],
+    runner: Runner,
+    *,
+    contexts: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    trial: Any = None,
+    run_prefix: str = "run",
+    shuffle_seed: int | None = None,
+    pool: RunPool | None = None,
+    order: Sequence[int] | None = None,
+    prune: bool = True,
+) -> CandidateEval:
+    """Run the harness's finish() on each task with the candidate; report per-task scores to the trial.
+
+    `order` (indices into `tasks`) runs those tasks only, in that order (a gate's minibatch, or the rest after it);
+    prune=False reports without asking the pruner (the gate decides instead).
+
+    Step ids are the task's index in `tasks` (stable across trials, as WilcoxonPruner needs); the order of
+    evaluation is shuffled per trial when shuffle_seed is given. With a `pool` of N workers up to N tasks run at
+    once; their results are taken, reported and checked for pruning in that order on this thread, so scores,
+    reports and the prune decision are those of concurrency 1. A trial that should prune starts nothing more;
+    the tasks already in flight finish and are dropped (CandidateEval.abandoned).
+    """
+    if order is None:
+        order = list(range(len(tasks)))
+        if shuffle_seed is not None:
+            random.Random(shuffle_seed).shuffle(order)
+    order = list(order)
+
+    def run(i: int) -> TaskOutcome:
+        task = tasks[i]
+        prepared = contexts[task.id] if contexts is not None else runner.prepare(task.task)
+        return runner.finish(prepared, instructions=dict(instructions), run_id=f"{run_prefix}-{task.id}",
+                             criteria=task.criteria(), seed=seed)
+
+    scores: list[TaskScore] = []
+    with (pool or SERIAL).ordered(run, order) as results:
+        for i, fut in results:
+            task = tasks[i]
+            try:
+                outcome = fut.result()
+            except TrialFailed:
+                raise
+            except Exception as exc:
+                raise TrialFailed(f"task {task.id!r} raised {type(exc).__name__}: {exc}") from exc
+            if not isinstance(outcome, TaskOutcome):
+                raise TypeError(f"runner.finish must return experiments.outcome.TaskOutcome, got "
+                                f"{type(outcome).__name__}")
+            scores.append(task_score(task, outcome))
+            if trial is not None:
+                trial.report(scores[-1].score, step=i)
+                if prune and len(scores) < len(order) and trial.should_prune():
+                    results.cancel()
+                    return CandidateEval(tuple(scores), pruned=True, abandoned=results.abandoned)
+    return CandidateEval(tuple(scores))

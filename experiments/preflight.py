@@ -1,0 +1,231 @@
+"""Preflight: what the rest of a sweep's budget (or an A/B) will cost and detect, before a trial runs.
+
+The cost per task run comes from the stored calibration of the fingerprint (experiments.calibration_store), else
+from the first measured task; the detectable effect from experiments.power.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from experiments.calibration_store import Cost, find_calibration
+from experiments.config import ExperimentConfig
+from experiments.power import ab_design, mde, sweep_design
+from experiments.summaries import hms, num
+
+HANDFUL = 5  # fewer proposals than this and the preflight warns
+
+
+@dataclass(frozen=True)
+class Projection:
+    trials_left: int
+    baseline_pending: bool
+    proposals: int  # search trials the budget allows (n_trials, then timeout / LLM-call caps when the cost is known)
+    limited_by: str
+    task_runs: int
+    llm_calls: float | None  # uncached (what sweep.max_llm_calls counts), mutation calls included
+    tokens: float | None
+    wall_s: float | None
+    source: str  # where the cost per task run comes from
+    at_once: int = 1  # task runs side by side (concurrency, at most the train tasks)
+
+
+def project_sweep(exp: ExperimentConfig, *, finished: int, baseline_done: bool, repeats_left: int,
+                  holdout_left: int, cost: Cost | None, source: str, used_calls: int = 0, elapsed_s: float = 0.0,
+                  mutation_calls: int = 0, concurrency: int = 1) -> Projection:
+    """Task runs, LLM calls, tokens and wall time the rest of a sweep's budget will take (an upper bound: a pruned
+    trial stops early and a duplicate costs nothing), and how many proposals it allows. With `concurrency` N the
+    tasks of a trial run N at once: wall time is divided by min(N, train tasks), which assumes the backend serves
+    N requests at once as fast as one (a measured cost per task run taken at concurrency N already includes the
+    slow-down of sharing it)."""
+    sw = exp.sweep
+    n_train = len(exp.tasks("train"))
+    left = max(sw.n_trials - finished, 0)
+    pending = (not baseline_done) and left > 0
+    proposals, limited = max(left - int(pending), 0), f"n_trials={sw.n_trials}"
+    fixed_runs = (int(pending) + repeats_left) * n_train
+    at_once = max(min(int(concurrency), n_train), 1)
+    if cost is not None:
+        per_trial_calls = n_train * cost.uncached_calls + mutation_calls
+        per_trial_s = n_train * cost.wall_s / at_once
+        if sw.max_llm_calls is not None and per_trial_calls > 0:
+            room = sw.max_llm_calls - used_calls - fixed_runs * cost.uncached_calls
+            cap = max(math.ceil(room / per_trial_calls), 0)
+            if cap < proposals:
+                proposals, limited = cap, f"max_llm_calls={sw.max_llm_calls}"
+        if sw.timeout_s is not None and per_trial_s > 0:
+            room = sw.timeout_s - elapsed_s - fixed_runs * cost.wall_s / at_once
+            cap = max(math.ceil(room / per_trial_s), 0)
+            if cap < proposals:
+                proposals, limited = cap, f"timeout_s={sw.timeout_s:g}"
+    runs = fixed_runs + proposals * n_train + holdout_left
+    if cost is None:
+        return Projection(left, pending, proposals, limited, runs, None, None, None, source)
+    return Projection(left, pending, proposals, limited, runs, runs * cost.uncached_calls + proposals * mutation_calls,
+                      runs * cost.tokens, runs * cost.wall_s / at_once, source, at_once)
+
+
+def preflight_lines(exp: ExperimentConfig, proj: Projection, *, sigma: float | None, baseline_runs: int,
+                    noise_source: str) -> list[str]:
+    """The preflight block: budget, projected cost, detectable effect, and a warning on a tiny budget."""
+    sw = exp.sweep
+    n_train = len(exp.tasks("train"))
+    lines = [f"preflight: budget n_trials={sw.n_trials} ({proj.trials_left} left: "
+             f"{'baseline + ' if proj.baseline_pending else ''}{proj.proposals} proposal(s)), timeout_s="
+             f"{sw.timeout_s if sw.timeout_s is not None else 'none'}, max_llm_calls="
+             f"{sw.max_llm_calls if sw.max_llm_calls is not None else 'none'}"]
+    if proj.llm_calls is None:
+        lines.append(f"preflight: {proj.task_runs} task runs projected; LLM calls, tokens and wall time follow from "
+                     f"the first measured task ({proj.source})")
+    else:
+        side = f", {proj.at_once} at once" if proj.at_once > 1 else ""
+        lines.append(f"preflight: {proj.task_runs} task runs: ~{proj.llm_calls:.0f} uncached LLM calls, "
+                     f"~{proj.tokens:.0f} tokens, wall ~{hms(proj.wall_s or 0.0)} (cost per task run from "
+                     f"{proj.source}{side}; an upper bound: a pruned trial stops early)")
+    if sigma is not None and n_train:
+        d = sweep_design(sigma, n_train, alpha=sw.alpha, baseline_runs=baseline_runs)
+        m = mde(d, power=exp.calibrate.power, sims=exp.calibrate.sims)
+        lines.append(f"preflight: detectable effect {num(m)} composite points at power {exp.calibrate.power:g} "
+                     f"({n_train} train tasks, one-sided wilcoxon p < {sw.alpha:g} and diff > floor {d.floor:.3f}; "
+                     f"noise sigma {sigma:.3f} from {noise_source})")
+    else:
+        lines.append("preflight: detectable effect not known yet (no calibration for this fingerprint): it follows "
+                     "from the baseline repeats; run +sweep=calibrate first to know it before a sweep")
+    if proj.proposals < HANDFUL:
+        lines.append(f"preflight: WARNING: the budget allows only {proj.proposals} proposal(s) (limited by "
+                     f"{proj.limited_by}), fewer than a handful ({HANDFUL}): the search can barely move; raise "
+                     f"sweep.n_trials" + (" or the cap that limits it" if not proj.limited_by.startswith("n_trials")
+                                          else ""))
+    return lines
+
+
+def ab_preflight_lines(exp: ExperimentConfig, identity: Mapping[str, Any], tasks: Sequence[Any], *, n_tasks: int,
+                       replications: int | None = None, cells_prepare: bool = True) -> list[str]:
+    """For the A/B runner (experiments/ab_entry.py, before its first cell): the same preflight for an A/B.
+
+    `identity` is the runner's (or arm A's) backend identity and `tasks` the benchmark's tasks, as for a sweep;
+    n_tasks: tasks in the test. Projects 2 arms x n_tasks x replications task runs (each with a context
+    preparation when cells_prepare), and the detectable effect of the pre-registered test from the stored
+    calibration, with a warning when it exceeds ab.min_effect."""
+    ab = exp.ab
+    reps = replications or ab.replications
+    cal, note = find_calibration(exp, identity, tasks)
+    runs = 2 * n_tasks * reps
+    lines = [f"preflight: A/B {n_tasks} tasks x 2 arms x {reps} replication(s) = {runs} task runs"]
+    if cal is None:
+        lines.append(f"preflight: cost and detectable effect unknown ({note})")
+        return lines
+    co = cal.cost
+    per_run_s = co.wall_s + (co.prepare_s if cells_prepare else 0.0)
+    per_run_calls = co.uncached_calls + (co.prepare_calls if cells_prepare else 0.0)
+    lines.append(f"preflight: ~{runs * per_run_calls:.0f} uncached LLM calls, ~{runs * co.tokens:.0f} tokens, wall "
+                 f"~{hms(runs * per_run_s)} (from calibration {cal.key})")
+    m = mde(ab_design(cal.sigma, n_tasks, alpha=ab.alpha, replications=reps, test=ab.test),
+            power=exp.calibrate.power, sims=exp.calibrate.sims)
+    lines.append(f"preflight: detectable effect {num(m)} at power {exp.calibrate.power:g} (two-sided {ab.test}, "
+                 f"alpha {ab.alpha:g}; sigma {cal.sigma:.3f} from calibration {cal.key})")
+    if not m <= ab.min_effect:
+        lines.append(f"preflight: WARNING: the pre-registered minimum effect {ab.min_effect:g} is below what this "
+                     f"design detects at power {exp.calibrate.power:g}; add tasks or replications")
+    return lines
+
+
+# -- a sweep's noise source and preflight -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NoiseSource:
+    calibration: Any  # the calibration_store.Calibration whose noise floor the study uses, or None (its repeats)
+    note: str  # the summary's "noise source" line
+    line: str  # what the sweep prints when it starts
+
+
+def pin_noise_source(study: Any, exp: ExperimentConfig, identity: Mapping[str, Any], tasks: Sequence[Any]) -> NoiseSource:
+    """The stored calibration whose noise floor this study uses instead of baseline repeats, or none.
+
+    Pinned to the study when it starts (study attr noise_source), so a resumed study keeps one source: a study
+    that measured its own repeats keeps them even if a calibration appears later."""
+    cal, note = find_calibration(exp, identity, tasks)
+    pinned = study.user_attrs.get("noise_source")
+    if pinned is None:
+        if cal is not None and study.user_attrs.get("baseline_runs"):  # repeats measured before it existed
+            note, cal = f"{note} exists, but this study measured its own baseline repeats; keeping them", None
+        study.set_user_attr("noise_source", {"calibration": cal.key if cal is not None else None})
+    elif pinned.get("calibration") is None:
+        if cal is not None:
+            note = f"{note} exists, but this study started without it; keeping its own baseline repeats"
+        cal = None
+    elif cal is None or cal.key != pinned["calibration"]:
+        note = f"the calibration this study started with is gone ({note}); measuring baseline repeats now"
+        study.set_user_attr("noise_source", {"calibration": None})
+        cal = None
+    r = exp.sweep.baseline_repeats
+    if cal is not None:
+        return NoiseSource(cal, f"calibration {cal.key} ({cal.path}): sigma {cal.sigma:.3f} over {cal.repeats} runs x "
+                                f"{cal.n_tasks} tasks; baseline repeats not run",
+                           f"noise floor from {note}: sigma {cal.sigma:.3f} over {cal.repeats} runs x {cal.n_tasks} "
+                           f"tasks; the {r - 1} baseline repeat(s) are not run")
+    return NoiseSource(None, f"{r} baseline runs of this study ({note})",
+                       f"calibration: {note}; the noise floor comes from {r} baseline runs")
+
+
+def noise_measured_line(exp: ExperimentConfig, runs: Sequence[Mapping[str, float]], n_train: int) -> str:
+    """The detectable effect, once a study's baseline repeats have measured the noise."""
+    from experiments.stats import noise_floor
+
+    nf = noise_floor(runs)
+    d = sweep_design(nf.sigma, n_train, alpha=exp.sweep.alpha, baseline_runs=len(runs))
+    m = mde(d, power=exp.calibrate.power, sims=exp.calibrate.sims)
+    return (f"noise measured from {len(runs)} baseline runs: sigma {nf.sigma:.3f}, floor {d.floor:.3f}; detectable "
+            f"effect {m:.3f} composite points at power {exp.calibrate.power:g}")
+
+
+def mutation_calls(exp: ExperimentConfig, mutate_types: Sequence[str]) -> int:
+    """Upper bound of LLM calls one proposal spends in the mutators: one per mutated task type when any
+    configured operator asks the model."""
+    try:
+        from mutators.operators import LLM_OPERATORS
+    except ImportError:
+        return len(mutate_types)
+    return len(mutate_types) if set(exp.sweep.operators) & set(LLM_OPERATORS) else 0
+
+
+def sweep_preflight(exp: ExperimentConfig, study: Any, *, calibration: Any, measured: Sequence[tuple[int, int, float]],
+                    n_holdout: int, update: str | None, used_calls: int, elapsed_s: float, mutation_calls: int,
+                    concurrency: int) -> tuple[list[str], bool]:
+    """(lines, whether the cost per task run is known): projected LLM calls, tokens and wall time for the rest of
+    the budget, the detectable effect, and a warning on a budget of fewer than a handful of proposals. Before the
+    first trial (update None) the cost comes from the calibration, else it is not known yet; an update (after the
+    first measured task, after the first trial) takes it from the task runs measured here ((uncached calls,
+    tokens, seconds) each) and prints nothing when none reached the model."""
+    from experiments.study import baseline_trial, finished_trials
+
+    sw, cal = exp.sweep, calibration
+    m = [x for x in measured if x[0] > 0]  # task runs that reached the model (a cache hit costs ~0)
+    if update is not None and not m:
+        return [], True
+    if update is not None:
+        update = f"{update}: {len(m)} task run(s) measured here"
+        cost, source = Cost(0.0, statistics.median(x[0] for x in m), statistics.median(x[1] for x in m),
+                            statistics.median(x[2] for x in m), runs=len(m)), update
+    elif cal is not None:
+        cost, source = cal.cost, f"calibration {cal.key}"
+    else:
+        cost, source = None, "no calibration"
+    stored = dict(study.user_attrs.get("baseline_runs", {}))
+    repeats_left = 0 if cal is not None else sum(str(exp.seed + k) not in stored for k in range(1, sw.baseline_repeats))
+    held = dict(study.user_attrs.get("holdout", {}))
+    holdout_left = max(sw.holdout_top_k + 1 - len(held), 0) * n_holdout if n_holdout and sw.holdout_top_k > 0 else 0
+    proj = project_sweep(exp, finished=len(finished_trials(study)), baseline_done=baseline_trial(study) is not None,
+                         repeats_left=repeats_left, holdout_left=holdout_left, cost=cost, source=source,
+                         used_calls=used_calls, elapsed_s=elapsed_s, mutation_calls=mutation_calls,
+                         concurrency=concurrency)
+    sigma, src = (cal.sigma, f"calibration {cal.key}") if cal is not None else (None, "no calibration")
+    # with a calibration the sweep compares each candidate with its one baseline run (no repeats)
+    lines = preflight_lines(exp, proj, sigma=sigma, baseline_runs=1, noise_source=src)
+    if update is not None:  # the cost line changes, and the proposals a timeout or call cap allows
+        lines = [ln.replace("preflight:", "preflight update:", 1) for ln in lines[:2] + lines[3:]]
+    return lines, cost is not None
