@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import socket
 import statistics
 import threading
 import time
@@ -42,6 +41,7 @@ from experiments.objective import (
 )
 from experiments.outcome import TaskOutcome
 from experiments.pool import RunPool, runner_pool
+from experiments.rdb import StaleTrials, log_stale, mask_url, shared_lock, worker_host
 from experiments.registry import SweepRegistry, pin_source, sweep_evidence
 from experiments.tracking import NullTracker, enable_wal, instruction_diff, make_tracker, sqlite_db, store_lock
 from harness.logger import file_lock
@@ -140,7 +140,7 @@ def compare(candidate: Mapping[str, float], baseline: Mapping[str, float], *, fl
 # -- study plumbing ------------------------------------------------------------------------------------
 
 
-def open_study(exp: ExperimentConfig) -> optuna.Study:
+def open_study(exp: ExperimentConfig, on_stale: StaleTrials | None = None) -> optuna.Study:
     """Create or load the study (RDB storage, heartbeat on) named after the sweep."""
     url = exp.storage_url
     db = sqlite_db(url)
@@ -162,11 +162,12 @@ def open_study(exp: ExperimentConfig) -> optuna.Study:
         pruner = optuna.pruners.NopPruner()
     # SQLite: WAL + a 30 s busy timeout, and creation under a file lock (two workers starting at once race the
     # table creation otherwise)
-    with store_lock(db):
+    with store_lock(db) if db is not None else shared_lock(url, f"{sw.name}/open_study"):
         if db is not None:
             enable_wal(db)
         storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}} if db else None,
-                                             heartbeat_interval=hb, grace_period=2 * hb)
+                                             heartbeat_interval=hb, grace_period=2 * hb,
+                                             **(on_stale.storage_kwargs() if on_stale else {}))
         return optuna.create_study(storage=storage, study_name=sw.name, direction="maximize", sampler=sampler,
                                    pruner=pruner, load_if_exists=True)
 
@@ -187,7 +188,7 @@ def pin_fingerprint(study: optuna.Study, fingerprint: Mapping[str, Any], exp: Ex
     diff = fingerprint_diff(stored, fingerprint)
     if diff:
         raise StudyMismatch(
-            f"study {exp.sweep.name!r} in {exp.storage_url} was made for another objective, so its scores and these "
+            f"study {exp.sweep.name!r} in {mask_url(exp.storage_url)} was made for another objective, so its scores and these "
             f"would not compare ({len(diff)} field(s) differ: {'; '.join(diff[:8])}{'; ...' if len(diff) > 8 else ''}); "
             f"to start a new study run the same command with sweep.name={exp.sweep.name}-{_fp_tag(fingerprint)}"
         )
@@ -211,11 +212,11 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def fail_stale_trials(study: optuna.Study) -> list[int]:
+def fail_stale_trials(study: optuna.Study, on_stale: StaleTrials | None = None) -> list[int]:
     """Mark RUNNING trials left by a dead process as FAIL: this host's dead pids at once, others by heartbeat."""
     from optuna.storages._heartbeat import fail_stale_trials as optuna_fail_stale
 
-    host, failed = socket.gethostname(), []
+    host, failed = worker_host(), []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         a = t.user_attrs
         if a.get("worker_host") == host and isinstance(a.get("worker_pid"), int) and (
@@ -225,6 +226,8 @@ def fail_stale_trials(study: optuna.Study) -> list[int]:
             try:
                 study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL)
                 failed.append(t.number)
+                if on_stale is not None:  # retried like a trial failed by heartbeat
+                    on_stale(study, _frozen(study, t.number))
             except optuna.exceptions.UpdateFinishedTrialError:
                 pass
     before = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))}
@@ -567,7 +570,7 @@ class Sweep:
 
     def _baseline_runs(self, study: optuna.Study, baseline: Mapping[str, str], contexts) -> list[dict[str, float]]:
         """Baseline trial scores (seed = cfg.seed) plus r-1 further runs with other seeds, each stored once."""
-        with file_lock(self.dir / ".study_attrs.lock"):  # another worker waits, then finds the runs stored
+        with shared_lock(self.exp.storage_url, f"{self.exp.sweep.name}/study_attrs", self.dir / ".study_attrs.lock"):
             return self._baseline_runs_locked(study, baseline, contexts)
 
     def _baseline_runs_locked(self, study: optuna.Study, baseline: Mapping[str, str], contexts) -> list[dict[str, float]]:
@@ -610,7 +613,7 @@ class Sweep:
                  f"{d.floor:.3f}; detectable effect {m:.3f} composite points at power {self.exp.calibrate.power:g}")
 
     def _holdout(self, study, key: str, instructions, contexts) -> tuple[dict[str, float] | None, str | None]:
-        with file_lock(self.dir / ".study_attrs.lock"):  # another worker waits, then finds the result stored
+        with shared_lock(self.exp.storage_url, f"{self.exp.sweep.name}/study_attrs", self.dir / ".study_attrs.lock"):
             return self._holdout_locked(study, key, instructions, contexts)
 
     def _holdout_locked(self, study, key: str, instructions, contexts) -> tuple[dict[str, float] | None, str | None]:
@@ -773,7 +776,8 @@ class Sweep:
         self.t0 = t0 = time.perf_counter()
         calls0 = _calls(self.runner)
         name = sw.name
-        study = open_study(exp)
+        self.stale = StaleTrials()
+        study = open_study(exp, self.stale)
         exp, pinned = pin_source(study, exp)  # a resumed study keeps the prompt versions it started from
         if pinned:
             self.exp = exp
@@ -786,7 +790,7 @@ class Sweep:
         self.tracker.start(exp, smoke=self.smoke)
         contexts, ctx_stats = self._contexts()
         prepare_calls = _calls(self.runner) - calls0
-        stale = fail_stale_trials(study)
+        stale = fail_stale_trials(study, self.stale)
         if stale:
             self.out(f"[{name}] marked {len(stale)} trial(s) left RUNNING by a dead process as failed: {stale}")
         objective = Objective(
@@ -803,7 +807,7 @@ class Sweep:
             self.out(f"[{name}] warning: {warn}")
         self.ledger.sync(study.get_trials(deepcopy=False))
         self._safe(lambda: self.tracker.sync(study.get_trials(deepcopy=False), baseline))
-        with file_lock(self.dir / ".baseline.lock"):  # two workers starting together enqueue one baseline
+        with shared_lock(exp.storage_url, f"{name}/baseline", self.dir / ".baseline.lock"):  # one baseline enqueued
             _ensure_baseline(study)
         study.set_user_attr("baseline_hash", candidate_hash(baseline))
         study.set_user_attr("controls", {"reuse_context": sw.reuse_context, "memory_frozen": exp.memory.frozen})
@@ -831,11 +835,13 @@ class Sweep:
                 stop_reason = f"failure rate {new_failed}/{new} >= {sw.failure_rate_stop}"
                 failed_out = True
                 break
+            fail_stale_trials(study, self.stale)  # a dead worker's trial (any machine): failed, retried, logged
+            self._safe(lambda: log_stale(self.stale, self.tracker, baseline, self.out, name))
             # one ask at a time on this host: Optuna pops the enqueued baseline with a SELECT ... FOR UPDATE that
             # SQLite ignores, so two workers asking at once could both run trial #0 (and tell it twice)
             with file_lock(self.dir / ".ask.lock"):
                 trial = study.ask()
-            trial.set_user_attr("worker_host", socket.gethostname())
+            trial.set_user_attr("worker_host", worker_host())
             trial.set_user_attr("worker_pid", os.getpid())
             trial_calls0 = _calls(self.runner)
             state, value = TrialState.FAIL, None
@@ -917,6 +923,7 @@ class Sweep:
                   calls_per_trial) -> SweepSummary:
         exp, sw = self.exp, self.exp.sweep
         trials = study.get_trials(deepcopy=False)
+        self.ledger.sync(trials)  # other workers' trials told since this one's last trial (several machines)
         runs = self._baseline_runs(study, baseline, contexts) if _baseline_trial(study) else []
         nf = self.calibration.noise_floor() if self.calibration is not None else noise_floor(runs)
         ref = baseline_reference(runs)
@@ -968,7 +975,7 @@ class Sweep:
             "promoted synth config": str(self.dir / "promoted_synth.yaml"),
             "plots": (f"{self.dir / 'plots'} ({', '.join(p.name for p in plots.values())})" if plots
                       else "(none: plotting failed)"),
-            "study storage": f"{exp.storage_url} (study {sw.name})",
+            "study storage": f"{mask_url(exp.storage_url)} (study {sw.name})",
         }
         counts = {
             "total": sum(t.state in FINISHED for t in trials),
@@ -981,7 +988,7 @@ class Sweep:
         bt = _baseline_trial(study)
         evaluated = [t for t in trials if t.state == TrialState.COMPLETE and "selection_bias" in t.user_attrs]
         summary = SweepSummary(
-            sweep=sw.name, storage=exp.storage_url, stop_reason=stop_reason, trials=counts, new_trials=new,
+            sweep=sw.name, storage=mask_url(exp.storage_url), stop_reason=stop_reason, trials=counts, new_trials=new,
             baseline_train=(sum(ref.values()) / len(ref)) if ref else (bt.value if bt else None),
             noise=nf, train_floor=train_floor,
             best_trial=best.number if best else None, best_operator=best.user_attrs.get("operator") if best else None,
