@@ -27,7 +27,9 @@ from urllib.parse import urlsplit, urlunsplit
 from experiments.config import ConfigError
 
 SERVER_DIALECTS = ("postgresql", "mysql")  # advisory locks: pg_advisory_lock, GET_LOCK
-EXTRA = {"postgresql": "postgres", "mysql": "mysql"}  # pip install -e '.[<extra>]'
+EXTRA = {"postgresql": "postgres"}  # pip install -e '.[<extra>]' brings these drivers:
+EXTRA_DRIVERS = ("psycopg", "psycopg2")
+PIP_NAMES = {"MySQLdb": "mysqlclient", "pymysql": "PyMySQL", "psycopg": "psycopg[binary]", "psycopg2": "psycopg2-binary"}
 
 
 class ServiceUnavailable(ConfigError):
@@ -88,8 +90,9 @@ def check_database(url: str, what: str) -> None:
     try:
         engine = _engine(url)
     except ImportError as exc:
-        extra = EXTRA.get(name)
-        how = f"pip install -e '.[{extra}]'" if extra else "install the database driver"
+        extra, module = EXTRA.get(name), exc.name or ""
+        how = (f"pip install -e '.[{extra}]'" if extra and module in EXTRA_DRIVERS
+               else f"pip install {PIP_NAMES.get(module, module)}" if module else "install the database driver")
         raise ServiceUnavailable(f"{what}={shown}: the database driver is not installed "
                                  f"({exc.name or exc}); {how}") from None
     except (sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError) as exc:

@@ -114,7 +114,9 @@ def mlflow_server(backend_uri: str, artifacts: Path, *, timeout_s: float = 90) -
     log = open(artifacts.parent / f"mlflow-server-{port}.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend_uri,
                              "--artifacts-destination", str(artifacts), "--host", "127.0.0.1", "--port", str(port),
-                             "--workers", "1"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                             "--workers", "1"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            # no job runner: it starts seven huey consumers, for GenAI scorer jobs nothing here uses
+                            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout_s
