@@ -133,6 +133,9 @@ def test_three_machines_one_study_one_killed(services, env, tmp_path):
     assert sum(f"-t{killed}-" in i for i in ids) < 3  # the killed trial's tasks (3 train) never all ran
     assert sum(f"-t{retry.number}-" in i for i in ids) >= 1
 
+    # per-machine caches stayed on their machine: each has its own LLM cache and task contexts
+    assert all((m / "llm_cache.sqlite").exists() and (m / SWEEP / "context").is_dir() for m in machines)
+
     # each live machine's ledger: one row per trial (all of them, synced at its end), the killed one a crash
     finished = sorted(t.number for t in trials)
     for m, p in zip(machines, procs):
