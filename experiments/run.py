@@ -83,6 +83,9 @@ def main(cfg: DictConfig | ExperimentConfig, *, runner: Any = None, out: Callabl
         from harness.backends import preflight
 
         preflight(exp.backend)  # server down / model missing: fail before a study, run or cache is written
+    from experiments.rdb import check_services
+
+    check_services(exp)  # the study's database and the MLflow store: driver missing / unreachable, one line
     if kind == "ab":
         return run_ab(cfg)
     runner = runner if runner is not None else make_runner(exp)

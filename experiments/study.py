@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from optuna.trial import FrozenTrial, TrialState
 from experiments.benchmark import load_tasks, split
 from experiments.config import ConfigError, ExperimentConfig
 from experiments.fingerprint import fingerprint_diff
+from experiments.rdb import StaleTrials, mask_url, shared_lock, worker_host
 from experiments.search_state import BASELINE
 from experiments.tracking import enable_wal, sqlite_db, store_lock
 
@@ -38,6 +38,7 @@ class StudyStore:
 
     study: optuna.Study
     storage: optuna.storages.RDBStorage
+    stale: StaleTrials | None = None  # the heartbeat-stale callback: retries a dead worker's trial once
 
     def trial_id(self, number: int) -> int:
         study_id = self.storage.get_study_id_from_name(self.study.study_name)
@@ -66,7 +67,7 @@ class StudyStore:
 
     def fail_stale_trials(self) -> list[int]:
         """Mark RUNNING trials left by a dead process as FAIL: this host's dead pids at once, others by heartbeat."""
-        host, failed = socket.gethostname(), []
+        host, failed = worker_host(), []
         for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             a = t.user_attrs
             if a.get("worker_host") == host and isinstance(a.get("worker_pid"), int) and (
@@ -77,6 +78,8 @@ class StudyStore:
                 try:
                     self.storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
                     failed.append(t.number)
+                    if self.stale is not None:  # retried like a trial failed by heartbeat
+                        self.stale(self.study, frozen_trial(self.study, t.number))
                 except optuna.exceptions.UpdateFinishedTrialError:
                     pass
         before = {t.number for t in self.study.get_trials(deepcopy=False, states=(TrialState.FAIL,))}
@@ -85,8 +88,9 @@ class StudyStore:
         return sorted(set(failed) | (after - before))
 
 
-def open_store(exp: ExperimentConfig) -> StudyStore:
-    """Create or load the study (RDB storage, heartbeat on) named after the sweep."""
+def open_store(exp: ExperimentConfig, stale: StaleTrials | None = None) -> StudyStore:
+    """Create or load the study (RDB storage, heartbeat on) named after the sweep. stale: the callback that
+    retries a trial whose worker stopped beating (experiments/rdb.py)."""
     url = exp.storage_url
     db = sqlite_db(url)
     hb = max(int(exp.sweep.heartbeat_s), 1)
@@ -106,15 +110,16 @@ def open_store(exp: ExperimentConfig) -> StudyStore:
     else:
         pruner = optuna.pruners.NopPruner()
     # SQLite: WAL + a 30 s busy timeout, and creation under a file lock (two workers starting at once race the
-    # table creation otherwise)
-    with store_lock(db):
+    # table creation otherwise); a server database: an advisory lock in that database (several machines)
+    with store_lock(db) if db is not None else shared_lock(url, f"{sw.name}/open_study"):
         if db is not None:
             enable_wal(db)
         storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}} if db else None,
-                                             heartbeat_interval=hb, grace_period=2 * hb)
+                                             heartbeat_interval=hb, grace_period=2 * hb,
+                                             **(stale.storage_kwargs() if stale else {}))
         study = optuna.create_study(storage=storage, study_name=sw.name, direction="maximize", sampler=sampler,
                                     pruner=pruner, load_if_exists=True)
-    return StudyStore(study, storage)
+    return StudyStore(study, storage, stale)
 
 
 def open_study(exp: ExperimentConfig) -> optuna.Study:
@@ -134,7 +139,7 @@ def pin_fingerprint(study: optuna.Study, fingerprint: Mapping[str, Any], exp: Ex
     diff = fingerprint_diff(stored, fingerprint)
     if diff:
         raise StudyMismatch(
-            f"study {exp.sweep.name!r} in {exp.storage_url} was made for another objective, so its scores and these "
+            f"study {exp.sweep.name!r} in {mask_url(exp.storage_url)} was made for another objective, so its scores and these "
             f"would not compare ({len(diff)} field(s) differ: {'; '.join(diff[:8])}{'; ...' if len(diff) > 8 else ''}); "
             f"to start a new study run the same command with sweep.name={exp.sweep.name}-{_fp_tag(fingerprint)}"
         )

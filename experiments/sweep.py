@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 import statistics
 import time
 import traceback
@@ -56,6 +55,7 @@ from experiments.study import (
 )
 from experiments.summaries import SweepSummary, format_sweep, synth_yaml
 from experiments.tracking import NullTracker, make_tracker
+from experiments.rdb import StaleTrials, log_stale, mask_url, shared_lock, worker_host
 from harness.logger import file_lock
 
 
@@ -112,7 +112,7 @@ class Sweep:
         self.progress.t0 = t0 = time.perf_counter()
         calls0 = llm_calls(self.runner)
         name = sw.name
-        store = open_store(exp)
+        store = open_store(exp, StaleTrials())
         study = store.study
         exp, pinned = pin_source(study, exp)  # a resumed study keeps the prompt versions it started from
         if pinned:
@@ -142,7 +142,7 @@ class Sweep:
             self.out(f"[{name}] warning: {warn}")
         self.ledger.sync(study.get_trials(deepcopy=False))
         self._safe(lambda: self.tracker.sync(study.get_trials(deepcopy=False), baseline))
-        with file_lock(self.dir / ".baseline.lock"):  # two workers starting together enqueue one baseline
+        with shared_lock(exp.storage_url, f"{name}/baseline", self.dir / ".baseline.lock"):  # one baseline enqueued
             ensure_baseline(study)
         study.set_user_attr("baseline_hash", candidate_hash(baseline))
         study.set_user_attr("controls", {"reuse_context": sw.reuse_context, "memory_frozen": exp.memory.frozen})
@@ -170,6 +170,8 @@ class Sweep:
                 stop_reason = f"failure rate {new_failed}/{new} >= {sw.failure_rate_stop}"
                 failed_out = True
                 break
+            store.fail_stale_trials()  # a dead worker's trial (any machine): failed, retried, logged
+            self._safe(lambda: log_stale(store.stale, self.tracker, baseline, self.out, name))
             trial_calls0 = llm_calls(self.runner)
             number, state, interrupted = self._trial(store, objective, done)
             new += 1
@@ -199,7 +201,7 @@ class Sweep:
         # SQLite ignores, so two workers asking at once could both run trial #0 (and tell it twice)
         with file_lock(self.dir / ".ask.lock"):
             trial = study.ask()
-        trial.set_user_attr("worker_host", socket.gethostname())
+        trial.set_user_attr("worker_host", worker_host())
         trial.set_user_attr("worker_pid", os.getpid())
         state, value, interrupted = TrialState.FAIL, None, False
         self.progress.begin(f"trial {done + 1}/{sw.n_trials} #{trial.number}", f"{sw.name}-t{trial.number}",
@@ -254,7 +256,7 @@ class Sweep:
 
     def _baseline_runs(self, study: optuna.Study, baseline: Mapping[str, str], contexts) -> list[dict[str, float]]:
         """Baseline trial scores (seed = cfg.seed) plus r-1 further runs with other seeds, each stored once."""
-        with file_lock(self.dir / ".study_attrs.lock"):  # another worker waits, then finds the runs stored
+        with shared_lock(self.exp.storage_url, f"{self.exp.sweep.name}/study_attrs", self.dir / ".study_attrs.lock"):
             return self._baseline_runs_locked(study, baseline, contexts)
 
     def _baseline_runs_locked(self, study: optuna.Study, baseline: Mapping[str, str], contexts) -> list[dict[str, float]]:
@@ -287,7 +289,7 @@ class Sweep:
         return runs
 
     def _holdout(self, study, key: str, instructions, contexts) -> HoldoutScores:
-        with file_lock(self.dir / ".study_attrs.lock"):  # another worker waits, then finds the result stored
+        with shared_lock(self.exp.storage_url, f"{self.exp.sweep.name}/study_attrs", self.dir / ".study_attrs.lock"):
             return self._holdout_locked(study, key, instructions, contexts)
 
     def _holdout_locked(self, study, key: str, instructions, contexts) -> HoldoutScores:
@@ -364,6 +366,7 @@ class Sweep:
                   calls_per_trial) -> SweepSummary:
         exp, sw = self.exp, self.exp.sweep
         trials = study.get_trials(deepcopy=False)
+        self.ledger.sync(trials)  # other workers' trials told since this one's last trial (several machines)
         runs = self._baseline_runs(study, baseline, contexts) if baseline_trial(study) else []
         nf = self.calibration.noise_floor() if self.calibration is not None else noise_floor(runs)
         ref = baseline_reference(runs)
@@ -392,13 +395,13 @@ class Sweep:
             "promoted synth config": str(self.dir / "promoted_synth.yaml"),
             "plots": (f"{self.dir / 'plots'} ({', '.join(p.name for p in plots.values())})" if plots
                       else "(none: plotting failed)"),
-            "study storage": f"{exp.storage_url} (study {sw.name})",
+            "study storage": f"{mask_url(exp.storage_url)} (study {sw.name})",
         }
         counts = trial_counts(trials)
         bt = baseline_trial(study)
         evaluated = [t for t in trials if t.state == TrialState.COMPLETE and "selection_bias" in t.user_attrs]
         summary = SweepSummary(
-            sweep=sw.name, storage=exp.storage_url, stop_reason=stop_reason, trials=counts, new_trials=new,
+            sweep=sw.name, storage=mask_url(exp.storage_url), stop_reason=stop_reason, trials=counts, new_trials=new,
             baseline_train=(sum(ref.values()) / len(ref)) if ref else (bt.value if bt else None),
             noise=nf, train_floor=train_floor,
             best_trial=best.number if best else None, best_operator=best.operator if best else None,

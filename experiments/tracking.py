@@ -32,7 +32,11 @@ def tracking_uri(exp: ExperimentConfig) -> str:
 
 
 def ui_command(uri: str) -> str:
-    return f"mlflow ui --backend-store-uri {uri}"
+    from experiments.rdb import mask_url
+
+    if uri.startswith(("http://", "https://")):  # a tracking server serves its own UI
+        return f"open {mask_url(uri)}"
+    return f"mlflow ui --backend-store-uri {mask_url(uri)}"
 
 
 def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -151,13 +155,16 @@ class MLflowTracker(NullTracker):
         on its GenAI views unless workflowType says otherwise."""
         if getattr(self, "experiment_id", None) is None:
             return ""
-        return f"{UI_ADDRESS}/#/experiments/{self.experiment_id}/runs?workflowType=machine_learning"
+        base = self.uri.rstrip("/") if self.uri.startswith(("http://", "https://")) else UI_ADDRESS  # a server's own UI
+        return f"{base}/#/experiments/{self.experiment_id}/runs?workflowType=machine_learning"
 
     def _experiment_id(self) -> str:
         found = self.client.get_experiment_by_name(self.experiment_name)
         if found is not None:
             return found.experiment_id
         artifacts = (Path(self.exp.results_dir) / "mlartifacts").resolve().as_uri()
+        if self.uri.startswith(("http://", "https://")):  # the server's artifact store, not this machine's disk
+            artifacts = None
         return self.client.create_experiment(self.experiment_name, artifact_location=artifacts)
 
     def log_files(self, paths: Iterable[Path | str], artifact_path: str) -> None:
@@ -173,8 +180,11 @@ class MLflowTracker(NullTracker):
         For a SQLite store the find-or-create runs under a file lock: two workers starting together would otherwise
         create two parent runs.
         """
+        from experiments.rdb import shared_lock
+
         self.smoke = smoke
-        with store_lock(self._db):
+        # a tracking server or database: the study's lock, so workers on several machines find one parent run
+        with store_lock(self._db) if self._db is not None else shared_lock(exp.storage_url, f"{exp.sweep.name}/mlflow"):
             self._start(exp, smoke)
 
     def _start(self, exp: ExperimentConfig, smoke: bool) -> None:
@@ -200,9 +210,11 @@ class MLflowTracker(NullTracker):
                       "sweep.pruner": exp.sweep.pruner, "sweep.sampler": exp.sweep.sampler,
                       "sweep.operators": ",".join(exp.sweep.operators),
                       "sweep.baseline_repeats": exp.sweep.baseline_repeats, "sweep.alpha": exp.sweep.alpha,
-                      "sweep.holdout_top_k": exp.sweep.holdout_top_k, "sweep.storage": exp.storage_url}
+                      "sweep.holdout_top_k": exp.sweep.holdout_top_k, "sweep.storage": _masked(exp.storage_url)}
             self._log_params(self.parent_id, params)
-        self.client.log_text(self.parent_id, json.dumps(experiment_dict(exp), indent=2, default=str),
+        from experiments.rdb import mask_secrets  # sweep.storage / tracking_uri passwords stay out of MLflow
+
+        self.client.log_text(self.parent_id, mask_secrets(json.dumps(experiment_dict(exp), indent=2, default=str)),
                              "config/resolved_config.json")
 
     def _log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
@@ -366,6 +378,12 @@ class MLflowTracker(NullTracker):
         for path, text in texts.items():
             self.client.log_text(self.parent_id, text, path)
         self.client.set_terminated(self.parent_id, status=status)
+
+
+def _masked(url: str) -> str:
+    from experiments.rdb import mask_url
+
+    return mask_url(url)
 
 
 def sqlite_db(url: str) -> Path | None:
