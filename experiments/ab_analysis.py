@@ -14,8 +14,79 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from experiments.ab import SECONDARY, ABDesign, ABResult, TaskResult, cell_key, load_cells, metric_family
-from experiments.stats import PairedStats, paired_stats, with_holm
+from experiments.stats import (
+    PairedStats,
+    bootstrap_ci,
+    cohens_dz,
+    finite_array,
+    paired_differences,
+    paired_ttest,
+    rank_biserial,
+    replication_noise,
+    wilcoxon_test,
+)
 from experiments.verdict import Decision, Preregistration, explain_verdict
+
+
+# -- the A/B's statistics per metric --------------------------------------------------------------------------------
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni step-down adjusted p-values, in the input order (NaN treated as 1)."""
+    p = np.array([1.0 if (v is None or not np.isfinite(v)) else float(v) for v in pvalues])
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    adjusted = np.empty(m)
+    running = 0.0
+    for rank, idx in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[idx]))
+        adjusted[idx] = running
+    return adjusted.tolist()
+
+
+def holm_reject(pvalues: Sequence[float], alpha: float = 0.05) -> list[bool]:
+    return [q <= alpha for q in holm(pvalues)]
+
+
+def with_holm(family: Mapping[str, PairedStats], test: str = "wilcoxon") -> dict[str, PairedStats]:
+    """The family with Holm-adjusted p-values (of `test`) filled in."""
+    names = list(family)
+    adjusted = holm([family[k].p(test) for k in names])
+    return {k: dataclasses.replace(family[k], p_holm=q, holm_test=test) for k, q in zip(names, adjusted)}
+
+
+def paired_stats(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    metric: str = "score",
+    alpha: float = 0.05,
+    n_boot: int = 2000,
+    seed: int = 0,
+    ci_method: str = "bca",
+    reps_a: Sequence[Sequence[float]] | None = None,
+    reps_b: Sequence[Sequence[float]] | None = None,
+) -> PairedStats:
+    """Every paired statistic for one metric; a[i], b[i] are task i's per-arm means."""
+    d = paired_differences(a, b)
+    xa, xb = finite_array(a, "a"), finite_array(b, "b")
+    nan = float("nan")
+    return PairedStats(
+        metric=metric,
+        n=int(d.size),
+        mean_a=float(xa.mean()) if d.size else nan,
+        mean_b=float(xb.mean()) if d.size else nan,
+        mean_diff=float(d.mean()) if d.size else nan,
+        sd_diff=float(d.std(ddof=1)) if d.size >= 2 else nan,
+        ci=bootstrap_ci(d, level=1 - alpha, n_resamples=n_boot, seed=seed, method=ci_method),
+        wilcoxon=wilcoxon_test(d),
+        ttest=paired_ttest(d),
+        dz=cohens_dz(d),
+        rank_biserial=rank_biserial(d),
+        diffs=tuple(float(x) for x in d),
+        noise=replication_noise(reps_a, reps_b) if reps_a is not None and reps_b is not None else None,
+    )
+
 
 
 def family_of(metric: str, cells: Mapping[Any, Mapping[str, Any]]) -> str:

@@ -1,0 +1,193 @@
+"""Checks on a composed experiment config, before Hydra writes anything: every setting in range (one line naming
+the key, the value and what is allowed), and a design that cannot answer its question refused (reachability,
+experiments.power) unless allow_underpowered. Entry: experiments.config.validate.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+from experiments.config import (
+    COMPOSITES,
+    ORCHESTRATOR_MODES,
+    PLANNER_MODES,
+    PRUNERS,
+    SAMPLERS,
+    SEARCH_PROVIDERS,
+    SPLITS,
+    SWEEP_KINDS,
+    TASK_TYPES,
+    ConfigError,
+    ExperimentConfig,
+)
+
+
+def _check(key: str, value: Any, allowed: Sequence[Any]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{key}={value!r} is not allowed; expected one of: {', '.join(map(str, allowed))}")
+
+
+def _check_range(key: str, value: float, lo: float | None = None, hi: float | None = None) -> None:
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        span = f"[{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]"
+        raise ConfigError(f"{key}={value!r} is out of range; expected a value in {span}")
+
+
+def known_operators() -> list[str] | None:
+    """Operator names from mutators/, or None when that package does not provide them yet."""
+    try:
+        from mutators import operator_names
+    except ImportError:
+        return None
+    return list(operator_names())
+
+
+def validate(exp: ExperimentConfig) -> ExperimentConfig:
+    """Raise ConfigError (one line: key, value, allowed values) on the first invalid setting."""
+    from harness.inference import backend_names
+
+    _check("backend.kind", exp.backend.kind, backend_names())
+    _check_range("backend.n_ctx", exp.backend.n_ctx, 256)
+    _check_range("backend.embedded_slots", exp.backend.embedded_slots, 1)
+    _check_range("backend.parallel_default", exp.backend.parallel_default, 1)
+    _check_range("backend.embedded_repeat_penalty", exp.backend.embedded_repeat_penalty, 1.0, 2.0)
+    _check_range("backend.embedded_cache_ram_mib", exp.backend.embedded_cache_ram_mib, 0)
+    try:
+        from experiments.pool import resolve_concurrency
+
+        resolve_concurrency(exp.backend.concurrency, "fake", environ={})
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    _check("planner.mode", exp.planner.mode, PLANNER_MODES)
+    _check("search.provider", exp.search.provider, SEARCH_PROVIDERS)
+    _check("evaluator.composite", exp.evaluator.composite, COMPOSITES)
+    _check("orchestrator.mode", exp.orchestrator.mode, ORCHESTRATOR_MODES)
+    _check_range("evaluator.rubric_weight", exp.evaluator.rubric_weight, 0.0, 1.0)
+    _check_range("evaluator.repeats", exp.evaluator.repeats, 1)
+    _check_range("wiggum.max_rounds", exp.wiggum.max_rounds, 0)
+    for key in exp.synth.instructions:
+        _check("synth.instructions key", key, TASK_TYPES)
+    if not re.match(r"^[A-Za-z0-9_.-]+$", exp.mlflow.prompt_prefix):
+        raise ConfigError(f"mlflow.prompt_prefix={exp.mlflow.prompt_prefix!r} is not allowed; expected letters, "
+                          "digits, '_', '-' or '.' (MLflow prompt names)")
+    sw = exp.sweep
+    _check("sweep.kind", sw.kind, SWEEP_KINDS)
+    _check("sweep.pruner", sw.pruner, PRUNERS)
+    _check("sweep.sampler", sw.sampler, SAMPLERS)
+    from experiments.optimizer import OPERATOR_CHOICES, PARENT_SELECTIONS, PRUNER_CORRECTIONS
+
+    _check("sweep.pruner_correction", sw.pruner_correction, PRUNER_CORRECTIONS)
+    _check("sweep.parent_selection", sw.parent_selection, PARENT_SELECTIONS)
+    _check("sweep.operator_choice", sw.operator_choice, OPERATOR_CHOICES)
+    _check_range("sweep.gate_tasks", sw.gate_tasks, 0)
+    _check_range("sweep.gate_z", sw.gate_z, -3.0, 5.0)
+    _check_range("sweep.max_merges", sw.max_merges, 0)
+    _check_range("sweep.n_trials", sw.n_trials, 1)
+    _check_range("sweep.baseline_repeats", sw.baseline_repeats, 1)
+    _check_range("sweep.alpha", sw.alpha, 0.0, 1.0)
+    _check_range("sweep.pruner_p", sw.pruner_p, 0.0, 1.0)
+    _check_range("sweep.failure_rate_stop", sw.failure_rate_stop, 0.0, 1.0)
+    _check_range("sweep.holdout_top_k", sw.holdout_top_k, 0)
+    if sw.max_llm_calls is not None:
+        _check_range("sweep.max_llm_calls", sw.max_llm_calls, 1)
+    if sw.timeout_s is not None:
+        _check_range("sweep.timeout_s", sw.timeout_s, 0.0)
+    if not sw.name or "/" in sw.name:
+        raise ConfigError(f"sweep.name={sw.name!r} is not allowed; expected a non-empty name without '/'")
+    for tt in sw.mutate_task_types:
+        _check("sweep.mutate_task_types item", tt, TASK_TYPES)
+    if sw.kind == "synth_mutation":
+        if not sw.operators:
+            raise ConfigError("sweep.operators=[] is not allowed; expected at least one mutation operator")
+        ops = known_operators()
+        if ops is not None:
+            for op in sw.operators:
+                _check("sweep.operators item", op, ops)
+    ids = set()
+    for i, t in enumerate(exp.benchmark.tasks):
+        _check(f"benchmark.tasks[{i}].task_type", t.task_type, TASK_TYPES)
+        _check(f"benchmark.tasks[{i}].split", t.split, SPLITS)
+        if t.id in ids:
+            raise ConfigError(f"benchmark.tasks[{i}].id={t.id!r} is a duplicate; expected unique task ids")
+        ids.add(t.id)
+        if t.expected_count is not None:
+            _check_range(f"benchmark.tasks[{i}].expected_count", t.expected_count, 1)
+    if sw.kind in ("synth_mutation", "ab") and not exp.tasks("train"):
+        raise ConfigError(f"benchmark.tasks has no split='train' task; expected at least one for sweep.kind={sw.kind}")
+    if sw.kind == "synth_mutation":
+        check_sweep_design(exp)
+    if sw.kind == "ab":
+        ab = exp.ab
+        if ab.a == ab.b:
+            raise ConfigError("ab.a and ab.b are identical; expected two different override sets")
+        from experiments.stats import DIRECTIONS, TESTS
+
+        _check("ab.direction", ab.direction, DIRECTIONS)
+        _check("ab.test", ab.test, TESTS)
+        _check("ab.split", ab.split, ("all", *SPLITS))
+        _check_range("ab.replications", ab.replications, 1)
+        _check_range("ab.min_effect", ab.min_effect, 0.0)
+        _check_range("ab.looks", ab.looks, 2)
+        if not 0.0 < ab.alpha < 1.0:
+            raise ConfigError(f"ab.alpha={ab.alpha!r} is out of range; expected a value in (0, 1)")
+        if not ab.hypothesis.strip():
+            raise ConfigError("ab.hypothesis is empty; expected the hypothesis as a sentence, written before any data")
+        if not ab.a_name or ab.a_name == ab.b_name or "/" in ab.a_name + ab.b_name:
+            raise ConfigError(f"ab.a_name={ab.a_name!r}, ab.b_name={ab.b_name!r} are not allowed; expected two different non-empty names without '/'")
+        from experiments.ab_design import check_ab_design
+
+        check_ab_design(exp)
+    if sw.kind == "calibrate":
+        check_calibrate_design(exp)
+    return exp
+
+
+def check_calibrate_design(exp: ExperimentConfig) -> None:
+    """ConfigError (one line) on an invalid calibrate.* value, or when the A/A test or the positive control over
+    calibrate.tasks tasks cannot reach alpha (unless calibrate.allow_underpowered)."""
+    from experiments.stats import TESTS
+
+    c = exp.calibrate
+    n_all = len(exp.benchmark.tasks)
+    if n_all == 0:
+        raise ConfigError(f"benchmark {exp.benchmark.name!r} has no tasks; expected at least 2 for sweep.kind=calibrate")
+    _check_range("calibrate.tasks", c.tasks, 0)
+    if c.tasks > n_all:
+        raise ConfigError(f"calibrate.tasks={c.tasks} is out of range; benchmark {exp.benchmark.name!r} has {n_all} "
+                          f"task(s) (0 uses them all)")
+    if c.generator_repeats < 2:
+        raise ConfigError(f"calibrate.generator_repeats={c.generator_repeats} measures no generator variance; "
+                          f"expected a value in [2, inf]")
+    if c.judge_repeats < 2:
+        raise ConfigError(f"calibrate.judge_repeats={c.judge_repeats} measures no judge variance; "
+                          f"expected a value in [2, inf]")
+    _check_range("calibrate.replications", c.replications, 1)
+    _check_range("calibrate.sims", c.sims, 200)
+    _check("calibrate.test", c.test, TESTS)
+    for key, value in (("calibrate.alpha", c.alpha), ("calibrate.power", c.power)):
+        if not 0.0 < value < 1.0:
+            raise ConfigError(f"{key}={value!r} is out of range; expected a value in (0, 1)")
+    if not c.power > c.alpha:
+        raise ConfigError(f"calibrate.power={c.power!r} is not above calibrate.alpha={c.alpha!r}; expected power > alpha")
+    if not c.target_effect > 0:
+        raise ConfigError(f"calibrate.target_effect={c.target_effect!r} is out of range; expected a value > 0 "
+                          f"(composite points)")
+    if not c.harmful_instruction.strip():
+        raise ConfigError("calibrate.harmful_instruction is empty; expected an instruction that makes outputs worse")
+    from experiments.power import calibrate_design_problem
+
+    problem = calibrate_design_problem(exp)
+    if problem and not c.allow_underpowered:
+        raise ConfigError(problem)
+
+
+def check_sweep_design(exp: ExperimentConfig) -> None:
+    """ConfigError (one line: the numbers and the fixes) when the sweep cannot conclude, unless allowed."""
+    from experiments.power import sweep_design_problem
+
+    problem = sweep_design_problem(exp)
+    if problem and not exp.sweep.allow_underpowered:
+        raise ConfigError(problem)
+
+
