@@ -32,6 +32,7 @@ import numpy as np
 from experiments.stats import PairedStats
 from experiments.verdict import Decision, Preregistration, sequential_decision
 from experiments.pool import SERIAL, RunPool
+from harness.fsio import atomic_write_json
 from harness.logger import append_jsonl, read_jsonl
 
 RunArm = Callable[[str, Mapping[str, Any], Any, int, int], Mapping[str, Any]]
@@ -196,10 +197,7 @@ def _plain(obj: Any) -> Any:
 
 
 def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
-    tmp.replace(path)
+    atomic_write_json(path, data, indent=2, default=str)
 
 
 def write_or_check_prereg(

@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import random
 import statistics
 import time
@@ -59,6 +58,7 @@ from experiments.power import ab_design, mde, min_attainable_p, replications_for
 from experiments.runners import TimedRunner
 from experiments.stats import noise_floor, paired_ttest, wilcoxon_test
 from experiments.summaries import format_calibration, hms, identity_text
+from harness.fsio import atomic_write_text
 
 JUDGE_SEED_OFFSET = 2_000_003  # judge re-score seeds: apart from generation seeds and wiggum's verify (1_000_003)
 
@@ -317,9 +317,7 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
 
     # -- written last: JSON, plots, MLflow ----------------------------------------------------------------------
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(cal.to_dict(), indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    atomic_write_text(path, json.dumps(cal.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
     plots = _safe_plots(cal, folder / key / "plots", out, name)
     label = run_label(runner.identity(), cal) or ""
     ui = ""

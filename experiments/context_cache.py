@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from experiments.benchmark import Task
+from harness.fsio import atomic_write_json
 
 
 @dataclass(frozen=True)
@@ -66,11 +66,8 @@ class ContextCache:
 
     def put(self, task: Task, prepared: Any) -> Path:
         path = self.path_for(task)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         record = {"task_id": task.id, "task": task.task, "depends_on": self.depends_on, "prepared": _to_jsonable(prepared)}
-        tmp.write_text(json.dumps(record, default=str, ensure_ascii=False, indent=1), encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write_json(path, record, default=str, ensure_ascii=False, indent=1)
         return path
 
     def get_or_prepare(self, task: Task, prepare: Callable[[str], Any]) -> CachedContext:

@@ -406,15 +406,11 @@ def store_lock(db: Path | None):
 
 
 def enable_wal(db: Path) -> None:
-    """Put a SQLite file in WAL mode (persistent) with a busy timeout, so concurrent writers wait, not fail."""
-    import sqlite3
+    """Put a SQLite file in WAL mode (persistent) with a busy timeout and the lock retry (harness.sqlite_store), so
+    concurrent writers wait, not fail."""
+    from harness.sqlite_store import connect
 
-    conn = sqlite3.connect(db, timeout=30.0)
-    try:
-        conn.execute("PRAGMA busy_timeout=30000")
-        conn.execute("PRAGMA journal_mode=WAL")
-    finally:
-        conn.close()
+    connect(db).close()
 
 
 def _metric_key(key: str) -> str:
