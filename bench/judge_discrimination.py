@@ -17,7 +17,6 @@ depth 9, specificity 10, structure 10, grounded 10: the prompt, not the model, d
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.injection import model_line  # noqa: E402  (model file name and sha256 prefix)
 from evaluators.rubric import score_rubric  # noqa: E402
 from harness.config import EvaluatorConfig  # noqa: E402
 
@@ -94,14 +94,6 @@ TASKS = [
 ]
 BAD = ("terse", "refusal", "off_topic", "repetition", "nonsense")
 MARGIN = 3.0  # good must beat every clearly bad answer by this much (terse: by any amount)
-
-
-def model_line(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return f"model {path.name} sha256 {digest.hexdigest()[:12]}"
 
 
 def verdict(scores: dict[str, float | None]) -> tuple[bool, list[str]]:
