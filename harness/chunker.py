@@ -85,7 +85,7 @@ def _looks_like_path(cand: str, *, quoted: bool) -> bool:
 def _exists(cand: str) -> bool:
     try:
         return Path(cand).expanduser().exists()
-    except (OSError, ValueError):
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: '~user' of an unknown user ("~0/" in a task)
         return False
 
 

@@ -281,7 +281,11 @@ class LocalCorpusProvider:
     name = "local"
 
     def __init__(self, folders: Sequence[str | Path] | None = None, *, index_dir: str | Path | None = None) -> None:
-        self.folders = [Path(f).expanduser().resolve() for f in folders] if folders else None
+        try:
+            self.folders = [Path(f).expanduser().resolve() for f in folders] if folders else None
+        except RuntimeError:  # '~user' of an unknown user
+            raise ValueError(f"search.local_corpus: cannot expand '~' in {list(map(str, folders or []))}; expected "
+                             f"existing directories") from None
         for folder in self.folders or []:
             if not folder.is_dir():
                 raise ValueError(f"search.local_corpus: {folder} is not a folder; expected existing directories")

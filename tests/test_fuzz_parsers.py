@@ -316,3 +316,18 @@ def test_compressors_never_raise(text):
         assert value is None or 0.0 <= value <= 1.0
     obs, comp = compress_run("Explain asyncio gather", "# Answer\n1. gather runs tasks", None, _fake(text), "run-1")
     assert isinstance(obs, Observation) and obs.run_id == "run-1" and obs.title.strip()
+
+
+# -- found by the fuzzer: '~user' of an unknown user -------------------------------------------------------------
+
+
+def test_an_unknown_users_home_in_a_task_or_a_setting_is_no_crash(tmp_path):
+    from harness.backends.embedded import ModelMissing, locate_gguf
+    from harness.chunker import find_paths
+    from harness.search import LocalCorpusProvider
+
+    assert find_paths('"~0/"') == []  # quoted: kept only when it exists; expanding ~0 raised RuntimeError
+    with pytest.raises(ModelMissing, match="cannot expand '~'"):
+        locate_gguf("~nosuchuser42/model.gguf", environ={})
+    with pytest.raises(ValueError, match="cannot expand '~'"):
+        LocalCorpusProvider(["~nosuchuser42/docs"], index_dir=tmp_path)

@@ -89,7 +89,10 @@ def locate_gguf(configured: str | None = None, environ: Mapping[str, str] | None
     for source, raw in (("backend.embedded_model_path", configured), (ENV_MODEL, env.get(ENV_MODEL))):
         if not raw:
             continue
-        path = Path(raw).expanduser()
+        try:
+            path = Path(raw).expanduser()
+        except RuntimeError:  # '~user' of an unknown user
+            raise ModelMissing(f"{source}={raw!r}: cannot expand '~' (no such user or no home directory)") from None
         if path.is_dir():
             found = _ggufs_in(path)
             if not found:
