@@ -17,7 +17,8 @@ per role); a resume on other backends or models is refused.
 Everything lives under <results_dir>/ab/<sweep.name>/: ledger.jsonl (one line per finished cell), its
 ledger.prereg.json, ab_report.md with two PNGs, summary.md and outputs/. A rerun skips every finished cell and the
 LLM response cache answers any call a killed cell had already made. MLflow: one parent run per test (found again by
-tag on resume) with the pre-registration, summary metrics, report and PNGs; one child run per finished cell.
+tag on resume) with the pre-registration, summary metrics, report and PNGs; one child run per finished cell, and
+the cell's harness run as an MLflow trace with the evaluator's assessments linked to it (experiments.mlflow_traces).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from omegaconf import DictConfig
 
-from experiments.ab import ABDesign, ABResult, RunArm, load_cells, run_ab, write_or_check_prereg
+from experiments.ab import ABDesign, ABResult, RunArm, load_cells, run_ab, task_id, write_or_check_prereg
 from experiments.ab_design import (
     ABPaths,
     ab_paths,
@@ -67,6 +68,7 @@ class ABTracking:
     def __init__(self, tracker: NullTracker, out: Callable[[str], None]) -> None:
         self.tracker, self.out = tracker, out
         self.logged: set[str] = set()
+        self.task_types: dict[str, str] = {}
 
     @property
     def on(self) -> bool:
@@ -81,6 +83,7 @@ class ABTracking:
 
     def start(self, exp: ExperimentConfig, design: ABDesign, prereg: Preregistration, smoke: bool) -> None:
         self.tracker.start(exp, smoke=smoke)
+        self.task_types = {task_id(t): str(getattr(t, "task_type", "")) for t in design.tasks}
         if not self.on:
             return
         params = {
@@ -100,7 +103,8 @@ class ABTracking:
         return self.tracker.child_runs(CELL_KIND) if self.on else []
 
     def sync(self, ledger: Path) -> int:
-        """A child run for every cell line of the ledger that has none yet (idempotent)."""
+        """A child run for every cell line of the ledger that has none yet (idempotent), and the cell's harness run
+        as an MLflow trace linked to it (a trace that fails to log is a warning; the cell stays logged)."""
         if not self.on:
             return 0
         from harness.logger import read_jsonl
@@ -113,6 +117,7 @@ class ABTracking:
             if rid not in self.logged:
                 self._child(rec, rid)
                 self.logged.add(rid)
+                self.safe(lambda: self._trace(rec, rid))
                 n += 1
         return n
 
@@ -139,6 +144,25 @@ class ABTracking:
         self.tracker.log_child(f"{rec['task']}-r{rec['replication']}-{rec['arm']}", tags,
                                {k: v for k, v in metrics.items() if math.isfinite(v)}, params=params,
                                status="FINISHED" if ok else "FAILED")
+
+    def _trace(self, rec: Mapping[str, Any], rid: str) -> list[str]:
+        """An ok cell with a trace file: its run as an MLflow trace (experiments.mlflow_traces) with the evaluator's
+        assessments, tagged with the cell (arm, blind label, task, replication) and linked to the cell's run."""
+        from experiments.evaluate import TaskScore
+        from experiments.mlflow_traces import log_run_traces
+
+        meta = rec.get("meta") or {}
+        if rec.get("status") != "ok" or not meta.get("trace"):
+            return []
+        out = Path(meta.get("output_path") or "")
+        score = TaskScore(
+            task_id=rec["task"], task_type=self.task_types.get(rec["task"], ""), score=float(rec["score"]),
+            dimensions=dict(rec.get("dimensions") or {}), selection_score=meta.get("selection_score"),
+            rescored=bool(meta.get("rescored")), trace_path=meta["trace"],
+            output_text=out.read_text(encoding="utf-8").rstrip("\n") if out.is_file() else "")
+        tags = {"kind": CELL_KIND, "cell_record": rid, "arm": rec["arm"], "task": rec["task"],
+                "replication": str(rec["replication"])}
+        return log_run_traces(self.tracker, tags, [score], trace_tags={"blind_label": meta.get("blind_label", "")})
 
     def finish(self, result: ABResult, summary: str, files: Sequence[Path], ledger: Path) -> None:
         metrics = summary_metrics(result)

@@ -13,6 +13,11 @@ MLflow trace linked to the trial's run:
                        at the real start/end times), its assessments, the link to the run; the run is then
                        tagged an evaluation run (mlflow.runType genai_evaluate)
 
+Harness runs outside trials are traced the same way by the code that logs their nested run, each trace linked to
+that run (log_run_traces finds it by its tags): a sweep's baseline repeats and holdout runs (log_evaluation_run,
+called from experiments.sweep) and each A/B cell (experiments.ab_entry.ABTracking, tagged arm, blind label, task,
+replication). A trace that fails to log is a warning there as for a trial; the run itself is already logged.
+
 The MLflow UI then lists the trial under "Evaluation runs", and the run's Traces tab shows task by task the request,
 the output, every assessment and its rationale. MLflow's tracing and assessment APIs write to the process-wide
 tracking URI, so log_trial_traces points it at the tracker's store (and exports synchronously) for the call.
@@ -271,3 +276,43 @@ def log_trial_traces(client: Any, uri: str, *, experiment_id: str, run_id: str, 
         why = "; ".join(f"{', '.join(sorted(ids))}: {reason}" for reason, ids in failed.items())
         raise TraceLoggingError(f"{len(logged)} of {len(traced)} task traces logged; {why}"[:800])
     return logged
+
+
+# -- harness runs outside trials: a sweep's baseline repeats and holdout runs, A/B cells ---------------------------
+
+
+def task_requests(tasks: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """Benchmark tasks -> each trace's request, by task id."""
+    return {t.id: {"task": t.task, "task_id": t.id, "task_type": t.task_type} for t in tasks}
+
+
+def nested_run_id(tracker: Any, tags: Mapping[str, str]) -> str:
+    """The newest of the tracker's nested runs that carries every one of `tags` (kind among them)."""
+    runs = [r for r in tracker.child_runs(tags["kind"]) if all(r.data.tags.get(k) == v for k, v in tags.items())]
+    if not runs:
+        raise LookupError(f"no MLflow run tagged {dict(tags)} under the parent run")
+    return max(runs, key=lambda r: r.info.start_time).info.run_id
+
+
+def log_run_traces(tracker: Any, tags: Mapping[str, str], scores: Sequence[Any], *,
+                   trace_tags: Mapping[str, str] = {}) -> list[str]:
+    """log_trial_traces for a nested run that is not a trial: the run is the tracker's child tagged `tags`, each
+    trace carries the sweep's name, `tags` and `trace_tags`. Nothing is searched or written when MLflow is off or
+    no score has a trace file. Raises as log_trial_traces does: callers guard it like a trial's traces."""
+    if not tracker.enabled or not any(s.trace_path for s in scores):
+        return []
+    from experiments.benchmark import load_tasks
+
+    exp = tracker.exp
+    return log_trial_traces(tracker.client, tracker.uri, experiment_id=tracker.experiment_id,
+                            run_id=nested_run_id(tracker, tags), scores=list(scores),
+                            requests=task_requests(load_tasks(exp.benchmark)),
+                            default_judge=exp.backend.evaluator_model,
+                            tags={"sweep": exp.sweep.name, **tags, **trace_tags})
+
+
+def log_evaluation_run(tracker: Any, name: str, tags: Mapping[str, str], ev: Any) -> list[str]:
+    """A sweep's nested run for an evaluation that is not a trial (a baseline repeat, a holdout run): the composite
+    and per-task scores as metrics, then a trace per task run linked to it (log_run_traces)."""
+    tracker.log_child(name, tags, {"composite": ev.mean, **{f"task.{t}": v for t, v in ev.by_task().items()}})
+    return log_run_traces(tracker, tags, ev.scores)

@@ -33,6 +33,7 @@ from experiments.contexts import prepare_contexts
 from experiments.evaluate import TrialFailed, evaluate_candidate
 from experiments.fingerprint import study_fingerprint
 from experiments.ledger import Ledger
+from experiments.mlflow_traces import log_evaluation_run
 from experiments.objective import Objective
 from experiments.pool import RunPool, runner_pool
 from experiments.power import sweep_design_problem
@@ -280,9 +281,8 @@ class Sweep:
                 stored[str(seed)] = ev.by_task()
                 ran = True
                 study.set_user_attr("baseline_runs", stored)
-                self._safe(lambda: self.tracker.log_child(
-                    f"baseline-repeat-seed{seed}", {"kind": "baseline_repeat", "seed": str(seed)},
-                    {"composite": ev.mean, **{f"task.{t}": v for t, v in ev.by_task().items()}}))
+                self._safe(lambda: log_evaluation_run(self.tracker, f"baseline-repeat-seed{seed}",
+                                                      {"kind": "baseline_repeat", "seed": str(seed)}, ev))
             runs.append(dict(stored[str(seed)]))
         if ran and len(runs) >= 2:  # the detectable effect, once the repeats have measured the noise
             self.out(f"[{sw.name}] {noise_measured_line(self.exp, runs, len(self.train))}")
@@ -305,9 +305,8 @@ class Sweep:
             return HoldoutScores(None, str(exc))
         stored[key] = ev.by_task()
         study.set_user_attr("holdout", stored)
-        self._safe(lambda: self.tracker.log_child(
-            f"holdout-{key}", {"kind": "holdout", "instruction_hash": key},
-            {"composite": ev.mean, **{f"task.{t}": v for t, v in ev.by_task().items()}}))
+        self._safe(lambda: log_evaluation_run(self.tracker, f"holdout-{key}",
+                                              {"kind": "holdout", "instruction_hash": key}, ev))
         return HoldoutScores(stored[key])
 
     def _safe(self, fn: Callable[[], Any]) -> None:

@@ -184,6 +184,33 @@ def test_each_trial_run_holds_one_trace_per_task_with_spans_and_assessments(make
             assert got["composite"].source.source_type == "CODE"
             metric = run.data.metrics[f"task.{info.tags['task_id']}"]
             assert got["composite"].value == pytest.approx(metric)
+    # the baseline repeat and every holdout run are traced too, each linked to its own nested run
+    repeats, holdouts = tracker.child_runs("baseline_repeat"), tracker.child_runs("holdout")
+    assert len(repeats) == 1 and holdouts
+    for run, tasks in [(r, ["t0", "t1", "t2", "t3"]) for r in repeats] + [(r, ["t4", "t5"]) for r in holdouts]:
+        _assert_run_traced(client, tracker.experiment_id, run, tasks, records)
+        key = "seed" if run.data.tags["kind"] == "baseline_repeat" else "instruction_hash"
+        traces = client.search_traces(locations=[tracker.experiment_id], run_id=run.info.run_id)
+        assert {(t.info.tags["kind"], t.info.tags[key], t.info.tags["sweep"]) for t in traces} == {
+            (run.data.tags["kind"], run.data.tags[key], "traces")}
+
+
+def _assert_run_traced(client, experiment_id, run, task_ids, records):
+    """One trace per task of `run`, from the harness run it names, with the judge's and code's assessments whose
+    composite is the run's task metric; the run is an evaluation run."""
+    rid = run.info.run_id
+    assert run.data.tags[RUN_TYPE_TAG] == EVALUATION_RUN
+    traces = client.search_traces(locations=[experiment_id], run_id=rid)
+    assert sorted(t.info.tags["task_id"] for t in traces) == sorted(task_ids)
+    for tr in traces:
+        assert tr.info.trace_metadata["mlflow.sourceRun"] == rid
+        record = records[tr.info.tags["harness_run_id"]]
+        assert len(tr.data.spans) == 1 + len(read_chrome_trace(record["trace"]).events)
+        got = {a.name: a for a in tr.info.assessments}
+        assert got["depth"].source.source_type == "LLM_JUDGE" and got["composite"].source.source_type == "CODE"
+        assert any(n.startswith("det_") for n in got)
+        assert got["composite"].value == pytest.approx(run.data.metrics.get(
+            f"task.{tr.info.tags['task_id']}", run.data.metrics.get("score")))
 
 
 def test_trace_logging_that_fails_warns_once_and_loses_nothing_else(make_exp, tmp_path, monkeypatch):
@@ -194,6 +221,8 @@ def test_trace_logging_that_fails_warns_once_and_loses_nothing_else(make_exp, tm
     real, calls = mt.start_task_trace, []
 
     def flaky(client, **kwargs):
+        if "trial_number" not in kwargs["tags"]:  # a baseline repeat or holdout run
+            return real(client, **kwargs)
         calls.append(kwargs["tags"]["trial_number"])
         if kwargs["tags"]["trial_number"] == "1":
             raise OSError("trace store unreachable")
@@ -234,3 +263,80 @@ def test_exporting_to_puts_the_environment_back_exactly(monkeypatch, tmp_path):
         assert os.environ["MLFLOW_TRACKING_URI"] == env
     finally:
         mlflow.set_tracking_uri(env)  # no stale global for later tests; monkeypatch restores the environment
+
+
+# -- an A/B on the real pipeline over scripted roles ---------------------------------------------------------------
+
+
+def _ab_on_fake_roles(lines: list[str]):
+    """tests/test_ab_entry.py's A/B of real harness cells on a FakeLLM, with MLflow on: 3 tasks x 2 arms."""
+    from harness.inference import fake_roles
+    from test_ab_entry import _exp, _fake_llm
+
+    from experiments.ab_entry import run_ab_from_config
+
+    exp = _exp("ab.replications=1", "ab.split=train", "wiggum.max_rounds=1", "research.max_rounds=1",
+               "research.enrich_urls=0", "search.provider=local", "orchestrator.mode=off")
+    return run_ab_from_config(exp, roles=fake_roles(_fake_llm()), out=lines.append)
+
+
+def _ab_runs():
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=os.environ["MLFLOW_TRACKING_URI"])
+    experiment = client.get_experiment_by_name("prior_knowledge_ab")
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    return client, experiment.experiment_id, [r for r in runs if r.data.tags.get("kind") == "ab_cell"]
+
+
+def test_each_ab_cell_run_holds_its_harness_run_as_a_trace_with_the_cells_tags(_isolated_results):
+    from harness.logger import read_jsonl
+
+    lines: list[str] = []
+    run = _ab_on_fake_roles(lines)
+    assert not [line for line in lines if "warning" in line], lines
+    cells = {(c["task"], c["arm"], c["replication"]): c for c in read_jsonl(run.paths.ledger) if c.get("kind") == "cell"}
+    assert len(cells) == 6 and all(c["status"] == "ok" for c in cells.values())
+    client, experiment_id, children = _ab_runs()
+    assert len(children) == 6
+    records = {}
+    for path in _isolated_results.rglob("runs.jsonl"):
+        records.update({r["run_id"]: r for r in read_jsonl(path)})
+    for child in children:
+        tags = child.data.tags
+        cell = cells[(tags["task"], tags["arm"], int(tags["replication"]))]
+        _assert_run_traced(client, experiment_id, child, [tags["task"]], records)
+        (trace,) = client.search_traces(locations=[experiment_id], run_id=child.info.run_id)
+        info = trace.info
+        assert info.tags["harness_run_id"] == cell["meta"]["run_id"]  # the cell's own harness run
+        assert (info.tags["arm"], info.tags["blind_label"], info.tags["task_id"], info.tags["replication"]) == (
+            cell["arm"], cell["meta"]["blind_label"], cell["task"], str(cell["replication"]))
+        assert info.tags["kind"] == "ab_cell" and info.tags["sweep"] == "prior_knowledge_ab"
+        assert json.loads(trace.data.request)["task_id"] == cell["task"]
+        got = {a.name: a for a in info.assessments}
+        assert {n for n in got if not n.startswith("det_") and n != "composite"} == {
+            n for n in cell["dimensions"] if not n.startswith("det_")}
+        assert all(got[n].value == pytest.approx(v) for n, v in cell["dimensions"].items())
+        assert got["composite"].value == pytest.approx(cell["score"])
+
+
+def test_an_ab_cell_trace_that_fails_warns_and_the_cell_run_is_logged_once(_isolated_results, monkeypatch):
+    import experiments.mlflow_traces as mt
+
+    real = mt.start_task_trace
+
+    def flaky(client, **kwargs):
+        if kwargs["tags"]["replication"] == "0" and kwargs["score"].task_id == "what-is-gil":
+            raise OSError("trace store unreachable")
+        return real(client, **kwargs)
+
+    monkeypatch.setattr(mt, "start_task_trace", flaky)
+    lines: list[str] = []
+    run = _ab_on_fake_roles(lines)
+    warnings = [line for line in lines if "warning" in line]
+    assert len(warnings) == 2 and all("OSError: trace store unreachable" in w for w in warnings), warnings
+    assert run.result.cells_run == 6 and run.mlflow_children == 6  # each cell's run once, no retry duplicates
+    client, experiment_id, children = _ab_runs()
+    traced = sorted((c.data.tags["task"], len(client.search_traces(locations=[experiment_id], run_id=c.info.run_id)))
+                    for c in children)
+    assert traced == [("file-handling-tips", 1)] * 2 + [("list-json-modules", 1)] * 2 + [("what-is-gil", 0)] * 2
