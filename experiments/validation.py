@@ -48,6 +48,11 @@ def judge_warnings(backend: Any) -> list[str]:
 
 
 def _warn_once(messages: Sequence[str]) -> None:
+    """Log each message once per process, to the configured log. A process with no logging configured yet
+    (experiments.run's check before Hydra) logs nothing here: the validation inside the run logs it, so a config
+    error that ends the command stays its one line on stderr."""
+    if not log.hasHandlers():
+        return
     for msg in messages:
         if msg not in _WARNED:
             _WARNED.add(msg)

@@ -55,3 +55,20 @@ def test_the_harness_command_warns_and_runs_on(tmp_path, router, caplog, capsys)
     assert cli(tmp_path, "--plan-preview", "List 5 best practices for Python asyncio") == 0
     assert any("self-preference" in r.getMessage() for r in caplog.records if r.name == "experiments.validation")
     assert "Plan preview (dry run: nothing executed)" in capsys.readouterr().out  # the warning stopped nothing
+
+
+def test_no_configured_logging_defers_the_warning_to_the_next_validation(monkeypatch):
+    bare = logging.Logger("experiments.validation.bare")  # no handlers, no parent: logging not configured
+    records: list[str] = []
+    monkeypatch.setattr(validation, "log", bare)
+    validation._warn_once(["judge is the producer"])
+    assert validation._WARNED == set()  # not spent: the run's own validation still warns
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    bare.addHandler(Keep())
+    validation._warn_once(["judge is the producer"])
+    validation._warn_once(["judge is the producer"])
+    assert records == ["judge is the producer"]
