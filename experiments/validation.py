@@ -5,6 +5,7 @@ experiments.power) unless allow_underpowered. Entry: experiments.config.validate
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, Sequence
 
@@ -21,6 +22,41 @@ from experiments.config import (
     ConfigError,
     ExperimentConfig,
 )
+
+
+log = logging.getLogger("experiments.validation")
+_WARNED: set[str] = set()  # a warning is logged once per process, however many configs a sweep validates
+
+
+def judge_warnings(backend: Any) -> list[str]:
+    """One-line warnings, not errors: the judge (evaluator role) resolving to the producer's own model. A model
+    tends to rate its own outputs higher (self-preference), so such scores flatter what it wrote. The fake
+    backend's scripted replies have no model to prefer; the embedded backend serves every role from one GGUF."""
+    kind = str(backend.kind)
+    if kind == "fake":
+        return []
+    if kind == "embedded":
+        return ["backend.kind=embedded serves every role from one GGUF, so the judge scores its own outputs "
+                "(self-preference): a smoke setting, not a measurement; use ollama or openai with another "
+                "backend.evaluator_model for scores"]
+    producer, judge = str(backend.producer_model).strip(), str(backend.evaluator_model).strip()
+    if producer.lower() == judge.lower():
+        return [f"backend.evaluator_model={judge!r} is the producer's own model (backend.producer_model): a judge "
+                "tends to rate its own outputs higher (self-preference); configure another model, at least as "
+                "large and from another family where possible"]
+    return []
+
+
+def _warn_once(messages: Sequence[str]) -> None:
+    """Log each message once per process, to the configured log. A process with no logging configured yet
+    (experiments.run's check before Hydra) logs nothing here: the validation inside the run logs it, so a config
+    error that ends the command stays its one line on stderr."""
+    if not log.hasHandlers():
+        return
+    for msg in messages:
+        if msg not in _WARNED:
+            _WARNED.add(msg)
+            log.warning(msg)
 
 
 def _check(key: str, value: Any, allowed: Sequence[Any]) -> None:
@@ -44,7 +80,8 @@ def known_operators() -> list[str] | None:
 
 
 def validate(exp: ExperimentConfig) -> ExperimentConfig:
-    """Raise ConfigError (one line: key, value, allowed values) on the first invalid setting."""
+    """Raise ConfigError (one line: key, value, allowed values) on the first invalid setting; log each of
+    `judge_warnings` once (a warning changes nothing else)."""
     from harness.inference import backend_names
 
     _check("backend.kind", exp.backend.kind, backend_names())
@@ -140,6 +177,7 @@ def validate(exp: ExperimentConfig) -> ExperimentConfig:
         check_ab_design(exp)
     if sw.kind == "calibrate":
         check_calibrate_design(exp)
+    _warn_once(judge_warnings(exp.backend))
     return exp
 
 

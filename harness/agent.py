@@ -23,7 +23,7 @@ from harness.fsio import atomic_write_text
 from harness.inference import Roles, make_roles
 from harness.logger import Tracer, append_jsonl, current_tracer, new_run_id, use_tracer
 from harness.planner import Plan, make_plan, plan_from_dict
-from harness.research import ResearchResult, gather_research
+from harness.research import ResearchResult, gather_research, memory_match
 
 _SAVE_TO = re.compile(r"\b(?:save|write|store|output)\b[^.\n]*?\b(?:to|as|in|into)\s+[`'\"]?([\w./-]+\.(?:md|markdown|txt))\b", re.I)
 
@@ -42,6 +42,7 @@ class Prepared:
     research: ResearchResult
     timings: dict[str, float] = field(default_factory=dict)
     llm_calls: int = 0
+    memory_match: float = 0.0  # best recalled task's word overlap with this task (research.memory_match)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +56,7 @@ class Prepared:
             "research": self.research.to_dict(),
             "timings": dict(self.timings),
             "llm_calls": self.llm_calls,
+            "memory_match": self.memory_match,
         }
 
     @classmethod
@@ -70,6 +72,7 @@ class Prepared:
             research=ResearchResult.from_dict(d["research"]),
             timings=dict(d.get("timings", {})),
             llm_calls=int(d.get("llm_calls", 0)),
+            memory_match=float(d.get("memory_match", 0.0)),
         )
 
 
@@ -149,12 +152,13 @@ class Harness:
             clean, active, unknown = skills_mod.parse_skills_detailed(task)
         if not clean.strip():
             raise ValueError(f"task is empty after the skill tokens: {task.strip()!r}; expected a task after them")
-        memory_context, titles = "", ()
+        memory_context, titles, match = "", (), 0.0
         with timed("memory.get_context"):
             if self.memory is not None:
                 observations = self.memory.get_context(clean)
                 memory_context = self.memory.format_context(observations)
                 titles = tuple(o.title for o in observations)
+                match = memory_match(clean, (o.task for o in observations))
         with timed("make_plan"):
             # the run's seed: A/B replications sample the plan too (the prior-knowledge pass is a planning change)
             plan = make_plan(clean, self.roles.planner, memory_context=memory_context, cfg=self.cfg.planner,
@@ -172,6 +176,7 @@ class Harness:
             research=_NO_RESEARCH,
             timings=timings,
             llm_calls=tracer.total_calls() - calls0,
+            memory_match=round(match, 3),
         )
         return self.complete_research(prepared) if with_research else prepared
 
@@ -192,6 +197,7 @@ class Harness:
                 compressor=self.roles.compressor,
                 cfg=research_cfg,
                 cache_dir=self.cfg.results_path / "research_cache",
+                memory_match=prepared.memory_match,
             )
         return dataclasses.replace(
             prepared, research=research, timings=timings, llm_calls=prepared.llm_calls + tracer.total_calls() - calls0
@@ -379,6 +385,8 @@ class Harness:
                 "flagged": research.flagged,
                 "flags": list(research.flags)[:10],  # patterns, source URL or path, excerpt of what was removed
                 "stop_reason": research.stop_reason,
+                "query_rule": research.query_rule,  # which rule chose the queries (harness.research.QUERY_RULES)
+                "memory_match": research.memory_match,
                 "errors": list(research.errors)[:5],
             },
             "synthesis": state.get("synth"),

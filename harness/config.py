@@ -92,6 +92,10 @@ class ResearchConfig:
     reuse_cache: bool = False  # RESEARCH_CACHE=1: reuse a cached research context for the same task
     max_context_chars: int = 6000
     allowed_roots: list[str] = field(default_factory=list)  # task file paths readable only under these (default cwd)
+    # Empty gaps from the prior-knowledge pass skip the search only when memory recalled a strong match: an
+    # observation whose task shares at least this share of content words with this task (Jaccard, 0..1;
+    # harness.research.memory_match). Above 1.0 empty gaps never skip the search.
+    strong_memory_match: float = 0.6
 
 
 @dataclass

@@ -4,8 +4,9 @@ One call turns (task, plan) into a bounded research context string with numbered
 research-quality record (last query, relevance, coverage, confidence, notes, strong / inconclusive):
 
 1. RESEARCH_CACHE reuse: the same task and queries give back the stored context (experiments gather once).
-2. Queries: the planner's; none after a prior-knowledge pass with no gaps means no search at all; none without
-   that pass means queries made from the task.
+2. Queries (`choose_queries`, recorded as query_rule): the planner's; else, after a prior-knowledge pass with no
+   gaps, no search when memory recalled a strong match for the task (`memory_match` >= strong_memory_match) and
+   queries made from the task when it did not; else the gaps; else queries made from the task.
 3. Rounds (bounded by max_rounds): search, scan every result for prompt injection, measure novelty against what
    is known; a round adding less than novelty_threshold stops the loop. Each accepted round is compressed by the
    compressor model into a knowledge state with quality scores. Strong research (confidence >=
@@ -55,6 +56,9 @@ __all__ = [
     "novelty",
     "content_words",
     "cache_key",
+    "choose_queries",
+    "memory_match",
+    "QUERY_RULES",
     "COMPRESS_SCHEMA",
 ]
 
@@ -92,6 +96,8 @@ class ResearchResult:
     enriched: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
     flags: tuple[dict[str, Any], ...] = ()  # one per flagged text: patterns, source URL or path, excerpt
+    query_rule: str = ""  # which rule chose the first round's queries: one of QUERY_RULES
+    memory_match: float | None = None  # best recalled task's word overlap with this task (None: not supplied)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -162,6 +168,50 @@ def novelty(results: Sequence[SearchResult], seen_urls: Iterable[str], known: fr
             continue
         fresh.append(r)
     return (len(fresh) / len(results) if results else 0.0), fresh
+
+
+def memory_match(task: str, recalled_tasks: Iterable[str]) -> float:
+    """How closely memory matched the task: the highest Jaccard overlap of content words between the task and a
+    recalled observation's task (0.0 when nothing was recalled). RRF ranks say only which recalled item is
+    best, not how good it is, so the match is measured on the texts themselves."""
+    words = content_words(task)
+    best = 0.0
+    for other in recalled_tasks:
+        theirs = content_words(other or "")
+        union = words | theirs
+        if union:
+            best = max(best, len(words & theirs) / len(union))
+    return best
+
+
+# Which rule chose the first round's queries (ResearchResult.query_rule, the run record's research.query_rule):
+QUERY_RULES = {
+    "plan_queries": "the plan's search_queries",
+    "plan_gaps": "the prior-knowledge gaps (the plan gave no queries)",
+    "task": "queries from the task (no plan queries, no gaps, no prior-knowledge pass)",
+    "no_gaps_strong_memory": "no search: no gaps and memory recalled a strong match",
+    "no_gaps_searched": "no gaps but no strong memory match: queries from the task",
+    "no_gaps_unchecked": "no search: no gaps and the caller supplied no memory match",
+}
+
+
+def choose_queries(
+    task: str, plan_queries: Sequence[str], gaps: Sequence[str], prior_ran: bool, match: float | None,
+    strong_match: float,
+) -> tuple[list[str], str]:
+    """(first round's queries, rule). Empty gaps after the prior-knowledge pass skip the search only when memory
+    recalled a strong match (match >= strong_match); match None keeps the plan's word (direct callers)."""
+    if plan_queries:
+        return list(plan_queries), "plan_queries"
+    if prior_ran and not gaps:
+        if match is None:
+            return [], "no_gaps_unchecked"
+        if match > 0 and match >= strong_match:
+            return [], "no_gaps_strong_memory"
+        return auto_queries(task), "no_gaps_searched"
+    if gaps:
+        return list(gaps[:3]), "plan_gaps"
+    return auto_queries(task), "task"
 
 
 def auto_queries(task: str, n: int = 2) -> list[str]:
@@ -378,17 +428,25 @@ def gather_research(
     cache_dir: Path,
     max_results: int = 5,
     fetch: Callable[[str], str] | None = None,
+    memory_match: float | None = None,
 ) -> ResearchResult:
-    """Research context for one task (see module docstring). Never raises for search/fetch/file failures."""
+    """Research context for one task (see module docstring). Never raises for search/fetch/file failures.
+
+    memory_match: how closely memory matched the task (`memory_match`; the agent passes it, 0.0 when nothing
+    was recalled). It decides what empty gaps mean (`choose_queries`); None keeps the plan's word.
+    """
     plan_queries = _dedupe(_plan_attr(plan, "search_queries", ()) or ())
     gaps = _dedupe(_plan_attr(plan, "gaps", ()) or ())
     prior_ran = bool(_plan_attr(plan, "prior_knowledge_ran", False))
-    key = cache_key(task, plan_queries)
+    queries, rule = choose_queries(task, plan_queries, gaps, prior_ran, memory_match, cfg.strong_memory_match)
+    # keyed on the queries chosen, so a skipped search and a searched one for the same task never share an entry
+    key = cache_key(task, queries)
     cache_file = Path(cache_dir) / f"{key}.json"
     if cfg.reuse_cache and cache_file.exists():
         try:
             cached = ResearchResult.from_dict(json.loads(cache_file.read_text(encoding="utf-8")))
-            return dataclasses.replace(cached, from_cache=True, search_calls=0)
+            match = None if memory_match is None else round(float(memory_match), 3)
+            return dataclasses.replace(cached, from_cache=True, search_calls=0, query_rule=rule, memory_match=match)
         except (OSError, ValueError, TypeError, KeyError) as exc:
             log.warning("research cache %s unreadable (%s); gathering afresh", cache_file, exc)
 
@@ -396,18 +454,12 @@ def gather_research(
     st.known = content_words(" ".join(_plan_attr(plan, "known_facts", ()) or ()))
     file_blocks, files = _file_context(task, cfg, st)
 
-    if plan_queries:
-        queries = plan_queries
-    elif prior_ran and not gaps:
-        queries = []
-    else:
-        queries = gaps[:3] or auto_queries(task)
     spare = _dedupe([*gaps, *auto_queries(task)])
 
     quality: ResearchQuality | None = None
     rounds = 0
     weak = 0
-    stop = "no queries: prior-knowledge pass found no gaps" if not queries else ""
+    stop = f"no queries: {QUERY_RULES[rule]}" if not queries else ""
     tracer = current_tracer()
     round_queries = queries
     while round_queries and rounds < cfg.max_rounds:
@@ -463,7 +515,7 @@ def gather_research(
         notes = f"research inconclusive: {detail}" + (f" ({base.notes})" if base.notes else "")
         quality = dataclasses.replace(base, notes=notes[:400], inconclusive=True, strong=False)
     elif not queries:
-        quality = ResearchQuality(notes="no search: the prior-knowledge pass found no gaps")
+        quality = ResearchQuality(notes=_NO_SEARCH_NOTES.get(rule, f"no search: {QUERY_RULES[rule]}"))
 
     enriched = _enrich(task, st.sources, cfg, st, fetch)
     degraded = getattr(search, "degraded_reason", None)
@@ -482,9 +534,17 @@ def gather_research(
         enriched=tuple(enriched),
         errors=tuple(st.errors),
         flags=tuple(st.flags),
+        query_rule=rule,
+        memory_match=None if memory_match is None else round(float(memory_match), 3),
     )
     _store(cache_file, result)
     return result
+
+
+_NO_SEARCH_NOTES = {
+    "no_gaps_unchecked": "no search: the prior-knowledge pass found no gaps",
+    "no_gaps_strong_memory": "no search: the prior-knowledge pass found no gaps and memory recalled a strong match",
+}
 
 
 def _file_context(task: str, cfg: ResearchConfig, st: _State) -> tuple[list[str], list[str]]:
