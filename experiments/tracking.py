@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping
 
 from experiments.config import ExperimentConfig, experiment_dict
 from experiments.mlflow_traces import EVALUATION_RUN, RUN_TYPE_TAG
+from experiments.rdb import mask_secrets, mask_url, shared_lock
 
 log = logging.getLogger("experiments.tracking")
 
@@ -32,8 +33,6 @@ def tracking_uri(exp: ExperimentConfig) -> str:
 
 
 def ui_command(uri: str) -> str:
-    from experiments.rdb import mask_url
-
     if uri.startswith(("http://", "https://")):  # a tracking server serves its own UI
         return f"open {mask_url(uri)}"
     return f"mlflow ui --backend-store-uri {mask_url(uri)}"
@@ -180,8 +179,6 @@ class MLflowTracker(NullTracker):
         For a SQLite store the find-or-create runs under a file lock: two workers starting together would otherwise
         create two parent runs.
         """
-        from experiments.rdb import shared_lock
-
         self.smoke = smoke
         # a tracking server or database: the study's lock, so workers on several machines find one parent run
         with store_lock(self._db) if self._db is not None else shared_lock(exp.storage_url, f"{exp.sweep.name}/mlflow"):
@@ -210,10 +207,9 @@ class MLflowTracker(NullTracker):
                       "sweep.pruner": exp.sweep.pruner, "sweep.sampler": exp.sweep.sampler,
                       "sweep.operators": ",".join(exp.sweep.operators),
                       "sweep.baseline_repeats": exp.sweep.baseline_repeats, "sweep.alpha": exp.sweep.alpha,
-                      "sweep.holdout_top_k": exp.sweep.holdout_top_k, "sweep.storage": _masked(exp.storage_url)}
+                      "sweep.holdout_top_k": exp.sweep.holdout_top_k, "sweep.storage": mask_url(exp.storage_url)}
             self._log_params(self.parent_id, params)
-        from experiments.rdb import mask_secrets  # sweep.storage / tracking_uri passwords stay out of MLflow
-
+        # sweep.storage / tracking_uri passwords stay out of MLflow
         self.client.log_text(self.parent_id, mask_secrets(json.dumps(experiment_dict(exp), indent=2, default=str)),
                              "config/resolved_config.json")
 
@@ -379,11 +375,6 @@ class MLflowTracker(NullTracker):
             self.client.log_text(self.parent_id, text, path)
         self.client.set_terminated(self.parent_id, status=status)
 
-
-def _masked(url: str) -> str:
-    from experiments.rdb import mask_url
-
-    return mask_url(url)
 
 
 def sqlite_db(url: str) -> Path | None:
