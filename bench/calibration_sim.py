@@ -17,7 +17,9 @@ task x seed), judge noise sd 0.15 on a re-score. The harmful instruction costs 2
    two-sided, experiments.calibrate.paired_check) repeated --runs times on new seeds.
 3. Planted effect equal to the reported MDE, --runs times: candidate = baseline instruction + "[effect +MDE]",
    the same rule: the detection rate (the claim: about 0.8). The same at the MDE computed from the true sigma
-   separates the method from the noise of one calibration's sigma estimate (4 degrees of freedom).
+   separates the method from the noise of one calibration's sigma estimate (4 degrees of freedom). Then an effect
+   that varies across tasks ("[spread c]": task i gains effect x (1 + c u_i), --spread c): planted at the MDE the
+   calibration reports for such an effect (about 0.8), and at the same-size MDE (below 0.8: why both are reported).
 4. --calibrations independent calibrations (each its own world seed): each estimates sigma from its 2 runs x 4
    tasks and reports its MDE through the same functions (noise_floor, sweep_design, mde); one planted test at each
    reported MDE: the detection rate including the estimate's error.
@@ -46,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 HARM = "one short sentence"
 _EFFECT = re.compile(r"\[effect \+([0-9.]+)\]")
+_SPREAD = re.compile(r"\[spread ([0-9.]+)\]")
 
 
 def _gauss(*key: object) -> float:
@@ -69,16 +72,21 @@ class World:
     def prepare(self, task):
         return {"task": task, "task_type": self.types[task]}
 
-    def _effect(self, instr: str) -> float:
-        m = _EFFECT.search(instr)
-        return (float(m.group(1)) if m else 0.0) - (2.0 if HARM in instr.lower() else 0.0)
+    def _effect(self, instr: str, task: str) -> float:
+        """The instruction's effect on this task: "[effect +x]" gains x, times 1 + c * u_task with "[spread c]"
+        (u_task standard normal, drawn once per world and task: an effect that varies across tasks)."""
+        m, sp = _EFFECT.search(instr), _SPREAD.search(instr)
+        gain = float(m.group(1)) if m else 0.0
+        if sp:
+            gain *= 1.0 + float(sp.group(1)) * _gauss("spread", self.world, task)
+        return gain - (2.0 if HARM in instr.lower() else 0.0)
 
     def finish(self, prepared, *, instructions, run_id=None, criteria=None, seed=0):
         from experiments.outcome import TaskOutcome, Usage
 
         self.calls += 1
         instr = instructions[prepared["task_type"]]
-        score = (self.difficulty[prepared["task"]] + self._effect(instr)
+        score = (self.difficulty[prepared["task"]] + self._effect(instr, prepared["task"])
                  + self.noise * _gauss(self.world, instr, prepared["task"], seed))
         return TaskOutcome(status="ok", score=score, dimensions={"quality": score},
                            usage=Usage(prompt_tokens=400, completion_tokens=200, latency_s=0.0, llm_calls=4),
@@ -138,6 +146,7 @@ def run(tmp: Path) -> None:
     ap.add_argument("--runs", type=int, default=2000)
     ap.add_argument("--calibrations", type=int, default=1000)
     ap.add_argument("--noise", type=float, default=0.5)
+    ap.add_argument("--spread", type=float, default=0.6, help="effect spread across tasks for row 3b (effect_cv)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.quick:
@@ -214,6 +223,25 @@ def run(tmp: Path) -> None:
     planted_true = {tt: f"{text} [effect +{true_mde:.6f}]" for tt, text in base.items()}
     det_true = [sweep_rule(World(40_000 + i, tasks, noise), planted_true, i, true_floor) for i in range(args.runs)]
     rows.append((f"planted = MDE at true sigma {true_mde:.3f}", *rate(det_true), f"~ {power}", None))
+
+    # 3b. an effect that varies across tasks (effect x (1 + cv u_task)): the MDE for such an effect
+    # (power.Design.effect_cv) at the true sigma, as row 3's second line, planted in new worlds; and the same-size
+    # MDE planted with that spread: what reporting only the same-size MDE would promise
+    t0 = time.perf_counter()
+    cv = args.spread
+    spread_mde = mde(dataclasses.replace(sweep_design(noise, len(train), alpha=alpha), effect_cv=cv),
+                     power=power, sims=exp.calibrate.sims)
+
+    def spread_instr(effect: float) -> dict[str, str]:
+        return {tt: f"{text} [effect +{effect:.6f}] [spread {cv}]" for tt, text in base.items()}
+
+    det_sp = [sweep_rule(World(45_000 + i, tasks, noise), spread_instr(spread_mde), i, true_floor)
+              for i in range(args.runs)]
+    rows.append((f"planted spread {cv}x = spread MDE at true sigma {spread_mde:.3f}", *rate(det_sp), f"~ {power}",
+                 time.perf_counter() - t0))
+    uniform_at = [sweep_rule(World(46_000 + i, tasks, noise), spread_instr(true_mde), i, true_floor)
+                  for i in range(args.runs)]
+    rows.append((f"planted spread {cv}x at the same-size MDE {true_mde:.3f}", *rate(uniform_at), f"< {power}", None))
 
     # 4. many calibrations, one planted test each at its own reported MDE: the shipped 4 tasks (4 df), and all 12
     for n_cal in (exp.calibrate.tasks, len(tasks)):

@@ -18,7 +18,11 @@ tests/scripted_harness.ScriptedRunner in tests), with the baseline instructions:
 - A check whose test cannot reach alpha with this many tasks (power.min_attainable_p) is "unreachable"; such a
   design is refused before anything runs unless calibrate.allow_underpowered (experiments.config).
 - minimum detectable effect and tasks needed for the sweep's and the A/B's decision rules: by simulation
-  (experiments.power), with sigma as an estimate of n_tasks * (r - 1) degrees of freedom.
+  (experiments.power), with sigma as an estimate of n_tasks * (r - 1) degrees of freedom; once for an effect of the
+  same size on every task, and once for an effect that varies across tasks as much as the positive control's did
+  (power.heterogeneity: its per-task differences' spread beyond the noise, relative to its mean). Measured on the
+  1.5B model: a subtle control lost 3.9-4.5 points on three tasks and gained 2.0 on the fourth, a spread the
+  same-size MDE ignores.
 
 Everything is computed first and written last: results/calibration/<key>.json (experiments.calibration_store),
 PNG plots beside it, and one MLflow parent run (experiment `sweep.name`, default "calibrate"), so a refusal or a
@@ -54,7 +58,8 @@ from experiments.calibration_store import (
 )
 from experiments.config import ExperimentConfig
 from experiments.pool import RunPool, runner_pool
-from experiments.power import ab_design, mde, min_attainable_p, replications_for_effect, sweep_design, tasks_for_effect
+from experiments.power import (ab_design, heterogeneity, mde, min_attainable_p, replications_for_effect,
+                               sweep_design, tasks_for_effect)
 from experiments.runners import TimedRunner
 from experiments.stats import noise_floor, paired_ttest, wilcoxon_test
 from experiments.summaries import format_calibration, hms, identity_text
@@ -281,17 +286,27 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
     sd = dataclasses.replace(sweep_design(nf.sigma, n_train, alpha=c.alpha), sigma_df=df or None)
     ad = dataclasses.replace(ab_design(nf.sigma, ab_tasks, alpha=c.alpha, replications=exp.ab.replications,
                                        test=exp.ab.test), sigma_df=df or None)
+    # how much the control's effect varied across tasks, beyond the runs' noise: designs are also sized for a real
+    # effect that varies as much (power.Design.effect_cv); the MDE above assumes the same effect on every task
+    spread = heterogeneity(ctl_diffs, nf.sigma ** 2 * (1 / c.replications + 1 / r))
+    cv = spread["effect_cv"] if spread else 0.0
+    designs = [sd, ad] + ([dataclasses.replace(sd, name="sweep_spread", effect_cv=cv),
+                           dataclasses.replace(ad, name="ab_spread", effect_cv=cv)] if cv > 0 else [])
     mdes = {d.name: {"mde": mde(d, power=c.power, sims=c.sims), "n": d.n, "sd_diff": d.sd_diff, "test": d.test,
-                     "alternative": d.alternative, "floor": d.floor if d.floor_se else 0.0, "describe": d.describe()}
-            for d in (sd, ad) if d.n > 0}
+                     "alternative": d.alternative, "floor": d.floor if d.floor_se else 0.0, "describe": d.describe(),
+                     "effect_cv": d.effect_cv}
+            for d in designs if d.n > 0}
     needed = {
         "target_effect": c.target_effect,
-        "sweep_train_tasks": tasks_for_effect(sd, c.target_effect, power=c.power, sims=c.sims) if n_train else None,
-        "ab_tasks": tasks_for_effect(ad, c.target_effect, power=c.power, sims=c.sims),
         "ab_replications": replications_for_effect(nf.sigma, ab_tasks, c.target_effect, alpha=c.alpha,
                                                    test=exp.ab.test, power=c.power, sims=c.sims) if ab_tasks else None,
         "ab_replications_now": exp.ab.replications,
     }
+    for d in designs:
+        slot = {"sweep": "sweep_train_tasks", "ab": "ab_tasks"}[d.name.split("_")[0]]
+        slot += "_spread" if d.effect_cv else ""
+        needed[slot] = (tasks_for_effect(d, c.target_effect, power=c.power, sims=c.sims)
+                       if d.name.startswith("ab") or n_train else None)
     scores = [s for ev in gens + controls for s in ev.scores]
     cost = Cost(
         llm_calls=float(statistics.median(s.llm_calls for s in scores)),
@@ -313,7 +328,7 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
         runs={"generator": gen_runs, "control": control_runs,
               "judge": {t: [o.score for o in outs] for t, outs in judged.items()},
               "aa_diffs": aa_diffs, "control_diffs": ctl_diffs},
-        elapsed_s=time.perf_counter() - t_start, path=str(path), judge_control=judge_control)
+        elapsed_s=time.perf_counter() - t_start, path=str(path), judge_control=judge_control, heterogeneity=spread)
 
     # -- written last: JSON, plots, MLflow ----------------------------------------------------------------------
     folder.mkdir(parents=True, exist_ok=True)
@@ -373,6 +388,8 @@ def _log_mlflow(exp: ExperimentConfig, cal: Calibration, text: str, plots: Mappi
         **{f"judge_sd.{k}": v for k, v in cal.judge_dimensions.items()},
         **{f"generator_sd.{k}": v for k, v in cal.generator_dimensions.items()},
         **{f"needed_{k}": v for k, v in cal.needed.items() if isinstance(v, (int, float))},
+        **({"control_tau": cal.heterogeneity["tau"], "control_effect_cv": cal.heterogeneity["effect_cv"]}
+           if cal.heterogeneity else {}),
     }
     now = int(time.time() * 1000)
     items = [Metric(k, float(v), now, 0) for k, v in metrics.items()

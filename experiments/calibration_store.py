@@ -90,6 +90,8 @@ class Calibration:
     # the positive control on the LLM judge's rubric dimensions alone (None: no rubric ran): a control detected
     # by the deterministic criteria only says nothing about the judge
     judge_control: Check | None = None
+    # the positive control's spread across tasks (experiments.power.heterogeneity; None: fewer than 3 tasks)
+    heterogeneity: dict[str, float] | None = None
 
     @property
     def judge_discriminates(self) -> bool:

@@ -371,7 +371,7 @@ def calibration_plots(cal: Any, folder: Path) -> dict[str, Path]:
     power = cal.design["power"]
     for name, m in cal.mde.items():
         design = Design(name, m["n"], m["sd_diff"], cal.design["alpha"], m["alternative"], m["test"],
-                        2.0 if m.get("floor") else 0.0)
+                        2.0 if m.get("floor") else 0.0, effect_cv=float(m.get("effect_cv") or 0.0))
         top = (m["mde"] if math.isfinite(m["mde"]) else 3 * m["sd_diff"]) * 2
         effects = np.linspace(0, max(top, cal.design["target_effect"] * 1.2), 25)
         ax.plot(effects, [detection_rate(design, e, sims=1000) for e in effects], label=f"{name} (n={m['n']})")

@@ -11,8 +11,12 @@ stats.wilcoxon_test, asked only at the rejection boundary of W+ (scipy's vectori
 0.06-0.13 s per call, 3x the time of a tasks-needed search with this shortcut). sd_diff for a sweep that reads a
 calibration is sigma * sqrt(2) (candidate run vs one baseline run: the sweep skips its repeats); for an A/B with
 R replications per arm, sigma * sqrt(2 / R). The normal-noise model is an approximation: scores are bounded and
-tasks may interact with instructions (a real candidate's effect varies per task); the MDE is for an effect of the
-same size on every task.
+tasks may interact with instructions. Design.effect_cv models the latter: task i's true effect is
+effect * (1 + effect_cv * u_i) with u_i standard normal, so a spread that grows with the effect (a harmful
+instruction that wrecks one task and helps another). effect_cv 0 is an effect of the same size on every task; a
+calibration estimates effect_cv from its positive control (heterogeneity) and reports the MDE both ways. With
+effect_cv > 0 the test's power has a ceiling below 1 however large the effect (the spread grows with it): a design
+whose ceiling is below `power` has an infinite MDE, and only more tasks help.
 
 A design whose test can never reach alpha (min_attainable_p) is refused by experiments.config.validate
 unless allowed: sweep_design_problem and calibrate_design_problem say why, in one line.
@@ -24,6 +28,7 @@ import dataclasses
 import functools
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -83,6 +88,7 @@ class Design:
     test: str = "wilcoxon"  # wilcoxon | t
     floor_se: float = 0.0
     sigma_df: int | None = None
+    effect_cv: float = 0.0  # task-to-task spread of the true effect, relative to it (module docstring)
 
     @property
     def floor(self) -> float:
@@ -91,7 +97,8 @@ class Design:
     def describe(self) -> str:
         side = "one-sided" if self.alternative == "greater" else "two-sided"
         floor = f" and mean > floor ({self.floor_se:g} SE)" if self.floor_se else ""
-        return f"{self.n} tasks, {side} {self.test}{floor}, sd_diff {self.sd_diff:.3f}"
+        spread = f", effect spread {self.effect_cv:.2f}x across tasks" if self.effect_cv else ""
+        return f"{self.n} tasks, {side} {self.test}{floor}, sd_diff {self.sd_diff:.3f}{spread}"
 
 
 @functools.lru_cache(maxsize=32)
@@ -102,7 +109,8 @@ def _normals(sims: int, n: int, seed: int) -> np.ndarray:
 
 
 def detection_rate(design: Design, effect: float, *, sims: int = 4000, seed: int = 0) -> float:
-    """P(detected) when every task's true difference is `effect` and the noise is normal with design.sd_diff."""
+    """P(detected) when the mean true difference over tasks is `effect` (spread design.effect_cv around it) and
+    the noise is normal with design.sd_diff."""
     if design.n < 1 or min_attainable_p(design.n, test=design.test, alternative=design.alternative) >= design.alpha:
         return 0.0
     z = _normals(sims, design.n, seed)
@@ -110,6 +118,9 @@ def detection_rate(design: Design, effect: float, *, sims: int = 4000, seed: int
         chi2 = np.random.default_rng([seed, design.n, sims, design.sigma_df]).chisquare(design.sigma_df, size=sims)
         z = z * np.sqrt(design.sigma_df / chi2)[:, None]
     d = effect + design.sd_diff * z
+    if design.effect_cv:  # each task's own effect: its own draw, apart from the noise's
+        u = _normals(sims, design.n, seed + 7919)
+        d = d + effect * design.effect_cv * u
     if design.test == "t":
         from scipy import stats as sps
 
@@ -126,11 +137,13 @@ def detection_rate(design: Design, effect: float, *, sims: int = 4000, seed: int
 
 @functools.lru_cache(maxsize=256)
 def _unit_mde(n: int, alpha: float, alternative: str, test: str, floor_se: float, power: float, sims: int,
-              sigma_df: int | None = None) -> float:
+              sigma_df: int | None = None, effect_cv: float = 0.0) -> float:
     """MDE in units of sd_diff (both tests are scale-free, so MDE = sd_diff * this)."""
     if n < 1 or min_attainable_p(n, test=test, alternative=alternative) >= alpha:
         return float("inf")
-    unit = Design("unit", n, 1.0, alpha, alternative, test, floor_se, sigma_df)
+    unit = Design("unit", n, 1.0, alpha, alternative, test, floor_se, sigma_df, effect_cv)
+    if effect_cv and detection_rate(unit, 1e6, sims=sims) < power:  # the ceiling: noise negligible, spread not
+        return float("inf")
     lo, hi = 0.0, (4.0 + floor_se) / math.sqrt(n)
     for _ in range(40):
         if detection_rate(unit, hi, sims=sims) >= power:
@@ -150,7 +163,7 @@ def _unit_mde(n: int, alpha: float, alternative: str, test: str, floor_se: float
 def mde(design: Design, *, power: float = 0.8, sims: int = 4000) -> float:
     """The smallest effect detected with probability `power` (inf when the test cannot reach alpha)."""
     u = _unit_mde(design.n, design.alpha, design.alternative, design.test, design.floor_se, power, sims,
-                  design.sigma_df)
+                  design.sigma_df, design.effect_cv)
     return u * design.sd_diff if math.isfinite(u) else float("inf")
 
 
@@ -200,6 +213,24 @@ def replications_for_effect(sigma: float, n: int, effect: float, *, alpha: float
         return None
     reps = max(1, math.ceil(2.0 * (sigma * u / effect) ** 2 - 1e-9))
     return reps if reps <= max_reps else None
+
+
+def heterogeneity(diffs: Sequence[float], noise_var: float) -> dict[str, float] | None:
+    """How much a real effect varied across tasks, from per-task differences of a known effect (a calibration's
+    positive control): tau^2 = var(diffs) - noise_var (the variance the runs' noise alone gives a difference,
+    e.g. sigma^2 (1/R + 1/r) for R control runs against r baseline runs per task), floored at 0, and effect_cv =
+    tau / |mean|, the spread relative to the effect (Design.effect_cv). None with fewer than 3 tasks or a mean of
+    0. A rough estimate: n - 1 degrees of freedom, so the calibration prints it with its task count."""
+    n = len(diffs)
+    if n < 3:
+        return None
+    arr = np.asarray(diffs, dtype=float)
+    mean, sd = float(arr.mean()), float(arr.std(ddof=1))
+    if mean == 0.0 or not math.isfinite(mean):
+        return None
+    tau = math.sqrt(max(sd ** 2 - noise_var, 0.0))
+    return {"n": n, "mean": mean, "sd": sd, "noise_sd": math.sqrt(max(noise_var, 0.0)), "tau": tau,
+            "effect_cv": tau / abs(mean)}
 
 
 # -- designs that cannot answer ------------------------------------------------------------------------------

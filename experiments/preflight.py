@@ -6,6 +6,7 @@ from the first measured task; the detectable effect from experiments.power.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass
@@ -69,8 +70,11 @@ def project_sweep(exp: ExperimentConfig, *, finished: int, baseline_done: bool, 
 
 
 def preflight_lines(exp: ExperimentConfig, proj: Projection, *, sigma: float | None, baseline_runs: int,
-                    noise_source: str) -> list[str]:
-    """The preflight block: budget, projected cost, detectable effect, and a warning on a tiny budget."""
+                    noise_source: str, effect_cv: float = 0.0) -> list[str]:
+    """The preflight block: budget, projected cost, detectable effect, and a warning on a tiny budget.
+
+    effect_cv > 0 (a calibration's positive control varied across tasks): the detectable effect is also given for
+    an effect that varies as much (experiments.power.Design.effect_cv)."""
     sw = exp.sweep
     n_train = len(exp.tasks("train"))
     lines = [f"preflight: budget n_trials={sw.n_trials} ({proj.trials_left} left: "
@@ -91,6 +95,12 @@ def preflight_lines(exp: ExperimentConfig, proj: Projection, *, sigma: float | N
         lines.append(f"preflight: detectable effect {num(m)} composite points at power {exp.calibrate.power:g} "
                      f"({n_train} train tasks, one-sided wilcoxon p < {sw.alpha:g} and diff > floor {d.floor:.3f}; "
                      f"noise sigma {sigma:.3f} from {noise_source})")
+        if effect_cv > 0:
+            ms = mde(dataclasses.replace(d, effect_cv=effect_cv), power=exp.calibrate.power, sims=exp.calibrate.sims)
+            what = (f"{num(ms)} composite points" if math.isfinite(ms)
+                    else f"none at any size on {n_train} train tasks")
+            lines.append(f"preflight: detectable effect if it varies across tasks as the calibration's positive control "
+                         f"did ({effect_cv:.2f}x its mean): {what}")
     else:
         lines.append("preflight: detectable effect not known yet (no calibration for this fingerprint): it follows "
                      "from the baseline repeats; run +sweep=calibrate first to know it before a sweep")
@@ -123,10 +133,16 @@ def ab_preflight_lines(exp: ExperimentConfig, identity: Mapping[str, Any], tasks
     per_run_calls = co.uncached_calls + (co.prepare_calls if cells_prepare else 0.0)
     lines.append(f"preflight: ~{runs * per_run_calls:.0f} uncached LLM calls, ~{runs * co.tokens:.0f} tokens, wall "
                  f"~{hms(runs * per_run_s)} (from calibration {cal.key})")
-    m = mde(ab_design(cal.sigma, n_tasks, alpha=ab.alpha, replications=reps, test=ab.test),
-            power=exp.calibrate.power, sims=exp.calibrate.sims)
+    d = ab_design(cal.sigma, n_tasks, alpha=ab.alpha, replications=reps, test=ab.test)
+    m = mde(d, power=exp.calibrate.power, sims=exp.calibrate.sims)
     lines.append(f"preflight: detectable effect {num(m)} at power {exp.calibrate.power:g} (two-sided {ab.test}, "
                  f"alpha {ab.alpha:g}; sigma {cal.sigma:.3f} from calibration {cal.key})")
+    cv = float((cal.heterogeneity or {}).get("effect_cv") or 0.0)
+    if cv > 0:
+        ms = mde(dataclasses.replace(d, effect_cv=cv), power=exp.calibrate.power, sims=exp.calibrate.sims)
+        lines.append(f"preflight: detectable effect if it varies across tasks as the calibration's positive control "
+                     f"did ({cv:.2f}x its mean): " + (num(ms) if math.isfinite(ms) else f"none at any size on "
+                                                      f"{n_tasks} tasks"))
     if not m <= ab.min_effect:
         lines.append(f"preflight: WARNING: the pre-registered minimum effect {ab.min_effect:g} is below what this "
                      f"design detects at power {exp.calibrate.power:g}; add tasks or replications")
@@ -225,7 +241,9 @@ def sweep_preflight(exp: ExperimentConfig, study: Any, *, calibration: Any, meas
                          concurrency=concurrency)
     sigma, src = (cal.sigma, f"calibration {cal.key}") if cal is not None else (None, "no calibration")
     # with a calibration the sweep compares each candidate with its one baseline run (no repeats)
-    lines = preflight_lines(exp, proj, sigma=sigma, baseline_runs=1, noise_source=src)
+    het = getattr(cal, "heterogeneity", None) or {}
+    lines = preflight_lines(exp, proj, sigma=sigma, baseline_runs=1, noise_source=src,
+                            effect_cv=float(het.get("effect_cv") or 0.0))
     if update is not None:  # the cost line changes, and the proposals a timeout or call cap allows
-        lines = [ln.replace("preflight:", "preflight update:", 1) for ln in lines[:2] + lines[3:]]
+        lines = [ln.replace("preflight:", "preflight update:", 1) for ln in lines if "detectable effect" not in ln]
     return lines, cost is not None

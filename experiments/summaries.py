@@ -265,6 +265,28 @@ def format_ab(*, name: str, result: Any, prereg: Any, design: Any, smoke: bool, 
 # -- the calibration ---------------------------------------------------------------------------------------------
 
 
+def spread_line(het: Mapping[str, float], mdes: Mapping[str, Mapping[str, Any]], needed: Mapping[str, Any],
+                power: float) -> str:
+    """The positive control's spread across tasks and what it does to the designs (experiments.power)."""
+    head = (f"effect spread (positive control, {het['n']} tasks, a rough estimate): per-task differences sd "
+            f"{het['sd']:.3f} where the runs' noise alone gives {het['noise_sd']:.3f}: tau {het['tau']:.3f}, "
+            f"{het['effect_cv']:.2f}x its mean effect")
+    parts = []
+    for name, key, what in (("sweep_spread", "sweep_train_tasks_spread", "train tasks"), ("ab_spread", "ab_tasks_spread",
+                                                                                         "tasks")):
+        m = mdes.get(name)
+        if not m:
+            continue
+        label = "sweep" if name.startswith("sweep") else "A/B"
+        size = (f"MDE {m['mde']:.3f}" if math.isfinite(m["mde"])
+                else f"no effect size reaches power {power:g} on {m['n']} {what}")
+        n = needed.get(key)
+        parts.append(f"{label} {size}, target needs {n if n is not None else f'more than {MAX_TASKS}'} {what}")
+    if not parts:
+        return head
+    return head + "; for an effect that varies as much: " + "; ".join(parts)
+
+
 def format_calibration(cal: Any, *, smoke_line: str = "", plots: Mapping[str, Path] | None = None,
                        mlflow_ui: str = "") -> str:
     """The short greppable block."""
@@ -317,6 +339,9 @@ def format_calibration(cal: Any, *, smoke_line: str = "", plots: Mapping[str, Pa
         need.append(f"A/B needs {count(nd.get('ab_tasks'), 'tasks')} at {nd.get('ab_replications_now')} replications,"
                     f" or {reps if reps is not None else 'no number of'} replications on {ab['n']} tasks")
     lines.append(f"target effect {nd['target_effect']:g}: " + "; ".join(need))
+    het = getattr(cal, "heterogeneity", None)
+    if het:
+        lines.append(spread_line(het, cal.mde, nd, d["power"]))
     co = cal.cost
     lines.append(f"cost per task run (median of {co.runs}): {co.llm_calls:g} LLM calls ({co.uncached_calls:g} "
                  f"uncached), {co.tokens:.0f} tokens, {co.wall_s:.1f}s; context preparation {co.prepare_calls:.1f} "

@@ -439,3 +439,74 @@ def test_the_reported_mde_is_predictive_over_sigmas_uncertainty(make_exp):
     stored = cal.mde["sweep"]["mde"]
     assert stored == pytest.approx(mde(dataclasses.replace(sweep_design(cal.sigma, 8, alpha=0.05), sigma_df=df)))
     assert stored > mde(sweep_design(cal.sigma, 8, alpha=0.05))
+
+
+# -- effects that vary across tasks --------------------------------------------------------------------------------
+
+
+def test_a_spread_effect_needs_more_tasks_and_a_large_spread_has_no_mde_on_few_tasks():
+    from experiments.power import sweep_design
+
+    uniform = sweep_design(0.3, 8, alpha=0.05)
+    mild, wild = dataclasses.replace(uniform, effect_cv=0.5), dataclasses.replace(uniform, effect_cv=1.3)
+    assert detection_rate(mild, 0.0) == detection_rate(uniform, 0.0)  # no effect, no spread: the false positives
+    assert mde(uniform) < mde(mild) < math.inf
+    assert detection_rate(mild, mde(mild)) >= 0.8 > detection_rate(mild, mde(mild) * 0.95)
+    # a spread of 1.3x the effect: some tasks lose however large the mean gain, so 8 tasks never reach power 0.8
+    assert detection_rate(wild, 1e4) < 0.8 and mde(wild) == math.inf
+    n = tasks_for_effect(wild, 0.5)
+    assert n is not None and n > 8 and mde(dataclasses.replace(wild, n=n)) <= 0.5
+    assert tasks_for_effect(mild, 0.5) <= n
+
+
+def test_heterogeneity_removes_the_noise_share_of_the_spread():
+    from experiments.power import heterogeneity
+
+    # the 1.5B model's subtle control (docs/BENCHMARKS.md): -3.93, -4.45, -2.87, +2.03 with noise sigma 0.203
+    h = heterogeneity([-3.93, -4.45, -2.87, 2.03], 0.203 ** 2 * (1 / 1 + 1 / 2))
+    assert h["mean"] == pytest.approx(-2.305) and h["sd"] == pytest.approx(2.964, abs=1e-3)
+    assert h["tau"] == pytest.approx(math.sqrt(h["sd"] ** 2 - 0.203 ** 2 * 1.5)) and h["effect_cv"] == pytest.approx(1.28, abs=0.01)
+    same = heterogeneity([-1.0, -1.1, -0.9, -1.0], 0.3 ** 2)  # spread below the noise's: no heterogeneity left
+    assert same["tau"] == 0.0 and same["effect_cv"] == 0.0
+    assert heterogeneity([-1.0, 1.0], 0.1) is None and heterogeneity([1.0, -1.0, 0.0], 0.1) is None
+
+
+class SpreadRunner(ScriptedRunner):
+    """The harmful instruction costs 3 points on most tasks and gains 1 on every fourth: an effect that varies."""
+
+    def finish(self, prepared, *, instructions, run_id=None, criteria=None, seed=0):
+        out = super().finish(prepared, instructions=instructions, run_id=run_id, criteria=criteria, seed=seed)
+        if out.ok and "one short sentence" in instructions[prepared["task_type"]].lower():
+            shift = 1.0 if int(prepared["task"].split()[-1]) % 4 == 3 else -3.0
+            out = dataclasses.replace(out, score=out.score + shift, dimensions={"depth": out.score + shift})
+        return out
+
+
+def test_the_calibration_reports_the_controls_spread_and_sizes_designs_with_it(make_exp):
+    exp = make_exp()
+    tasks = load_tasks(exp.benchmark)
+    assert all(t.task.split()[-1].isdigit() for t in tasks)  # SpreadRunner keys on the task's number
+    lines: list[str] = []
+    cal, _ = calibrate(exp, SpreadRunner(tasks), "calibrate.tasks=8", lines=lines)
+    h = cal.heterogeneity
+    assert h["n"] == 8 and h["tau"] > 1.0 and h["effect_cv"] > 0.5
+    assert cal.mde["sweep_spread"]["effect_cv"] == pytest.approx(h["effect_cv"])
+    assert cal.mde["sweep_spread"]["mde"] > cal.mde["sweep"]["mde"]
+    spread_need, need = cal.needed["sweep_train_tasks_spread"], cal.needed["sweep_train_tasks"]
+    assert spread_need is None or spread_need > need
+    text = "\n".join(lines)
+    assert "effect spread (positive control, 8 tasks, a rough estimate)" in text
+    assert "for an effect that varies as much: sweep" in text
+    stored = json.loads(Path(cal.path).read_text())
+    assert stored["heterogeneity"]["tau"] == pytest.approx(h["tau"])
+    # a sweep on this fingerprint says what the spread does to its detectable effect before the first trial
+    out: list[str] = []
+    exp.sweep.n_trials = 1
+    sweep(exp, SpreadRunner(tasks), lines=out)
+    assert any("detectable effect if it varies across tasks as the calibration's positive control did" in ln
+               for ln in out)
+    # a uniform control: no spread beyond noise, the two MDEs agree
+    exp2 = make_exp()
+    exp2.synth.instructions = dict(TOOLS)
+    cal2, _ = calibrate(exp2)
+    assert cal2.heterogeneity["effect_cv"] < 0.3
