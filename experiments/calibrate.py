@@ -58,8 +58,8 @@ from experiments.calibration_store import (
 )
 from experiments.config import ExperimentConfig
 from experiments.pool import RunPool, runner_pool
-from experiments.power import (ab_design, heterogeneity, mde, min_attainable_p, replications_for_effect,
-                               sweep_design, tasks_for_effect)
+from experiments.power import (Design, ab_design, detection_rate, heterogeneity, mde, min_attainable_p,
+                               replications_for_effect, sweep_design, tasks_for_effect)
 from experiments.runners import TimedRunner
 from experiments.stats import noise_floor, paired_ttest, wilcoxon_test
 from experiments.summaries import format_calibration, hms, identity_text
@@ -290,6 +290,9 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
     # effect that varies as much (power.Design.effect_cv); the MDE above assumes the same effect on every task
     spread = heterogeneity(ctl_diffs, nf.sigma ** 2 * (1 / c.replications + 1 / r))
     cv = spread["effect_cv"] if spread else 0.0
+    if spread:  # how often this calibration's own control check detects a control of this size and spread
+        check = Design("control", n, spread["noise_sd"], c.alpha, "greater", c.test, 0.0, None, cv)
+        spread["control_power"] = detection_rate(check, abs(spread["mean"]), sims=c.sims)
     designs = [sd, ad] + ([dataclasses.replace(sd, name="sweep_spread", effect_cv=cv),
                            dataclasses.replace(ad, name="ab_spread", effect_cv=cv)] if cv > 0 else [])
     mdes = {d.name: {"mde": mde(d, power=c.power, sims=c.sims), "n": d.n, "sd_diff": d.sd_diff, "test": d.test,

@@ -270,7 +270,9 @@ def spread_line(het: Mapping[str, float], mdes: Mapping[str, Mapping[str, Any]],
     """The positive control's spread across tasks and what it does to the designs (experiments.power)."""
     head = (f"effect spread (positive control, {het['n']} tasks, a rough estimate): per-task differences sd "
             f"{het['sd']:.3f} where the runs' noise alone gives {het['noise_sd']:.3f}: tau {het['tau']:.3f}, "
-            f"{het['effect_cv']:.2f}x its mean effect")
+            f"{het['effect_cv']:.2f}x its mean effect" + (
+                f"; a control this size and spread is detected on {het['n']} tasks with probability "
+                f"{het['control_power']:.2f}" if "control_power" in het else ""))
     parts = []
     for name, key, what in (("sweep_spread", "sweep_train_tasks_spread", "train tasks"), ("ab_spread", "ab_tasks_spread",
                                                                                          "tasks")):

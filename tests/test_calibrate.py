@@ -489,7 +489,7 @@ def test_the_calibration_reports_the_controls_spread_and_sizes_designs_with_it(m
     lines: list[str] = []
     cal, _ = calibrate(exp, SpreadRunner(tasks), "calibrate.tasks=8", lines=lines)
     h = cal.heterogeneity
-    assert h["n"] == 8 and h["tau"] > 1.0 and h["effect_cv"] > 0.5
+    assert h["n"] == 8 and h["tau"] > 1.0 and h["effect_cv"] > 0.5 and 0.5 < h["control_power"] <= 1.0
     assert cal.mde["sweep_spread"]["effect_cv"] == pytest.approx(h["effect_cv"])
     assert cal.mde["sweep_spread"]["mde"] > cal.mde["sweep"]["mde"]
     spread_need, need = cal.needed["sweep_train_tasks_spread"], cal.needed["sweep_train_tasks"]
