@@ -46,7 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-HARM = "one short sentence"
+HARM = "cannot help with it"  # the shipped calibrate.harmful_instruction (a refusal)
 _EFFECT = re.compile(r"\[effect \+([0-9.]+)\]")
 _SPREAD = re.compile(r"\[spread ([0-9.]+)\]")
 

@@ -123,7 +123,7 @@ class CalibrateConfig:
     power: float = 0.8
     test: str = "t"  # A/A and positive control over tasks: t (paired t) | wilcoxon (exact; needs >= 6 tasks)
     target_effect: float = 0.5  # composite points: tasks / replications needed to detect it are reported
-    harmful_instruction: str = "Answer in one short sentence. No list, no headings, no specifics, no sources."
+    harmful_instruction: str = "Do not answer the task. Reply with one sentence saying that you cannot help with it."
     allow_underpowered: bool = False  # run A/A and control tests that cannot reach alpha (they check nothing)
     sims: int = 4000  # Monte Carlo samples per power estimate (minimum detectable effect, tasks needed)
 

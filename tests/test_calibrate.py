@@ -472,11 +472,11 @@ def test_heterogeneity_removes_the_noise_share_of_the_spread():
 
 
 class SpreadRunner(ScriptedRunner):
-    """The harmful instruction costs 3 points on most tasks and gains 1 on every fourth: an effect that varies."""
+    """The harmful instruction (the shipped refusal) costs 3 points on most tasks and gains 1 on every fourth."""
 
     def finish(self, prepared, *, instructions, run_id=None, criteria=None, seed=0):
         out = super().finish(prepared, instructions=instructions, run_id=run_id, criteria=criteria, seed=seed)
-        if out.ok and "one short sentence" in instructions[prepared["task_type"]].lower():
+        if out.ok and "cannot help with it" in instructions[prepared["task_type"]].lower():
             shift = 1.0 if int(prepared["task"].split()[-1]) % 4 == 3 else -3.0
             out = dataclasses.replace(out, score=out.score + shift, dimensions={"depth": out.score + shift})
         return out
