@@ -263,8 +263,12 @@ def _normalise(word: str) -> str:
 
 
 def _content_words(text: str) -> set[str]:
+    """Lower-cased content words of 4+ letters, a plural's "s" dropped; a stopword is checked before and after
+    the drop ("always" must not survive as "alway")."""
     out = set()
     for raw in re.findall(r"[A-Za-z][A-Za-z0-9_.+-]*", text):
+        if raw.lower().strip(".-_+") in _NOT_CONTENT:
+            continue
         word = _normalise(raw)
         if len(word) >= 4 and word not in _NOT_CONTENT:
             out.add(word)

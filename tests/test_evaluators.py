@@ -384,3 +384,13 @@ def test_embedded_judge_scores_within_bounds():
         assert 1.0 <= result.weighted <= 10.0
         assert all(1.0 <= v <= 10.0 for v in result.dimensions.values())
         assert result.judge_sd >= 0.0 and len(result.weaknesses) <= 3
+
+
+def test_grounding_does_not_count_stopwords_that_lose_their_plural_s():
+    # "always", "various" and "perhaps" are stopwords; dropping the "s" first made them content words, so this
+    # claim shared two "distinctive" words with the source and counted as grounded
+    sources = ["Various libraries perhaps always do this in production systems."]
+    claim = "- Various teams perhaps always ship their work on time to users."
+    assert grounding_score(claim, sources, task=TASK) == 0.0
+    real = "- Production systems pin their libraries to known versions before shipping."
+    assert grounding_score(real, sources, task=TASK) == 10.0
