@@ -122,6 +122,9 @@ def build_graph(task: str, prepared: Prepared, roles: Roles, cfg: OrchestratorCo
     record: never swallowed."""
     warnings: list[str] = []
     graph = _planned_graph(task, prepared, roles, cfg, warnings)
+    if graph is not None and len(graph.tasks) < 2:
+        warnings.append(f"planner step graph has {len(graph.tasks)} research step: a compound task needs 2+")
+        graph = None
     if graph is None:
         subtasks = [s for s in prepared.plan.subtasks if researchable(s)]
         split = split_compound_task(prepared.clean_task, cfg.max_steps)
