@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from harness.taskgraph.complexity import _FILE_RE, _SEQUENCER_RE
+from harness.taskgraph.complexity import FILE_RE, SEQUENCER_RE
 from harness.text import STOPWORDS
 
 _RESEARCH_VERBS = re.compile(
@@ -96,8 +96,8 @@ def route_score(task: str, subtasks: Sequence[str] = ()) -> dict[str, int]:
     topics = len(research_topics(text))
     verbs = min(len({m.group(1).lower()[:6] for m in _RESEARCH_VERBS.finditer(text)}), VERB_CAP)
     assembly = ASSEMBLY_POINTS if _ASSEMBLY.search(text) else 0
-    files = min(len({m.group(0) for m in _FILE_RE.finditer(text)}), 1)
-    sequencers = min(len(_SEQUENCER_RE.findall(text)), 1)
+    files = min(len({m.group(0) for m in FILE_RE.finditer(text)}), 1)
+    sequencers = min(len(SEQUENCER_RE.findall(text)), 1)
     planned = len(subtasks)
     points = {
         "verbs": verbs,
