@@ -104,6 +104,8 @@ CASES = (
          "then compare them in a summary table", E, O),
 )
 
+QUICK = ("asyncio-5", "gha-secrets", "gil", "seed003-guide")
+
 
 def run_case(harness: Any, case: Case, graph: bool) -> dict[str, Any]:
     """One task through the --plan-preview path: prepare (no research), decide_route, choose_queries."""
@@ -197,6 +199,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--work-dir", type=Path, help="results dir for the response cache and the (empty) memory")
     ap.add_argument("--jobs", type=int, default=2, help="tasks planned at once (the embedded backend has 2 slots)")
     ap.add_argument("--only", nargs="*", help="case ids to run (default: all)")
+    ap.add_argument("--quick", action="store_true", help="a fast check: one task of each kind (4 tasks)")
     ap.add_argument("--graph", action="store_true", help="also build the step graph of tasks routed orchestrated")
     args = ap.parse_args(argv)
 
@@ -207,7 +210,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     path = locate_gguf(os.environ.get("HARNESS_EMBEDDED_MODEL") or None)
     work = args.work_dir or Path("results") / "bench_planning" / path.stem
     cfg = compose_harness_config(["backend=embedded", f"results_dir={work}"])
-    cases = [c for c in CASES if not args.only or c.id in args.only]
+    only = args.only or (QUICK if args.quick else None)
+    cases = [c for c in CASES if not only or c.id in only]
     model = model_line(path)
     print(f"{model}; threads {embedded_threads()}; {len(cases)} tasks; work dir {work}", flush=True)
     harness = Harness(cfg)
