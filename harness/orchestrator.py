@@ -22,7 +22,7 @@ from harness.inference import BackendError, Roles
 from harness.logger import Tracer, current_tracer, new_run_id, use_tracer
 from harness.planner import filter_subtasks
 from harness.research import ResearchQuality, ResearchResult, letter_words
-from harness.routing import route_points, route_score
+from harness.routing import route_points, route_score, uncovered_topics
 from harness.security import flag_record, scan_text
 from harness.taskgraph import (
     GraphError,
@@ -124,6 +124,10 @@ def build_graph(task: str, prepared: Prepared, roles: Roles, cfg: OrchestratorCo
     graph = _planned_graph(task, prepared, roles, cfg, warnings)
     if graph is not None and len(graph.tasks) < 2:
         warnings.append(f"planner step graph has {len(graph.tasks)} research step: a compound task needs 2+")
+        graph = None
+    missed = uncovered_topics(prepared.clean_task, [t.question for t in graph.tasks]) if graph is not None else []
+    if missed:
+        warnings.append(f"planner step graph leaves out the task's topics {missed}")
         graph = None
     if graph is None:
         subtasks = [s for s in prepared.plan.subtasks if researchable(s)]

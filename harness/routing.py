@@ -116,3 +116,18 @@ def route_points(breakdown: dict[str, int]) -> str:
     b = breakdown
     return (f"topics {b['topics']} (+{b['topics_points']}), research verbs {b['verbs']}, assembly {b['assembly']}, "
             f"files {b['files']}, sequencers {b['sequencers']}, subtasks {b['subtasks']} (+{b['subtasks_points']})")
+
+
+def _stems(text: str) -> set[str]:
+    return {w.rstrip("s") for w in _WORD.findall(text.lower()) if w not in STOPWORDS and not w.isdigit()}
+
+
+def uncovered_topics(task: str, questions: Sequence[str]) -> list[str]:
+    """The task's topics (research_topics, when it names two or more) that no step question covers: a question
+    covers a topic when it holds more than half of the topic's content words (plurals folded)."""
+    topics = research_topics(task)
+    if len(topics) < 2:
+        return []
+    asked = [_stems(q) for q in questions]
+    return [t for t in topics
+            if not any(len(_stems(t) & q) * 2 > len(_stems(t)) for q in asked)]

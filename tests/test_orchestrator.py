@@ -449,3 +449,20 @@ def test_assembly_gets_the_full_wiggum_loop(tmp_path):
     result = orch(tmp_path, router, wiggum=WiggumConfig(max_rounds=2)).run(COMPOUND)
     assert len(result.record["wiggum"]["rounds"]) == 2  # the assembly: full loop
     assert router.calls["revise"] == 1  # steps: subtask_wiggum_rounds=1, no revision
+
+
+def test_a_step_graph_that_leaves_out_a_named_topic_falls_back_to_the_task_text(tmp_path):
+    # the 1.5B's reply to seed 003's example: "context engineering" read as "the contexts failures occur in"
+    missed = json.dumps({"objectives": [], "exit_criteria": [], "explanation": "", "tasks": [
+        {"id": "E1", "question": "What are some common research agent failure modes?", "depends_on": []},
+        {"id": "E2", "question": "What are some common contexts in which these failure modes occur?",
+         "depends_on": []}]})
+    router = compound_router(graph=missed)
+    h = make_harness(tmp_path, router)
+    graph, warnings = build_graph(COMPOUND, h.prepare(COMPOUND, with_research=False), h.roles, OrchestratorConfig())
+    assert [t.question for t in graph.tasks] == ["Research agent failure modes", "Research context engineering"]
+    assert any("leaves out the task's topics ['context engineering']" in w for w in warnings)
+    # a graph naming both topics is kept as planned
+    h2 = make_harness(tmp_path / "kept", compound_router(graph=PARALLEL_GRAPH))
+    graph, warnings = build_graph(COMPOUND, h2.prepare(COMPOUND, with_research=False), h2.roles, OrchestratorConfig())
+    assert [t.question for t in graph.tasks] == [Q1, Q2] and not warnings

@@ -86,3 +86,18 @@ def test_thresholds_come_from_config():
     assert decide_route(SEED_003, Plan(), OrchestratorConfig(min_topics=3)).mode == "single"
     assert decide_route("Explain how TCP congestion control works", Plan(),
                         OrchestratorConfig(threshold=0, min_topics=1)).mode == "orchestrated"
+
+
+@pytest.mark.parametrize(
+    "questions, missed",
+    [
+        (["What are common failure modes of LLM agents?", "What is context engineering?"], []),
+        (["What are research agent failure modes?", "In which contexts do failures occur?"], ["context engineering"]),
+        (["Which agent failure modes exist?"], ["context engineering"]),
+    ],
+)
+def test_uncovered_topics(questions, missed):
+    from harness.routing import uncovered_topics
+
+    assert uncovered_topics(SEED_003, questions) == missed
+    assert uncovered_topics("Explain how TCP congestion control works", ["unrelated"]) == []  # one topic: no check
