@@ -161,8 +161,9 @@ class Harness:
                 match = memory_match(clean, (o.task for o in observations))
         with timed("make_plan"):
             # the run's seed: A/B replications sample the plan too (the prior-knowledge pass is a planning change)
+            strong = match > 0 and match >= self.cfg.research.strong_memory_match
             plan = make_plan(clean, self.roles.planner, memory_context=memory_context, cfg=self.cfg.planner,
-                             seed=self.cfg.seed)
+                             seed=self.cfg.seed, memory_strong=strong)
         with timed("auto_activate"):
             active = skills_mod.auto_activate(clean, plan, active)
         prepared = Prepared(

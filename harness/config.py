@@ -163,7 +163,11 @@ class PanelConfig:
 @dataclass
 class OrchestratorConfig:
     mode: str = "auto"  # off | auto | always
-    threshold: int = 6  # complexity score at or above which auto plans a step graph
+    # auto plans a step graph when the research route score (harness.routing.route_score: topics, research verbs,
+    # an assembly step, files, sequencers, the planner's subtasks) reaches threshold and the task spans at least
+    # min_topics distinct topics (read off the text, or the planner's researchable subtasks)
+    threshold: int = 6
+    min_topics: int = 2
     max_parallel: int = 2
     max_steps: int = 4  # steps the planner may split a compound task into
     subtask_wiggum_rounds: int = 1  # subtasks get a short loop; the assembled document gets the full one

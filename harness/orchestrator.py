@@ -22,11 +22,11 @@ from harness.inference import BackendError, Roles
 from harness.logger import Tracer, current_tracer, new_run_id, use_tracer
 from harness.planner import filter_subtasks
 from harness.research import ResearchQuality, ResearchResult, letter_words
+from harness.routing import route_points, route_score, uncovered_topics
 from harness.security import flag_record, scan_text
 from harness.taskgraph import (
     GraphError,
     TaskGraph,
-    complexity_breakdown,
     graph_messages,
     graph_schema,
     merge_telemetry,
@@ -46,22 +46,25 @@ class Route:
 
 
 def decide_route(task: str, plan: Any, cfg: OrchestratorConfig) -> Route:
-    """Seed 004's plan-first rule plus the planner's subtasks: off | auto (score >= threshold or 2+ subtasks) | always."""
+    """off | always | auto: orchestrated when the research route score (harness.routing) reaches cfg.threshold
+    and the task spans at least cfg.min_topics topics; the planner's researchable subtasks count unless the
+    planner rated the task low complexity."""
     if cfg.mode not in MODES:
         raise ValueError(f"orchestrator.mode must be one of {', '.join(MODES)}, got {cfg.mode!r}")
-    breakdown = complexity_breakdown(task)
-    subtasks = len(getattr(plan, "subtasks", ()) or ())
+    subtasks = [s for s in (getattr(plan, "subtasks", ()) or ()) if researchable(s)]
+    low = getattr(plan, "complexity", "medium") == "low"
+    breakdown = route_score(task, () if low else subtasks)
     if cfg.mode == "off":
         return Route("single", "orchestrator.mode=off", breakdown)
     if cfg.mode == "always":
         return Route("orchestrated", "orchestrator.mode=always", breakdown)
-    if subtasks >= 2 and getattr(plan, "complexity", "medium") != "low":
-        return Route("orchestrated", f"planner listed {subtasks} subtasks", breakdown)
-    if breakdown["score"] >= cfg.threshold:
-        return Route("orchestrated", f"complexity {breakdown['score']} >= threshold {cfg.threshold}", breakdown)
-    note = " (ignored: the planner rated the task low complexity)" if subtasks >= 2 else ""
-    return Route("single", f"complexity {breakdown['score']} < threshold {cfg.threshold} and {subtasks} subtasks{note}",
-                 breakdown)
+    score, topics = breakdown["score"], breakdown["topics"]
+    facts = f"complexity {score} {{}} threshold {cfg.threshold}, topics {topics}, subtasks {len(subtasks)}" + (
+        " (ignored: the planner rated the task low complexity)" if low and len(subtasks) >= 2 else "")
+    if score >= cfg.threshold and topics >= cfg.min_topics:
+        return Route("orchestrated", facts.format(">="), breakdown)
+    return Route("single", facts.format("<" if score < cfg.threshold else ">=") +
+                 (f" (a compound spans {cfg.min_topics}+)" if topics < cfg.min_topics else ""), breakdown)
 
 
 def researchable(question: str) -> bool:
@@ -119,6 +122,13 @@ def build_graph(task: str, prepared: Prepared, roles: Roles, cfg: OrchestratorCo
     record: never swallowed."""
     warnings: list[str] = []
     graph = _planned_graph(task, prepared, roles, cfg, warnings)
+    if graph is not None and len(graph.tasks) < 2:
+        warnings.append(f"planner step graph has {len(graph.tasks)} research step: a compound task needs 2+")
+        graph = None
+    missed = uncovered_topics(prepared.clean_task, [t.question for t in graph.tasks]) if graph is not None else []
+    if missed:
+        warnings.append(f"planner step graph leaves out the task's topics {missed}")
+        graph = None
     if graph is None:
         subtasks = [s for s in prepared.plan.subtasks if researchable(s)]
         split = split_compound_task(prepared.clean_task, cfg.max_steps)
@@ -440,8 +450,7 @@ def plan_preview(task: str, cfg: HarnessConfig, roles: Roles | None = None) -> s
         f"Search queries: {list(plan.search_queries)}",
         f"Gaps: {list(plan.gaps)}",
         f"Subtasks: {list(plan.subtasks)}",
-        f"Complexity score: {route.complexity['score']} (verbs {route.complexity['verbs']}, files "
-        f"{route.complexity['files']}, sequencers {route.complexity['sequencers']})",
+        f"Complexity score: {route.complexity['score']} ({route_points(route.complexity)})",
         f"Route: {route.mode} ({route.reason})",
     ]
     if plan.errors:

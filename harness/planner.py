@@ -123,8 +123,9 @@ class PriorKnowledge:
 class Plan:
     """The seven-field plan plus pass-1 results and parse provenance.
 
-    prior_knowledge_ran is True when pass 1 ran and returned a usable gaps list; with it, empty gaps mean the
-    memory context already covers the task and no search runs (search_queries is then empty).
+    prior_knowledge_ran is True when pass 1 ran and returned a usable gaps list; with it and a strong memory
+    match, empty gaps mean the memory context already covers the task and no search runs (search_queries is
+    then empty). Without a strong match, empty gaps say only what the model believes: the plan keeps its queries.
     """
 
     task_type: str = "research"
@@ -137,6 +138,7 @@ class Plan:
     known_facts: tuple[str, ...] = ()
     gaps: tuple[str, ...] = ()
     prior_knowledge_ran: bool = False
+    memory_strong: bool = False  # memory recalled a strong match for the task (research.memory_match)
     parser: str = "defaults"
     prior_parser: str = "skipped"
     errors: tuple[str, ...] = ()
@@ -144,8 +146,9 @@ class Plan:
 
     @property
     def memory_covers_task(self) -> bool:
-        """Pass 1 ran, answered cleanly and found nothing to look up: synthesize without searching."""
-        return self.prior_knowledge_ran and not self.gaps
+        """Pass 1 ran, answered cleanly and found nothing to look up, and memory recalled a strong match:
+        synthesize without searching."""
+        return self.prior_knowledge_ran and not self.gaps and self.memory_strong
 
     @property
     def search_needed(self) -> bool:
@@ -246,15 +249,18 @@ PRIOR_SYSTEM = (
 PLAN_SYSTEM = (
     "You plan a research task before any search runs. Reply with one JSON object and nothing else, with "
     "exactly these keys:\n"
-    '- "task_type": "enumerated" (the task asks for N items), "best_practices", or "research"\n'
+    '- "task_type": "enumerated" if the task states how many items it wants (a number: "List 5 ...", '
+    '"7 mistakes", "top 10"); else "best_practices" if it asks for best practices, guidelines, recommended '
+    "practices or do's and don'ts; else \"research\" (explain, compare, investigate, survey, summarize, how or "
+    "why questions, reports, guides)\n"
     '- "complexity": "low", "medium" or "high"\n'
     '- "expected_sections": the number of items or sections the answer needs, or null\n'
     '- "search_queries": at most {max_queries} short web search queries{query_rule}\n'
     '- "prior_work_summary": one sentence on relevant past runs from the memory context, or ""\n'
     '- "notes": one actionable sentence for the writer (e.g. "include concrete tool names and versions")\n'
-    '- "subtasks": [] unless the task explicitly spans several distinct domains; then 2-3 self-contained web '
-    "research directives. Never list synthesize, assemble, combine or write steps: assembly is done "
-    "elsewhere."
+    '- "subtasks": [] unless the task explicitly spans several distinct domains (one topic stays [] however '
+    "many items or sections it asks for); then 2-3 self-contained web research directives, one per domain. "
+    "Never list synthesize, assemble, combine or write steps: assembly is done elsewhere."
 )
 
 
@@ -284,8 +290,10 @@ def plan_messages(
     prior: PriorKnowledge | None = None,
     max_queries: int = 3,
     marker: DataMarker | None = None,
+    *,
+    covered: bool = False,
 ) -> list[dict[str, str]]:
-    covered = prior is not None and prior.usable and not prior.gaps
+    """covered: memory recalled a strong match and pass 1 found no gaps (ask for no queries)."""
     if covered:
         rule = ". Memory and prior knowledge already cover this task: return an empty array []"
     elif prior is not None and prior.gaps:
@@ -360,6 +368,18 @@ def normalize_task_type(value: Any, task: str = "") -> tuple[str, str | None]:
         return _TASK_TYPE_ALIASES[key], None
     guess = infer_task_type(task)
     return guess, f"task_type {value!r} unknown; inferred {guess!r} from the task text"
+
+
+def reconcile_task_type(task_type: str, task: str) -> tuple[str, str | None]:
+    """"enumerated" means the task states a count: a task that states one is enumerated whatever the model said,
+    and "enumerated" without one becomes the text's reading (best_practices or research). -> (type, note)."""
+    counted = bool(_ENUMERATED_TASK.search(task or ""))
+    if counted and task_type != "enumerated":
+        return "enumerated", f"task_type {task_type!r}, but the task states a count: 'enumerated'"
+    if not counted and task_type == "enumerated" and task:
+        guess = infer_task_type(task)
+        return guess, f"task_type 'enumerated', but the task states no count: {guess!r}"
+    return task_type, None
 
 
 def normalize_complexity(value: Any) -> tuple[str, str | None]:
@@ -472,8 +492,8 @@ def _build_plan(obj: Mapping[str, Any], parser: str, errors: list[str], *, task:
     if parser == "defaults":
         return Plan(task_type=infer_task_type(task), parser="defaults", errors=tuple(errors))
     task_type, note = normalize_task_type(obj.get("task_type"), task)
-    if note:
-        errors.append(note)
+    task_type, count_note = reconcile_task_type(task_type, task)
+    errors += [n for n in (note, count_note) if n]
     complexity, note = normalize_complexity(obj.get("complexity"))
     if note and "complexity" in obj:
         errors.append(note)
@@ -538,18 +558,21 @@ def make_plan(
     memory_context: str = "",
     cfg: PlannerConfig | None = None,
     seed: int | None = None,
+    memory_strong: bool = False,
 ) -> Plan:
     """Run pass 1 (unless disabled) and pass 2; never raises.
 
     cfg=None uses PlannerConfig defaults with the environment folded in (HARNESS_SKIP_PRIOR_KNOWLEDGE).
+    memory_strong: memory recalled a strong match for the task; only then do empty gaps drop the queries.
     """
     try:
-        return _make_plan(task, llm, memory_context=memory_context, cfg=cfg, seed=seed)
+        return _make_plan(task, llm, memory_context=memory_context, cfg=cfg, seed=seed, memory_strong=memory_strong)
     except Exception as exc:  # noqa: BLE001 - last line of defence for the never-raises contract
         return Plan(task_type=infer_task_type(task if isinstance(task, str) else ""), errors=(f"planner failed: {_describe(exc)}",))
 
 
-def _make_plan(task: str, llm: Any, *, memory_context: str, cfg: PlannerConfig | None, seed: int | None) -> Plan:
+def _make_plan(task: str, llm: Any, *, memory_context: str, cfg: PlannerConfig | None, seed: int | None,
+               memory_strong: bool) -> Plan:
     cfg = cfg if cfg is not None else apply_env(HarnessConfig()).planner
     task = task or ""
     memory_context = memory_context or ""
@@ -557,13 +580,16 @@ def _make_plan(task: str, llm: Any, *, memory_context: str, cfg: PlannerConfig |
     prior: PriorKnowledge | None = None
     if cfg.prior_knowledge_enabled:
         prior = assess_prior_knowledge(task, llm, memory_context=memory_context, cfg=cfg, seed=seed)
-    covered = prior is not None and prior.usable and not prior.gaps
+    no_gaps = prior is not None and prior.usable and not prior.gaps
+    covered = no_gaps and memory_strong
     errors: list[str] = list(prior.errors) if prior else []
+    if no_gaps and not memory_strong:
+        errors.append("prior knowledge found no gaps but memory recalled no strong match: the plan keeps its queries")
 
     try:
         with _span("planner.plan"):
             result = llm.chat(
-                plan_messages(task, memory_context, prior, max_queries),
+                plan_messages(task, memory_context, prior, max_queries, covered=covered),
                 schema=plan_schema(max_queries, allow_queries=not covered),
                 temperature=cfg.temperature,
                 max_tokens=cfg.max_tokens,
@@ -591,6 +617,7 @@ def _make_plan(task: str, llm: Any, *, memory_context: str, cfg: PlannerConfig |
         known_facts=prior.known_facts if prior else (),
         gaps=prior.gaps if prior else (),
         prior_knowledge_ran=bool(prior and prior.usable),
+        memory_strong=memory_strong,
         prior_parser=prior.parser if prior else "skipped",
         errors=tuple(errors),
     )

@@ -273,14 +273,46 @@ def test_schemas_are_bounded_and_passed():
     arrays_bounded(plan_schema_sent)
 
 
-def test_no_gaps_means_no_queries_even_if_the_model_writes_some():
+def test_no_gaps_and_a_strong_memory_match_mean_no_queries_even_if_the_model_writes_some():
     fake = FakeLLM([PRIOR_NO_GAPS, json.dumps(GOOD_PLAN)])
-    plan = make_plan("List 5 best practices for Python asyncio", fake, memory_context="covered", cfg=PlannerConfig())
+    plan = make_plan("List 5 best practices for Python asyncio", fake, memory_context="covered", cfg=PlannerConfig(),
+                     memory_strong=True)
     assert plan.search_queries == ()
     assert plan.memory_covers_task and not plan.search_needed
     assert fake.calls[1].schema["properties"]["search_queries"]["maxItems"] == 0
     assert "empty array" in fake.calls[1].messages[0]["content"]
     assert any("dropped 2 search queries" in e for e in plan.errors)
+
+
+@pytest.mark.parametrize("memory_context", ["", "(a weakly related past run)"])
+def test_no_gaps_without_a_strong_memory_match_keep_the_plans_queries(memory_context):
+    fake = FakeLLM([PRIOR_NO_GAPS, json.dumps(GOOD_PLAN)])
+    plan = make_plan("Research agent failure modes and context engineering", fake, memory_context=memory_context,
+                     cfg=PlannerConfig())
+    assert plan.search_queries == tuple(GOOD_PLAN["search_queries"])
+    assert plan.prior_knowledge_ran and not plan.gaps
+    assert not plan.memory_covers_task and plan.search_needed
+    assert fake.calls[1].schema["properties"]["search_queries"]["maxItems"] == 3
+    assert "empty array" not in fake.calls[1].messages[0]["content"]
+    assert any("no strong match: the plan keeps its queries" in e for e in plan.errors)
+
+
+@pytest.mark.parametrize(
+    "model_says, task, expected",
+    [
+        ("research", "List 4 ways to cut pandas memory use", "enumerated"),  # the task states a count
+        ("best_practices", "Top 10 Linux networking commands", "enumerated"),
+        ("enumerated", "Research agent failure modes and context engineering", "research"),  # no count stated
+        ("enumerated", "Guidelines for naming REST endpoints", "best_practices"),
+        ("best_practices", "How should I name database columns?", "best_practices"),  # no count: the model's word
+        ("research", "Best practices for secrets in CI", "research"),
+        ("enumerated", "Give 3 reasons to use type hints", "enumerated"),
+    ],
+)
+def test_task_type_follows_whether_the_task_states_a_count(model_says, task, expected):
+    plan = parse_plan(json.dumps({**GOOD_PLAN, "task_type": model_says}), task=task)
+    assert plan.task_type == expected
+    assert any("states" in e for e in plan.errors) == (model_says != expected)
 
 
 def test_gaps_become_queries_when_the_plan_has_none():

@@ -134,3 +134,18 @@ def test_run_record_names_the_rule_first_on_empty_memory_then_on_a_recalled_run(
     assert second.record["research"]["memory_match"] == 1.0 and second_search.queries == []
     rules = [r["research"]["query_rule"] for r in read_jsonl(h2.cfg.runs_jsonl)]
     assert rules == ["no_gaps_searched", "no_gaps_strong_memory"]
+
+
+def test_the_plan_keeps_its_queries_when_gaps_are_empty_but_memory_is_not_a_strong_match(tmp_path):
+    """The planner drops its queries on empty gaps only after memory recalled the task; on an empty memory the
+    plan's own queries are searched (rule plan_queries), on the recalled rerun nothing is."""
+    queries = ("agent failure modes taxonomy", "context engineering techniques")
+    first_search = ListSearch()
+    first = make_harness(tmp_path, Router(prior=NO_GAPS, plan=plan_json(queries=queries)), search=first_search).run(TASK)
+    assert first.record["plan"]["search_queries"] == list(queries)
+    assert first.record["research"]["query_rule"] == "plan_queries" and first_search.queries[:2] == list(queries)
+
+    second_search = ListSearch()
+    second = make_harness(tmp_path, Router(prior=NO_GAPS, plan=plan_json(queries=queries)), search=second_search).run(TASK)
+    assert second.record["plan"]["search_queries"] == [] and second.record["plan"]["memory_strong"]
+    assert second.record["research"]["query_rule"] == "no_gaps_strong_memory" and second_search.queries == []
