@@ -207,17 +207,18 @@ class Evidence:
 
 def sweep_evidence(study: Any, trial: Any, row: Any, ref: Mapping[str, float], backend: Mapping[str, Any]) -> Evidence:
     """Evidence for a promoted trial (FrozenTrial) and its HoldoutRow, from what the study stored."""
-    from experiments.promotion import split_scores
+    from experiments.promotion import split_scores, stored_holdout
     from experiments.stats import compare
 
-    held = dict(study.user_attrs.get("holdout", {}))
     h = trial.user_attrs.get("instruction_hash", "")
-    cand, base = held.get(h), held.get(study.user_attrs.get("baseline_hash"))
+    cand, base = (getattr(stored_holdout(study.user_attrs, k), "scores", None)
+                  for k in (h, study.user_attrs.get("baseline_hash")))
     return Evidence(
         study.study_name, trial.number, trial.user_attrs.get("operator", "?"), h,
         split_scores("train", trial.user_attrs.get("task_scores"), ref), split_scores("holdout", cand, base),
         row.train.p_value if row.train is not None else None,
-        compare(cand, base, floor=0.0, alpha=1.0).p_value if cand and base else None,
+        row.holdout_p if row.holdout_p is not None
+        else compare(cand, base, floor=0.0, alpha=1.0).p_value if cand and base else None,
         dict(backend), dict(study.user_attrs.get("fingerprint", {})))
 
 

@@ -39,7 +39,17 @@ from experiments.pool import RunPool, runner_pool
 from experiments.power import sweep_design_problem
 from experiments.preflight import mutation_calls, noise_measured_line, pin_noise_source, sweep_preflight
 from experiments.progress import SweepProgress
-from experiments.promotion import HoldoutScores, Promotion, SplitScores, candidates, decide, split_scores
+from experiments.promotion import (
+    HoldoutScores,
+    HoldoutTest,
+    Promotion,
+    SplitScores,
+    candidates,
+    decide,
+    holdout_runs,
+    split_scores,
+    stored_holdout,
+)
 from experiments.registry import SweepRegistry, pin_source, sweep_evidence
 from experiments.runners import TimedRunner, llm_calls
 from experiments.search_state import BASELINE, candidate_hash, state_from_trials
@@ -235,8 +245,7 @@ class Sweep:
         sw = self.exp.sweep
         done = len(finished_trials(study))
         best = max(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)), key=lambda t: t.value, default=None)
-        holdout_runs = (sw.holdout_top_k + 1) * len(self.holdout) if self.holdout and sw.holdout_top_k > 0 else 0
-        eta = self.progress.eta_s(done, n_trials=sw.n_trials, holdout_runs=holdout_runs,
+        eta = self.progress.eta_s(done, n_trials=sw.n_trials, holdout_runs=holdout_runs(sw, len(self.holdout)),
                                   at_once=min(self.pool.workers, len(self.holdout)), timeout_s=sw.timeout_s)
         self.out(self.progress.trial_line(frozen, best, done=done, n_trials=sw.n_trials, eta=eta,
                                           calls=llm_calls(self.runner) - calls0,
@@ -288,26 +297,41 @@ class Sweep:
             self.out(f"[{sw.name}] {noise_measured_line(self.exp, runs, len(self.train))}")
         return runs
 
-    def _holdout(self, study, key: str, instructions, contexts) -> HoldoutScores:
+    def _holdout(self, study, key: str, instructions, contexts, runs: int) -> HoldoutScores:
         with shared_lock(self.exp.storage_url, f"{self.exp.sweep.name}/study_attrs", self.dir / ".study_attrs.lock"):
-            return self._holdout_locked(study, key, instructions, contexts)
+            return self._holdout_locked(study, key, instructions, contexts, runs)
 
-    def _holdout_locked(self, study, key: str, instructions, contexts) -> HoldoutScores:
-        stored = dict(study.user_attrs.get("holdout", {}))
-        if key in stored:
-            return HoldoutScores(stored[key])
+    def _holdout_locked(self, study, key: str, instructions, contexts, runs: int) -> HoldoutScores:
+        """`runs` holdout runs of one text, each stored once: the first (seed = cfg.seed) in the study attr
+        "holdout", the others (seeds cfg.seed + k) in "holdout_repeats"; their per-task means."""
+        name = self.exp.sweep.name
         who = "baseline" if key == study.user_attrs.get("baseline_hash") else key
-        self.progress.begin(f"holdout {who}", f"{self.exp.sweep.name}-holdout-{key}", len(self.holdout))
-        try:
-            ev = evaluate_candidate(instructions, self.holdout, self.runner, contexts=contexts, seed=self.exp.seed,
-                                    run_prefix=f"{self.exp.sweep.name}-holdout-{key}", pool=self.pool)
-        except TrialFailed as exc:
-            return HoldoutScores(None, str(exc))
-        stored[key] = ev.by_task()
-        study.set_user_attr("holdout", stored)
-        self._safe(lambda: log_evaluation_run(self.tracker, f"holdout-{key}",
-                                              {"kind": "holdout", "instruction_hash": key}, ev))
-        return HoldoutScores(stored[key])
+        got = []
+        for k in range(runs):
+            seed = self.exp.seed + k
+            attr = "holdout" if k == 0 else "holdout_repeats"
+            stored = {h: (v if k == 0 else dict(v)) for h, v in study.user_attrs.get(attr, {}).items()}
+            have = stored.get(key) if k == 0 else stored.get(key, {}).get(str(seed))
+            if have is None:
+                tag = "" if k == 0 else f"-s{seed}"
+                self.progress.begin(f"holdout {who}" + (f" run {k + 1}/{runs}" if runs > 1 else ""),
+                                    f"{name}-holdout-{key}{tag}", len(self.holdout))
+                try:
+                    ev = evaluate_candidate(instructions, self.holdout, self.runner, contexts=contexts, seed=seed,
+                                            run_prefix=f"{name}-holdout-{key}{tag}", pool=self.pool)
+                except TrialFailed as exc:
+                    return HoldoutScores(None, str(exc))
+                have = ev.by_task()
+                if k == 0:
+                    stored[key] = have
+                else:
+                    stored.setdefault(key, {})[str(seed)] = have
+                study.set_user_attr(attr, stored)
+                self._safe(lambda: log_evaluation_run(
+                    self.tracker, f"holdout-{key}" + (f"-seed{seed}" if k else ""),
+                    {"kind": "holdout", "instruction_hash": key, **({"seed": str(seed)} if k else {})}, ev))
+            got.append(dict(have))
+        return HoldoutScores.of_runs(got)
 
     def _safe(self, fn: Callable[[], Any]) -> None:
         try:
@@ -355,10 +379,12 @@ class Sweep:
         """Run the holdout for the baseline and the top candidates (stored in the study), then decide."""
         if not (self.holdout and top):
             return Promotion((), None), None
-        base = self._holdout(study, base_hash, baseline, contexts)
-        held = {c.hash: self._holdout(study, c.hash, c.instructions, contexts) for c in top} if base.scores else {}
-        verdict = decide(top, ref, base, held, train_floor=train_floor, holdout_floor=nf.floor(len(self.holdout), 1),
-                         alpha=self.exp.sweep.alpha)
+        sw = self.exp.sweep
+        base = self._holdout(study, base_hash, baseline, contexts, sw.holdout_baseline_runs)
+        held = ({c.hash: self._holdout(study, c.hash, c.instructions, contexts, sw.holdout_candidate_runs)
+                 for c in top} if base.scores else {})
+        verdict = decide(top, ref, base, held, train_floor=train_floor, alpha=sw.alpha,
+                         test=HoldoutTest.of(nf, alpha=sw.alpha, rule=sw.holdout_test))
         return verdict, base
 
     def _conclude(self, study, baseline, contexts, *, stop_reason, new, t0, calls0, prepare_calls, ctx_stats,
@@ -380,12 +406,12 @@ class Sweep:
         promoted_instr = dict(promoted.instructions) if promoted else dict(baseline)
         best_scores: tuple[SplitScores, ...] = ()
         if best is not None:
-            held = dict(study.user_attrs.get("holdout", {}))
+            held = {h: stored_holdout(study.user_attrs, h) for h in (best.hash, base_hash)}
             why = ("no holdout tasks" if not self.holdout else f"holdout_top_k={sw.holdout_top_k}" if not top
                    else next((f"holdout failed: {r.error}" for r in verdict.rows if r.trial == best.number and r.error),
                              "not evaluated on the holdout"))
             best_scores = (split_scores("train", best.train_scores, ref),
-                           split_scores("holdout", held.get(best.hash), held.get(base_hash), note=why))
+                           split_scores("holdout", _scores(held[best.hash]), _scores(held[base_hash]), note=why))
         plots = self._plots(study, ref, train_floor, highlight=[c.number for c in (best, promoted) if c])
         paths = {
             "ledger": str(self.ledger.path),
@@ -450,6 +476,10 @@ class Sweep:
              "ledger.jsonl": self.ledger.path.read_text(encoding="utf-8") if self.ledger.path.exists() else ""},
             status="FINISHED"))
         self.out(text)
+
+
+def _scores(held: HoldoutScores | None) -> Mapping[str, float] | None:
+    return held.scores if held is not None else None
 
 
 def run_sweep(exp: ExperimentConfig, runner: Any, **kwargs: Any) -> SweepSummary:
