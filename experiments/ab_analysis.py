@@ -20,7 +20,6 @@ from experiments.stats import (
     cohens_dz,
     finite_array,
     holm,
-    holm_reject,
     paired_differences,
     paired_ttest,
     rank_biserial,
