@@ -139,7 +139,8 @@ def run_one(world: int, pruner: str, args, base: Path) -> dict:
     sw.pruner_p, sw.pruner_startup_steps = args.pruner_p, args.startup_steps
     sw.gate_tasks, sw.pruner_correction = 0, "none"  # this world compares the uncorrected pruner with none
     sw.holdout_test = args.new_holdout_test  # the shipped holdout confirmation unless --new-holdout-* say otherwise
-    sw.holdout_baseline_runs, sw.holdout_candidate_runs = args.new_holdout_baseline_runs, args.new_holdout_candidate_runs
+    sw.holdout_baseline_runs = args.new_holdout_baseline_runs
+    sw.holdout_candidate_runs = args.new_holdout_candidate_runs
     sw.operators = ["add_constraint"]
     sw.storage = f"sqlite:///{results / 'optuna.db'}"
     exp.mlflow.enabled = False
@@ -671,7 +672,10 @@ def main_mutation(args) -> dict:
         print(f"{name:6s} {r['correct']:7.0%} {r['found']:6.0%} {r['promoted']:8.0%} {r['false_promotion']:10.0%} "
               f"{r['regret']:6.2f} {r['holdout_gain']:+12.2f} {r['evaluations']:6.1f} {r['proposals']:9.1f} "
               f"{r['gated']:6.1f} {r['pruned']:6.1f} {r['merges']:6.1f}")
-    if "today" in rows and "new" in rows and "gepa" in rows:
+    if args.null:  # every promotion is false: the table's "false prom" column is the figure
+        print(f"false promotions (no edit helps; alpha {args.alpha}): "
+              + ", ".join(f"{name} {r['false_promotion']:.0%}" for name, r in rows.items()))
+    elif "today" in rows and "new" in rows and "gepa" in rows:
         t, n, g = rows["today"], rows["new"], rows["gepa"]
         goal_a = n["correct"] >= 0.8 or (n["correct"] >= t["correct"] and n["evaluations"] <= 0.6 * t["evaluations"])
         goal_b = n["correct"] >= g["correct"] and n["evaluations"] <= g["evaluations"] and n["false_promotion"] < g["false_promotion"]

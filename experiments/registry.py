@@ -185,7 +185,8 @@ class Evidence:
     train: Any  # experiments.promotion.SplitScores against the baseline reference
     holdout: Any
     train_p: float | None  # one-sided paired Wilcoxon over the train tasks (the promotion test)
-    holdout_p: float | None  # the same over the holdout tasks (the holdout confirms by the noise floor)
+    holdout_p: float | None  # the holdout test's one-sided p (HoldoutRow.holdout_p; a Wilcoxon over the holdout
+    # tasks when the rule gave none)
     backend: Mapping[str, Any]  # the runner's identity: role -> backend, model, file, ...
     fingerprint: Mapping[str, Any]  # the study's pinned objective fingerprint
 

@@ -11,7 +11,15 @@ import random
 import numpy as np
 from scipy import stats as sps
 
-from experiments.promotion import Candidate, HoldoutScores, HoldoutTest, candidates, decide, holdout_runs, stored_holdout
+from experiments.promotion import (
+    Candidate,
+    HoldoutScores,
+    HoldoutTest,
+    candidates,
+    decide,
+    holdout_runs,
+    stored_holdout,
+)
 from experiments.stats import noise_floor
 
 TRAIN = [f"t{i}" for i in range(8)]
