@@ -150,16 +150,6 @@ def candidates(trials: Sequence[Any], baseline_hash: str) -> list[Candidate]:
     return ranked(out)
 
 
-def stored_holdout(user_attrs: Mapping[str, Any], key: str) -> HoldoutScores | None:
-    """The holdout runs a study stored for one text, averaged per task (None: none stored). Study attrs:
-    "holdout" {hash: scores} holds each text's first run, "holdout_repeats" {hash: {seed: scores}} the others."""
-    first = dict(user_attrs.get("holdout", {})).get(key)
-    if first is None:
-        return None
-    more = list(dict(user_attrs.get("holdout_repeats", {})).get(key, {}).values())
-    return HoldoutScores.of_runs([first, *more])
-
-
 def holdout_runs(sweep: Any, n_holdout: int) -> int:
     """Task runs the holdout confirmation spends (sweep: SweepConfig): the baseline's runs and each top-k
     candidate's, on every holdout task."""

@@ -208,8 +208,9 @@ class Evidence:
 
 def sweep_evidence(study: Any, trial: Any, row: Any, ref: Mapping[str, float], backend: Mapping[str, Any]) -> Evidence:
     """Evidence for a promoted trial (FrozenTrial) and its HoldoutRow, from what the study stored."""
-    from experiments.promotion import split_scores, stored_holdout
+    from experiments.promotion import split_scores
     from experiments.stats import compare
+    from experiments.study import stored_holdout
 
     h = trial.user_attrs.get("instruction_hash", "")
     cand, base = (getattr(stored_holdout(study.user_attrs, k), "scores", None)

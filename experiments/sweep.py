@@ -39,31 +39,14 @@ from experiments.pool import RunPool, runner_pool
 from experiments.power import sweep_design_problem
 from experiments.preflight import mutation_calls, noise_measured_line, pin_noise_source, sweep_preflight
 from experiments.progress import SweepProgress
-from experiments.promotion import (
-    HoldoutScores,
-    HoldoutTest,
-    Promotion,
-    SplitScores,
-    candidates,
-    decide,
-    holdout_runs,
-    split_scores,
-    stored_holdout,
-)
+from experiments.promotion import (HoldoutScores, HoldoutTest, Promotion, SplitScores, candidates, decide,
+                                   holdout_runs, split_scores)
 from experiments.registry import SweepRegistry, pin_source, sweep_evidence
 from experiments.runners import TimedRunner, llm_calls
 from experiments.search_state import BASELINE, candidate_hash, state_from_trials
 from experiments.stats import NoiseFloor, baseline_reference, compare, noise_floor
-from experiments.study import (
-    StudyStore,
-    baseline_trial,
-    ensure_baseline,
-    finished_trials,
-    frozen_trial,
-    open_store,
-    pin_fingerprint,
-    trial_counts,
-)
+from experiments.study import (StudyStore, baseline_trial, ensure_baseline, finished_trials, frozen_trial, holdout_run,
+                               open_store, pin_fingerprint, store_holdout_run, stored_holdout, trial_counts)
 from experiments.summaries import SweepSummary, format_sweep, synth_yaml
 from experiments.tracking import NullTracker, make_tracker
 from experiments.rdb import StaleTrials, log_stale, mask_url, shared_lock, worker_host
@@ -298,40 +281,27 @@ class Sweep:
         return runs
 
     def _holdout(self, study, key: str, instructions, contexts, runs: int) -> HoldoutScores:
+        """`runs` holdout runs of one text (seeds cfg.seed + k), each stored once; their per-task means."""
         with shared_lock(self.exp.storage_url, f"{self.exp.sweep.name}/study_attrs", self.dir / ".study_attrs.lock"):
-            return self._holdout_locked(study, key, instructions, contexts, runs)
+            try:
+                return HoldoutScores.of_runs([self._holdout_run(study, key, instructions, contexts, k, runs)
+                                              for k in range(runs)])
+            except TrialFailed as exc:
+                return HoldoutScores(None, str(exc))
 
-    def _holdout_locked(self, study, key: str, instructions, contexts, runs: int) -> HoldoutScores:
-        """`runs` holdout runs of one text, each stored once: the first (seed = cfg.seed) in the study attr
-        "holdout", the others (seeds cfg.seed + k) in "holdout_repeats"; their per-task means."""
-        name = self.exp.sweep.name
+    def _holdout_run(self, study, key: str, instructions, contexts, k: int, runs: int) -> dict[str, float]:
+        seed, tag, name = self.exp.seed + k, (f"-s{self.exp.seed + k}" if k else ""), self.exp.sweep.name
+        have = holdout_run(study, key, k, seed)
+        if have is not None:
+            return dict(have)
         who = "baseline" if key == study.user_attrs.get("baseline_hash") else key
-        got = []
-        for k in range(runs):
-            seed = self.exp.seed + k
-            attr = "holdout" if k == 0 else "holdout_repeats"
-            stored = {h: (v if k == 0 else dict(v)) for h, v in study.user_attrs.get(attr, {}).items()}
-            have = stored.get(key) if k == 0 else stored.get(key, {}).get(str(seed))
-            if have is None:
-                tag = "" if k == 0 else f"-s{seed}"
-                self.progress.begin(f"holdout {who}" + (f" run {k + 1}/{runs}" if runs > 1 else ""),
-                                    f"{name}-holdout-{key}{tag}", len(self.holdout))
-                try:
-                    ev = evaluate_candidate(instructions, self.holdout, self.runner, contexts=contexts, seed=seed,
-                                            run_prefix=f"{name}-holdout-{key}{tag}", pool=self.pool)
-                except TrialFailed as exc:
-                    return HoldoutScores(None, str(exc))
-                have = ev.by_task()
-                if k == 0:
-                    stored[key] = have
-                else:
-                    stored.setdefault(key, {})[str(seed)] = have
-                study.set_user_attr(attr, stored)
-                self._safe(lambda: log_evaluation_run(
-                    self.tracker, f"holdout-{key}" + (f"-seed{seed}" if k else ""),
-                    {"kind": "holdout", "instruction_hash": key, **({"seed": str(seed)} if k else {})}, ev))
-            got.append(dict(have))
-        return HoldoutScores.of_runs(got)
+        self.progress.begin(f"holdout {who}" + (f" run {k + 1}/{runs}" if runs > 1 else ""),
+                            f"{name}-holdout-{key}{tag}", len(self.holdout))
+        ev = evaluate_candidate(instructions, self.holdout, self.runner, contexts=contexts, seed=seed,
+                                run_prefix=f"{name}-holdout-{key}{tag}", pool=self.pool)
+        self._safe(lambda: log_evaluation_run(self.tracker, f"holdout-{key}" + (f"-seed{seed}" if k else ""), {
+            "kind": "holdout", "instruction_hash": key, **({"seed": str(seed)} if k else {})}, ev))
+        return dict(store_holdout_run(study, key, k, seed, ev.by_task()))
 
     def _safe(self, fn: Callable[[], Any]) -> None:
         try:
@@ -410,8 +380,8 @@ class Sweep:
             why = ("no holdout tasks" if not self.holdout else f"holdout_top_k={sw.holdout_top_k}" if not top
                    else next((f"holdout failed: {r.error}" for r in verdict.rows if r.trial == best.number and r.error),
                              "not evaluated on the holdout"))
-            best_scores = (split_scores("train", best.train_scores, ref),
-                           split_scores("holdout", _scores(held[best.hash]), _scores(held[base_hash]), note=why))
+            best_scores = (split_scores("train", best.train_scores, ref), split_scores(
+                "holdout", *(getattr(held[h], "scores", None) for h in (best.hash, base_hash)), note=why))
         plots = self._plots(study, ref, train_floor, highlight=[c.number for c in (best, promoted) if c])
         paths = {
             "ledger": str(self.ledger.path),
@@ -476,10 +446,6 @@ class Sweep:
              "ledger.jsonl": self.ledger.path.read_text(encoding="utf-8") if self.ledger.path.exists() else ""},
             status="FINISHED"))
         self.out(text)
-
-
-def _scores(held: HoldoutScores | None) -> Mapping[str, float] | None:
-    return held.scores if held is not None else None
 
 
 def run_sweep(exp: ExperimentConfig, runner: Any, **kwargs: Any) -> SweepSummary:

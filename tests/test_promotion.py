@@ -18,7 +18,6 @@ from experiments.promotion import (
     candidates,
     decide,
     holdout_runs,
-    stored_holdout,
 )
 from experiments.stats import noise_floor
 
@@ -170,12 +169,9 @@ def test_with_no_real_gain_the_bound_promotes_at_most_alpha_of_the_time(top_k):
     assert promoted / sims >= (0.03 if top_k == 1 else 0.02)  # and the test is not vacuous: it does spend alpha
 
 
-def test_holdout_scores_average_runs_and_the_study_attrs_they_come_from():
+def test_holdout_scores_average_runs_and_the_test_takes_sigma_and_its_df_from_the_noise_floor():
     runs = [{"h0": 5.0, "h1": 6.0}, {"h0": 6.0, "h1": 7.0, "h2": 1.0}]
     assert HoldoutScores.of_runs(runs) == HoldoutScores({"h0": 5.5, "h1": 6.5}, None, 2)
-    attrs = {"holdout": {"x": runs[0]}, "holdout_repeats": {"x": {"1": runs[1]}}}
-    assert stored_holdout(attrs, "x") == HoldoutScores({"h0": 5.5, "h1": 6.5}, None, 2)
-    assert stored_holdout(attrs, "y") is None and stored_holdout({"holdout": {"y": runs[0]}}, "y").runs == 1
     nf = noise_floor([{"a": 5.0, "b": 6.0}, {"a": 5.2, "b": 6.2}, {"a": 4.8, "b": 5.8}])
     assert HoldoutTest.of(nf, alpha=0.05) == HoldoutTest(pytest.approx(0.2), 4, 0.05, "bound")
     assert HoldoutTest.of(noise_floor([{"a": 5.0}]), alpha=0.05).sigma == 0.0  # one run measures nothing
