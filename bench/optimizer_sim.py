@@ -4,15 +4,21 @@ harness evaluations (task runs), and how often it promotes a change that does no
     python bench/optimizer_sim.py [--seeds 50] [--noise 0.8] [--budget 200] [--null] [--loops today gepa new]
                                   [--parent best|pareto] [--operators tpe|bandit] [--gate 3] [--gate-z 0.5]
                                   [--max-merges 0] [--new-pruner-p 0.1] [--llm-fail 0.3] [--json]
+                                  [--new-holdout-top-k K] [--new-holdout-baseline-runs B]
+                                  [--new-holdout-candidate-runs C] [--new-holdout-test bound|floor]
     python bench/optimizer_sim.py --world pool [--pruner-p 0.1] ...   # the fixed-pool world, real run_sweep
 
 --world mutation (default): candidates are made by mutation from parents (the world is described above
 MutationWorld below) and three loops run on the same worlds and seeds, each with the same budget of task runs:
   today  the sweep before issue 14: TPE on the requested operator, every child of the best train mean,
-         WilcoxonPruner (pruner_p, uncorrected), promotion by the train test + holdout confirmation
+         WilcoxonPruner (pruner_p, uncorrected), promotion by the train test + holdout confirmation with the
+         earlier rule (sweep.holdout_test=floor: one holdout run each, diff > 2 SE)
   gepa   GEPA as published: Pareto parents by tasks led, reflect, 3-task strict-sum gate with the parent re-run,
          merge, the best train mean returned (no noise test, no holdout)
-  new    the sweep's new pieces, configured like sweep.* (experiments/optimizer.py is the code both run)
+  new    the sweep's new pieces, configured like sweep.* (experiments/optimizer.py is the code both run), and
+         the shipped holdout confirmation (sweep.holdout_* from conf/sweep/synth_mutation.yaml)
+Both tested loops promote through experiments.promotion.decide, the sweep's own verdict; every holdout run
+counts in the budget (it is kept back from the search).
 Correct pick: the promoted candidate holds the best reachable effect (+1.1); false promotion: a promoted
 candidate that is not better than the baseline; regret: 1.1 minus the promoted candidate's true effect;
 holdout gain: its expected holdout score minus the baseline's, without run noise. --null removes the good edits.
@@ -132,6 +138,9 @@ def run_one(world: int, pruner: str, args, base: Path) -> dict:
     sw.baseline_repeats, sw.holdout_top_k = 3, 2  # the settings the recorded figures were taken with
     sw.pruner_p, sw.pruner_startup_steps = args.pruner_p, args.startup_steps
     sw.gate_tasks, sw.pruner_correction = 0, "none"  # this world compares the uncorrected pruner with none
+    sw.holdout_test = args.new_holdout_test  # the shipped holdout confirmation unless --new-holdout-* say otherwise
+    sw.holdout_baseline_runs = args.new_holdout_baseline_runs
+    sw.holdout_candidate_runs = args.new_holdout_candidate_runs
     sw.operators = ["add_constraint"]
     sw.storage = f"sqlite:///{results / 'optuna.db'}"
     exp.mlflow.enabled = False
@@ -160,11 +169,13 @@ def main_pool(args) -> dict:
             arms[pruner].append(run_one(world, pruner, args, base))
     shutil.rmtree(base, ignore_errors=True)
 
-    max_evals = 3 * args.train + len(EFFECTS) * args.train + args.holdout * 3
+    held = args.holdout * (args.new_holdout_baseline_runs + 2 * args.new_holdout_candidate_runs)
+    max_evals = 3 * args.train + len(EFFECTS) * args.train + held
     print("== optimizer search efficiency (simulated harness, real sweep loop) ==")
     print(f"{args.seeds} seeds; {len(EFFECTS)} candidates (best +1.0, runner-up +0.5, 10 at +0.2..-2.0); "
           f"{args.train} train + {args.holdout} holdout tasks; per-task noise sd {args.noise}; "
-          f"baseline_repeats 3, holdout_top_k 2, alpha 0.05; pruner_p {args.pruner_p}, "
+          f"baseline_repeats 3, holdout_top_k 2, alpha 0.05; holdout {args.new_holdout_baseline_runs} baseline + "
+          f"{args.new_holdout_candidate_runs} candidate run(s), test {args.new_holdout_test}; pruner_p {args.pruner_p}, "
           f"startup steps {args.startup_steps}; at most {max_evals} evaluations per sweep; "
           f"{time.perf_counter() - t0:.0f}s")
     print(f"{'pruner':9s} {'correct pick':>12s} {'best on train':>13s} {'promoted':>8s} {'mean evals':>10s} "
@@ -193,7 +204,7 @@ def main_pool(args) -> dict:
     cand_saving = 1 - rows["wilcoxon"]["mean_candidate_evaluations"] / rows["none"]["mean_candidate_evaluations"]
     fixed = rows["none"]["mean_evaluations"] - rows["none"]["mean_candidate_evaluations"]
     print(f"candidate-trial runs saved: {cand_saving:.1%}; fixed runs per sweep that pruning cannot touch "
-          f"(baseline trial + {3 - 1} repeats on train, holdout of baseline + top 2): {fixed:.0f} of "
+          f"(baseline trial + {3 - 1} repeats on train, holdout runs of baseline + top 2): {fixed:.0f} of "
           f"{rows['none']['mean_evaluations']:.0f}")
     # a Wilcoxon test on k paired steps cannot reach p < pruner_p before 0.5**k < pruner_p
     k = next(k for k in range(1, 64) if 0.5 ** k < args.pruner_p)
@@ -319,31 +330,51 @@ def _mean(xs) -> float:
     return sum(xs) / len(xs)
 
 
-def _promote(w: MutationWorld, trials: list[dict], base_runs: list[dict], args) -> tuple[Cand, int]:
-    """The sweep's promotion (experiments.promotion.decide): the top-k complete candidates by train mean, each
-    claimed on train (compare: Wilcoxon p < alpha and diff > floor, against the mean of the baseline runs) and
-    winning on the holdout by more than the holdout floor; the winner with the best holdout mean. Returns the
-    promoted candidate (the baseline when none wins) and the holdout runs spent."""
-    from experiments.stats import baseline_reference, compare, noise_floor
+def _promote(w: MutationWorld, trials: list[dict], base_runs: list[dict], args, rule: dict) -> tuple[Cand, int]:
+    """The sweep's promotion, by the sweep's own code: the top-k complete candidates in experiments.promotion's
+    order; holdout runs as the sweep makes them (the baseline rule["baseline_runs"] times, each candidate
+    rule["candidate_runs"] times, seeds 0..); experiments.promotion.decide with the sweep's train floor and
+    HoldoutTest. Returns the promoted candidate (the baseline when none wins) and the holdout runs spent.
+    rule: top_k, baseline_runs, candidate_runs, test (the sweep.holdout_* keys)."""
+    from experiments.promotion import Candidate, HoldoutScores, HoldoutTest, decide, ranked
+    from experiments.stats import baseline_reference, noise_floor
 
     nf = noise_floor(base_runs)
     ref = baseline_reference(base_runs)
-    floor = nf.floor(len(ref), len(base_runs))
-    cands = sorted([t for t in trials if t["state"] == "COMPLETE" and t["cand"].key != "0" and not t.get("dup")],
-                   key=lambda t: (-t["value"], t["number"]))
-    top = cands[: args.holdout_top_k]
-    if not top:
+    by_hash = {t["cand"].key: t for t in trials}
+    cands = ranked([Candidate(t["number"], t["cand"].key, t["op"], t["value"], t["scores"])
+                    for t in trials if t["state"] == "COMPLETE" and t["cand"].key != "0" and not t.get("dup")])
+    top = cands[: rule["top_k"]]
+    if not top or not w.holdout:
         return w.baseline, 0
     before = w.evaluations
-    base_hold = {h: w.score(w.baseline, h) for h in w.holdout}
-    hold_floor = nf.floor(len(w.holdout), 1)
-    winners = []
-    for t in top:
-        hold = {h: w.score(t["cand"], h) for h in w.holdout}
-        diff = _mean(hold.values()) - _mean(base_hold.values())
-        if compare(t["scores"], ref, floor=floor, alpha=args.alpha).claimed and diff > hold_floor:
-            winners.append((_mean(hold.values()), -t["number"], t["cand"]))
-    return (max(winners, key=lambda x: x[:2])[2] if winners else w.baseline), w.evaluations - before
+
+    def held(c: Cand, runs: int) -> HoldoutScores:
+        return HoldoutScores.of_runs([{h: w.score(c, h, seed=s) for h in w.holdout} for s in range(runs)])
+
+    base = held(w.baseline, rule["baseline_runs"])
+    holdout = {c.hash: held(by_hash[c.hash]["cand"], rule["candidate_runs"]) for c in top}
+    verdict = decide(top, ref, base, holdout, train_floor=nf.floor(len(ref), len(base_runs)), alpha=args.alpha,
+                     test=HoldoutTest.of(nf, alpha=args.alpha, rule=rule["test"]))
+    promoted = by_hash[verdict.winner.hash]["cand"] if verdict.winner else w.baseline
+    return promoted, w.evaluations - before
+
+
+def _holdout_runs(w: MutationWorld, rule: dict) -> int:
+    """Task runs the promotion will spend: the budget keeps them back."""
+    return len(w.holdout) * (rule["baseline_runs"] + rule["top_k"] * rule["candidate_runs"])
+
+
+TODAY_RULE = {"top_k": None, "baseline_runs": 1, "candidate_runs": 1, "test": "floor"}  # top_k: --holdout-top-k
+
+
+def today_rule(args) -> dict:
+    return {**TODAY_RULE, "top_k": args.holdout_top_k}
+
+
+def new_rule(args) -> dict:
+    return {"top_k": args.new_holdout_top_k, "baseline_runs": args.new_holdout_baseline_runs,
+            "candidate_runs": args.new_holdout_candidate_runs, "test": args.new_holdout_test}
 
 
 def _baseline(w: MutationWorld, study, args) -> tuple[dict, list[dict]]:
@@ -389,7 +420,7 @@ def loop_today(w: MutationWorld, args) -> dict:
     study = _study(w.world, args, args.pruner_p if args.pruner_p > 0 else None)
     base, runs = _baseline(w, study, args)
     trials = [base]
-    reserve = len(w.holdout) * (1 + args.holdout_top_k)
+    reserve = _holdout_runs(w, today_rule(args))
     while w.evaluations + len(w.train) + reserve <= args.budget:
         trial = study.ask()
         op = trial.suggest_categorical("operator", list(OPS))
@@ -412,7 +443,7 @@ def loop_today(w: MutationWorld, args) -> dict:
         else:
             study.tell(trial, _mean(scores.values()))
             trials.append({**rec, "state": "COMPLETE", "scores": scores, "value": _mean(scores.values())})
-    promoted, _ = _promote(w, trials, runs, args)
+    promoted, _ = _promote(w, trials, runs, args, today_rule(args))
     return _result(w, trials, promoted)
 
 
@@ -491,7 +522,7 @@ def loop_new(w: MutationWorld, args) -> dict:
     led; the operator by Thompson sampling on the operator used; a gate on g tasks against the parent's stored
     scores (experiments.optimizer.gate at the measured sigma); the rest of the train split with the pruner at its
     Pocock-corrected p (when --new-pruner-p > 0); a merge of two front members after a trial that beat its
-    parent; promotion as today."""
+    parent; promotion by the shipped holdout rule (new_rule: repeats, one-sided bound, Holm)."""
     import optuna
 
     from experiments.optimizer import (credit_from, gate, gate_tasks, merge_pair, pareto_leads, pruner_threshold,
@@ -505,7 +536,7 @@ def loop_new(w: MutationWorld, args) -> dict:
     sigma = noise_floor(runs).sigma if len(runs) > 1 else None
     trials = [base]
     rng = random.Random(f"new-{w.world}")
-    reserve = len(w.holdout) * (1 + args.holdout_top_k)
+    reserve = _holdout_runs(w, new_rule(args))
     merges, merge_due = 0, False
     while w.evaluations + len(w.train) + reserve <= args.budget:
         trial = study.ask()
@@ -570,7 +601,7 @@ def loop_new(w: MutationWorld, args) -> dict:
         study.tell(trial, value)
         trials.append({**rec, "state": "COMPLETE", "scores": scores, "value": value})
         merge_due = args.max_merges > 0 and value > rec["parent"]["value"]
-    promoted, _ = _promote(w, trials, runs, args)
+    promoted, _ = _promote(w, trials, runs, args, new_rule(args))
     return _result(w, trials, promoted)
 
 
@@ -623,8 +654,13 @@ def main_mutation(args) -> dict:
           f"{args.llm_fail:.0%}; budget {args.budget} task runs per sweep")
     print(f"today: baseline_repeats {args.baseline_repeats}, holdout_top_k {args.holdout_top_k}, alpha {args.alpha}, "
           f"pruner_p {args.pruner_p} (startup {args.startup_steps}), TPE on the requested operator, parent = best mean")
+    print(f"today: promotion: holdout_top_k {args.holdout_top_k}, 1 baseline + 1 candidate holdout run, "
+          f"holdout diff > 2 SE (test floor)")
     print(f"new:   parent {args.parent}, operators {args.operators}, gate {args.gate} tasks z {args.gate_z}, "
-          f"merges <= {args.max_merges}, pruner p {args.new_pruner_p} -> Pocock {p_new:.4f}; promotion as today")
+          f"merges <= {args.max_merges}, pruner p {args.new_pruner_p} -> Pocock {p_new:.4f}; promotion: "
+          f"holdout_top_k {args.new_holdout_top_k}, {args.new_holdout_baseline_runs} baseline + "
+          f"{args.new_holdout_candidate_runs} candidate holdout run(s), test {args.new_holdout_test}"
+          + (f" (one-sided t at alpha {args.alpha}, Holm)" if args.new_holdout_test == "bound" else " (> 2 SE)"))
     print(f"gepa:  Pareto parent by tasks led, reflect, 3-task strict-sum gate (parent re-run), merge <= 5, "
           f"best train mean returned; {time.perf_counter() - t0:.0f}s")
     head = (f"{'loop':6s} {'correct':>7s} {'found':>6s} {'promoted':>8s} {'false prom':>10s} {'regret':>6s} "
@@ -636,7 +672,10 @@ def main_mutation(args) -> dict:
         print(f"{name:6s} {r['correct']:7.0%} {r['found']:6.0%} {r['promoted']:8.0%} {r['false_promotion']:10.0%} "
               f"{r['regret']:6.2f} {r['holdout_gain']:+12.2f} {r['evaluations']:6.1f} {r['proposals']:9.1f} "
               f"{r['gated']:6.1f} {r['pruned']:6.1f} {r['merges']:6.1f}")
-    if "today" in rows and "new" in rows and "gepa" in rows:
+    if args.null:  # every promotion is false: the table's "false prom" column is the figure
+        print(f"false promotions (no edit helps; alpha {args.alpha}): "
+              + ", ".join(f"{name} {r['false_promotion']:.0%}" for name, r in rows.items()))
+    elif "today" in rows and "new" in rows and "gepa" in rows:
         t, n, g = rows["today"], rows["new"], rows["gepa"]
         goal_a = n["correct"] >= 0.8 or (n["correct"] >= t["correct"] and n["evaluations"] <= 0.6 * t["evaluations"])
         goal_b = n["correct"] >= g["correct"] and n["evaluations"] <= g["evaluations"] and n["false_promotion"] < g["false_promotion"]
@@ -646,6 +685,13 @@ def main_mutation(args) -> dict:
     if args.json:
         print(json.dumps(figures))
     return figures
+
+
+def _shipped_sweep():
+    """The sweep settings conf/sweep/synth_mutation.yaml ships (the new loop's promotion defaults)."""
+    from experiments.config import compose_config, to_experiment
+
+    return to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake"]), environ={}).sweep
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -674,6 +720,15 @@ def main(argv: list[str] | None = None) -> dict:
     g.add_argument("--max-merges", type=int, default=0, help="new loop: sweep.max_merges")
     g.add_argument("--new-pruner-p", type=float, default=0.1,
                    help="new loop: sweep.pruner_p, Pocock-corrected (0 = no pruner)")
+    shipped = _shipped_sweep()
+    g.add_argument("--new-holdout-top-k", type=int, default=shipped.holdout_top_k,
+                   help="new loop: sweep.holdout_top_k (default: conf/sweep/synth_mutation.yaml)")
+    g.add_argument("--new-holdout-test", choices=("bound", "floor"), default=shipped.holdout_test,
+                   help="new loop: sweep.holdout_test")
+    g.add_argument("--new-holdout-baseline-runs", type=int, default=shipped.holdout_baseline_runs,
+                   help="new loop: sweep.holdout_baseline_runs")
+    g.add_argument("--new-holdout-candidate-runs", type=int, default=shipped.holdout_candidate_runs,
+                   help="new loop: sweep.holdout_candidate_runs")
     args = ap.parse_args(argv)
     if args.quick:
         args.seeds = 5

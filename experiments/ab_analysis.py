@@ -19,6 +19,7 @@ from experiments.stats import (
     bootstrap_ci,
     cohens_dz,
     finite_array,
+    holm,
     paired_differences,
     paired_ttest,
     rank_biserial,
@@ -29,23 +30,6 @@ from experiments.verdict import Decision, Preregistration, explain_verdict
 
 
 # -- the A/B's statistics per metric --------------------------------------------------------------------------------
-
-
-def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm-Bonferroni step-down adjusted p-values, in the input order (NaN treated as 1)."""
-    p = np.array([1.0 if (v is None or not np.isfinite(v)) else float(v) for v in pvalues])
-    m = p.size
-    order = np.argsort(p, kind="stable")
-    adjusted = np.empty(m)
-    running = 0.0
-    for rank, idx in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p[idx]))
-        adjusted[idx] = running
-    return adjusted.tolist()
-
-
-def holm_reject(pvalues: Sequence[float], alpha: float = 0.05) -> list[bool]:
-    return [q <= alpha for q in holm(pvalues)]
 
 
 def with_holm(family: Mapping[str, PairedStats], test: str = "wilcoxon") -> dict[str, PairedStats]:

@@ -80,6 +80,9 @@ class SweepConfig:
     alpha: float = 0.05  # paired Wilcoxon (one-sided, over tasks) significance level
     allow_underpowered: bool = False  # run a design whose test cannot reach alpha (a first look; it can never promote)
     holdout_top_k: int = 2
+    holdout_test: str = "bound"  # bound (one-sided t at alpha, Holm over the top-k) | floor (diff > 2 SE)
+    holdout_baseline_runs: int = 3  # baseline runs on the holdout (seeds seed, seed+1, ...): its per-task mean
+    holdout_candidate_runs: int = 2  # runs of each top-k candidate on the holdout
     reuse_context: bool = True  # plan + research per task computed once per study and reused by every trial
     freeze_memory: bool = True  # memory read-only for the study
     failure_rate_stop: float = 0.5  # stop when this share of finished trials failed

@@ -262,7 +262,8 @@ def sweep_design_problem(exp: ExperimentConfig) -> str | None:
 
     Promotion needs (1) the one-sided exact Wilcoxon over the train tasks to reach sweep.alpha (smallest p
     1 / 2^n_train), (2) a noise floor, i.e. sweep.baseline_repeats >= 2, and (3) a holdout confirmation: at least
-    one holdout task and sweep.holdout_top_k >= 1. The holdout confirms by the noise floor, not by a p-value.
+    one holdout task and sweep.holdout_top_k >= 1. The holdout confirms by a one-sided bound at the measured
+    noise (experiments.promotion.HoldoutTest), which any number of holdout tasks can reach.
     """
     sw = exp.sweep
     n_train, n_hold = len(exp.tasks("train")), len(exp.tasks("holdout"))

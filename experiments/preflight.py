@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 from experiments.calibration_store import Cost, find_calibration
 from experiments.config import ExperimentConfig
 from experiments.power import ab_design, mde, sweep_design
+from experiments.promotion import holdout_runs
 from experiments.summaries import hms, num
 
 HANDFUL = 5  # fewer proposals than this and the preflight warns
@@ -233,8 +234,9 @@ def sweep_preflight(exp: ExperimentConfig, study: Any, *, calibration: Any, meas
         cost, source = None, "no calibration"
     stored = dict(study.user_attrs.get("baseline_runs", {}))
     repeats_left = 0 if cal is not None else sum(str(exp.seed + k) not in stored for k in range(1, sw.baseline_repeats))
-    held = dict(study.user_attrs.get("holdout", {}))
-    holdout_left = max(sw.holdout_top_k + 1 - len(held), 0) * n_holdout if n_holdout and sw.holdout_top_k > 0 else 0
+    done_runs = len(study.user_attrs.get("holdout", {})) + sum(
+        len(v) for v in study.user_attrs.get("holdout_repeats", {}).values())
+    holdout_left = max(holdout_runs(sw, n_holdout) - done_runs * n_holdout, 0)
     proj = project_sweep(exp, finished=len(finished_trials(study)), baseline_done=baseline_trial(study) is not None,
                          repeats_left=repeats_left, holdout_left=holdout_left, cost=cost, source=source,
                          used_calls=used_calls, elapsed_s=elapsed_s, mutation_calls=mutation_calls,

@@ -1,20 +1,51 @@
 """Which candidate a sweep promotes, and the evidence for it: pure functions on typed values, no I/O.
 
 The rule: rank the complete, distinct, non-baseline candidates by train mean; the top `holdout_top_k` are run on
-the holdout (by the sweep, before `decide`); a candidate wins when its train comparison claims an improvement
-(experiments.stats.compare: mean difference above the noise floor and one-sided Wilcoxon p < alpha) AND its
-holdout mean beats the baseline's holdout mean by more than the holdout noise floor. Among the winners the best
-holdout mean is promoted (the earlier trial on a tie); with none, the baseline is kept.
+the holdout (by the sweep, before `decide`): each candidate `holdout_candidate_runs` times, the baseline
+`holdout_baseline_runs` times, with different seeds. A candidate wins when its train comparison claims an
+improvement (experiments.stats.compare: mean difference above the noise floor and one-sided Wilcoxon p < alpha)
+AND its holdout difference confirms it (HoldoutTest). Among the winners the best holdout mean is promoted (the
+earlier trial on a tie); with none, the baseline is kept.
+
+Why the holdout test is built this way (HoldoutTest, rule "bound", the default):
+
+- The holdout alone confirms. Train scores select the candidate, and selection inflates them (the winner's curse:
+  the best of many train means is high partly by luck), so they are never pooled into the holdout statistic. The
+  train claim is a filter: it decides, before any holdout run, which candidates are tested.
+- Noise model: a task score is the candidate's true score on that task plus run noise of sd sigma (measured by
+  the baseline repeats or a calibration, with df = tasks x (runs - 1) degrees of freedom). A candidate's per-task
+  holdout score averaged over c runs, minus the baseline's averaged over b runs, has variance
+  sigma^2 (1/c + 1/b) from run noise alone, so the mean over m holdout tasks has standard error
+  SE = sigma * sqrt((1/c + 1/b) / m). One baseline holdout run (b = 1) gives SE = sigma * sqrt(2 / m); repeating
+  the baseline is the cheapest way to shrink it, because the baseline runs serve every candidate.
+- Test: one-sided, t = diff / SE against Student's t with sigma's df (sigma is estimated from runs independent of
+  the holdout, so under "no improvement" t has exactly that distribution when the noise is normal), p = P(T > t).
+  A one-sided test is the question asked (is the candidate better?); the earlier rule's 2-SE two-sided-style
+  floor spent its error rate on a direction that is never promoted.
+- Multiplicity: the family is the top-k candidates whose train comparison claims (fixed by train data before the
+  holdout runs). Holm's step-down over their holdout p-values keeps the chance that any candidate without a real
+  holdout improvement is promoted at or below alpha, however many are confirmed.
+- What it does not cover: a task x candidate interaction is part of a candidate's real effect on these tasks, not
+  run noise; m holdout tasks stand for unseen tasks only as well as m tasks can (docs/BENCHMARKS.md).
+
+Rule "floor" is the earlier rule, kept for comparison (bench/optimizer_sim.py's "today" loop): diff > 2 SE
+(stats.FLOOR_SE; with one run each, 2 * sigma * sqrt(2 / m)), no multiplicity correction. With no noise measured
+(sigma 0) both rules ask for a positive difference.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from scipy import stats as sps
+
 from experiments.search_state import BASELINE
-from experiments.stats import Comparison, bootstrap_ci, compare
+from experiments.stats import FLOOR_SE, Comparison, NoiseFloor, bootstrap_ci, compare, holm
+
+HOLDOUT_TESTS = ("bound", "floor")
 
 
 @dataclass(frozen=True)
@@ -31,14 +62,57 @@ class Candidate:
 
 @dataclass(frozen=True)
 class HoldoutScores:
-    """A candidate's (or the baseline's) per-task holdout scores, or why there are none."""
+    """A candidate's (or the baseline's) per-task holdout scores, averaged over `runs` runs, or why there are none."""
 
     scores: Mapping[str, float] | None
     error: str | None = None
+    runs: int = 1
 
     @property
     def mean(self) -> float | None:
         return sum(self.scores.values()) / len(self.scores) if self.scores else None
+
+    @classmethod
+    def of_runs(cls, runs: Sequence[Mapping[str, float]]) -> "HoldoutScores":
+        """Per-task means over the runs (the tasks every run has)."""
+        tasks = sorted(set.intersection(*(set(r) for r in runs))) if runs else []
+        if not tasks:
+            return cls(None, "no holdout scores")
+        return cls({t: sum(float(r[t]) for r in runs) / len(runs) for t in tasks}, None, len(runs))
+
+
+@dataclass(frozen=True)
+class HoldoutTest:
+    """How a holdout difference confirms a candidate (module docstring): rule "bound" (one-sided t at alpha, Holm
+    over the train-claimed candidates) or "floor" (diff > 2 SE, the earlier rule)."""
+
+    sigma: float  # run-to-run sd of one task score
+    df: int | None  # degrees of freedom of sigma's estimate; None: sigma taken as known (normal quantiles)
+    alpha: float
+    rule: str = "bound"
+
+    def __post_init__(self) -> None:
+        if self.rule not in HOLDOUT_TESTS:
+            raise ValueError(f"holdout test rule must be one of {HOLDOUT_TESTS}, got {self.rule!r}")
+
+    @classmethod
+    def of(cls, nf: NoiseFloor, *, alpha: float, rule: str = "bound") -> "HoldoutTest":
+        """The test at the sweep's noise floor: sigma and its df from the runs that measured it."""
+        df = nf.n_tasks * (nf.repeats - 1)
+        return cls(nf.sigma if nf.repeats >= 2 else 0.0, df if df > 0 else None, alpha, rule)
+
+    def se(self, n_tasks: int, candidate_runs: int, baseline_runs: int) -> float:
+        """Standard error of the mean holdout difference from run noise alone."""
+        if n_tasks < 1:
+            return float("inf")
+        return self.sigma * math.sqrt((1.0 / max(candidate_runs, 1) + 1.0 / max(baseline_runs, 1)) / n_tasks)
+
+    def p_value(self, diff: float, se: float) -> float:
+        """One-sided p of diff > 0 given its standard error (Student's t with df, normal without)."""
+        if se <= 0:
+            return 0.0 if diff > 0 else 1.0
+        t = diff / se
+        return float(sps.t.sf(t, self.df) if self.df else sps.norm.sf(t))
 
 
 @dataclass(frozen=True)
@@ -52,6 +126,11 @@ class HoldoutRow:
     train: Comparison | None
     wins: bool
     error: str | None = None
+    holdout_se: float | None = None  # standard error of holdout_diff from run noise
+    holdout_p: float | None = None  # one-sided p of the holdout difference (rule "bound")
+    holdout_level: float | None = None  # the level it had to reach: Holm's alpha / (family left), or the 2-SE floor
+    runs: tuple[int, int] = (1, 1)  # holdout runs (candidate, baseline)
+    holdout_rule: str = ""  # HoldoutTest.rule that judged it; "" when not tested (no train claim)
 
 
 @dataclass(frozen=True)
@@ -68,12 +147,24 @@ def candidates(trials: Sequence[Any], baseline_hash: str) -> list[Candidate]:
            for t in trials
            if t.state.name == "COMPLETE" and t.user_attrs.get("operator") != BASELINE
            and t.user_attrs.get("duplicate_of") is None and t.user_attrs.get("instruction_hash") != baseline_hash]
-    return sorted(out, key=lambda c: (-c.train_mean, c.number))
+    return ranked(out)
+
+
+def holdout_runs(sweep: Any, n_holdout: int) -> int:
+    """Task runs the holdout confirmation spends (sweep: SweepConfig): the baseline's runs and each top-k
+    candidate's, on every holdout task."""
+    if n_holdout < 1 or sweep.holdout_top_k < 1:
+        return 0
+    return n_holdout * (sweep.holdout_baseline_runs + sweep.holdout_top_k * sweep.holdout_candidate_runs)
+
+
+def ranked(cands: Sequence[Candidate]) -> list[Candidate]:
+    """Best train mean first, the earlier trial on a tie: the order the top-k for the holdout is taken in."""
+    return sorted(cands, key=lambda c: (-c.train_mean, c.number))
 
 
 def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_holdout: HoldoutScores | None,
-           holdout: Mapping[str, HoldoutScores], *, train_floor: float, holdout_floor: float,
-           alpha: float) -> Promotion:
+           holdout: Mapping[str, HoldoutScores], *, train_floor: float, alpha: float, test: HoldoutTest) -> Promotion:
     """The verdict on the top candidates (see the module docstring). baseline_holdout None: no holdout ran (no
     holdout tasks or no candidate), so no row and no winner; a failed baseline holdout fails every row."""
     if baseline_holdout is None or not top:
@@ -85,10 +176,35 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
         mean, bmean = hold.mean, baseline_holdout.mean
         diff = (mean - bmean) if (mean is not None and bmean is not None) else None
         cmp = compare(c.train_scores, reference, floor=train_floor, alpha=alpha)
-        wins = bool(cmp.claimed and diff is not None and diff > holdout_floor)
-        rows.append(HoldoutRow(c.number, c.hash, c.operator, c.train_mean, mean, diff, cmp, wins, hold.error))
+        se = test.se(len(hold.scores), hold.runs, baseline_holdout.runs) if diff is not None else None
+        rows.append(HoldoutRow(c.number, c.hash, c.operator, c.train_mean, mean, diff, cmp, False, hold.error,
+                               se, test.p_value(diff, se) if diff is not None else None, None,
+                               (hold.runs, baseline_holdout.runs)))
+    rows = _confirm(rows, test)
     winners = [r for r in rows if r.wins]
     return Promotion(tuple(rows), max(winners, key=lambda r: (r.holdout_mean, -r.trial)) if winners else None)
+
+
+def _confirm(rows: list[HoldoutRow], test: HoldoutTest) -> list[HoldoutRow]:
+    """Which rows win: train claimed and the holdout confirms, by Holm over the train-claimed family ("bound") or
+    by the 2-SE floor ("floor")."""
+    family = [i for i, r in enumerate(rows) if r.train is not None and r.train.claimed]
+    out = list(rows)
+    if test.rule == "floor":
+        for i in family:
+            r = rows[i]
+            level = FLOOR_SE * r.holdout_se if r.holdout_se is not None else None
+            out[i] = dataclasses.replace(r, holdout_level=level, holdout_rule=test.rule,
+                                         wins=r.holdout_diff is not None and r.holdout_diff > level)
+        return out
+    ps = [rows[i].holdout_p if rows[i].holdout_p is not None else 1.0 for i in family]
+    order = sorted(range(len(family)), key=lambda j: ps[j])  # Holm: the j-th smallest p meets alpha / (F - j)
+    adjusted = holm(ps)
+    for rank, j in enumerate(order):
+        i = family[j]
+        out[i] = dataclasses.replace(rows[i], holdout_level=test.alpha / (len(family) - rank), holdout_rule=test.rule,
+                                     wins=rows[i].holdout_p is not None and adjusted[j] <= test.alpha)
+    return out
 
 
 # -- evidence: a candidate's scores next to the baseline's -------------------------------------------------------

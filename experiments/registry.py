@@ -185,7 +185,8 @@ class Evidence:
     train: Any  # experiments.promotion.SplitScores against the baseline reference
     holdout: Any
     train_p: float | None  # one-sided paired Wilcoxon over the train tasks (the promotion test)
-    holdout_p: float | None  # the same over the holdout tasks (the holdout confirms by the noise floor)
+    holdout_p: float | None  # the holdout test's one-sided p (HoldoutRow.holdout_p; a Wilcoxon over the holdout
+    # tasks when the rule gave none)
     backend: Mapping[str, Any]  # the runner's identity: role -> backend, model, file, ...
     fingerprint: Mapping[str, Any]  # the study's pinned objective fingerprint
 
@@ -209,15 +210,17 @@ def sweep_evidence(study: Any, trial: Any, row: Any, ref: Mapping[str, float], b
     """Evidence for a promoted trial (FrozenTrial) and its HoldoutRow, from what the study stored."""
     from experiments.promotion import split_scores
     from experiments.stats import compare
+    from experiments.study import stored_holdout
 
-    held = dict(study.user_attrs.get("holdout", {}))
     h = trial.user_attrs.get("instruction_hash", "")
-    cand, base = held.get(h), held.get(study.user_attrs.get("baseline_hash"))
+    cand, base = (getattr(stored_holdout(study.user_attrs, k), "scores", None)
+                  for k in (h, study.user_attrs.get("baseline_hash")))
     return Evidence(
         study.study_name, trial.number, trial.user_attrs.get("operator", "?"), h,
         split_scores("train", trial.user_attrs.get("task_scores"), ref), split_scores("holdout", cand, base),
         row.train.p_value if row.train is not None else None,
-        compare(cand, base, floor=0.0, alpha=1.0).p_value if cand and base else None,
+        row.holdout_p if row.holdout_p is not None
+        else compare(cand, base, floor=0.0, alpha=1.0).p_value if cand and base else None,
         dict(backend), dict(study.user_attrs.get("fingerprint", {})))
 
 

@@ -391,6 +391,23 @@ def replication_noise(reps_a: Sequence[Sequence[float]], reps_b: Sequence[Sequen
     return ReplicationNoise(sd_a, sd_b, sd_within, r_a, r_b, n, sd_task, sd_mean, FLOOR_SE * sd_mean)
 
 
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni step-down adjusted p-values, in the input order (NaN treated as 1)."""
+    p = np.array([1.0 if (v is None or not np.isfinite(v)) else float(v) for v in pvalues])
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    adjusted = np.empty(m)
+    running = 0.0
+    for rank, idx in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[idx]))
+        adjusted[idx] = running
+    return adjusted.tolist()
+
+
+def holm_reject(pvalues: Sequence[float], alpha: float = 0.05) -> list[bool]:
+    return [q <= alpha for q in holm(pvalues)]
+
+
 def baseline_reference(runs: Sequence[Mapping[str, float]]) -> dict[str, float]:
     """Per-task mean of the baseline runs."""
     tasks = sorted(set.intersection(*(set(r) for r in runs))) if runs else []

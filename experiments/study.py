@@ -21,6 +21,7 @@ from optuna.trial import FrozenTrial, TrialState
 from experiments.benchmark import load_tasks, split
 from experiments.config import ConfigError, ExperimentConfig
 from experiments.fingerprint import fingerprint_diff
+from experiments.promotion import HoldoutScores
 from experiments.rdb import StaleTrials, mask_url, shared_lock, worker_host
 from experiments.search_state import BASELINE
 from experiments.tracking import enable_wal, sqlite_db, store_lock
@@ -194,3 +195,35 @@ def trial_counts(trials: Sequence[FrozenTrial]) -> dict[str, int]:
         "duplicate": sum(t.user_attrs.get("duplicate_of") is not None for t in trials),
         "gated": sum(bool(t.user_attrs.get("gated_out")) for t in trials),  # PRUNED by the minibatch gate
     }
+
+
+# -- holdout runs: run 0 of a text in the attr "holdout" {hash: scores} (as before repeats existed), the others in
+# "holdout_repeats" {hash: {seed: scores}}
+
+
+def holdout_run(study: optuna.Study, key: str, k: int, seed: int) -> dict[str, float] | None:
+    """Run k (with this seed) of one text on the holdout, if the study stored it."""
+    if k == 0:
+        return study.user_attrs.get("holdout", {}).get(key)
+    return study.user_attrs.get("holdout_repeats", {}).get(key, {}).get(str(seed))
+
+
+def store_holdout_run(study: optuna.Study, key: str, k: int, seed: int, scores: dict[str, float]) -> dict[str, float]:
+    """Store run k (with this seed) of one text on the holdout; returns the scores."""
+    attr = "holdout" if k == 0 else "holdout_repeats"
+    stored = {h: (v if k == 0 else dict(v)) for h, v in study.user_attrs.get(attr, {}).items()}
+    if k == 0:
+        stored[key] = scores
+    else:
+        stored.setdefault(key, {})[str(seed)] = scores
+    study.set_user_attr(attr, stored)
+    return scores
+
+
+def stored_holdout(user_attrs: Mapping[str, Any], key: str) -> HoldoutScores | None:
+    """Every holdout run a study stored for one text, averaged per task (None: none stored)."""
+    first = dict(user_attrs.get("holdout", {})).get(key)
+    if first is None:
+        return None
+    more = list(dict(user_attrs.get("holdout_repeats", {})).get(key, {}).values())
+    return HoldoutScores.of_runs([first, *more])

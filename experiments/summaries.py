@@ -145,7 +145,7 @@ def format_sweep(s: SweepSummary) -> str:
     for row in s.holdout:
         lines.append(
             f"holdout trial #{row.trial} ({row.operator}, {row.hash}): train {num(row.train_mean)} holdout "
-            f"{num(row.holdout_mean)} diff {num(row.holdout_diff, signed=True)} "
+            f"{num(row.holdout_mean)} diff {num(row.holdout_diff, signed=True)}{holdout_test_text(row)} "
             f"{'WINS' if row.wins else 'does not win'}" + (f" error: {row.error}" if row.error else "")
         )
     if s.promoted:
@@ -186,6 +186,18 @@ def format_sweep(s: SweepSummary) -> str:
         lines.append(f"MLflow runs: {s.mlflow_url}")
     lines.append(SUMMARY_END)
     return "\n".join(lines)
+
+
+def holdout_test_text(row: HoldoutRow) -> str:
+    """What the holdout test saw: runs (candidate/baseline), SE, and the p against its Holm level or the floor."""
+    if row.holdout_se is None:
+        return ""
+    text = f" [runs {row.runs[0]}/{row.runs[1]}, se {num(row.holdout_se)}"
+    if row.holdout_level is None:  # not in the family: the train comparison did not claim
+        return text + f", p {pval(row.holdout_p)}; not tested: no train claim]"
+    if row.holdout_rule == "floor":
+        return text + f", floor {num(row.holdout_level)}]"
+    return text + f", one-sided p {pval(row.holdout_p)} vs Holm level {num(row.holdout_level, fmt='.4f')}]"
 
 
 def synth_yaml(exp: ExperimentConfig, instructions: Mapping[str, str], s: SweepSummary) -> str:

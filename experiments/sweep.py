@@ -39,21 +39,14 @@ from experiments.pool import RunPool, runner_pool
 from experiments.power import sweep_design_problem
 from experiments.preflight import mutation_calls, noise_measured_line, pin_noise_source, sweep_preflight
 from experiments.progress import SweepProgress
-from experiments.promotion import HoldoutScores, Promotion, SplitScores, candidates, decide, split_scores
+from experiments.promotion import (HoldoutScores, HoldoutTest, Promotion, SplitScores, candidates, decide,
+                                   holdout_runs, split_scores)
 from experiments.registry import SweepRegistry, pin_source, sweep_evidence
 from experiments.runners import TimedRunner, llm_calls
 from experiments.search_state import BASELINE, candidate_hash, state_from_trials
 from experiments.stats import NoiseFloor, baseline_reference, compare, noise_floor
-from experiments.study import (
-    StudyStore,
-    baseline_trial,
-    ensure_baseline,
-    finished_trials,
-    frozen_trial,
-    open_store,
-    pin_fingerprint,
-    trial_counts,
-)
+from experiments.study import (StudyStore, baseline_trial, ensure_baseline, finished_trials, frozen_trial, holdout_run,
+                               open_store, pin_fingerprint, store_holdout_run, stored_holdout, trial_counts)
 from experiments.summaries import SweepSummary, format_sweep, synth_yaml
 from experiments.tracking import NullTracker, make_tracker
 from experiments.rdb import StaleTrials, log_stale, mask_url, shared_lock, worker_host
@@ -235,8 +228,7 @@ class Sweep:
         sw = self.exp.sweep
         done = len(finished_trials(study))
         best = max(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)), key=lambda t: t.value, default=None)
-        holdout_runs = (sw.holdout_top_k + 1) * len(self.holdout) if self.holdout and sw.holdout_top_k > 0 else 0
-        eta = self.progress.eta_s(done, n_trials=sw.n_trials, holdout_runs=holdout_runs,
+        eta = self.progress.eta_s(done, n_trials=sw.n_trials, holdout_runs=holdout_runs(sw, len(self.holdout)),
                                   at_once=min(self.pool.workers, len(self.holdout)), timeout_s=sw.timeout_s)
         self.out(self.progress.trial_line(frozen, best, done=done, n_trials=sw.n_trials, eta=eta,
                                           calls=llm_calls(self.runner) - calls0,
@@ -288,26 +280,28 @@ class Sweep:
             self.out(f"[{sw.name}] {noise_measured_line(self.exp, runs, len(self.train))}")
         return runs
 
-    def _holdout(self, study, key: str, instructions, contexts) -> HoldoutScores:
+    def _holdout(self, study, key: str, instructions, contexts, runs: int) -> HoldoutScores:
+        """`runs` holdout runs of one text (seeds cfg.seed + k), each stored once; their per-task means."""
         with shared_lock(self.exp.storage_url, f"{self.exp.sweep.name}/study_attrs", self.dir / ".study_attrs.lock"):
-            return self._holdout_locked(study, key, instructions, contexts)
+            try:
+                return HoldoutScores.of_runs([self._holdout_run(study, key, instructions, contexts, k, runs)
+                                              for k in range(runs)])
+            except TrialFailed as exc:
+                return HoldoutScores(None, str(exc))
 
-    def _holdout_locked(self, study, key: str, instructions, contexts) -> HoldoutScores:
-        stored = dict(study.user_attrs.get("holdout", {}))
-        if key in stored:
-            return HoldoutScores(stored[key])
+    def _holdout_run(self, study, key: str, instructions, contexts, k: int, runs: int) -> dict[str, float]:
+        seed, tag, name = self.exp.seed + k, (f"-s{self.exp.seed + k}" if k else ""), self.exp.sweep.name
+        have = holdout_run(study, key, k, seed)
+        if have is not None:
+            return dict(have)
         who = "baseline" if key == study.user_attrs.get("baseline_hash") else key
-        self.progress.begin(f"holdout {who}", f"{self.exp.sweep.name}-holdout-{key}", len(self.holdout))
-        try:
-            ev = evaluate_candidate(instructions, self.holdout, self.runner, contexts=contexts, seed=self.exp.seed,
-                                    run_prefix=f"{self.exp.sweep.name}-holdout-{key}", pool=self.pool)
-        except TrialFailed as exc:
-            return HoldoutScores(None, str(exc))
-        stored[key] = ev.by_task()
-        study.set_user_attr("holdout", stored)
-        self._safe(lambda: log_evaluation_run(self.tracker, f"holdout-{key}",
-                                              {"kind": "holdout", "instruction_hash": key}, ev))
-        return HoldoutScores(stored[key])
+        self.progress.begin(f"holdout {who}" + (f" run {k + 1}/{runs}" if runs > 1 else ""),
+                            f"{name}-holdout-{key}{tag}", len(self.holdout))
+        ev = evaluate_candidate(instructions, self.holdout, self.runner, contexts=contexts, seed=seed,
+                                run_prefix=f"{name}-holdout-{key}{tag}", pool=self.pool)
+        self._safe(lambda: log_evaluation_run(self.tracker, f"holdout-{key}" + (f"-seed{seed}" if k else ""), {
+            "kind": "holdout", "instruction_hash": key, **({"seed": str(seed)} if k else {})}, ev))
+        return dict(store_holdout_run(study, key, k, seed, ev.by_task()))
 
     def _safe(self, fn: Callable[[], Any]) -> None:
         try:
@@ -355,10 +349,12 @@ class Sweep:
         """Run the holdout for the baseline and the top candidates (stored in the study), then decide."""
         if not (self.holdout and top):
             return Promotion((), None), None
-        base = self._holdout(study, base_hash, baseline, contexts)
-        held = {c.hash: self._holdout(study, c.hash, c.instructions, contexts) for c in top} if base.scores else {}
-        verdict = decide(top, ref, base, held, train_floor=train_floor, holdout_floor=nf.floor(len(self.holdout), 1),
-                         alpha=self.exp.sweep.alpha)
+        sw = self.exp.sweep
+        base = self._holdout(study, base_hash, baseline, contexts, sw.holdout_baseline_runs)
+        held = ({c.hash: self._holdout(study, c.hash, c.instructions, contexts, sw.holdout_candidate_runs)
+                 for c in top} if base.scores else {})
+        verdict = decide(top, ref, base, held, train_floor=train_floor, alpha=sw.alpha,
+                         test=HoldoutTest.of(nf, alpha=sw.alpha, rule=sw.holdout_test))
         return verdict, base
 
     def _conclude(self, study, baseline, contexts, *, stop_reason, new, t0, calls0, prepare_calls, ctx_stats,
@@ -380,12 +376,12 @@ class Sweep:
         promoted_instr = dict(promoted.instructions) if promoted else dict(baseline)
         best_scores: tuple[SplitScores, ...] = ()
         if best is not None:
-            held = dict(study.user_attrs.get("holdout", {}))
+            held = {h: stored_holdout(study.user_attrs, h) for h in (best.hash, base_hash)}
             why = ("no holdout tasks" if not self.holdout else f"holdout_top_k={sw.holdout_top_k}" if not top
                    else next((f"holdout failed: {r.error}" for r in verdict.rows if r.trial == best.number and r.error),
                              "not evaluated on the holdout"))
-            best_scores = (split_scores("train", best.train_scores, ref),
-                           split_scores("holdout", held.get(best.hash), held.get(base_hash), note=why))
+            best_scores = (split_scores("train", best.train_scores, ref), split_scores(
+                "holdout", *(getattr(held[h], "scores", None) for h in (best.hash, base_hash)), note=why))
         plots = self._plots(study, ref, train_floor, highlight=[c.number for c in (best, promoted) if c])
         paths = {
             "ledger": str(self.ledger.path),

@@ -207,7 +207,10 @@ class MLflowTracker(NullTracker):
                       "sweep.pruner": exp.sweep.pruner, "sweep.sampler": exp.sweep.sampler,
                       "sweep.operators": ",".join(exp.sweep.operators),
                       "sweep.baseline_repeats": exp.sweep.baseline_repeats, "sweep.alpha": exp.sweep.alpha,
-                      "sweep.holdout_top_k": exp.sweep.holdout_top_k, "sweep.storage": mask_url(exp.storage_url)}
+                      "sweep.holdout_top_k": exp.sweep.holdout_top_k, "sweep.holdout_test": exp.sweep.holdout_test,
+                      "sweep.holdout_baseline_runs": exp.sweep.holdout_baseline_runs,
+                      "sweep.holdout_candidate_runs": exp.sweep.holdout_candidate_runs,
+                      "sweep.storage": mask_url(exp.storage_url)}
             self._log_params(self.parent_id, params)
         # sweep.storage / tracking_uri passwords stay out of MLflow
         self.client.log_text(self.parent_id, mask_secrets(json.dumps(experiment_dict(exp), indent=2, default=str)),

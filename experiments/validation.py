@@ -126,6 +126,11 @@ def validate(exp: ExperimentConfig) -> ExperimentConfig:
     _check_range("sweep.pruner_p", sw.pruner_p, 0.0, 1.0)
     _check_range("sweep.failure_rate_stop", sw.failure_rate_stop, 0.0, 1.0)
     _check_range("sweep.holdout_top_k", sw.holdout_top_k, 0)
+    from experiments.promotion import HOLDOUT_TESTS
+
+    _check("sweep.holdout_test", sw.holdout_test, HOLDOUT_TESTS)
+    _check_range("sweep.holdout_baseline_runs", sw.holdout_baseline_runs, 1)
+    _check_range("sweep.holdout_candidate_runs", sw.holdout_candidate_runs, 1)
     if sw.max_llm_calls is not None:
         _check_range("sweep.max_llm_calls", sw.max_llm_calls, 1)
     if sw.timeout_s is not None:

@@ -6,7 +6,20 @@ from types import SimpleNamespace
 
 import pytest
 
-from experiments.promotion import Candidate, HoldoutScores, candidates, decide
+import random
+
+import numpy as np
+from scipy import stats as sps
+
+from experiments.promotion import (
+    Candidate,
+    HoldoutScores,
+    HoldoutTest,
+    candidates,
+    decide,
+    holdout_runs,
+)
+from experiments.stats import noise_floor
 
 TRAIN = [f"t{i}" for i in range(8)]
 HOLD = ["h0", "h1", "h2", "h3"]
@@ -22,8 +35,12 @@ def hold(value: float) -> HoldoutScores:
     return HoldoutScores({t: value for t in HOLD})
 
 
+# the earlier rule: diff > 2 SE with one run each, i.e. 2 * sigma * sqrt(2 / 4); sigma chosen for a floor of 0.2
+FLOOR_02 = HoldoutTest(0.2 / (2 * 0.5 ** 0.5), None, 0.05, "floor")
+
+
 def _decide(top, holdout, base=hold(5.0), **kw):
-    args = dict(train_floor=0.3, holdout_floor=0.2, alpha=0.05) | kw
+    args = dict(train_floor=0.3, alpha=0.05, test=FLOOR_02) | kw
     return decide(top, REF, base, holdout, **args)
 
 
@@ -40,6 +57,7 @@ def test_a_candidate_wins_only_when_train_claims_and_holdout_clears_its_floor(tr
     (row,) = verdict.rows
     assert row.wins is wins and (verdict.winner is row) is wins
     assert row.holdout_diff == pytest.approx(held - 5.0) and row.train.claimed is (train > 5.3)
+    assert row.holdout_level == (pytest.approx(0.2) if train > 5.3 else None)  # unclaimed: not tested
 
 
 def test_among_winners_the_best_holdout_mean_is_promoted_and_the_earlier_trial_on_a_tie():
@@ -67,3 +85,100 @@ def test_candidates_are_complete_distinct_non_baseline_trials_best_first():
               trial(3, 7.0), trial(4, 9.0, state="PRUNED"), trial(5, 7.0, duplicate_of=2),
               trial(6, 8.0, instruction_hash="base")]
     assert [c.number for c in candidates(trials, "base")] == [2, 3, 1]
+
+
+# -- the holdout test: repeats, a one-sided bound, Holm over the train-claimed candidates -------------------------
+
+SIGMA, DF = 0.64, 16  # the simulated benchmark's run noise; 3 baseline runs x 8 train tasks measure it
+
+
+def runs_of(value: float, n: int) -> HoldoutScores:
+    """n holdout runs of one text, every task at `value` on average (+-0.1 alternating between runs)."""
+    return HoldoutScores.of_runs([{t: value + (0.1 if k % 2 else -0.1) * (n > 1) for t in HOLD} for k in range(n)])
+
+
+@pytest.mark.parametrize(
+    "gain, test, runs, wins",
+    [
+        # the simulation's best candidate (+1.1) clears the earlier rule's floor 2 x 0.64 x sqrt(2/4) = 0.905, and the
+        # bound with the baseline and candidate run twice (SE 0.32, t_16 at 0.05: +0.559)
+        (1.1, "floor", 1, True),
+        (1.1, "bound", 2, True),
+        # +0.8: short of the earlier floor, clear of the repeated bound: the power the repeats buy
+        (0.8, "floor", 1, False),
+        (0.8, "bound", 2, True),
+        # +0.3 is what noise alone gives about once in six (p 0.18 at SE 0.32): never promoted
+        (0.3, "bound", 2, False),
+        (0.3, "floor", 1, False),
+        (0.0, "bound", 2, False),
+    ],
+)
+def test_a_planted_holdout_gain_is_promoted_by_the_repeated_bound_and_a_noise_sized_one_is_not(gain, test, runs, wins):
+    holdout = HoldoutTest(SIGMA, DF, 0.05, test)
+    verdict = _decide([cand(3, 7.0, "a")], {"a": runs_of(5.0 + gain, runs)}, base=runs_of(5.0, runs), test=holdout)
+    (row,) = verdict.rows
+    assert row.wins is wins and (verdict.winner is not None) is wins
+    assert row.runs == (runs, runs) and row.holdout_diff == pytest.approx(gain)
+    assert row.holdout_se == pytest.approx(SIGMA * ((2 / runs) / 4) ** 0.5)
+    if test == "bound":
+        assert row.holdout_p == pytest.approx(sps.t.sf(gain / row.holdout_se, DF))
+        assert row.holdout_level == 0.05
+    else:
+        assert row.holdout_level == pytest.approx(2 * row.holdout_se)
+
+
+def _p_gain(p: float, se: float) -> float:
+    """The holdout gain whose one-sided p is p at this SE."""
+    return se * sps.t.isf(p, DF)
+
+
+def test_holm_over_the_train_claimed_candidates_only():
+    holdout = HoldoutTest(SIGMA, DF, 0.05, "bound")
+    se = holdout.se(4, 1, 2)
+    held = lambda p: HoldoutScores({t: 5.0 + _p_gain(p, se) for t in HOLD})  # noqa: E731
+    base = HoldoutScores({t: 5.0 for t in HOLD}, runs=2)
+    # two claimed candidates at p 0.03 and 0.04: Holm asks 0.025 of the smaller, so neither is confirmed ...
+    two = _decide([cand(1, 7.2, "a"), cand(2, 7.0, "b")], {"a": held(0.03), "b": held(0.04)}, base=base, test=holdout)
+    assert [r.holdout_p for r in two.rows] == [pytest.approx(0.03), pytest.approx(0.04)]
+    assert two.winner is None and [r.holdout_level for r in two.rows] == [0.025, 0.05]
+    # ... while p 0.02 and 0.04 confirm both (0.02 < 0.025, then 0.04 < 0.05): the better holdout mean wins
+    both = _decide([cand(1, 7.2, "a"), cand(2, 7.0, "b")], {"a": held(0.04), "b": held(0.02)}, base=base, test=holdout)
+    assert all(r.wins for r in both.rows) and both.winner.trial == 2
+    # a candidate whose train comparison does not claim is outside the family: it cannot win and raises no bar
+    one = _decide([cand(1, 7.2, "a"), cand(2, 5.1, "b")], {"a": held(0.03), "b": held(0.001)}, base=base, test=holdout)
+    assert one.winner.trial == 1 and [r.wins for r in one.rows] == [True, False]
+    assert [r.holdout_level for r in one.rows] == [0.05, None]
+
+
+@pytest.mark.parametrize("top_k", [1, 2])
+def test_with_no_real_gain_the_bound_promotes_at_most_alpha_of_the_time(top_k):
+    """Monte Carlo: sigma estimated with 16 df (3 baseline runs x 8 train tasks: sigma * sqrt(chi2_16 / 16)), normal
+    run noise, the baseline and each candidate run twice on 4 holdout tasks, every candidate claimed on train
+    (selection is the worst case), no true holdout difference. The t quantile and Holm keep false promotions at
+    alpha (without Holm two candidates would be promoted about 9.5% of the time)."""
+    rng = random.Random(14)
+    np_rng = np.random.default_rng(14)
+    promoted, sims = 0, 1000
+    top = [cand(i, 7.0 - 0.1 * i, f"c{i}") for i in range(top_k)]
+    for _ in range(sims):
+        test = HoldoutTest(SIGMA * (np_rng.chisquare(DF) / DF) ** 0.5, DF, 0.05)
+        run = lambda n: HoldoutScores.of_runs([{t: rng.gauss(5, SIGMA) for t in HOLD} for _ in range(n)])  # noqa: E731
+        verdict = _decide(top, {c.hash: run(2) for c in top}, base=run(2), test=test)
+        promoted += verdict.winner is not None
+    assert promoted / sims <= 0.05 + 2.5 * (0.05 * 0.95 / sims) ** 0.5  # alpha plus 2.5 binomial SE
+    assert promoted / sims >= (0.03 if top_k == 1 else 0.02)  # and the test is not vacuous: it does spend alpha
+
+
+def test_holdout_scores_average_runs_and_the_test_takes_sigma_and_its_df_from_the_noise_floor():
+    runs = [{"h0": 5.0, "h1": 6.0}, {"h0": 6.0, "h1": 7.0, "h2": 1.0}]
+    assert HoldoutScores.of_runs(runs) == HoldoutScores({"h0": 5.5, "h1": 6.5}, None, 2)
+    nf = noise_floor([{"a": 5.0, "b": 6.0}, {"a": 5.2, "b": 6.2}, {"a": 4.8, "b": 5.8}])
+    assert HoldoutTest.of(nf, alpha=0.05) == HoldoutTest(pytest.approx(0.2), 4, 0.05, "bound")
+    assert HoldoutTest.of(noise_floor([{"a": 5.0}]), alpha=0.05).sigma == 0.0  # one run measures nothing
+    sw = SimpleNamespace(holdout_top_k=2, holdout_baseline_runs=3, holdout_candidate_runs=2)
+    assert holdout_runs(sw, 4) == 4 * (3 + 2 * 2) and holdout_runs(sw, 0) == 0
+
+
+def test_an_unknown_holdout_rule_is_refused_in_one_line():
+    with pytest.raises(ValueError, match="holdout test rule must be one of"):
+        HoldoutTest(0.5, 4, 0.05, "two-sided")

@@ -127,6 +127,10 @@ def test_three_machines_one_study_one_killed(services, env, tmp_path):
     assert sorted(study.user_attrs["baseline_runs"]) == [str(k) for k in range(1, REPEATS)]  # seeds 0+k
     holdout_keys = sorted(study.user_attrs["holdout"])
     assert holdout_keys
+    # every holdout run of each text (its first, then the repeats by seed: sweep.holdout_*_runs), each once
+    repeats_of = study.user_attrs.get("holdout_repeats", {})
+    holdout_runs = sorted(k for k in holdout_keys for _ in range(1 + len(repeats_of.get(k, {}))))
+    assert len(holdout_runs) > len(holdout_keys)
     all_runs = [r for m in machines if (m / "runs.jsonl").exists() for r in strict_jsonl(m / "runs.jsonl")]
     ids = collections.Counter(r["run_id"] for r in all_runs)
     assert [i for i, c in ids.items() if c > 1] == []  # no trial task, repeat or holdout task ran twice anywhere
@@ -172,7 +176,7 @@ def test_three_machines_one_study_one_killed(services, env, tmp_path):
     repeats = [r for r in runs if r.data.tags.get("kind") == "baseline_repeat"]
     holdouts = [r for r in runs if r.data.tags.get("kind") == "holdout"]
     assert len(repeats) == REPEATS - 1
-    assert sorted(r.data.tags["instruction_hash"] for r in holdouts) == holdout_keys
+    assert sorted(r.data.tags["instruction_hash"] for r in holdouts) == holdout_runs
     artifacts = client.list_artifacts(parents[0].info.run_id, "config")
     assert [a.path for a in artifacts] == ["config/resolved_config.json"]
 

@@ -12,13 +12,15 @@ from scipy import stats as sps
 from experiments.stats import (
     bootstrap_ci,
     cohens_dz,
+    holm,
+    holm_reject,
     paired_differences,
     paired_ttest,
     rank_biserial,
     replication_noise,
     wilcoxon_test,
 )
-from experiments.ab_analysis import holm, holm_reject, paired_stats
+from experiments.ab_analysis import paired_stats
 from experiments.power import min_attainable_p, tasks_needed
 from experiments.verdict import Preregistration, explain_verdict, obf_spent, sequential_decision, verdict
 

@@ -6,7 +6,8 @@ import time
 
 import optuna
 
-from experiments.study import open_store
+from experiments.promotion import HoldoutScores
+from experiments.study import holdout_run, open_store, store_holdout_run, stored_holdout
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -24,3 +25,18 @@ def test_a_trial_with_a_heartbeat_stays_running_and_one_without_is_failed_after_
     states = {t.number: t.state.name for t in store.study.get_trials(deepcopy=False)}
     assert states == {beating.number: "RUNNING", silent.number: "FAIL"}
     assert store.trial_id(silent.number) != store.trial_id(beating.number)
+
+
+def test_holdout_runs_are_stored_once_per_text_and_seed_and_averaged_per_task():
+    study = optuna.create_study()  # in-memory: the attrs are what a resumed sweep reads back
+    first, second = {"h0": 5.0, "h1": 6.0}, {"h0": 6.0, "h1": 7.0, "h2": 1.0}
+    assert holdout_run(study, "x", 0, 0) is None and stored_holdout(study.user_attrs, "x") is None
+    store_holdout_run(study, "x", 0, 0, first)
+    store_holdout_run(study, "x", 1, 1, second)
+    store_holdout_run(study, "y", 0, 0, first)
+    assert holdout_run(study, "x", 1, 1) == second and holdout_run(study, "x", 1, 2) is None
+    assert study.user_attrs["holdout"] == {"x": first, "y": first}  # run 0 where it was before repeats existed
+    assert study.user_attrs["holdout_repeats"] == {"x": {"1": second}}
+    assert stored_holdout(study.user_attrs, "x") == HoldoutScores({"h0": 5.5, "h1": 6.5}, None, 2)  # common tasks
+    assert stored_holdout(study.user_attrs, "y") == HoldoutScores(first, None, 1)
+

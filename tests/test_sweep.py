@@ -113,6 +113,30 @@ def test_noise_only_candidates_are_not_promoted(make_exp):
     assert "PROMOTED: baseline (no change kept" in (exp.sweep_dir / "summary.md").read_text()
 
 
+def test_holdout_repeats_run_once_each_average_per_task_and_feed_the_bound(make_exp):
+    exp = make_exp("sweep.n_trials=4", "sweep.holdout_top_k=1", "sweep.holdout_baseline_runs=3",
+                   "sweep.holdout_candidate_runs=2", "sweep.holdout_test=bound")
+    lines: list[str] = []
+    s, runner = _sweep(exp, lines=lines)
+    held_ids = [rid for rid in runner.run_ids if "-holdout-" in rid]
+    assert len(held_ids) == 4 * (3 + 2)  # 4 holdout tasks x (3 baseline runs + 2 of the top candidate)
+    study = open_study(exp)
+    base = study.user_attrs["baseline_hash"]
+    (row,) = s.holdout
+    assert sorted(study.user_attrs["holdout_repeats"][base]) == ["1", "2"]  # seeds cfg.seed + 1, + 2
+    assert list(study.user_attrs["holdout_repeats"][row.hash]) == ["1"]
+    runs = [study.user_attrs["holdout"][base], *study.user_attrs["holdout_repeats"][base].values()]
+    assert s.baseline_holdout == pytest.approx(sum(sum(r.values()) for r in runs) / (3 * 4))
+    assert row.runs == (2, 3) and row.holdout_rule == "bound" and row.holdout_p is not None
+    assert row.holdout_se == pytest.approx(s.noise.sigma * ((1 / 2 + 1 / 3) / 4) ** 0.5)
+    assert s.promoted and row.wins  # the scripted tool edit (+1.5) on 4 tasks is far past the bound
+    assert any("[runs 2/3, se " in line and "vs Holm level 0.0500]" in line for line in lines)
+    runner2 = ScriptedRunner(load_tasks(exp.benchmark))
+    again, _ = _sweep(exp, runner2)
+    assert not any("-holdout-" in rid for rid in runner2.run_ids)  # resumed: every holdout run was stored
+    assert again.holdout[0].holdout_diff == pytest.approx(row.holdout_diff)
+
+
 def test_resume_runs_only_new_trials_and_counts_agree(make_exp):
     exp = make_exp("sweep.n_trials=3", mlflow=True)
     first, runner1 = _sweep(exp)
