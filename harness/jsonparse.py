@@ -89,10 +89,18 @@ def _balanced_end(text: str, start: int) -> int | None:
 
 
 def _candidates(text: str, openers: str) -> list[str]:
-    """Substrings that may hold the JSON value: balanced span first, then first opener to last closer."""
+    """Substrings that may hold the JSON value: balanced span first, then first opener to last closer.
+
+    A balanced span of the raw text that itself contains ``` comes before everything: the backticks are inside
+    the value's strings (a key or a value quoting a code fence), and stripping fences would cut them out."""
+    out: list[str] = []
+    if "```" in text:
+        for start in sorted(i for i in (text.find(o) for o in openers) if i >= 0):
+            end = _balanced_end(text, start)
+            if end is not None and "```" in text[start:end]:
+                out.append(text[start:end])
     body = _strip_fences(text).strip()
     starts = sorted(i for i in (body.find(o) for o in openers) if i >= 0)
-    out: list[str] = []
     for start in starts:
         end = _balanced_end(body, start)
         if end is not None:

@@ -110,3 +110,10 @@ def test_any_valid_object_round_trips_through_wrappers(obj, wrapper):
     parsed, parser = parse_json_object(text)
     assert parsed == obj
     assert parser == "json"
+
+
+@pytest.mark.parametrize("obj", [{"```": []}, {"a": "```"}, {"```json": 1}, {"code": "```python\nx = 1\n```"}])
+@pytest.mark.parametrize("wrapper", ["{}", "Here you go:\n{}\nDone.", "```json\n{}\n```"])
+def test_backticks_inside_the_json_survive_fence_stripping(obj, wrapper):
+    # found by Hypothesis: {"```": []} raised "found no '{'" and {"a": "```"} came back as {"a": ""}
+    assert parse_json_object(wrapper.replace("{}", json.dumps(obj), 1)) == (obj, "json")
