@@ -146,23 +146,32 @@ class ABTracking:
                                status="FINISHED" if ok else "FAILED")
 
     def _trace(self, rec: Mapping[str, Any], rid: str) -> list[str]:
-        """An ok cell with a trace file: its run as an MLflow trace (experiments.mlflow_traces) with the evaluator's
-        assessments, tagged with the cell (arm, blind label, task, replication) and linked to the cell's run."""
+        """The cell's harness run as an MLflow trace (experiments.mlflow_traces) linked to the cell's run, tagged
+        with the cell (arm, blind label, task, replication): an ok cell with a trace file with the evaluator's
+        assessments (the judge's rationale and sample spread with its dimensions), a failed cell with status
+        ERROR and its error line (the spans its trace file holds; none when the run raised before writing one)."""
         from experiments.evaluate import TaskScore
-        from experiments.mlflow_traces import log_run_traces
+        from experiments.mlflow_traces import FailedRun, log_run_traces
 
         meta = rec.get("meta") or {}
-        if rec.get("status") != "ok" or not meta.get("trace"):
+        task_type = self.task_types.get(rec["task"], "")
+        tags = {"kind": CELL_KIND, "cell_record": rid, "arm": rec["arm"], "task": rec["task"],
+                "replication": str(rec["replication"])}
+        trace_tags = {"blind_label": meta.get("blind_label", "")}
+        if rec.get("status") != "ok":
+            failed = FailedRun(task_id=rec["task"], task_type=task_type,
+                               error=str(rec.get("error") or "the cell failed"), trace_path=meta.get("trace") or None)
+            return log_run_traces(self.tracker, tags, [], trace_tags=trace_tags, failed=[failed])
+        if not meta.get("trace"):
             return []
         out = Path(meta.get("output_path") or "")
         score = TaskScore(
-            task_id=rec["task"], task_type=self.task_types.get(rec["task"], ""), score=float(rec["score"]),
-            dimensions=dict(rec.get("dimensions") or {}), selection_score=meta.get("selection_score"),
-            rescored=bool(meta.get("rescored")), trace_path=meta["trace"],
+            task_id=rec["task"], task_type=task_type, score=float(rec["score"]),
+            dimensions=dict(rec.get("dimensions") or {}), judge_sd=float(meta.get("judge_sd") or 0.0),
+            feedback=str(meta.get("feedback") or ""), weaknesses=tuple(meta.get("weaknesses") or ()),
+            selection_score=meta.get("selection_score"), rescored=bool(meta.get("rescored")), trace_path=meta["trace"],
             output_text=out.read_text(encoding="utf-8").rstrip("\n") if out.is_file() else "")
-        tags = {"kind": CELL_KIND, "cell_record": rid, "arm": rec["arm"], "task": rec["task"],
-                "replication": str(rec["replication"])}
-        return log_run_traces(self.tracker, tags, [score], trace_tags={"blind_label": meta.get("blind_label", "")})
+        return log_run_traces(self.tracker, tags, [score], trace_tags=trace_tags)
 
     def finish(self, result: ABResult, summary: str, files: Sequence[Path], ledger: Path) -> None:
         metrics = summary_metrics(result)

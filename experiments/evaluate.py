@@ -16,8 +16,25 @@ from experiments.pool import SERIAL, RunPool
 from experiments.runners import Runner
 
 
+@dataclass(frozen=True)
+class FailedRun:
+    """A harness run of one task that failed or raised: what its MLflow trace shows (trace_path None: it raised
+    before writing one; context_trace_path: the reused context's preparation, as TaskScore's)."""
+
+    task_id: str
+    task_type: str
+    error: str
+    trace_path: str | None = None
+    context_trace_path: str | None = None
+
+
 class TrialFailed(RuntimeError):
-    """The candidate could not be evaluated (a harness run failed or raised, or no mutation was possible)."""
+    """The candidate could not be evaluated (a harness run failed or raised, or no mutation was possible).
+    `failed` is the harness run that failed, when one did."""
+
+    def __init__(self, message: str, *, failed: FailedRun | None = None) -> None:
+        super().__init__(message)
+        self.failed = failed
 
 
 @dataclass(frozen=True)
@@ -40,6 +57,7 @@ class TaskScore:
     selection_score: float | None = None  # the wiggum loop's best round (chosen by the same judge sample)
     rescored: bool = False  # score is an independent judge sample of the kept text
     trace_path: str | None = None  # the run's Chrome trace file (an MLflow trace is built from it)
+    context_trace_path: str | None = None  # the reused context's preparation (planning, memory, research)
 
 
 @dataclass(frozen=True)
@@ -80,7 +98,9 @@ class CandidateEval:
 def task_score(task: Task, outcome: TaskOutcome) -> TaskScore:
     """A runner's TaskOutcome -> TaskScore; raises TrialFailed when the run failed."""
     if not outcome.ok:
-        raise TrialFailed(f"task {task.id!r} failed: {outcome.error or outcome.status}")
+        error = f"task {task.id!r} failed: {outcome.error or outcome.status}"
+        raise TrialFailed(error, failed=FailedRun(task.id, task.task_type, outcome.error or outcome.status,
+                                                  outcome.trace_path, outcome.context_trace_path))
     u = outcome.usage
     return TaskScore(
         task_id=task.id,
@@ -101,6 +121,7 @@ def task_score(task: Task, outcome: TaskOutcome) -> TaskScore:
         selection_score=outcome.selection_score,
         rescored=outcome.rescored,
         trace_path=outcome.trace_path,
+        context_trace_path=outcome.context_trace_path,
     )
 
 
@@ -150,7 +171,8 @@ def evaluate_candidate(
             except TrialFailed:
                 raise
             except Exception as exc:
-                raise TrialFailed(f"task {task.id!r} raised {type(exc).__name__}: {exc}") from exc
+                raise TrialFailed(f"task {task.id!r} raised {type(exc).__name__}: {exc}",
+                                  failed=FailedRun(task.id, task.task_type, f"{type(exc).__name__}: {exc}")) from exc
             if not isinstance(outcome, TaskOutcome):
                 raise TypeError(f"runner.finish must return experiments.outcome.TaskOutcome, got "
                                 f"{type(outcome).__name__}")

@@ -9,9 +9,15 @@ MLflow trace linked to the trial's run:
     assessments        TaskScore -> Feedback: a rubric dimension per judge score (LLM_JUDGE, the judge's model,
                        its feedback as rationale), a det_<criterion> per deterministic criterion and the
                        composite (CODE)
+    with_context       a run that reused a context prepared earlier (the sweep prepares each task once): the
+                       preparation's own trace (planning, memory recall, research) grafted in under a
+                       prepare_context span that ends where the run starts, at its own durations, with the time
+                       it really ran and the shift as attributes
     log_trial_traces   a trace per task (root = the run, a span per stage, LLM call, research round, ...,
                        at the real start/end times), its assessments, the link to the run; the run is then
-                       tagged an evaluation run (mlflow.runType genai_evaluate)
+                       tagged an evaluation run (mlflow.runType genai_evaluate). A harness run that failed
+                       (FailedRun) is a trace too: status ERROR, the error line as the root's status, attribute
+                       and exception event, the spans its trace file holds (none when it raised before one)
 
 Harness runs outside trials are traced the same way by the code that logs their nested run, each trace linked to
 that run (log_run_traces finds it by its tags): a sweep's baseline repeats and holdout runs (log_evaluation_run,
@@ -26,11 +32,15 @@ tracking URI, so log_trial_traces points it at the tracker's store (and exports 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
+
+from experiments.evaluate import FailedRun
 
 RUN_TYPE_TAG = "mlflow.runType"  # mlflow.utils.mlflow_tags.MLFLOW_RUN_TYPE
 EVALUATION_RUN = "genai_evaluate"  # what mlflow.genai.evaluate tags its run with; the UI lists it as "Eval"
@@ -71,6 +81,29 @@ def read_chrome_trace(path: str | Path) -> ChromeTrace:
         last = max((e["ts"] + e["dur"] for e in complete), default=0.0)
         ts0 = os.stat(path).st_mtime * 1e6 - last
     return ChromeTrace(complete, float(ts0), str(other.get("run_id", path.stem)))
+
+
+CONTEXT_SPAN = "prepare_context"
+
+
+def with_context(trace: ChromeTrace, context: ChromeTrace, context_path: str = "") -> ChromeTrace:
+    """The run's trace with the preparation of the context it reused: the context's events under a prepare_context
+    span that ends at the run's ts 0 (negative ts), their durations and nesting kept. The span's args say when the
+    preparation really ran and by how much it was moved, so nothing reads as if it ran twice or at that time."""
+    if not context.events:
+        return trace
+    start = min(e["ts"] for e in context.events)
+    end = max(e["ts"] + e["dur"] for e in context.events)
+    shift = -end  # context time -> run time
+    moved = tuple({**e, "ts": round(e["ts"] + shift, 1)} for e in context.events)
+    real_start_s = (context.ts0_unix_us + start) / 1e6
+    wrapper = {"name": CONTEXT_SPAN, "cat": "stage", "ph": "X", "ts": round(start + shift, 1),
+               "dur": round(end - start, 1), "pid": moved[0].get("pid", 0), "tid": min(e["tid"] for e in moved),
+               "args": {"reused_context": True, "prepare_run_id": context.run_id, "prepare_trace": str(context_path),
+                        "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(real_start_s)),
+                        "moved_by_s": round((trace.ts0_unix_us + start + shift) / 1e6 - real_start_s, 3)}}
+    events = sorted((wrapper, *moved, *trace.events), key=lambda e: (e["ts"], -e["dur"]))
+    return dataclasses.replace(trace, events=tuple(events))
 
 
 @dataclass(frozen=True)
@@ -206,17 +239,46 @@ def _ns(trace: ChromeTrace, us: float) -> int:
     return int(round((trace.ts0_unix_us + us) * 1000))
 
 
+def load_run_trace(run: Any) -> ChromeTrace:
+    """The Chrome trace a TaskScore or FailedRun shows, with its reused context grafted in (with_context). A failed
+    run without a trace file is an empty trace placed now."""
+    if run.trace_path:
+        trace = read_chrome_trace(run.trace_path)
+    else:
+        trace = ChromeTrace(events=(), ts0_unix_us=time.time() * 1e6, run_id="")
+    if run.context_trace_path:
+        trace = with_context(trace, read_chrome_trace(run.context_trace_path), run.context_trace_path)
+    return trace
+
+
+def _error_event(error: str) -> Any:
+    from mlflow.entities import SpanEvent
+
+    kind, _, message = error.partition(": ")
+    if not message or " " in kind:
+        kind, message = "Error", error
+    return SpanEvent(name="exception", attributes={"exception.type": kind, "exception.message": message})
+
+
 def start_task_trace(client: Any, *, experiment_id: str, run_id: str, score: Any, request: Mapping[str, Any],
                      trace: ChromeTrace, tags: Mapping[str, str]) -> str:
-    """One harness run as one trace: a root span for the run, a span per event at its real times. Returns the
-    trace id. Call it inside exporting_to: the spans are then in the store when it returns."""
+    """One harness run as one trace: a root span for the run, a span per event at its real times (a reused
+    context's preparation just before them, see with_context). `score` is a TaskScore, or a FailedRun: then the
+    trace's status is ERROR with the error line. Returns the trace id. Call it inside exporting_to: the spans are
+    then in the store when it returns."""
+    from mlflow.entities import SpanStatus, SpanStatusCode
+
+    failed = score if isinstance(score, FailedRun) else None
     spans = span_tree(trace.events)
+    start_us = min((s.start_us for s in spans), default=0.0)
     end_us = max((s.end_us for s in spans), default=0.0)
+    attributes = {"task_id": score.task_id, "harness_run_id": trace.run_id}
+    attributes.update({"error": failed.error} if failed else {"score": score.score})
     root = client.start_trace(
         ROOT_NAME, span_type="AGENT", inputs=dict(request), experiment_id=experiment_id, run_id=run_id,
-        start_time_ns=_ns(trace, 0.0),
+        start_time_ns=_ns(trace, min(start_us, 0.0)),
         tags={**tags, "task_id": score.task_id, "task_type": score.task_type, "harness_run_id": trace.run_id},
-        attributes={"score": score.score, "task_id": score.task_id, "harness_run_id": trace.run_id})
+        attributes=attributes)
     trace_id = root.trace_id
     try:
         ids: list[str] = []
@@ -232,49 +294,56 @@ def start_task_trace(client: Any, *, experiment_id: str, run_id: str, score: Any
     except BaseException:
         client.end_trace(trace_id, status="ERROR")  # not left open in MLflow's in-memory trace buffer
         raise
-    client.end_trace(trace_id, outputs=score.output_text, end_time_ns=_ns(trace, end_us))
+    if failed:
+        root.add_event(_error_event(failed.error))
+        client.end_trace(trace_id, status=SpanStatus(SpanStatusCode.ERROR, failed.error[:1000]),
+                         end_time_ns=_ns(trace, end_us))
+    else:
+        client.end_trace(trace_id, outputs=score.output_text, end_time_ns=_ns(trace, end_us))
     return trace_id
 
 
 def log_trial_traces(client: Any, uri: str, *, experiment_id: str, run_id: str, scores: Sequence[Any],
                      requests: Mapping[str, Mapping[str, Any]], default_judge: str,
-                     tags: Mapping[str, str] = {}) -> list[str]:
-    """A trace per TaskScore with a trace_path, its assessments, linked to run_id; the run becomes an evaluation
-    run. Every task is tried; TraceLoggingError names those that failed (after the others are logged)."""
+                     tags: Mapping[str, str] = {}, failed: Sequence[FailedRun] = ()) -> list[str]:
+    """A trace per TaskScore with a trace_path, its assessments, and a trace per FailedRun (status ERROR, no
+    assessments), linked to run_id; the run becomes an evaluation run. Every task is tried; TraceLoggingError
+    names those that failed (after the others are logged)."""
     import mlflow
 
     traced = [s for s in scores if s.trace_path]
-    if not traced:  # a runner without trace files (the scripted test runner)
+    if not traced and not failed:  # a runner without trace files (the scripted test runner)
         return []
-    started: list[tuple[Any, str, str]] = []  # (score, trace id, judge)
-    failed: dict[str, list[str]] = {}  # reason -> task ids
+    started: list[tuple[Any, str, str | None]] = []  # (score or FailedRun, trace id, judge)
+    problems: dict[str, list[str]] = {}  # reason -> task ids
     with exporting_to(uri):
-        for s in traced:
+        for s in [*traced, *failed]:
             try:
-                trace = read_chrome_trace(s.trace_path)
+                trace = load_run_trace(s)
                 tid = start_task_trace(client, experiment_id=experiment_id, run_id=run_id, score=s,
                                        request=requests.get(s.task_id, {"task_id": s.task_id}), trace=trace,
                                        tags=tags)
-                started.append((s, tid, judge_model(span_tree(trace.events)) or default_judge))
+                judge = None if isinstance(s, FailedRun) else judge_model(span_tree(trace.events)) or default_judge
+                started.append((s, tid, judge))
             except Exception as exc:
-                failed.setdefault(f"{type(exc).__name__}: {exc}", []).append(s.task_id)
+                problems.setdefault(f"{type(exc).__name__}: {exc}", []).append(s.task_id)
         logged = []
         for s, tid, judge in started:
             try:
                 if client.get_trace(tid) is None:
                     raise LookupError("the exporter did not store it")
-                for feedback in assessments(s, judge):
+                for feedback in assessments(s, judge) if judge is not None else ():
                     mlflow.log_assessment(tid, feedback)
                 logged.append(tid)
             except Exception as exc:
-                failed.setdefault(f"{type(exc).__name__}: {exc}", []).append(s.task_id)
+                problems.setdefault(f"{type(exc).__name__}: {exc}", []).append(s.task_id)
     for i in range(0, len(logged), 100):
         client.link_traces_to_run(logged[i:i + 100], run_id)
     if logged:
         client.set_tag(run_id, RUN_TYPE_TAG, EVALUATION_RUN)
-    if failed:
-        why = "; ".join(f"{', '.join(sorted(ids))}: {reason}" for reason, ids in failed.items())
-        raise TraceLoggingError(f"{len(logged)} of {len(traced)} task traces logged; {why}"[:800])
+    if problems:
+        why = "; ".join(f"{', '.join(sorted(ids))}: {reason}" for reason, ids in problems.items())
+        raise TraceLoggingError(f"{len(logged)} of {len(traced) + len(failed)} task traces logged; {why}"[:800])
     return logged
 
 
@@ -295,11 +364,12 @@ def nested_run_id(tracker: Any, tags: Mapping[str, str]) -> str:
 
 
 def log_run_traces(tracker: Any, tags: Mapping[str, str], scores: Sequence[Any], *,
-                   trace_tags: Mapping[str, str] = {}) -> list[str]:
+                   trace_tags: Mapping[str, str] = {}, failed: Sequence[FailedRun] = ()) -> list[str]:
     """log_trial_traces for a nested run that is not a trial: the run is the tracker's child tagged `tags`, each
     trace carries the sweep's name, `tags` and `trace_tags`. Nothing is searched or written when MLflow is off or
-    no score has a trace file. Raises as log_trial_traces does: callers guard it like a trial's traces."""
-    if not tracker.enabled or not any(s.trace_path for s in scores):
+    there is neither a score with a trace file nor a failed run. Raises as log_trial_traces does: callers guard it
+    like a trial's traces."""
+    if not tracker.enabled or not (any(s.trace_path for s in scores) or failed):
         return []
     from experiments.benchmark import load_tasks
 
@@ -308,7 +378,7 @@ def log_run_traces(tracker: Any, tags: Mapping[str, str], scores: Sequence[Any],
                             run_id=nested_run_id(tracker, tags), scores=list(scores),
                             requests=task_requests(load_tasks(exp.benchmark)),
                             default_judge=exp.backend.evaluator_model,
-                            tags={"sweep": exp.sweep.name, **tags, **trace_tags})
+                            tags={"sweep": exp.sweep.name, **tags, **trace_tags}, failed=failed)
 
 
 def log_evaluation_run(tracker: Any, name: str, tags: Mapping[str, str], ev: Any) -> list[str]:

@@ -22,7 +22,7 @@ import optuna
 
 from experiments.benchmark import Task
 from experiments.config import ExperimentConfig
-from experiments.evaluate import CandidateEval, TrialFailed, evaluate_candidate
+from experiments.evaluate import CandidateEval, FailedRun, TrialFailed, evaluate_candidate
 from experiments.pool import SERIAL, RunPool
 from experiments.runners import Runner, llm_calls
 from experiments.search_state import (
@@ -54,6 +54,7 @@ class TrialOutcome:
     llm_calls: int = 0
     operator_requested: str = ""  # what the sampler asked for
     gate: dict | None = None  # experiments.optimizer.GateDecision.as_attr() when the minibatch gate ran
+    failed_run: FailedRun | None = None  # the harness run that failed the trial (TrialFailed.failed)
 
 
 
@@ -317,7 +318,7 @@ class Objective:
             trial.set_user_attr("elapsed_s", round(time.perf_counter() - t0, 3))
             trial.set_user_attr("llm_calls", llm_calls(self.runner) - calls0)
             self.last = TrialOutcome(**outcome, error=str(exc), elapsed_s=time.perf_counter() - t0,
-                                     llm_calls=llm_calls(self.runner) - calls0)
+                                     llm_calls=llm_calls(self.runner) - calls0, failed_run=exc.failed)
             raise
         _record_eval(trial, ev)
         elapsed, calls = time.perf_counter() - t0, llm_calls(self.runner) - calls0

@@ -63,6 +63,7 @@ class TaskOutcome:
     smoke: bool = False
     rescored: bool = False  # score comes from an independent judge sample
     trace_path: str | None = None  # the run's Chrome trace file (harness.logger.Tracer.write)
+    context_trace_path: str | None = None  # the Chrome trace of the reused context's preparation (Prepared.trace_path)
 
     def __post_init__(self) -> None:
         if self.status not in (OK, FAILED):

@@ -134,9 +134,11 @@ class HarnessRunner:
             self._uncached += int(uncached)
 
     def prepare(self, task: str) -> Any:
-        from harness.logger import Tracer, use_tracer
+        """The task's context (planning, memory recall, research), its stages' Chrome trace written to the traces
+        folder and named in prepared.trace_path: each run that reuses the context shows them in its MLflow trace."""
+        from harness.logger import Tracer, new_run_id, use_tracer
 
-        tracer = Tracer("prepare")
+        tracer = Tracer(new_run_id("prepare"))
         with use_tracer(tracer):
             prepared = self.base.prepare(task)
         self._count(sum(int(u["calls"] - u["cached"]) for u in tracer.usage.values()))
@@ -148,7 +150,7 @@ class HarnessRunner:
             from harness.inference import BackendUnavailable
 
             raise BackendUnavailable(f"context for task {task[:60]!r} not prepared: {down[0]}")
-        return prepared
+        return dataclasses.replace(prepared, trace_path=str(tracer.write(self.cfg.traces_dir)))
 
     def identity(self) -> dict[str, Any]:
         """backend_identity of the roles, read once (it hashes model files and asks Ollama for digests)."""
@@ -172,7 +174,7 @@ class HarnessRunner:
         name = f"{run_id}/{output_name_for(prepared.task)}" if run_id else None
         result = self._for_seed(seed).finish(prepared, instructions=dict(instructions), run_id=run_id,
                                              criteria=dict(criteria or {}), output_name=name)
-        outcome = outcome_from_result(result)
+        outcome = dataclasses.replace(outcome_from_result(result), context_trace_path=prepared.trace_path)
         self._count(outcome.usage.uncached_calls)
         return outcome
 
@@ -216,9 +218,8 @@ class HarnessRunner:
         with use_tracer(tracer):
             try:
                 prepared = h.prepare(task.task)
-            except Exception as exc:
-                h.record_failure(task.task, run_id, tracer, exc)
-                return FullRun(TaskOutcome.failed(f"{type(exc).__name__}: {exc}", smoke=self.smoke))
+            except Exception as exc:  # recorded with its trace file (status failed, the error line)
+                return FullRun(outcome_from_result(h.record_failure(task.task, run_id, tracer, exc)))
         result = h.finish(prepared, run_id=run_id, criteria=task.criteria(), tracer=tracer, output_name=output_name)
         outcome = outcome_from_result(result)
         self._count(outcome.usage.uncached_calls)
@@ -268,13 +269,15 @@ class HarnessCells:
         out = run.outcome
         meta: dict[str, Any] = {"run_id": run_id, "blind_label": label, "smoke": runner.smoke}
         if run.prepared is None:
-            return {"status": "failed", "error": out.error, "meta": meta}
+            return {"status": "failed", "error": out.error, "meta": {**meta, "trace": out.trace_path}}
         plan = run.prepared.plan
         meta.update(output_path=out.output_path, trace=out.trace_path, prior_knowledge_ran=bool(plan.prior_knowledge_ran),
                     plan_parser=plan.parser, llm_calls=out.usage.llm_calls, cached_calls=out.usage.cached_calls)
         if not out.ok:
             return {"status": "failed", "error": f"task {task.id!r} failed: {out.error or out.status}", "meta": meta}
-        meta.update(selection_score=out.selection_score, rescored=out.rescored)
+        # the judge's sample spread and its rationale: the cell's MLflow trace shows them with the scores
+        meta.update(selection_score=out.selection_score, rescored=out.rescored, judge_sd=out.judge_sd,
+                    feedback=out.feedback, weaknesses=list(out.weaknesses))
         return {
             "status": "ok",
             "error": None,

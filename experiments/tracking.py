@@ -304,13 +304,15 @@ class MLflowTracker(NullTracker):
                 if s.output_text:
                     self.client.log_text(rid, s.output_text, f"outputs/{s.task_id}.md")
         self.client.set_terminated(rid, status=status)
-        if ev is not None:
-            self._log_traces(rid, trial.number, ev.scores)
+        failed = getattr(outcome, "failed_run", None)
+        if ev is not None or failed is not None:
+            self._log_traces(rid, trial.number, ev.scores if ev is not None else (), failed=(failed,) if failed else ())
 
-    def _log_traces(self, run_id: str, number: int, scores: Iterable[Any]) -> None:
-        """Each task run of the trial as an MLflow trace with the evaluator's assessments, linked to the trial's
-        run (experiments.mlflow_traces). Runs after the trial's run is complete: a failure raises
-        TraceLoggingError, which the sweep's guard prints as one warning line, and loses nothing else."""
+    def _log_traces(self, run_id: str, number: int, scores: Iterable[Any], failed: Iterable[Any] = ()) -> None:
+        """Each task run of the trial as an MLflow trace with the evaluator's assessments, and the run that failed
+        the trial as one with status ERROR, linked to the trial's run (experiments.mlflow_traces). Runs after the
+        trial's run is complete: a failure raises TraceLoggingError, which the sweep's guard prints as one warning
+        line, and loses nothing else."""
         from experiments.benchmark import load_tasks
         from experiments.mlflow_traces import log_trial_traces
 
@@ -318,7 +320,7 @@ class MLflowTracker(NullTracker):
                     for t in load_tasks(self.exp.benchmark)}
         log_trial_traces(self.client, self.uri, experiment_id=self.experiment_id, run_id=run_id, scores=list(scores),
                          requests=requests, default_judge=self.exp.backend.evaluator_model,
-                         tags={"sweep": self.exp.sweep.name, "trial_number": str(number)})
+                         tags={"sweep": self.exp.sweep.name, "trial_number": str(number)}, failed=list(failed))
 
     def sync(self, trials: Iterable[Any], baseline: Mapping[str, str] | None = None) -> int:
         """Log finished trials that have no child run yet (a crash between tell and logging); idempotent."""

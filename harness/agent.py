@@ -43,6 +43,9 @@ class Prepared:
     timings: dict[str, float] = field(default_factory=dict)
     llm_calls: int = 0
     memory_match: float = 0.0  # best recalled task's word overlap with this task (research.memory_match)
+    # the Chrome trace of the stages that made this context, when they ran apart from the run that finishes it
+    # (a sweep prepares each task once and reuses it): an MLflow trace of that run shows them before synthesis
+    trace_path: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -57,6 +60,7 @@ class Prepared:
             "timings": dict(self.timings),
             "llm_calls": self.llm_calls,
             "memory_match": self.memory_match,
+            "trace_path": self.trace_path,
         }
 
     @classmethod
@@ -73,6 +77,7 @@ class Prepared:
             timings=dict(d.get("timings", {})),
             llm_calls=int(d.get("llm_calls", 0)),
             memory_match=float(d.get("memory_match", 0.0)),
+            trace_path=d.get("trace_path"),
         )
 
 

@@ -61,6 +61,42 @@ def test_a_trace_file_is_placed_in_wall_time(tmp_path):
     assert abs(old.ts0_unix_us / 1e6 - tracer.wall_t0) < 2.0
 
 
+def _chrome(events, ts0_s, run_id="r"):
+    from experiments.mlflow_traces import ChromeTrace
+
+    return ChromeTrace(tuple(events), ts0_s * 1e6, run_id)
+
+
+def test_a_reused_context_is_grafted_just_before_the_run_at_its_own_durations():
+    from experiments.mlflow_traces import with_context
+
+    run = _chrome([_ev("synthesize", 10, 50), _ev("llm.producer", 12, 40, cat="llm")], ts0_s=1000.0)
+    # prepared 400 s earlier: planning with its model call, then research on two threads
+    context = _chrome([_ev("make_plan", 5, 20), _ev("llm.planner", 6, 18, cat="llm"), _ev("gather_research", 30, 70),
+                       _ev("research.round", 35, 30, tid=2, cat="research")], ts0_s=600.0, run_id="prepare-x")
+    merged = with_context(run, context, "/traces/prepare-x.json")
+    assert merged.ts0_unix_us == run.ts0_unix_us and merged.run_id == "r"
+    names = [e["name"] for e in merged.events]
+    assert names == ["prepare_context", "make_plan", "llm.planner", "gather_research", "research.round",
+                     "synthesize", "llm.producer"]
+    by = {e["name"]: e for e in merged.events}
+    # the context ends where the run starts (ts 0) and keeps every duration and gap
+    assert (by["prepare_context"]["ts"], by["prepare_context"]["dur"]) == (-95.0, 95.0)
+    assert [(by[n]["ts"], by[n]["dur"]) for n in ("make_plan", "llm.planner", "gather_research")] == [
+        (-95.0, 20), (-94.0, 18), (-70.0, 70)]
+    args = by["prepare_context"]["args"]
+    assert args["reused_context"] is True and args["prepare_run_id"] == "prepare-x"
+    assert args["prepare_trace"] == "/traces/prepare-x.json"
+    assert args["prepared_at"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(600.0 + 5e-6))
+    assert args["moved_by_s"] == pytest.approx(400.0 - 100e-6, abs=1e-3)  # (1000 s - 95 us) - (600 s + 5 us)
+    tree = {s.name: s for s in span_tree(merged.events)}
+    parent = lambda name: merged.events[tree[name].parent]["name"] if tree[name].parent is not None else None
+    assert [parent(n) for n in ("prepare_context", "make_plan", "llm.planner", "gather_research",
+                                "research.round", "synthesize", "llm.producer")] == [
+        None, "prepare_context", "make_plan", "prepare_context", "gather_research", None, "synthesize"]
+    assert with_context(run, _chrome([], ts0_s=600.0)) is run  # a context without events adds nothing
+
+
 def test_assessments_name_their_source_judge_model_or_code():
     score = TaskScore(task_id="t0", task_type="enumerated", score=7.5, selection_score=8.0, rescored=True,
                       dimensions={"relevance": 8.0, "depth": 6.0, "det_count": 10.0, "det_grounding": 4.0},
@@ -157,14 +193,16 @@ def test_each_trial_run_holds_one_trace_per_task_with_spans_and_assessments(make
             assert record["run_id"].endswith(f"-t{n}-{info.tags['task_id']}")
             assert json.loads(tr.data.request)["task"] == f"task number {info.tags['task_id'][1:]}"
             assert json.loads(tr.data.response) == Path(record["output_path"]).read_text(encoding="utf-8").rstrip("\n")
-            # spans at the real times: the root is the run, the stages and LLM calls inside it
+            # spans at the real times: the root is the run, the stages and LLM calls inside it; the reused
+            # context's preparation (planning, memory recall, research) just before them
             root = next(s for s in spans if s.parent_id is None)
             chrome = read_chrome_trace(record["trace"])
-            assert abs(root.start_time_ns / 1e3 - chrome.ts0_unix_us) < 2
+            context = _assert_whole_run(spans)
+            assert abs((root.start_time_ns + context.end_time_ns - context.start_time_ns) / 1e3
+                       - chrome.ts0_unix_us) < 2
+            assert abs(context.end_time_ns / 1e3 - chrome.ts0_unix_us) < 2
             assert all(root.start_time_ns <= s.start_time_ns <= s.end_time_ns <= root.end_time_ns for s in spans)
-            assert len(spans) == 1 + len(chrome.events)
-            names = {s.name for s in spans}
-            assert {"synthesize", "write_output", "wiggum_loop", "llm.producer", "llm.evaluator"} <= names
+            assert len(spans) == _expected_spans(spans, record)
             llm = [s for s in spans if s.span_type == "LLM"]
             assert llm and all(s.attributes["model"] and s.attributes[TOKEN_USAGE]["input_tokens"] > 0
                                and s.attributes["latency_s"] >= 0 and isinstance(s.attributes["cache_hit"], bool)
@@ -195,6 +233,57 @@ def test_each_trial_run_holds_one_trace_per_task_with_spans_and_assessments(make
             (run.data.tags["kind"], run.data.tags[key], "traces")}
 
 
+# the stages of one harness run, in order (harness.agent.Harness.prepare and finish); the tree under the root
+PREPARE_STAGES = ["parse_skills", "memory.get_context", "make_plan", "auto_activate", "gather_research"]
+FINISH_STAGES = ["synthesize", "write_output", "wiggum_loop", "post_synthesis", "compress_and_store"]
+
+
+def _children(spans, parent):
+    return [s.name for s in sorted(spans, key=lambda s: s.start_time_ns) if s.parent_id == parent.span_id]
+
+
+def _assert_whole_run(spans, *, reused: bool = True):
+    """The trace covers the whole harness run: planning, memory recall and research (under prepare_context when
+    the run reused a context prepared earlier), then synthesis, wiggum, the observation stored; each LLM call under
+    the stage that made it, with model, tokens, latency and cache hit. Returns the prepare_context span (or the
+    root when the run prepared its own context)."""
+    root = next(s for s in spans if s.parent_id is None)
+    top = _children(spans, root)
+    if reused:
+        assert top[0] == "prepare_context" and [n for n in top[1:] if n in FINISH_STAGES] == FINISH_STAGES, top
+        context = next(s for s in spans if s.name == "prepare_context")
+        assert context.attributes["reused_context"] is True and context.attributes["prepared_at"].endswith("Z")
+        assert context.attributes["moved_by_s"] >= 0
+        assert context.attributes["prepare_run_id"].startswith("prepare-")
+        assert [n for n in _children(spans, context) if n in PREPARE_STAGES] == PREPARE_STAGES
+    else:
+        context = root
+        assert [n for n in top if n in PREPARE_STAGES + FINISH_STAGES] == PREPARE_STAGES + FINISH_STAGES, top
+    by_id = {s.span_id: s for s in spans}
+    llm = [s for s in spans if s.span_type == "LLM"]
+    assert all(s.attributes["model"] and s.attributes[TOKEN_USAGE]["input_tokens"] > 0
+               and s.attributes["latency_s"] >= 0 and isinstance(s.attributes["cache_hit"], bool) for s in llm)
+    stage_of = {}
+    for s in llm:
+        up = by_id[s.parent_id]
+        while up.parent_id is not None and up.name not in PREPARE_STAGES + FINISH_STAGES:
+            up = by_id[up.parent_id]
+        stage_of.setdefault(s.name, set()).add(up.name)
+    assert "make_plan" in stage_of["llm.planner"] and "synthesize" in stage_of["llm.producer"], stage_of
+    assert stage_of["llm.evaluator"] <= {"wiggum_loop", "synthesize"}, stage_of
+    return context
+
+
+def _expected_spans(spans, record) -> int:
+    """The root, one span per event of the run's Chrome trace, and for a reused context prepare_context and one
+    per event of the preparation's trace file."""
+    n = 1 + len(read_chrome_trace(record["trace"]).events)
+    context = [s for s in spans if s.name == "prepare_context"]
+    if context:
+        n += 1 + len(read_chrome_trace(context[0].attributes["prepare_trace"]).events)
+    return n
+
+
 def _assert_run_traced(client, experiment_id, run, task_ids, records):
     """One trace per task of `run`, from the harness run it names, with the judge's and code's assessments whose
     composite is the run's task metric; the run is an evaluation run."""
@@ -205,7 +294,8 @@ def _assert_run_traced(client, experiment_id, run, task_ids, records):
     for tr in traces:
         assert tr.info.trace_metadata["mlflow.sourceRun"] == rid
         record = records[tr.info.tags["harness_run_id"]]
-        assert len(tr.data.spans) == 1 + len(read_chrome_trace(record["trace"]).events)
+        assert len(tr.data.spans) == _expected_spans(tr.data.spans, record)
+        _assert_whole_run(tr.data.spans, reused=run.data.tags["kind"] != "ab_cell")
         got = {a.name: a for a in tr.info.assessments}
         assert got["depth"].source.source_type == "LLM_JUDGE" and got["composite"].source.source_type == "CODE"
         assert any(n.startswith("det_") for n in got)
@@ -268,7 +358,26 @@ def test_exporting_to_puts_the_environment_back_exactly(monkeypatch, tmp_path):
 # -- an A/B on the real pipeline over scripted roles ---------------------------------------------------------------
 
 
-def _ab_on_fake_roles(lines: list[str]):
+REVIEWER = "You are a strict, fair reviewer"
+
+
+def _judge_llm():
+    """test_ab_entry's FakeLLM whose judge gives a rationale and, over its two samples per text, a spread."""
+    from test_ab_entry import _fake_llm
+
+    llm, samples = _fake_llm(), iter(range(10**6))
+
+    def judge(messages):
+        depth = 5 + 2 * (next(samples) % 2)  # 5, 7, 5, 7, ...: judge_sd 1.41 over two samples
+        dims = {d: 6 for d in ("relevance", "completeness", "specificity", "structure", "grounded")}
+        return json.dumps({**dims, "depth": depth, "feedback": "Cite PEP 703 for the free-threaded build.",
+                           "weaknesses": ["no version numbers"]})
+
+    llm.keyed[REVIEWER] = judge
+    return llm
+
+
+def _ab_on_fake_roles(lines: list[str], *overrides: str, llm=None):
     """tests/test_ab_entry.py's A/B of real harness cells on a FakeLLM, with MLflow on: 3 tasks x 2 arms."""
     from harness.inference import fake_roles
     from test_ab_entry import _exp, _fake_llm
@@ -276,8 +385,8 @@ def _ab_on_fake_roles(lines: list[str]):
     from experiments.ab_entry import run_ab_from_config
 
     exp = _exp("ab.replications=1", "ab.split=train", "wiggum.max_rounds=1", "research.max_rounds=1",
-               "research.enrich_urls=0", "search.provider=local", "orchestrator.mode=off")
-    return run_ab_from_config(exp, roles=fake_roles(_fake_llm()), out=lines.append)
+               "research.enrich_urls=0", "search.provider=local", "orchestrator.mode=off", *overrides)
+    return run_ab_from_config(exp, roles=fake_roles(llm or _fake_llm()), out=lines.append)
 
 
 def _ab_runs():
@@ -293,7 +402,7 @@ def test_each_ab_cell_run_holds_its_harness_run_as_a_trace_with_the_cells_tags(_
     from harness.logger import read_jsonl
 
     lines: list[str] = []
-    run = _ab_on_fake_roles(lines)
+    run = _ab_on_fake_roles(lines, "evaluator.repeats=2", llm=_judge_llm())
     assert not [line for line in lines if "warning" in line], lines
     cells = {(c["task"], c["arm"], c["replication"]): c for c in read_jsonl(run.paths.ledger) if c.get("kind") == "cell"}
     assert len(cells) == 6 and all(c["status"] == "ok" for c in cells.values())
@@ -318,6 +427,13 @@ def test_each_ab_cell_run_holds_its_harness_run_as_a_trace_with_the_cells_tags(_
             n for n in cell["dimensions"] if not n.startswith("det_")}
         assert all(got[n].value == pytest.approx(v) for n, v in cell["dimensions"].items())
         assert got["composite"].value == pytest.approx(cell["score"])
+        # the judge's dimensions carry its rationale and the spread of its samples, as a trial's traces do
+        assert cell["meta"]["judge_sd"] > 0 and cell["meta"]["feedback"]
+        for name in ("relevance", "depth"):
+            assert (got[name].source.source_type, got[name].source.source_id) == ("LLM_JUDGE", "fake-model")
+            assert got[name].rationale == "Cite PEP 703 for the free-threaded build.\nWeaknesses: no version numbers"
+            assert got[name].metadata == {"judge_sd": f"{cell['meta']['judge_sd']:.4f}"}
+        assert "deterministic criterion" in got[next(n for n in got if n.startswith("det_"))].rationale
 
 
 def test_an_ab_cell_trace_that_fails_warns_and_the_cell_run_is_logged_once(_isolated_results, monkeypatch):
@@ -340,3 +456,100 @@ def test_an_ab_cell_trace_that_fails_warns_and_the_cell_run_is_logged_once(_isol
     traced = sorted((c.data.tags["task"], len(client.search_traces(locations=[experiment_id], run_id=c.info.run_id)))
                     for c in children)
     assert traced == [("file-handling-tips", 1)] * 2 + [("list-json-modules", 1)] * 2 + [("what-is-gil", 0)] * 2
+
+
+def _error_event(span):
+    (event,) = [e for e in span.events if e.name == "exception"]
+    return event.attributes["exception.type"], event.attributes["exception.message"]
+
+
+def test_a_failed_ab_cell_is_traced_with_its_error(_isolated_results, monkeypatch):
+    """A harness run that raised in a stage: its trace shows the stages up to the failure, that stage ERROR, the
+    trace ERROR with the error line. A run_arm that raised before any trace file: a root-only ERROR trace."""
+    import harness.agent
+    from harness.logger import read_jsonl
+
+    from experiments.runners import HarnessCells
+
+    real_research, real_call = harness.agent.gather_research, HarnessCells.__call__
+
+    def research(task, *args, **kwargs):
+        if "global interpreter lock" in task:
+            raise ConnectionError("search backend refused the connection")
+        return real_research(task, *args, **kwargs)
+
+    def call(self, arm, overrides, task, replication, seed):
+        if task.id == "list-json-modules" and arm == "prior_knowledge_off":
+            raise MemoryError("out of memory loading the arm")
+        return real_call(self, arm, overrides, task, replication, seed)
+
+    monkeypatch.setattr(harness.agent, "gather_research", research)
+    monkeypatch.setattr(HarnessCells, "__call__", call)
+    lines: list[str] = []
+    run = _ab_on_fake_roles(lines)
+    assert not [line for line in lines if "warning" in line], lines
+    cells = [c for c in read_jsonl(run.paths.ledger) if c.get("kind") == "cell"]
+    failed = {(c["task"], c["arm"]): c for c in cells if c["status"] == "failed"}
+    assert sorted(failed) == [("list-json-modules", "prior_knowledge_off"), ("what-is-gil", "prior_knowledge_off"),
+                            ("what-is-gil", "prior_knowledge_on")]
+    client, experiment_id, children = _ab_runs()
+    assert len(children) == 6
+    for child in children:
+        tags = child.data.tags
+        (trace,) = client.search_traces(locations=[experiment_id], run_id=child.info.run_id)
+        info, spans = trace.info, trace.data.spans
+        root = next(s for s in spans if s.parent_id is None)
+        cell = failed.get((tags["task"], tags["arm"]))
+        if cell is None:
+            assert info.state == "OK" and root.status.status_code == "OK" and info.assessments
+            continue
+        assert child.info.status == "FAILED"
+        assert info.state == "ERROR" and root.status.status_code == "ERROR" and not info.assessments
+        assert (info.tags["arm"], info.tags["task_id"], info.tags["kind"]) == (tags["arm"], tags["task"], "ab_cell")
+        if tags["task"] == "what-is-gil":  # raised in research: the stages before it, research ERROR
+            assert cell["error"] == "ConnectionError: search backend refused the connection"
+            assert root.attributes["error"] == cell["error"] and root.status.description == cell["error"]
+            assert _error_event(root) == ("ConnectionError", "search backend refused the connection")
+            assert info.tags["harness_run_id"] == cell["meta"]["run_id"]
+            names = [s.name for s in sorted(spans, key=lambda s: s.start_time_ns) if s.parent_id == root.span_id]
+            assert names[:4] == ["parse_skills", "memory.get_context", "make_plan", "auto_activate"]
+            research_span = next(s for s in spans if s.name == "gather_research")
+            assert research_span.status.status_code == "ERROR"
+            assert any(s.name == "llm.planner" and s.span_type == "LLM" for s in spans)
+            assert not any(s.name in ("synthesize", "llm.producer") for s in spans)
+        else:  # run_arm raised: nothing ran that left a trace file
+            assert cell["error"] == "MemoryError: out of memory loading the arm"
+            assert [s.name for s in spans] == ["harness_run"]
+            assert _error_event(root) == ("MemoryError", "out of memory loading the arm")
+
+
+def test_a_trial_failed_by_a_harness_run_holds_that_run_as_an_error_trace(make_exp, tmp_path, monkeypatch):
+    import harness.synthesis
+    from harness.logger import current_tracer
+
+    real = harness.synthesis.synthesize
+
+    def synthesize(*args, **kwargs):
+        if current_tracer().run_id == "failing-t1-t2":
+            raise TimeoutError("producer timed out after 600 s")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(harness.synthesis, "synthesize", synthesize)
+    lines: list[str] = []
+    exp, runner, summary = _sweep(make_exp, tmp_path, "failing", lines)
+    assert not [line for line in lines if "warning" in line], lines
+    tracker, runs = _trial_runs(exp)
+    states = {int(r.data.tags["trial_number"]): r for r in runs}
+    assert states[1].info.status == "FAILED" and states[0].info.status == states[2].info.status == "FINISHED"
+    traces = tracker.client.search_traces(locations=[tracker.experiment_id], run_id=states[1].info.run_id)
+    (trace,) = [t for t in traces if t.info.state == "ERROR"]
+    info, spans = trace.info, trace.data.spans
+    assert (info.tags["task_id"], info.tags["trial_number"], info.tags["harness_run_id"]) == ("t2", "1", "failing-t1-t2")
+    root = next(s for s in spans if s.parent_id is None)
+    assert root.status.description == "TimeoutError: producer timed out after 600 s" and not info.assessments
+    assert _error_event(root) == ("TimeoutError", "producer timed out after 600 s")
+    synth = next(s for s in spans if s.name == "synthesize")
+    assert synth.status.status_code == "ERROR" and "TimeoutError" in synth.attributes["error"]
+    context = next(s for s in spans if s.name == "prepare_context")  # the reused context, before the failure
+    assert context.end_time_ns <= synth.start_time_ns and "make_plan" in _children(spans, context)
+    assert states[1].data.tags[RUN_TYPE_TAG] == EVALUATION_RUN
