@@ -134,6 +134,9 @@ def test_split_sentences(text, expected):
         ("Write items. Cite sources.\nExplanation: I added citations.", "Write items. Cite sources."),
         ("Write items.\nScore: 9.5", "Write items."),
         ('Write "bold" titles. Cite.', 'Write "bold" titles. Cite.'),
+        ("```markdown text\nWrite items. Cite sources.", "Write items. Cite sources."),  # cut off, spaced info
+        ("```00AAAAAAAAA A A A", ""),  # found by Hypothesis: a fence line and nothing else
+        ("Use `asyncio.run` once. Cite.", "Use `asyncio.run` once. Cite."),
         (BASE, BASE),
     ],
 )
