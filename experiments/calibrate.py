@@ -305,11 +305,11 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
                                                    test=exp.ab.test, power=c.power, sims=c.sims) if ab_tasks else None,
         "ab_replications_now": exp.ab.replications,
     }
+    slots = {"sweep": "sweep_train_tasks", "ab": "ab_tasks", "sweep_spread": "sweep_train_tasks_spread",
+             "ab_spread": "ab_tasks_spread"}
     for d in designs:
-        slot = {"sweep": "sweep_train_tasks", "ab": "ab_tasks"}[d.name.split("_")[0]]
-        slot += "_spread" if d.effect_cv else ""
-        needed[slot] = (tasks_for_effect(d, c.target_effect, power=c.power, sims=c.sims)
-                       if d.name.startswith("ab") or n_train else None)
+        needed[slots[d.name]] = (tasks_for_effect(d, c.target_effect, power=c.power, sims=c.sims)
+                                 if d.name.startswith("ab") or n_train else None)
     scores = [s for ev in gens + controls for s in ev.scores]
     cost = Cost(
         llm_calls=float(statistics.median(s.llm_calls for s in scores)),

@@ -94,6 +94,11 @@ class Calibration:
     heterogeneity: dict[str, float] | None = None
 
     @property
+    def effect_cv(self) -> float:
+        """The control's spread across tasks relative to its mean (0: none measured)."""
+        return float((self.heterogeneity or {}).get("effect_cv") or 0.0)
+
+    @property
     def judge_discriminates(self) -> bool:
         return self.judge_control is not None and self.judge_control.status == PASS
 

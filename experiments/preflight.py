@@ -70,6 +70,15 @@ def project_sweep(exp: ExperimentConfig, *, finished: int, baseline_done: bool, 
                       runs * cost.tokens, runs * cost.wall_s / at_once, source, at_once)
 
 
+def _spread_line(exp: ExperimentConfig, design: Any, effect_cv: float, unit: str, what: str) -> str:
+    """The detectable effect of `design` for an effect that varies across tasks as the calibration's positive
+    control did (experiments.power.Design.effect_cv)."""
+    m = mde(dataclasses.replace(design, effect_cv=effect_cv), power=exp.calibrate.power, sims=exp.calibrate.sims)
+    size = f"{num(m)}{' ' + unit if unit else ''}" if math.isfinite(m) else f"none at any size on {design.n} {what}"
+    return (f"preflight: detectable effect if it varies across tasks as the calibration's positive control did "
+            f"({effect_cv:.2f}x its mean): {size}")
+
+
 def preflight_lines(exp: ExperimentConfig, proj: Projection, *, sigma: float | None, baseline_runs: int,
                     noise_source: str, effect_cv: float = 0.0) -> list[str]:
     """The preflight block: budget, projected cost, detectable effect, and a warning on a tiny budget.
@@ -97,11 +106,7 @@ def preflight_lines(exp: ExperimentConfig, proj: Projection, *, sigma: float | N
                      f"({n_train} train tasks, one-sided wilcoxon p < {sw.alpha:g} and diff > floor {d.floor:.3f}; "
                      f"noise sigma {sigma:.3f} from {noise_source})")
         if effect_cv > 0:
-            ms = mde(dataclasses.replace(d, effect_cv=effect_cv), power=exp.calibrate.power, sims=exp.calibrate.sims)
-            what = (f"{num(ms)} composite points" if math.isfinite(ms)
-                    else f"none at any size on {n_train} train tasks")
-            lines.append(f"preflight: detectable effect if it varies across tasks as the calibration's positive control "
-                         f"did ({effect_cv:.2f}x its mean): {what}")
+            lines.append(_spread_line(exp, d, effect_cv, "composite points", "train tasks"))
     else:
         lines.append("preflight: detectable effect not known yet (no calibration for this fingerprint): it follows "
                      "from the baseline repeats; run +sweep=calibrate first to know it before a sweep")
@@ -138,12 +143,8 @@ def ab_preflight_lines(exp: ExperimentConfig, identity: Mapping[str, Any], tasks
     m = mde(d, power=exp.calibrate.power, sims=exp.calibrate.sims)
     lines.append(f"preflight: detectable effect {num(m)} at power {exp.calibrate.power:g} (two-sided {ab.test}, "
                  f"alpha {ab.alpha:g}; sigma {cal.sigma:.3f} from calibration {cal.key})")
-    cv = float((cal.heterogeneity or {}).get("effect_cv") or 0.0)
-    if cv > 0:
-        ms = mde(dataclasses.replace(d, effect_cv=cv), power=exp.calibrate.power, sims=exp.calibrate.sims)
-        lines.append(f"preflight: detectable effect if it varies across tasks as the calibration's positive control "
-                     f"did ({cv:.2f}x its mean): " + (num(ms) if math.isfinite(ms) else f"none at any size on "
-                                                      f"{n_tasks} tasks"))
+    if cal.effect_cv > 0:
+        lines.append(_spread_line(exp, d, cal.effect_cv, "", "tasks"))
     if not m <= ab.min_effect:
         lines.append(f"preflight: WARNING: the pre-registered minimum effect {ab.min_effect:g} is below what this "
                      f"design detects at power {exp.calibrate.power:g}; add tasks or replications")
@@ -243,9 +244,8 @@ def sweep_preflight(exp: ExperimentConfig, study: Any, *, calibration: Any, meas
                          concurrency=concurrency)
     sigma, src = (cal.sigma, f"calibration {cal.key}") if cal is not None else (None, "no calibration")
     # with a calibration the sweep compares each candidate with its one baseline run (no repeats)
-    het = getattr(cal, "heterogeneity", None) or {}
     lines = preflight_lines(exp, proj, sigma=sigma, baseline_runs=1, noise_source=src,
-                            effect_cv=float(het.get("effect_cv") or 0.0))
+                            effect_cv=cal.effect_cv if cal is not None else 0.0)
     if update is not None:  # the cost line changes, and the proposals a timeout or call cap allows
         lines = [ln.replace("preflight:", "preflight update:", 1) for ln in lines if "detectable effect" not in ln]
     return lines, cost is not None
