@@ -61,7 +61,7 @@ STOPWORDS = FUNCTION_WORDS | frozenset(
 _INFO = r"[ \t]*([A-Za-z0-9_+-]*)[ \t]*"  # the info string after ``` (a language name), captured
 _WRAPPING = re.compile(r"^\s*```" + _INFO + r"\n(.*?)\n?```\s*$", re.DOTALL)
 _BLOCK = re.compile(r"```[ \t]*[A-Za-z0-9_+-]*[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
-_LONE = re.compile(r"^```[ \t]*[A-Za-z0-9_+-]*[ \t]*(?:\n|$)|```\s*$")
+_LONE = re.compile(r"^```[^\n`]*(?:\n|$)|```\s*$")  # an opening fence line (any info string) or a closing one
 _FENCE_LINE = re.compile(r"^\s*(```|~~~)")
 
 

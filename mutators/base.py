@@ -210,9 +210,6 @@ _POSTSCRIPTS = re.compile(
 _QUOTES = [('"', '"'), ("'", "'"), ("\u201c", "\u201d"), ("\u2018", "\u2019"), ("`", "`"), ("<INS>", "</INS>")]
 
 
-_OPEN_FENCE_LINE = re.compile(r"^```[^\n`]*(?:\n|$)")
-
-
 def clean_instruction(text: str) -> str:
     """Strip what models wrap an instruction in: fences, preambles, wrapping quotes, <INS> tags, postscripts.
 
@@ -224,7 +221,6 @@ def clean_instruction(text: str) -> str:
         prev = text
         text = unwrap_fence(text).strip()
         text = drop_lone_fence(text).strip()  # a fence opened and cut off at max_tokens, or a stray closing one
-        text = _OPEN_FENCE_LINE.sub("", text, count=1).strip()  # an opening fence whose info string has spaces
         for pat in _PREAMBLES:
             text = pat.sub("", text, count=1).strip()
         text = re.sub(r"\s*</ins>\s*$", "", text, flags=re.IGNORECASE).strip()
