@@ -22,6 +22,8 @@ Methods, stated so a reviewer can check them:
   produces is not an effect. NoiseFloor measures sigma from repeated runs of one configuration (the sweep's
   baseline repeats, a calibration); ReplicationNoise measures it per arm from an A/B's replications.
 - Holm-Bonferroni step-down adjusted p-values.
+- Variance ratio: one-sided F test of one SD estimate above another (the calibration's judge re-score SD against
+  its generator SD, which contains the judge's share and so cannot truly be smaller).
 """
 
 from __future__ import annotations
@@ -389,6 +391,15 @@ def replication_noise(reps_a: Sequence[Sequence[float]], reps_b: Sequence[Sequen
     sd_task = math.sqrt(sd_a**2 / r_a + sd_b**2 / r_b) if n else float("nan")
     sd_mean = sd_task / math.sqrt(n) if n else float("nan")
     return ReplicationNoise(sd_a, sd_b, sd_within, r_a, r_b, n, sd_task, sd_mean, FLOOR_SE * sd_mean)
+
+
+def variance_ratio(sd_num: float, df_num: int, sd_den: float, df_den: int) -> tuple[float, float]:
+    """F = sd_num^2 / sd_den^2 on (df_num, df_den) degrees of freedom, and the one-sided p of an F that large when
+    both estimate the same variance (NaN, NaN when either side has no degrees of freedom or the denominator is 0)."""
+    if df_num < 1 or df_den < 1 or not (sd_den > 0) or not math.isfinite(sd_num):
+        return float("nan"), float("nan")
+    f = sd_num ** 2 / sd_den ** 2
+    return f, float(sps.f.sf(f, df_num, df_den))
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from experiments.config import ExperimentConfig
 from experiments.power import MAX_TASKS
 from experiments.promotion import HoldoutRow, SplitScores
-from experiments.stats import Comparison, NoiseFloor
+from experiments.stats import Comparison, NoiseFloor, variance_ratio
 from experiments.tracking import instruction_diff
 
 SMOKE_LINE = "SMOKE RUN (embedded model): not research quality"
@@ -301,6 +301,24 @@ def spread_line(het: Mapping[str, float], mdes: Mapping[str, Mapping[str, Any]],
     return head + "; for an effect that varies as much: " + "; ".join(parts)
 
 
+def _share_note(cal: Any, share: float) -> str:
+    """Why a judge share above 100% is printed at all: the generator SD contains the judge's, so above 100% is
+    either the two estimates' own noise (few degrees of freedom) or a judge that scores a text alone differently
+    from inside a run; the one-sided F test says which the data support."""
+    if not share > 1:
+        return ""
+    d = cal.design
+    df_judge, df_gen = d["tasks"] * (d["judge_repeats"] - 1), cal.n_tasks * (cal.repeats - 1)
+    f, p = variance_ratio(cal.judge_sigma, df_judge, cal.sigma, df_gen)
+    if not math.isfinite(p):
+        return ""
+    test = f"F {f:.2f} on {df_judge} and {df_gen} df, p {p:.3g}"
+    if p >= d["alpha"]:
+        return f" (above 100% within the two estimates' noise: {test})"
+    return (f" (above 100% beyond the two estimates' noise: {test}: the judge scores an output alone differently "
+            f"from inside a run; compare evaluator settings of runs and re-scores)")
+
+
 def format_calibration(cal: Any, *, smoke_line: str = "", plots: Mapping[str, Path] | None = None,
                        mlflow_ui: str = "") -> str:
     """The short greppable block."""
@@ -321,7 +339,8 @@ def format_calibration(cal: Any, *, smoke_line: str = "", plots: Mapping[str, Pa
         + (f"; {dims(cal.judge_dimensions)}" if cal.judge_dimensions else ""),
         f"generator variance ({cal.repeats} seeds): composite sd {cal.sigma:.3f} [95% CI {num(cal.sigma_ci[0])}-"
         f"{num(cal.sigma_ci[1])}, {cal.n_tasks * (cal.repeats - 1)} df]; judge share of the variance "
-        f"{num(100 * share, fmt='.0f')}%" + (f"; {dims(cal.generator_dimensions)}" if cal.generator_dimensions else ""),
+        f"{num(100 * share, fmt='.0f')}%" + _share_note(cal, share)
+        + (f"; {dims(cal.generator_dimensions)}" if cal.generator_dimensions else ""),
         cal.aa.line(d["alpha"]),
         cal.control.line(d["alpha"]),
         cal.judge_control.line(d["alpha"]) if cal.judge_control is not None

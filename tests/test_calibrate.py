@@ -27,7 +27,7 @@ from experiments.power import Design, _normals, detection_rate, mde, tasks_for_e
 from experiments.preflight import ab_preflight_lines, preflight_lines, project_sweep
 from experiments.stats import wilcoxon_reject
 from experiments.study import open_study
-from experiments.summaries import CALIBRATION_BEGIN, CALIBRATION_END
+from experiments.summaries import CALIBRATION_BEGIN, CALIBRATION_END, format_calibration
 from experiments.sweep import run_sweep
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -101,6 +101,18 @@ def test_harmful_instruction_is_detected_and_identical_arms_are_not_significant(
     assert runs[0].data.tags["fingerprint"] == cal.key and runs[0].data.metrics["sigma"] == pytest.approx(cal.sigma)
     artifacts = {a.path for a in client.list_artifacts(runs[0].info.run_id, "plots")}
     assert artifacts == {"plots/scores.png", "plots/differences.png", "plots/power.png"}
+
+
+def test_a_judge_share_above_100_percent_says_whether_the_estimates_noise_explains_it(make_exp):
+    # the generator SD contains the judge's share, so a judge share above 100% is either the estimates' own noise
+    # (4 and 8 df here) or a judge that scores a text alone differently from inside a run
+    cal, _ = calibrate(make_exp())
+    line = lambda c: next(x for x in format_calibration(c).splitlines() if x.startswith("generator variance"))  # noqa: E731
+    assert "above 100%" not in line(dataclasses.replace(cal, judge_sigma=cal.sigma * 0.5))
+    within = line(dataclasses.replace(cal, judge_sigma=cal.sigma * 1.41))
+    assert "judge share of the variance 199% (above 100% within the two estimates' noise: F 1.99 on 8 and 4 df" in within
+    beyond = line(dataclasses.replace(cal, judge_sigma=cal.sigma * 4))
+    assert "beyond the two estimates' noise: F 16.00 on 8 and 4 df, p 0.00" in beyond
 
 
 def test_exact_wilcoxon_design_detects_the_control_on_six_tasks(make_exp):

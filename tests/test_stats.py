@@ -18,6 +18,7 @@ from experiments.stats import (
     paired_ttest,
     rank_biserial,
     replication_noise,
+    variance_ratio,
     wilcoxon_test,
 )
 from experiments.ab_analysis import paired_stats
@@ -225,3 +226,20 @@ def test_min_attainable_p_is_what_the_exact_test_returns_when_every_task_agrees(
     assert (min_attainable_p(5), min_attainable_p(6)) == (0.0625, 0.03125)
     assert min_attainable_p(2, test="t") == 0.0 and min_attainable_p(1, test="t") == 1.0
     assert tasks_needed(0.05) == 6 and tasks_needed(0.05, alternative="greater") == 5 and tasks_needed(0.05, test="t") == 2
+
+
+def test_variance_ratio_rejects_at_alpha_when_both_sds_estimate_the_same_variance():
+    # the calibration's design: 4 outputs re-scored 3x (8 df) against 4 tasks run twice (4 df)
+    rng = np.random.default_rng(7)
+    sims, rejected = 4000, 0
+    for _ in range(sims):
+        judge = rng.normal(0.0, 0.5, (4, 3))
+        gen = rng.normal(0.0, 0.5, (4, 2))
+        sd_j = math.sqrt(np.sum((judge - judge.mean(1, keepdims=True)) ** 2) / 8)
+        sd_g = math.sqrt(np.sum((gen - gen.mean(1, keepdims=True)) ** 2) / 4)
+        rejected += variance_ratio(sd_j, 8, sd_g, 4)[1] < 0.05
+    assert abs(rejected / sims - 0.05) < 0.012
+    f, p = variance_ratio(0.4, 8, 0.2, 4)
+    assert f == pytest.approx(4.0) and 0.05 < p < 0.2  # 4x the variance on 8 and 4 df is not rare
+    assert variance_ratio(2.0, 8, 0.2, 4)[1] < 0.001
+    assert all(math.isnan(x) for x in variance_ratio(0.4, 0, 0.2, 4) + variance_ratio(0.4, 8, 0.0, 4))
