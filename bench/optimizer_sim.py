@@ -598,6 +598,15 @@ def loop_new(w: MutationWorld, args) -> dict:
             trials.append({**rec, "state": "PRUNED", "scores": scores, "value": _mean(scores.values())})
             continue
         value = _mean(scores.values())
+        if args.intensify and value > max(t["value"] for t in complete.values()):
+            # a new train leader is run again before it becomes every child's parent and the promotion's pick
+            reruns = [scores]
+            for k in range(1, args.intensify + 1):
+                if w.evaluations + 2 * len(w.train) + reserve > args.budget:
+                    break
+                reruns.append({t: w.score(child, t, seed=k) for t in w.train})
+            scores = {t: _mean(r[t] for r in reruns) for t in w.train}
+            value = _mean(scores.values())
         study.tell(trial, value)
         trials.append({**rec, "state": "COMPLETE", "scores": scores, "value": value})
         merge_due = args.max_merges > 0 and value > rec["parent"]["value"]
@@ -718,6 +727,8 @@ def main(argv: list[str] | None = None) -> dict:
     g.add_argument("--gate", type=int, default=3, help="new loop: sweep.gate_tasks (0 = no gate)")
     g.add_argument("--gate-z", type=float, default=0.5, help="new loop: sweep.gate_z")
     g.add_argument("--max-merges", type=int, default=0, help="new loop: sweep.max_merges")
+    g.add_argument("--intensify", type=int, default=0,
+                   help="new loop: re-runs on the train split of a candidate that takes the lead (0 = none)")
     g.add_argument("--new-pruner-p", type=float, default=0.1,
                    help="new loop: sweep.pruner_p, Pocock-corrected (0 = no pruner)")
     shipped = _shipped_sweep()

