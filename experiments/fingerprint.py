@@ -88,7 +88,7 @@ def tasks_digest(tasks: Iterable[Any]) -> dict[str, Any]:
 # Where files go and how the server is reached, not what is measured: the backend's resolved models are pinned
 # by backend_identity (the configured names under backend "auto" may not be what ran).
 _NOT_OBJECTIVE = ("results_dir", "output_dir")
-_BACKEND_OBJECTIVE = ("n_ctx", "embedded_repeat_penalty")
+_BACKEND_OBJECTIVE = ("n_ctx", "embedded_repeat_penalty", "embedded_reuse_prompt")
 _SYNTH_PROVENANCE = ("source", "resolved")  # where synth.instructions came from; the texts themselves are hashed
 
 

@@ -304,5 +304,61 @@ def test_repeat_penalty_reaches_the_server_and_keys_the_cache_and_the_fingerprin
     off.producer.chat(MSGS, temperature=0.4, max_tokens=10, seed=0)
     assert len(fake.bodies) == 2 and "repeat_penalty" not in fake.bodies[-1]  # not the 1.1 reply from the cache
     assert ResponseCache(cache).stats() == {"hits": 0, "misses": 0}  # (a fresh handle counts only its own)
-    assert model_identity(on.producer)["sampling"] == {"repeat_penalty": 1.1, "repeat_last_n": 64}
-    assert "sampling" not in model_identity(off.producer)
+    assert model_identity(on.producer)["sampling"] == {"repeat_penalty": 1.1, "repeat_last_n": 64,
+                                                       "cache_prompt": False}
+    assert model_identity(off.producer)["sampling"] == {"cache_prompt": False}
+
+
+def test_prompt_reuse_is_off_by_default_and_keys_the_cache_and_the_fingerprint(monkeypatch, tmp_path):
+    """llama.cpp's reuse of a slot's cached prefix changes greedy replies: off by default (cache_prompt false in
+    every request), and a reply made with reuse is not served to a run without it."""
+    from experiments.fingerprint import model_identity
+
+    fake = _RecordingXllamacpp()
+    monkeypatch.setitem(__import__("sys").modules, "xllamacpp", fake)
+    monkeypatch.setattr(embedded, "_SERVERS", {})
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    cache = tmp_path / "cache.sqlite"
+    roles = lambda **kw: make_roles(BackendConfig(kind="embedded", embedded_model_path=str(gguf),  # noqa: E731
+                                                  cache_path=str(cache), **kw))
+    fresh = roles()
+    fresh.evaluator.chat(MSGS, temperature=0.0, max_tokens=10, seed=0)
+    assert fake.bodies[-1]["cache_prompt"] is False
+    reuse = roles(embedded_reuse_prompt=True)
+    reuse.evaluator.chat(MSGS, temperature=0.0, max_tokens=10, seed=0)
+    assert len(fake.bodies) == 2 and "cache_prompt" not in fake.bodies[-1]  # llama.cpp's default: reuse
+    assert model_identity(reuse.evaluator)["sampling"] == {"repeat_penalty": 1.1, "repeat_last_n": 64}
+    assert model_identity(fresh.evaluator)["sampling"]["cache_prompt"] is False
+
+
+@pytest.mark.embedded
+def test_a_greedy_reply_does_not_depend_on_what_the_slot_served_before():
+    """Without prefix reuse (the default) the judge's greedy reply to one prompt is the same from a fresh slot, from
+    a slot that holds the prompt already, and beside another request; llama.cpp reports no reused tokens. (With
+    reuse, SmolLM2's judge answered answers_task false from scratch and true with 890 prompt tokens reused.)"""
+    from evaluators.rubric import rubric_messages, rubric_schema
+
+    dims = {d: 1.0 for d in ("relevance", "completeness", "depth")}
+    msgs = rubric_messages("List 3 asyncio best practices.", "1. Use asyncio.run.\n2. Never call time.sleep in a "
+                           "coroutine.\n3. Use TaskGroup.", dims, expected_count=3)
+    llm = EmbeddedLLM(n_ctx=2048, slots=2)
+    assert llm.reuse_prompt is False and llm.cache_ram_mib == 0
+
+    def ask(messages, schema=rubric_schema(dims)):
+        body = embedded.completion_request(messages, schema=schema, temperature=0.0, max_tokens=60, seed=0,
+                                           sampling=llm.sampling)
+        reply = llm.server.handle_chat_completions(body)
+        return reply["choices"][0]["message"]["content"], reply["timings"]["cache_n"]
+
+    first, again = ask(msgs), ask(msgs)
+    beside: dict[str, tuple[str, int]] = {}
+    other = [{"role": "user", "content": "Name three rivers, one per line."}]
+    threads = [threading.Thread(target=lambda: beside.update(judge=ask(msgs))),
+               threading.Thread(target=lambda: beside.update(other=ask(other, None)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert first[1] == again[1] == beside["judge"][1] == 0  # nothing reused
+    assert first[0] == again[0] == beside["judge"][0]

@@ -347,19 +347,25 @@ def recorded_servers(monkeypatch, tmp_path):
     return built, gguf
 
 
-def test_cache_ram_mib_reaches_common_params(recorded_servers, caplog):
+def test_cache_ram_mib_reaches_common_params_when_prompts_are_reused(recorded_servers, caplog):
     from harness.backends.embedded import EmbeddedLLM
 
     built, gguf = recorded_servers
     assert sys.modules["xllamacpp"].CommonParams().cache_ram_mib == 8192  # llama.cpp's default, unbounded sweeps
+    # the default: no prefix reuse, so no host-memory cache to fill (it would hold states nothing restores)
+    assert BackendConfig().embedded_cache_ram_mib == 256 and BackendConfig().embedded_reuse_prompt is False
     with caplog.at_level(logging.INFO, logger="harness.backends.embedded"):
         llm = make_llm(BackendConfig(kind="embedded", embedded_model_path=str(gguf), cache=False), "planner")
-    assert BackendConfig().embedded_cache_ram_mib == 256
-    assert built[-1].cache_ram_mib == 256 and llm.cache_ram_mib == 256
+    assert built[-1].cache_ram_mib == 0 and llm.cache_ram_mib == 0 and "cache_ram_mib=0" in caplog.text
+    with caplog.at_level(logging.INFO, logger="harness.backends.embedded"):
+        llm = make_llm(BackendConfig(kind="embedded", embedded_model_path=str(gguf), cache=False,
+                                     embedded_reuse_prompt=True), "planner")
+    assert built[-1].cache_ram_mib == 256 and llm.cache_ram_mib == 256 and len(built) == 2
     assert "cache_ram_mib=256" in caplog.text
-    make_llm(BackendConfig(kind="embedded", embedded_model_path=str(gguf), embedded_cache_ram_mib=0), "planner")
-    assert built[-1].cache_ram_mib == 0 and len(built) == 2  # another cache size, another runtime
-    EmbeddedLLM(gguf, n_ctx=4096, slots=2)
-    assert len(built) == 2  # the default (256) shares the configured default's runtime
-    EmbeddedLLM(gguf, n_ctx=4096, slots=2, cache_ram_mib=8192)
+    make_llm(BackendConfig(kind="embedded", embedded_model_path=str(gguf), embedded_cache_ram_mib=0,
+                           embedded_reuse_prompt=True), "planner")
+    assert len(built) == 2  # reuse with the cache at 0 is the no-reuse runtime's cache size: shared
+    EmbeddedLLM(gguf, n_ctx=4096, slots=2, reuse_prompt=True)
+    assert len(built) == 2  # the default size (256) shares the configured default's runtime
+    EmbeddedLLM(gguf, n_ctx=4096, slots=2, cache_ram_mib=8192, reuse_prompt=True)
     assert built[-1].cache_ram_mib == 8192 and len(built) == 3

@@ -8,7 +8,9 @@ the orchestrator's parallel steps really run together. The JSON schema goes as a
 turns into a grammar, so replies parse. Results are smoke quality (see harness.inference.SMOKE_LABEL).
 
 llama.cpp keeps a host-memory cache of finished prompts' states (`cache_ram_mib`, 8192 MiB by default), which
-made a sweep process grow ~75 MB per minute; backend.embedded_cache_ram_mib caps it (256 MiB; 0 turns it off).
+made a sweep process grow ~75 MB per minute; backend.embedded_cache_ram_mib caps it (256 MiB; 0 turns it off). That
+cache only serves llama.cpp's reuse of a cached prompt prefix, which is off by default (backend.embedded_reuse_prompt):
+reuse changes greedy replies, so with it a score depends on what a slot served before. Without reuse the cache is 0.
 """
 
 from __future__ import annotations
@@ -228,11 +230,14 @@ class EmbeddedLLM:
         slots: int = 1,
         cache_ram_mib: int = DEFAULT_CACHE_RAM_MIB,
         repeat_penalty: float = DEFAULT_REPEAT_PENALTY,
+        reuse_prompt: bool = False,
     ) -> None:
         self.path = Path(path) if path is not None else locate_gguf()
         self.n_ctx = int(n_ctx)
         self.slots = int(slots)
-        self.cache_ram_mib = int(cache_ram_mib)
+        self.reuse_prompt = bool(reuse_prompt)
+        # the host-memory cache only serves prefix reuse: without reuse it would hold states nothing restores
+        self.cache_ram_mib = int(cache_ram_mib) if self.reuse_prompt else 0
         self.repeat_penalty = float(repeat_penalty)
         self.model = model_name(self.path)
         self.server = shared_server(self.path, self.n_ctx, self.slots, self.cache_ram_mib)
@@ -240,15 +245,21 @@ class EmbeddedLLM:
     @property
     def sampling(self) -> dict[str, Any] | None:
         """Sampler options beyond temperature and seed, or None for llama.cpp's own defaults. They change the
-        replies, so the response cache keys on them and the study fingerprint records them."""
-        if self.repeat_penalty == 1.0:
-            return None
-        return {"repeat_penalty": self.repeat_penalty, "repeat_last_n": REPEAT_LAST_N}
+        replies, so the response cache keys on them and the study fingerprint records them. cache_prompt false:
+        llama.cpp's reuse of the slot's cached prefix changes a greedy reply (measured: the same judge prompt gave
+        answers_task false from scratch, true with 890 of its tokens reused), so without reuse a reply does not
+        depend on what the slot served before, nor on the concurrency."""
+        out: dict[str, Any] = {}
+        if self.repeat_penalty != 1.0:
+            out.update(repeat_penalty=self.repeat_penalty, repeat_last_n=REPEAT_LAST_N)
+        if not self.reuse_prompt:
+            out["cache_prompt"] = False
+        return out or None
 
     def __repr__(self) -> str:
         return (
             f"EmbeddedLLM(model={self.model!r}, path={str(self.path)!r}, n_ctx={self.n_ctx}, slots={self.slots}, "
-            f"cache_ram_mib={self.cache_ram_mib}, repeat_penalty={self.repeat_penalty})"
+            f"cache_ram_mib={self.cache_ram_mib}, repeat_penalty={self.repeat_penalty}, reuse_prompt={self.reuse_prompt})"
         )
 
     def chat(
@@ -311,4 +322,5 @@ def make_embedded(cfg: BackendConfig, role: str) -> EmbeddedLLM:
         slots=cfg.embedded_slots,
         cache_ram_mib=cfg.embedded_cache_ram_mib,
         repeat_penalty=cfg.embedded_repeat_penalty,
+        reuse_prompt=cfg.embedded_reuse_prompt,
     )
