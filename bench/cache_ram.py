@@ -4,9 +4,10 @@
     python bench/cache_ram.py --distinct --facts 13 --requests 10 --batches 2 --sizes 8192,16,0 --max-tokens 8
 
 llama.cpp keeps a host-memory cache of finished prompts' states (`cache_ram_mib`, 8192 MiB by default; the
-harness sets backend.embedded_cache_ram_mib = 256, 0 = off). For each size a fresh process loads the embedded
-model (default SmolLM2 GGUF, `locate_gguf(None)`; n_ctx 2048 per slot, 2 slots as conf/backend/embedded.yaml)
-through EmbeddedLLM and sends the same `--requests` chat requests, one at a time, `--batches` times: a shared
+harness sets backend.embedded_cache_ram_mib = 256, 0 = off). The cache serves prefix reuse only, which the harness
+leaves off by default (backend.embedded_reuse_prompt); this bench turns reuse on. For each size a fresh process
+loads the embedded model (default SmolLM2 GGUF, `locate_gguf(None)`; n_ctx 2048 per slot, 2 slots as
+conf/backend/embedded.yaml) through EmbeddedLLM and sends the same `--requests` chat requests, one at a time, `--batches` times: a shared
 ~1000-token system prompt and a short question that differs per request (greedy, seed 0). After each batch it
 reads VmRSS from /proc/self/status. The table gives, per size and batch, the median and mean wall seconds per
 request and the RSS growth since the model was loaded. One process per size, so one size's cache never
@@ -59,7 +60,7 @@ def child(mib: int, requests: int, batches: int, max_tokens: int, facts: int, di
     systems = [shared_prefix(facts, 1 + (i * facts if distinct else 0)) for i in range(requests)]
     questions = [f"Question {i + 1}: where does the river in fact {3 * i + 2} flow?" for i in range(requests)]
     start = time.perf_counter()
-    llm = EmbeddedLLM(locate_gguf(None), n_ctx=N_CTX, slots=SLOTS, cache_ram_mib=mib)
+    llm = EmbeddedLLM(locate_gguf(None), n_ctx=N_CTX, slots=SLOTS, cache_ram_mib=mib, reuse_prompt=True)
     load_s = time.perf_counter() - start
     rss0 = rss_mib()
     out: dict = {"mib": mib, "load_s": load_s, "rss_loaded": rss0, "batches": []}

@@ -259,7 +259,8 @@ class EmbeddedLLM:
     def __repr__(self) -> str:
         return (
             f"EmbeddedLLM(model={self.model!r}, path={str(self.path)!r}, n_ctx={self.n_ctx}, slots={self.slots}, "
-            f"cache_ram_mib={self.cache_ram_mib}, repeat_penalty={self.repeat_penalty}, reuse_prompt={self.reuse_prompt})"
+            f"cache_ram_mib={self.cache_ram_mib}, repeat_penalty={self.repeat_penalty}, "
+            f"reuse_prompt={self.reuse_prompt})"
         )
 
     def chat(
