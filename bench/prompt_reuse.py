@@ -21,6 +21,7 @@ import atexit
 import json
 import os
 import runpy
+import signal
 import subprocess
 import sys
 import threading
@@ -60,6 +61,8 @@ def child(arm: str, out: Path, extra: list[str]) -> None:
             "decoded": total("predicted_n")}))
 
     atexit.register(report)
+    # a background start (nohup, `&`) inherits SIGINT ignored: restore Ctrl-C so the sweep can stop cleanly
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.argv = ["experiments.run", *FIRST_LOOK, f"sweep.name=reuse_{reuse}_{conc}", f"results_dir={out}",
                 f"backend.embedded_reuse_prompt={'true' if reuse == 'on' else 'false'}",
                 f"backend.concurrency={conc}", *extra]
