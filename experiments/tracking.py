@@ -99,6 +99,9 @@ class NullTracker:
 
     def log_trial(self, trial: Any, outcome: Any = None, *, baseline: Mapping[str, str] | None = None) -> None: ...
 
+    def log_trial_once(self, trial: Any, outcome: Any = None, *, baseline: Mapping[str, str] | None = None) -> bool:
+        return False
+
     def sync(self, trials: Iterable[Any], baseline: Mapping[str, str] | None = None) -> int:
         return 0
 
@@ -249,6 +252,15 @@ class MLflowTracker(NullTracker):
 
     def _logged_trials(self) -> set[int]:
         return {int(r.data.tags["trial_number"]) for r in self.trial_runs() if "trial_number" in r.data.tags}
+
+    def log_trial_once(self, trial: Any, outcome: Any = None, *, baseline: Mapping[str, str] | None = None) -> bool:
+        """log_trial unless the trial has a run already: another worker's sync may have logged it between this
+        worker's tell and now (measured: a duplicate baseline run with three workers under load). Exactly once
+        when every caller holds the study's MLflow lock (experiments.sweep). True when it logged."""
+        if trial.number in self._logged_trials():
+            return False
+        self.log_trial(trial, outcome, baseline=baseline)
+        return True
 
     def log_trial(self, trial: Any, outcome: Any = None, *, baseline: Mapping[str, str] | None = None) -> None:
         """One nested run for a finished Optuna trial; artifacts from the outcome when this process ran it."""

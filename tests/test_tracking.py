@@ -80,3 +80,21 @@ def test_instruction_diff_is_a_unified_diff_per_task_type():
     assert instruction_diff({"research": "A."}, {"research": "A."}) == ""
 
 
+
+
+def test_a_trial_another_worker_synced_is_not_logged_again(exp):
+    # worker B starts while worker A has told trial 0 but not logged it yet: B's sync logs it (a crash between tell
+    # and logging looks the same from outside); A's log after tell must then not make a second run
+    a, b = MLflowTracker(exp), MLflowTracker(exp)
+    a.start(exp)
+    b.start(exp)
+    base = {"research": "Summarise the sources."}
+    told = _trial(0, TrialState.COMPLETE, 6.0, operator="baseline", instruction_hash="aaa", instructions=base,
+                  task_scores={"t0": 6.0})
+    assert b.sync([told], base) == 1
+    assert a.log_trial_once(told, None, baseline=base) is False
+    fresh = _trial(1, TrialState.COMPLETE, 6.5, operator="opro", instruction_hash="bbb", task_scores={"t0": 6.5})
+    assert a.log_trial_once(fresh, None, baseline=base) is True
+    assert b.sync([told, fresh], base) == 0
+    numbers = sorted(int(r.data.tags["trial_number"]) for r in a.trial_runs())
+    assert numbers == [0, 1]
