@@ -89,12 +89,6 @@ def test_embedded_threads(env, cpus, expected):
     assert embedded_threads(env, cpus) == expected
 
 
-@pytest.mark.parametrize("raw", ["0", "two", "-1"])
-def test_embedded_threads_rejects_bad_env(raw):
-    with pytest.raises(ValueError, match="HARNESS_EMBEDDED_THREADS"):
-        embedded_threads({"HARNESS_EMBEDDED_THREADS": raw}, 2)
-
-
 @pytest.mark.parametrize(
     "env, cpus, expected",
     [({}, 2, 1), ({}, 8, 4), ({"HARNESS_EMBEDDED_THREADS": "3"}, 2, 3),
@@ -106,9 +100,11 @@ def test_embedded_batch_threads(env, cpus, expected):
 
 
 @pytest.mark.parametrize("raw", ["0", "two", "-1"])
-def test_embedded_batch_threads_rejects_bad_env(raw):
-    with pytest.raises(ValueError, match="HARNESS_EMBEDDED_BATCH_THREADS"):
-        embedded_batch_threads({"HARNESS_EMBEDDED_BATCH_THREADS": raw}, 2)
+@pytest.mark.parametrize("read, name", [(embedded_threads, "HARNESS_EMBEDDED_THREADS"),
+                                        (embedded_batch_threads, "HARNESS_EMBEDDED_BATCH_THREADS")])
+def test_thread_settings_reject_bad_env(read, name, raw):
+    with pytest.raises(ValueError, match=name):
+        read({name: raw}, 2)
 
 
 # -- request / response mapping (no model) ------------------------------------------------------------------
