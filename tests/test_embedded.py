@@ -273,18 +273,24 @@ def test_slots_give_the_runtime_parallel_requests_each_with_a_full_window(monkey
         EmbeddedLLM(gguf, n_ctx=1024, slots=0)
 
 
-def test_repeat_penalty_reaches_the_server_and_keys_the_cache_and_the_fingerprint(monkeypatch, tmp_path):
-    """Ollama's repeat_penalty 1.1 by default (llama.cpp's server has it off, and a 1.5B model looped); a reply
-    cached under other sampler options is not served, and the study fingerprint records them."""
-    from experiments.fingerprint import model_identity
-    from harness.inference import ResponseCache
-
+@pytest.fixture
+def recording_server(monkeypatch, tmp_path):
+    """A recording xllamacpp in place of the real one, a stand-in GGUF file and a response-cache path."""
     fake = _RecordingXllamacpp()
     monkeypatch.setitem(__import__("sys").modules, "xllamacpp", fake)
     monkeypatch.setattr(embedded, "_SERVERS", {})
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
-    cache = tmp_path / "cache.sqlite"
+    return fake, gguf, tmp_path / "cache.sqlite"
+
+
+def test_repeat_penalty_reaches_the_server_and_keys_the_cache_and_the_fingerprint(recording_server):
+    """Ollama's repeat_penalty 1.1 by default (llama.cpp's server has it off, and a 1.5B model looped); a reply
+    cached under other sampler options is not served, and the study fingerprint records them."""
+    from experiments.fingerprint import model_identity
+    from harness.inference import ResponseCache
+
+    fake, gguf, cache = recording_server
 
     def roles(**kw):
         cfg = BackendConfig(kind="embedded", embedded_model_path=str(gguf), cache_path=str(cache), **kw)
@@ -305,17 +311,12 @@ def test_repeat_penalty_reaches_the_server_and_keys_the_cache_and_the_fingerprin
     assert model_identity(off.producer)["sampling"] == {"cache_prompt": False}
 
 
-def test_prompt_reuse_is_off_by_default_and_keys_the_cache_and_the_fingerprint(monkeypatch, tmp_path):
+def test_prompt_reuse_is_off_by_default_and_keys_the_cache_and_the_fingerprint(recording_server):
     """llama.cpp's reuse of a slot's cached prefix changes greedy replies: off by default (cache_prompt false in
     every request), and a reply made with reuse is not served to a run without it."""
     from experiments.fingerprint import model_identity
 
-    fake = _RecordingXllamacpp()
-    monkeypatch.setitem(__import__("sys").modules, "xllamacpp", fake)
-    monkeypatch.setattr(embedded, "_SERVERS", {})
-    gguf = tmp_path / "m.gguf"
-    gguf.write_bytes(b"GGUF")
-    cache = tmp_path / "cache.sqlite"
+    fake, gguf, cache = recording_server
     roles = lambda **kw: make_roles(BackendConfig(kind="embedded", embedded_model_path=str(gguf),  # noqa: E731
                                                   cache_path=str(cache), **kw))
     fresh = roles()
