@@ -40,7 +40,8 @@ class BackendConfig:
     n_ctx: int = 4096  # embedded: the context window of each request
     embedded_slots: int = 2  # embedded: requests served at once (orchestrator.max_parallel steps run together)
     embedded_repeat_penalty: float = 1.1  # embedded: Ollama's default; 1.0 = llama.cpp's (off), small models loop
-    embedded_cache_ram_mib: int = 256  # embedded: llama.cpp's host-memory prompt cache per process (its default 8192)
+    # embedded: llama.cpp's host-memory prompt cache per process (its default 8192), used only with prompt reuse
+    embedded_cache_ram_mib: int = 256
     # embedded: reuse a slot's cached prompt prefix. Off: every request is prefilled from scratch, so a greedy reply
     # depends on the request alone, not on what the slot served before (llama.cpp's prefix reuse changes it)
     embedded_reuse_prompt: bool = False
