@@ -135,7 +135,7 @@ class Sweep:
         if warn:
             self.out(f"[{name}] warning: {warn}")
         self.ledger.sync(study.get_trials(deepcopy=False))
-        self._safe(lambda: self._tracked(lambda: self.tracker.sync(study.get_trials(deepcopy=False), baseline)))
+        self._safe(lambda: self.tracker.sync(study.get_trials(deepcopy=False), baseline))
         with shared_lock(exp.storage_url, f"{name}/baseline", self.dir / ".baseline.lock"):  # one baseline enqueued
             ensure_baseline(study)
         study.set_user_attr("baseline_hash", candidate_hash(baseline))
@@ -175,7 +175,7 @@ class Sweep:
                 search_trials += 1
                 search_calls += llm_calls(self.runner) - trial_calls0
             outcome = objective.last if objective.last and objective.last.number == frozen.number else None
-            self._safe(lambda: self._tracked(lambda: self.tracker.log_trial_once(frozen, outcome, baseline=baseline)))
+            self._safe(lambda: self.tracker.log_trial_once(frozen, outcome, baseline=baseline))
             self.ledger.sync(study.get_trials(deepcopy=False))
             self._trial_progress(study, frozen, calls0)
             if (new == 1 and not interrupted and len(finished_trials(study)) < sw.n_trials
@@ -302,15 +302,6 @@ class Sweep:
         self._safe(lambda: log_evaluation_run(self.tracker, f"holdout-{key}" + (f"-seed{seed}" if k else ""), {
             "kind": "holdout", "instruction_hash": key, **({"seed": str(seed)} if k else {})}, ev))
         return dict(store_holdout_run(study, key, k, seed, ev.by_task()))
-
-    def _tracked(self, fn: Callable[[], Any]) -> Any:
-        """fn under the study's MLflow lock (every worker, any machine): a trial's run is checked for and created
-        by one worker at a time, so a worker's sync at start and another's log after tell never both log it."""
-        if not self.tracker.enabled:
-            return fn()
-        name = f"{self.exp.sweep.name}/mlflow_trials"
-        with shared_lock(self.exp.storage_url, name, self.dir / ".mlflow_trials.lock"):
-            return fn()
 
     def _safe(self, fn: Callable[[], Any]) -> None:
         try:

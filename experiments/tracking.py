@@ -253,14 +253,21 @@ class MLflowTracker(NullTracker):
     def _logged_trials(self) -> set[int]:
         return {int(r.data.tags["trial_number"]) for r in self.trial_runs() if "trial_number" in r.data.tags}
 
+    def _trials_lock(self) -> Any:
+        """The study's lock for trial runs, held by one worker at a time on any machine (experiments.rdb.shared_lock):
+        a run is checked for and created under it, so a worker's sync at start and another's log after tell never
+        both log a trial (measured without it: a duplicate baseline run with three workers under load)."""
+        return shared_lock(self.exp.storage_url, f"{self.exp.sweep.name}/mlflow_trials",
+                           self.exp.sweep_dir / ".mlflow_trials.lock")
+
     def log_trial_once(self, trial: Any, outcome: Any = None, *, baseline: Mapping[str, str] | None = None) -> bool:
-        """log_trial unless the trial has a run already: another worker's sync may have logged it between this
-        worker's tell and now (measured: a duplicate baseline run with three workers under load). Exactly once
-        when every caller holds the study's MLflow lock (experiments.sweep). True when it logged."""
-        if trial.number in self._logged_trials():
-            return False
-        self.log_trial(trial, outcome, baseline=baseline)
-        return True
+        """log_trial unless the trial has a run already (another worker's sync may have logged it between this
+        worker's tell and now). True when it logged."""
+        with self._trials_lock():
+            if trial.number in self._logged_trials():
+                return False
+            self.log_trial(trial, outcome, baseline=baseline)
+            return True
 
     def log_trial(self, trial: Any, outcome: Any = None, *, baseline: Mapping[str, str] | None = None) -> None:
         """One nested run for a finished Optuna trial; artifacts from the outcome when this process ran it."""
@@ -336,12 +343,13 @@ class MLflowTracker(NullTracker):
 
     def sync(self, trials: Iterable[Any], baseline: Mapping[str, str] | None = None) -> int:
         """Log finished trials that have no child run yet (a crash between tell and logging); idempotent."""
-        have = self._logged_trials()
         n = 0
-        for t in sorted(trials, key=lambda t: t.number):
-            if t.state.name in ("COMPLETE", "PRUNED", "FAIL") and t.number not in have:
-                self.log_trial(t, None, baseline=baseline)
-                n += 1
+        with self._trials_lock():
+            have = self._logged_trials()
+            for t in sorted(trials, key=lambda t: t.number):
+                if t.state.name in ("COMPLETE", "PRUNED", "FAIL") and t.number not in have:
+                    self.log_trial(t, None, baseline=baseline)
+                    n += 1
         return n
 
     def log_child(self, name: str, tags: Mapping[str, str], metrics: Mapping[str, float],
