@@ -162,7 +162,7 @@ def resolve_concurrency(setting: Any, backend_kind: str, *, slots: int = 1, para
         return min(n, MAX_WORKERS), f"backend.concurrency={n}"
     kind = str(backend_kind)
     if kind == "embedded":
-        return max(int(slots), 1), f"auto: the embedded server's {slots} slot(s) (backend.embedded_slots)"
+        return max(int(slots), 1), f"auto: the embedded backend's {slots} slot(s) (backend.embedded_slots)"
     if kind == "ollama":
         raw = env.get("OLLAMA_NUM_PARALLEL", "").strip()
         if raw:

