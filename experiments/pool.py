@@ -11,8 +11,9 @@ counted in `Ordered.abandoned`.
 
 What the pool guarantees is its own determinism: a backend whose reply depends only on the request gives the
 same results at any concurrency (tests/test_pool.py). An engine that batches concurrent requests may not:
-llama.cpp's batched decoding is not batch-invariant (docs/BENCHMARKS.md), so bit-identical reruns on the
-embedded model need concurrency 1.
+llama.cpp's batched decoding is not batch-invariant (docs/BENCHMARKS.md). The embedded backend therefore serves
+each slot from a one-sequence server of its own by default (backend.embedded_batching=false), and its replies,
+like the pool's, do not depend on the concurrency.
 
 Workers are daemon threads started per run with the caller's contextvars: Ctrl-C in the caller stops the
 loop at once, the process exits without waiting for a model call to end, and every reply that finished is
