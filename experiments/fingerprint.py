@@ -63,8 +63,10 @@ def model_identity(llm: Any) -> dict[str, Any]:
         digest = _ollama_digest(inner)
         if digest:
             out["digest"] = digest
-    sampling = getattr(inner, "sampling", None)
-    if sampling:  # sampler options beyond temperature/seed change the replies (EmbeddedLLM.sampling)
+    from harness.inference import reply_options
+
+    sampling = reply_options(inner)
+    if sampling:  # sampler options and weight layout change the replies (EmbeddedLLM.reply_options)
         out["sampling"] = dict(sampling)
     base_url = getattr(inner, "base_url", None)
     if base_url:

@@ -48,6 +48,9 @@ class BackendConfig:
     # embedded: the slots are one llama.cpp server's, decoded together in one batch. Off: each slot is a one-sequence
     # server of its own (a replica), so a reply does not depend on what runs beside it, nor on the concurrency
     embedded_batching: bool = False
+    # embedded: llama.cpp's CPU weight repacking (its default): faster decoding, but a repacked copy of the weights
+    # per server; off, the replicas share the mmap'd file (1.5B, 2 replicas: 1421 vs 2614 MiB). Changes replies
+    embedded_repack: bool = False
     # experiments: independent harness runs at once (trial tasks, repeats, holdout, A/B cells, calibration):
     # auto = the backend's capacity (embedded slots; Ollama $OLLAMA_NUM_PARALLEL, else parallel_default), or N
     concurrency: str = "auto"

@@ -198,9 +198,15 @@ register_backend("fake")(lambda cfg, role: FakeLLM(model=cfg.model_for(role)))
 # -- response cache ----------------------------------------------------------------------------------
 
 
+def reply_options(llm: Any) -> Mapping[str, Any] | None:
+    """What besides the request decides a backend's reply (EmbeddedLLM.reply_options, else its sampling)."""
+    options = getattr(llm, "reply_options", None)
+    return options if options is not None else getattr(llm, "sampling", None)
+
+
 def cache_key(backend: str, model: str, messages: Sequence[Message], schema, temperature, max_tokens, seed,
               sampling: Mapping[str, Any] | None = None) -> str:
-    """sampling: a backend's further sampler options (EmbeddedLLM.sampling); absent ones leave the key as before."""
+    """sampling: what besides the request decides the reply (reply_options); absent, the key is as before."""
     data = {
         "backend": backend,
         "model": model,
@@ -276,7 +282,7 @@ class CachedLLM:
 
     def chat(self, messages, *, schema=None, temperature=0.7, max_tokens=512, seed=None) -> ChatResult:
         key = cache_key(self.backend, self.model, messages, schema, temperature, max_tokens, seed,
-                        getattr(self.inner, "sampling", None))
+                        reply_options(self.inner))
         hit = self.cache.get(key)
         if hit is not None:
             return hit

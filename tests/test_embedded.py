@@ -245,6 +245,7 @@ class _RecordingXllamacpp:
                 self.model = type("M", (), {})()
                 self.cpuparams = type("C", (), {})()
                 self.cpuparams_batch = type("C", (), {})()
+                self.no_extra_bufts = False  # llama.cpp's default: repack the weights
 
         class _Server:
             def __init__(self, params):
@@ -378,8 +379,8 @@ def test_repeat_penalty_reaches_the_server_and_keys_the_cache_and_the_fingerprin
     assert len(fake.bodies) == 2 and "repeat_penalty" not in fake.bodies[-1]  # not the 1.1 reply from the cache
     assert ResponseCache(cache).stats() == {"hits": 0, "misses": 0}  # (a fresh handle counts only its own)
     assert model_identity(on.producer)["sampling"] == {"repeat_penalty": 1.1, "repeat_last_n": 64,
-                                                       "cache_prompt": False}
-    assert model_identity(off.producer)["sampling"] == {"cache_prompt": False}
+                                                       "cache_prompt": False, "weights_repacked": False}
+    assert model_identity(off.producer)["sampling"] == {"cache_prompt": False, "weights_repacked": False}
 
 
 def test_prompt_reuse_is_off_by_default_and_keys_the_cache_and_the_fingerprint(recording_server):
@@ -396,7 +397,8 @@ def test_prompt_reuse_is_off_by_default_and_keys_the_cache_and_the_fingerprint(r
     reuse = roles(embedded_reuse_prompt=True)
     reuse.evaluator.chat(MSGS, temperature=0.0, max_tokens=10, seed=0)
     assert len(fake.bodies) == 2 and "cache_prompt" not in fake.bodies[-1]  # llama.cpp's default: reuse
-    assert model_identity(reuse.evaluator)["sampling"] == {"repeat_penalty": 1.1, "repeat_last_n": 64}
+    assert model_identity(reuse.evaluator)["sampling"] == {"repeat_penalty": 1.1, "repeat_last_n": 64,
+                                                           "weights_repacked": False}
     assert model_identity(fresh.evaluator)["sampling"]["cache_prompt"] is False
 
 
@@ -451,3 +453,23 @@ def test_replies_are_the_same_alone_and_beside_another_request():
         t.join()
     assert [beside[i] for i in range(4)] == alone
     assert llm.server.built == 2 and len(set(alone)) == 4
+
+
+def test_weight_repacking_is_off_by_default_and_keys_the_cache_and_the_fingerprint(recording_server):
+    """llama.cpp's CPU repacking keeps a repacked copy of the weights per server (replicas could not share the
+    mmap'd file) and changes greedy replies: off by default, and a reply made with it is not served without it."""
+    from experiments.fingerprint import model_identity
+    from harness.inference import base_llm
+
+    fake, gguf, cache = recording_server
+    roles = lambda **kw: make_roles(BackendConfig(kind="embedded", embedded_model_path=str(gguf),  # noqa: E731
+                                                  cache_path=str(cache), **kw))
+    shared = roles()
+    assert fake.built[-1].no_extra_bufts is True and base_llm(shared.planner).repack is False
+    shared.planner.chat(MSGS, temperature=0.0, max_tokens=10, seed=0)
+    repacked = roles(embedded_repack=True)
+    assert len(fake.built) == 2 and fake.built[-1].no_extra_bufts is False  # another runtime
+    repacked.planner.chat(MSGS, temperature=0.0, max_tokens=10, seed=0)
+    assert len(fake.bodies) == 2  # the reply without repacking is not served from the cache
+    assert model_identity(repacked.planner)["sampling"]["weights_repacked"] is True
+    assert model_identity(shared.planner)["sampling"]["weights_repacked"] is False
