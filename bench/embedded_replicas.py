@@ -1,6 +1,7 @@
 """Embedded model: two slots as one batched server against two one-sequence replicas (speed, replies, memory).
 
     python bench/embedded_replicas.py [--model PATH] [--modes batched replicas] [--requests 6] [--max-tokens 96]
+                                      [--repack]
 
 A mode runs in a fresh process: `batched` is one llama.cpp server with 2 slots (backend.embedded_batching=true),
 `replicas` is two one-slot servers (the default). Each sends the same requests (system prompts of different
@@ -10,6 +11,7 @@ passes, not between the ways. Reported per mode: wall time alone and together (b
 how many replies decoded together equal the same request's reply alone (llama.cpp's batched decoding is not
 batch-invariant; a one-sequence replica has no batch), peak RSS (VmHWM) and PSS at the end (the replicas map the
 same GGUF twice: RSS counts its pages twice, PSS once). The model file's name and sha256 prefix are printed.
+--repack turns on llama.cpp's CPU weight repacking (backend.embedded_repack), a repacked copy per server.
 """
 
 from __future__ import annotations
@@ -51,8 +53,9 @@ def _proc_kib(name: str, field: str) -> int:
     return 0
 
 
-def child(mode: str, model: str, n: int, max_tokens: int) -> dict:
-    llm = EmbeddedLLM(Path(model), n_ctx=N_CTX, slots=SLOTS, cache_ram_mib=0, batching=(mode == "batched"))
+def child(mode: str, model: str, n: int, max_tokens: int, repack: bool = False) -> dict:
+    llm = EmbeddedLLM(Path(model), n_ctx=N_CTX, slots=SLOTS, cache_ram_mib=0, batching=(mode == "batched"),
+                      repack=repack)
     reqs = _requests(n)
 
     def ask(i: int) -> str:
@@ -101,20 +104,23 @@ def main() -> None:
     ap.add_argument("--modes", nargs="+", default=["batched", "replicas"], choices=["batched", "replicas"])
     ap.add_argument("--requests", type=int, default=6)
     ap.add_argument("--max-tokens", type=int, default=96)
+    ap.add_argument("--repack", action="store_true", help="llama.cpp's CPU weight repacking on")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     model = str(locate_gguf(args.model))
     if args.child:
-        print(json.dumps(child(args.child, model, args.requests, args.max_tokens)))
+        print(json.dumps(child(args.child, model, args.requests, args.max_tokens, args.repack)))
         return
     digest = hashlib.sha256(Path(model).read_bytes()).hexdigest()[:12]
     print(f"model {Path(model).name} sha256 {digest}; {args.requests} requests x 2 passes, max_tokens "
-          f"{args.max_tokens}, 2 slots, 1 thread each unless HARNESS_EMBEDDED_THREADS says otherwise")
+          f"{args.max_tokens}, 2 slots, 1 thread each unless HARNESS_EMBEDDED_THREADS says otherwise, repack "
+          f"{'on' if args.repack else 'off'}")
     print(f"{'mode':>9} {'alone s':>8} {'together s':>10} {'ratio':>6} {'same as alone':>13} {'alone twice':>11} "
           f"{'peak RSS':>9} {'PSS':>8}  passes (alone, together, together, alone)")
     for mode in args.modes:
         out = subprocess.run([sys.executable, __file__, "--child", mode, "--model", model, "--requests",
-                              str(args.requests), "--max-tokens", str(args.max_tokens)],
+                              str(args.requests), "--max-tokens", str(args.max_tokens)]
+                             + (["--repack"] if args.repack else []),
                              capture_output=True, text=True, cwd=ROOT)
         if out.returncode != 0:
             print(f"{mode:>9} failed (rc {out.returncode}): {out.stderr.strip().splitlines()[-1:]}")

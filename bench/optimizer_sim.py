@@ -538,6 +538,7 @@ def loop_new(w: MutationWorld, args) -> dict:
     rng = random.Random(f"new-{w.world}")
     reserve = _holdout_runs(w, new_rule(args))
     merges, merge_due = 0, False
+    ops = tuple(args.new_operators)
     while w.evaluations + len(w.train) + reserve <= args.budget:
         trial = study.ask()
         complete = {t["cand"].key: t for t in trials if t["state"] == "COMPLETE" and not t.get("dup")}
@@ -561,10 +562,10 @@ def loop_new(w: MutationWorld, args) -> dict:
             if args.operators == "bandit":
                 outcomes = [(t["op"], t["state"] == "COMPLETE" and t["value"] > t["parent"]["value"])
                             for t in trials if t.get("parent") and t.get("op") and not t.get("dup")]
-                op = thompson_choice(credit_from(outcomes, OPS), OPS, rng)
+                op = thompson_choice(credit_from(outcomes, ops), ops, rng)
                 trial.set_user_attr("operator_requested", op)
             else:
-                op = trial.suggest_categorical("operator", list(OPS))
+                op = trial.suggest_categorical("operator", list(ops))
             ranked = sorted(complete.values(), key=lambda t: -t["value"])[:5]
             child = w.mutate(parent_recs[0]["cand"], op, [t["cand"] for t in ranked], {t["cand"].key for t in trials})
         rec = {"number": trial.number, "cand": child, "parent": parent_recs[0], "op": child.op}
@@ -665,7 +666,8 @@ def main_mutation(args) -> dict:
           f"pruner_p {args.pruner_p} (startup {args.startup_steps}), TPE on the requested operator, parent = best mean")
     print(f"today: promotion: holdout_top_k {args.holdout_top_k}, 1 baseline + 1 candidate holdout run, "
           f"holdout diff > 2 SE (test floor)")
-    print(f"new:   parent {args.parent}, operators {args.operators}, gate {args.gate} tasks z {args.gate_z}, "
+    print(f"new:   parent {args.parent}, operators {args.operators} over {','.join(args.new_operators)}, "
+          f"gate {args.gate} tasks z {args.gate_z}, "
           f"merges <= {args.max_merges}, pruner p {args.new_pruner_p} -> Pocock {p_new:.4f}; promotion: "
           f"holdout_top_k {args.new_holdout_top_k}, {args.new_holdout_baseline_runs} baseline + "
           f"{args.new_holdout_candidate_runs} candidate holdout run(s), test {args.new_holdout_test}"
@@ -724,6 +726,8 @@ def main(argv: list[str] | None = None) -> dict:
     g.add_argument("--alpha", type=float, default=0.05)
     g.add_argument("--parent", choices=("best", "pareto"), default="best", help="new loop: sweep.parent_selection")
     g.add_argument("--operators", choices=("tpe", "bandit"), default="tpe", help="new loop: sweep.operator_choice")
+    g.add_argument("--new-operators", nargs="+", default=list(OPS), choices=list(OPS),
+                   help="new loop: sweep.operators (default all six)")
     g.add_argument("--gate", type=int, default=3, help="new loop: sweep.gate_tasks (0 = no gate)")
     g.add_argument("--gate-z", type=float, default=0.5, help="new loop: sweep.gate_z")
     g.add_argument("--max-merges", type=int, default=0, help="new loop: sweep.max_merges")
