@@ -336,7 +336,7 @@ def _promote(w: MutationWorld, trials: list[dict], base_runs: list[dict], args, 
     rule["candidate_runs"] times, seeds 0..); experiments.promotion.decide with the sweep's train floor and
     HoldoutTest. Returns the promoted candidate (the baseline when none wins) and the holdout runs spent.
     rule: top_k, baseline_runs, candidate_runs, test (the sweep.holdout_* keys)."""
-    from experiments.promotion import Candidate, HoldoutScores, HoldoutTest, decide, ranked
+    from experiments.promotion import Candidate, HoldoutScores, HoldoutTest, decide, race, ranked
     from experiments.stats import baseline_reference, noise_floor
 
     nf = noise_floor(base_runs)
@@ -344,10 +344,14 @@ def _promote(w: MutationWorld, trials: list[dict], base_runs: list[dict], args, 
     by_hash = {t["cand"].key: t for t in trials}
     cands = ranked([Candidate(t["number"], t["cand"].key, t["op"], t["value"], t["scores"])
                     for t in trials if t["state"] == "COMPLETE" and t["cand"].key != "0" and not t.get("dup")])
+    before = w.evaluations
+    if rule.get("race_top", 0) > 0 and len(cands) > 1:  # the sweep's final race (experiments/reruns.py)
+        reruns = {c.hash: [{t: w.score(by_hash[c.hash]["cand"], t, seed=RACE_SEED) for t in w.train}]
+                  for c in cands[: rule["race_top"]]}
+        cands = race(cands, reruns)
     top = cands[: rule["top_k"]]
     if not top or not w.holdout:
-        return w.baseline, 0
-    before = w.evaluations
+        return w.baseline, w.evaluations - before
 
     def held(c: Cand, runs: int) -> HoldoutScores:
         return HoldoutScores.of_runs([{h: w.score(c, h, seed=s) for h in w.holdout} for s in range(runs)])
@@ -361,8 +365,12 @@ def _promote(w: MutationWorld, trials: list[dict], base_runs: list[dict], args, 
 
 
 def _holdout_runs(w: MutationWorld, rule: dict) -> int:
-    """Task runs the promotion will spend: the budget keeps them back."""
-    return len(w.holdout) * (rule["baseline_runs"] + rule["top_k"] * rule["candidate_runs"])
+    """Task runs the promotion will spend, the final race's included: the budget keeps them back."""
+    return (len(w.holdout) * (rule["baseline_runs"] + rule["top_k"] * rule["candidate_runs"])
+            + rule.get("race_top", 0) * len(w.train))
+
+
+RACE_SEED = 1_000_003  # a final-race re-run's seed: a run of its own, apart from the baseline repeats' 1..r-1
 
 
 TODAY_RULE = {"top_k": None, "baseline_runs": 1, "candidate_runs": 1, "test": "floor"}  # top_k: --holdout-top-k
@@ -374,10 +382,11 @@ def today_rule(args) -> dict:
 
 def new_rule(args) -> dict:
     return {"top_k": args.new_holdout_top_k, "baseline_runs": args.new_holdout_baseline_runs,
-            "candidate_runs": args.new_holdout_candidate_runs, "test": args.new_holdout_test}
+            "candidate_runs": args.new_holdout_candidate_runs, "test": args.new_holdout_test,
+            "race_top": args.race_top}
 
 
-def _baseline(w: MutationWorld, study, args) -> tuple[dict, list[dict]]:
+def _baseline(w: MutationWorld, study, args, repeats: int | None = None) -> tuple[dict, list[dict]]:
     """The enqueued baseline trial (tasks in order, reported) and r - 1 baseline repeats with seeds 1.."""
     trial = study.ask()
     scores = {}
@@ -387,7 +396,8 @@ def _baseline(w: MutationWorld, study, args) -> tuple[dict, list[dict]]:
     study.tell(trial, _mean(scores.values()))
     record = {"number": trial.number, "cand": w.baseline, "state": "COMPLETE", "value": _mean(scores.values()),
               "scores": scores, "parent": None}
-    runs = [scores] + [{t: w.score(w.baseline, t, seed=k) for t in w.train} for k in range(1, args.baseline_repeats)]
+    r = args.baseline_repeats if repeats is None else repeats
+    runs = [scores] + [{t: w.score(w.baseline, t, seed=k) for t in w.train} for k in range(1, r)]
     return record, runs
 
 
@@ -532,7 +542,7 @@ def loop_new(w: MutationWorld, args) -> dict:
     p = (pruner_threshold(args.new_pruner_p, len(w.train), args.startup_steps, "pocock")
          if args.new_pruner_p > 0 else None)
     study = _study(w.world, args, p)
-    base, runs = _baseline(w, study, args)
+    base, runs = _baseline(w, study, args, repeats=args.new_baseline_repeats)
     sigma = noise_floor(runs).sigma if len(runs) > 1 else None
     trials = [base]
     rng = random.Random(f"new-{w.world}")
@@ -651,7 +661,7 @@ def main_mutation(args) -> dict:
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     t0 = time.perf_counter()
     arms: dict[str, list[dict]] = {name: [] for name in args.loops}
-    for world in range(args.seeds):
+    for world in range(args.seed_offset, args.seed_offset + args.seeds):
         for name in args.loops:
             w = MutationWorld(world, args.train, args.holdout, args.noise, args.llm_fail)
             arms[name].append(LOOPS[name](w, args))
@@ -659,19 +669,22 @@ def main_mutation(args) -> dict:
 
     p_new = pruner_threshold(args.new_pruner_p, args.train, args.startup_steps, "pocock") if args.new_pruner_p > 0 else 0
     print("== optimizer search efficiency: mutation world, three loops on the same worlds and seeds ==")
-    print(f"{args.seeds} seeds; {args.train} train + {args.holdout} holdout tasks; noise {args.noise} (run sd "
+    print(f"{args.seeds} seeds (worlds {args.seed_offset}..{args.seed_offset + args.seeds - 1}); {args.train} train + "
+          f"{args.holdout} holdout tasks; noise {args.noise} (run sd "
           f"{0.8 * args.noise:.2f}); edits {EDIT_EFFECTS} (optimum +{OPTIMUM:.1f}); LLM operator failure "
           f"{args.llm_fail:.0%}; budget {args.budget} task runs per sweep")
     print(f"today: baseline_repeats {args.baseline_repeats}, holdout_top_k {args.holdout_top_k}, alpha {args.alpha}, "
           f"pruner_p {args.pruner_p} (startup {args.startup_steps}), TPE on the requested operator, parent = best mean")
     print(f"today: promotion: holdout_top_k {args.holdout_top_k}, 1 baseline + 1 candidate holdout run, "
           f"holdout diff > 2 SE (test floor)")
-    print(f"new:   parent {args.parent}, operators {args.operators} over {','.join(args.new_operators)}, "
-          f"gate {args.gate} tasks z {args.gate_z}, "
-          f"merges <= {args.max_merges}, pruner p {args.new_pruner_p} -> Pocock {p_new:.4f}; promotion: "
+    print(f"new:   baseline_repeats {args.new_baseline_repeats}, parent {args.parent}, operators {args.operators} over "
+          f"{','.join(args.new_operators)}, gate {args.gate} tasks z {args.gate_z}, "
+          f"merges <= {args.max_merges}, pruner p {args.new_pruner_p} -> Pocock {p_new:.4f}; final race of the top "
+          f"{args.race_top}; promotion: "
           f"holdout_top_k {args.new_holdout_top_k}, {args.new_holdout_baseline_runs} baseline + "
           f"{args.new_holdout_candidate_runs} candidate holdout run(s), test {args.new_holdout_test}"
-          + (f" (one-sided t at alpha {args.alpha}, Holm)" if args.new_holdout_test == "bound" else " (> 2 SE)"))
+          + (f" (one-sided t at alpha {args.alpha}, Holm, sigma pooled with the holdout repeats)"
+             if args.new_holdout_test == "bound" else " (> 2 SE)"))
     print(f"gepa:  Pareto parent by tasks led, reflect, 3-task strict-sum gate (parent re-run), merge <= 5, "
           f"best train mean returned; {time.perf_counter() - t0:.0f}s")
     head = (f"{'loop':6s} {'correct':>7s} {'found':>6s} {'promoted':>8s} {'false prom':>10s} {'regret':>6s} "
@@ -724,18 +737,25 @@ def main(argv: list[str] | None = None) -> dict:
     g.add_argument("--baseline-repeats", type=int, default=3)
     g.add_argument("--holdout-top-k", type=int, default=2)
     g.add_argument("--alpha", type=float, default=0.05)
-    g.add_argument("--parent", choices=("best", "pareto"), default="best", help="new loop: sweep.parent_selection")
-    g.add_argument("--operators", choices=("tpe", "bandit"), default="tpe", help="new loop: sweep.operator_choice")
-    g.add_argument("--new-operators", nargs="+", default=list(OPS), choices=list(OPS),
-                   help="new loop: sweep.operators (default all six)")
-    g.add_argument("--gate", type=int, default=3, help="new loop: sweep.gate_tasks (0 = no gate)")
-    g.add_argument("--gate-z", type=float, default=0.5, help="new loop: sweep.gate_z")
-    g.add_argument("--max-merges", type=int, default=0, help="new loop: sweep.max_merges")
+    shipped = _shipped_sweep()  # the new loop's defaults: conf/sweep/synth_mutation.yaml
+    g.add_argument("--seed-offset", type=int, default=0, help="first world (fresh worlds for a held-out check)")
+    g.add_argument("--new-baseline-repeats", type=int, default=shipped.baseline_repeats,
+                   help="new loop: sweep.baseline_repeats")
+    g.add_argument("--parent", choices=("best", "pareto"), default=shipped.parent_selection,
+                   help="new loop: sweep.parent_selection")
+    g.add_argument("--operators", choices=("tpe", "bandit"), default=shipped.operator_choice,
+                   help="new loop: sweep.operator_choice")
+    g.add_argument("--new-operators", nargs="+", default=list(shipped.operators), choices=list(OPS),
+                   help="new loop: sweep.operators")
+    g.add_argument("--gate", type=int, default=shipped.gate_tasks, help="new loop: sweep.gate_tasks (0 = no gate)")
+    g.add_argument("--gate-z", type=float, default=shipped.gate_z, help="new loop: sweep.gate_z")
+    g.add_argument("--max-merges", type=int, default=shipped.max_merges, help="new loop: sweep.max_merges")
+    g.add_argument("--race-top", type=int, default=shipped.race_top,
+                   help="new loop: sweep.race_top (the final race; 0 = none)")
     g.add_argument("--intensify", type=int, default=0,
                    help="new loop: re-runs on the train split of a candidate that takes the lead (0 = none)")
     g.add_argument("--new-pruner-p", type=float, default=0.1,
                    help="new loop: sweep.pruner_p, Pocock-corrected (0 = no pruner)")
-    shipped = _shipped_sweep()
     g.add_argument("--new-holdout-top-k", type=int, default=shipped.holdout_top_k,
                    help="new loop: sweep.holdout_top_k (default: conf/sweep/synth_mutation.yaml)")
     g.add_argument("--new-holdout-test", choices=("bound", "floor"), default=shipped.holdout_test,

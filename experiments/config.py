@@ -79,6 +79,7 @@ class SweepConfig:
     baseline_repeats: int = 3  # r: baseline runs (different seeds) that measure the noise floor
     alpha: float = 0.05  # paired Wilcoxon (one-sided, over tasks) significance level
     allow_underpowered: bool = False  # run a design whose test cannot reach alpha (a first look; it can never promote)
+    race_top: int = 0  # final race: the top race_top candidates run once more on the train split before the holdout
     holdout_top_k: int = 2
     holdout_test: str = "bound"  # bound (one-sided t at alpha, Holm over the top-k) | floor (diff > 2 SE)
     holdout_baseline_runs: int = 3  # baseline runs on the holdout (seeds seed, seed+1, ...): its per-task mean

@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 from experiments.calibration_store import Cost, find_calibration
 from experiments.config import ExperimentConfig
 from experiments.power import ab_design, mde, sweep_design
-from experiments.promotion import holdout_runs
+from experiments.promotion import holdout_runs, race_runs
 from experiments.summaries import hms, num
 
 HANDFUL = 5  # fewer proposals than this and the preflight warns
@@ -213,7 +213,7 @@ def mutation_calls(exp: ExperimentConfig, mutate_types: Sequence[str]) -> int:
 
 def sweep_preflight(exp: ExperimentConfig, study: Any, *, calibration: Any, measured: Sequence[tuple[int, int, float]],
                     n_holdout: int, update: str | None, used_calls: int, elapsed_s: float, mutation_calls: int,
-                    concurrency: int) -> tuple[list[str], bool]:
+                    concurrency: int, n_train: int = 0) -> tuple[list[str], bool]:
     """(lines, whether the cost per task run is known): projected LLM calls, tokens and wall time for the rest of
     the budget, the detectable effect, and a warning on a budget of fewer than a handful of proposals. Before the
     first trial (update None) the cost comes from the calibration, else it is not known yet; an update (after the
@@ -238,6 +238,8 @@ def sweep_preflight(exp: ExperimentConfig, study: Any, *, calibration: Any, meas
     done_runs = len(study.user_attrs.get("holdout", {})) + sum(
         len(v) for v in study.user_attrs.get("holdout_repeats", {}).values())
     holdout_left = max(holdout_runs(sw, n_holdout) - done_runs * n_holdout, 0)
+    raced = sum(len(v) for v in study.user_attrs.get("train_reruns", {}).values())
+    holdout_left += max(race_runs(sw, n_train) - raced * n_train, 0)  # the final race: task runs after the search
     proj = project_sweep(exp, finished=len(finished_trials(study)), baseline_done=baseline_trial(study) is not None,
                          repeats_left=repeats_left, holdout_left=holdout_left, cost=cost, source=source,
                          used_calls=used_calls, elapsed_s=elapsed_s, mutation_calls=mutation_calls,

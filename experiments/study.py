@@ -220,6 +220,19 @@ def store_holdout_run(study: optuna.Study, key: str, k: int, seed: int, scores: 
     return scores
 
 
+def train_reruns(user_attrs: Mapping[str, Any], key: str) -> dict[str, dict[str, float]]:
+    """seed -> train scores of every final-race re-run a study stored for one text."""
+    return {seed: dict(v) for seed, v in dict(user_attrs.get("train_reruns", {})).get(key, {}).items()}
+
+
+def store_train_rerun(study: optuna.Study, key: str, seed: int, scores: dict[str, float]) -> dict[str, float]:
+    """Store one final-race re-run of a text on the train split; returns the scores."""
+    stored = {h: dict(v) for h, v in study.user_attrs.get("train_reruns", {}).items()}
+    stored.setdefault(key, {})[str(seed)] = scores
+    study.set_user_attr("train_reruns", stored)
+    return scores
+
+
 def stored_holdout(user_attrs: Mapping[str, Any], key: str) -> HoldoutScores | None:
     """Every holdout run a study stored for one text, averaged per task (None: none stored)."""
     first = dict(user_attrs.get("holdout", {})).get(key)

@@ -40,20 +40,21 @@ from experiments.power import sweep_design_problem
 from experiments.preflight import mutation_calls, noise_measured_line, pin_noise_source, sweep_preflight
 from experiments.progress import SweepProgress
 from experiments.promotion import (HoldoutScores, HoldoutTest, Promotion, SplitScores, candidates, decide,
-                                   holdout_runs, split_scores)
+                                   holdout_runs, race_runs, split_scores)
+from experiments.reruns import SplitRuns
 from experiments.registry import SweepRegistry, pin_source, sweep_evidence
 from experiments.runners import TimedRunner, llm_calls
 from experiments.search_state import BASELINE, candidate_hash, state_from_trials
 from experiments.stats import NoiseFloor, baseline_reference, compare, noise_floor
-from experiments.study import (StudyStore, baseline_trial, ensure_baseline, finished_trials, frozen_trial, holdout_run,
-                               open_store, pin_fingerprint, store_holdout_run, stored_holdout, trial_counts)
+from experiments.study import (StudyStore, baseline_trial, ensure_baseline, finished_trials, frozen_trial,
+                               open_store, pin_fingerprint, stored_holdout, trial_counts)
 from experiments.summaries import SweepSummary, format_sweep, synth_yaml
 from experiments.tracking import NullTracker, make_tracker
 from experiments.rdb import StaleTrials, log_stale, mask_url, shared_lock, worker_host
 from harness.logger import file_lock
 
 
-class Sweep:
+class Sweep(SplitRuns):
     """One invocation of a synth_mutation sweep. `run()` returns the SweepSummary."""
 
     def __init__(
@@ -228,7 +229,8 @@ class Sweep:
         sw = self.exp.sweep
         done = len(finished_trials(study))
         best = max(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)), key=lambda t: t.value, default=None)
-        eta = self.progress.eta_s(done, n_trials=sw.n_trials, holdout_runs=holdout_runs(sw, len(self.holdout)),
+        eta = self.progress.eta_s(done, n_trials=sw.n_trials,
+                                  holdout_runs=holdout_runs(sw, len(self.holdout)) + race_runs(sw, len(self.train)),
                                   at_once=min(self.pool.workers, len(self.holdout)), timeout_s=sw.timeout_s)
         self.out(self.progress.trial_line(frozen, best, done=done, n_trials=sw.n_trials, eta=eta,
                                           calls=llm_calls(self.runner) - calls0,
@@ -280,29 +282,6 @@ class Sweep:
             self.out(f"[{sw.name}] {noise_measured_line(self.exp, runs, len(self.train))}")
         return runs
 
-    def _holdout(self, study, key: str, instructions, contexts, runs: int) -> HoldoutScores:
-        """`runs` holdout runs of one text (seeds cfg.seed + k), each stored once; their per-task means."""
-        with shared_lock(self.exp.storage_url, f"{self.exp.sweep.name}/study_attrs", self.dir / ".study_attrs.lock"):
-            try:
-                return HoldoutScores.of_runs([self._holdout_run(study, key, instructions, contexts, k, runs)
-                                              for k in range(runs)])
-            except TrialFailed as exc:
-                return HoldoutScores(None, str(exc))
-
-    def _holdout_run(self, study, key: str, instructions, contexts, k: int, runs: int) -> dict[str, float]:
-        seed, tag, name = self.exp.seed + k, (f"-s{self.exp.seed + k}" if k else ""), self.exp.sweep.name
-        have = holdout_run(study, key, k, seed)
-        if have is not None:
-            return dict(have)
-        who = "baseline" if key == study.user_attrs.get("baseline_hash") else key
-        self.progress.begin(f"holdout {who}" + (f" run {k + 1}/{runs}" if runs > 1 else ""),
-                            f"{name}-holdout-{key}{tag}", len(self.holdout))
-        ev = evaluate_candidate(instructions, self.holdout, self.runner, contexts=contexts, seed=seed,
-                                run_prefix=f"{name}-holdout-{key}{tag}", pool=self.pool)
-        self._safe(lambda: log_evaluation_run(self.tracker, f"holdout-{key}" + (f"-seed{seed}" if k else ""), {
-            "kind": "holdout", "instruction_hash": key, **({"seed": str(seed)} if k else {})}, ev))
-        return dict(store_holdout_run(study, key, k, seed, ev.by_task()))
-
     def _safe(self, fn: Callable[[], Any]) -> None:
         try:
             fn()
@@ -323,7 +302,7 @@ class Sweep:
             self.exp, study, calibration=self.calibration, measured=self.progress.measured,
             n_holdout=len(self.holdout), update=update, used_calls=llm_calls(self.runner) - calls0,
             elapsed_s=time.perf_counter() - self.progress.t0, mutation_calls=mutation_calls(self.exp, self.mutate_types),
-            concurrency=self.pool.workers)
+            concurrency=self.pool.workers, n_train=len(self.train))
         for line in lines:
             self.out(f"[{self.exp.sweep.name}] {line}")
         if not cost_known and update is None:
@@ -367,7 +346,7 @@ class Sweep:
         ref = baseline_reference(runs)
         base_hash = candidate_hash(baseline)
         train_floor = nf.floor(len(ref), len(runs))
-        ranked = candidates(trials, base_hash)
+        ranked = self._race(study, candidates(trials, base_hash), contexts)
         best = ranked[0] if ranked else None
         top = ranked[: sw.holdout_top_k]
         verdict, base_hold = self._promotion(study, top, ref, nf, train_floor, base_hash, baseline, contexts)

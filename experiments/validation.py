@@ -126,6 +126,7 @@ def validate(exp: ExperimentConfig) -> ExperimentConfig:
     _check_range("sweep.pruner_p", sw.pruner_p, 0.0, 1.0)
     _check_range("sweep.failure_rate_stop", sw.failure_rate_stop, 0.0, 1.0)
     _check_range("sweep.holdout_top_k", sw.holdout_top_k, 0)
+    _check_range("sweep.race_top", sw.race_top, 0)
     from experiments.promotion import HOLDOUT_TESTS
 
     _check("sweep.holdout_test", sw.holdout_test, HOLDOUT_TESTS)

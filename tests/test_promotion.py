@@ -18,6 +18,8 @@ from experiments.promotion import (
     candidates,
     decide,
     holdout_runs,
+    race,
+    race_runs,
 )
 from experiments.stats import noise_floor
 
@@ -119,9 +121,13 @@ def test_a_planted_holdout_gain_is_promoted_by_the_repeated_bound_and_a_noise_si
     (row,) = verdict.rows
     assert row.wins is wins and (verdict.winner is not None) is wins
     assert row.runs == (runs, runs) and row.holdout_diff == pytest.approx(gain)
-    assert row.holdout_se == pytest.approx(SIGMA * ((2 / runs) / 4) ** 0.5)
+    # "bound" pools sigma with the holdout's own repeats: two texts x 4 tasks x (runs - 1) more df, each run 0.1
+    # from its task mean
+    extra_df = 2 * len(HOLD) * (runs - 1) if test == "bound" else 0
+    sigma = ((SIGMA ** 2 * DF + 2 * len(HOLD) * runs * 0.1 ** 2) / (DF + extra_df)) ** 0.5 if extra_df else SIGMA
+    assert row.holdout_se == pytest.approx(sigma * ((2 / runs) / 4) ** 0.5)
     if test == "bound":
-        assert row.holdout_p == pytest.approx(sps.t.sf(gain / row.holdout_se, DF))
+        assert row.holdout_p == pytest.approx(sps.t.sf(gain / row.holdout_se, DF + extra_df))
         assert row.holdout_level == 0.05
     else:
         assert row.holdout_level == pytest.approx(2 * row.holdout_se)
@@ -171,7 +177,8 @@ def test_with_no_real_gain_the_bound_promotes_at_most_alpha_of_the_time(top_k):
 
 def test_holdout_scores_average_runs_and_the_test_takes_sigma_and_its_df_from_the_noise_floor():
     runs = [{"h0": 5.0, "h1": 6.0}, {"h0": 6.0, "h1": 7.0, "h2": 1.0}]
-    assert HoldoutScores.of_runs(runs) == HoldoutScores({"h0": 5.5, "h1": 6.5}, None, 2)
+    # within-task spread: each run 0.5 from its task's mean on 2 tasks: 4 x 0.25 = 1.0 on 2 x (2 - 1) df
+    assert HoldoutScores.of_runs(runs) == HoldoutScores({"h0": 5.5, "h1": 6.5}, None, 2, 1.0, 2)
     nf = noise_floor([{"a": 5.0, "b": 6.0}, {"a": 5.2, "b": 6.2}, {"a": 4.8, "b": 5.8}])
     assert HoldoutTest.of(nf, alpha=0.05) == HoldoutTest(pytest.approx(0.2), 4, 0.05, "bound")
     assert HoldoutTest.of(noise_floor([{"a": 5.0}]), alpha=0.05).sigma == 0.0  # one run measures nothing
@@ -182,3 +189,64 @@ def test_holdout_scores_average_runs_and_the_test_takes_sigma_and_its_df_from_th
 def test_an_unknown_holdout_rule_is_refused_in_one_line():
     with pytest.raises(ValueError, match="holdout test rule must be one of"):
         HoldoutTest(0.5, 4, 0.05, "two-sided")
+
+
+# -- sigma pooled with the holdout's repeats; the final race ---------------------------------------------------
+
+
+def test_pooled_sigma_adds_the_holdout_repeats_degrees_of_freedom_and_leaves_other_tests_alone():
+    base = HoldoutScores.of_runs([{"h0": 5.0, "h1": 6.0}, {"h0": 5.4, "h1": 6.4}, {"h0": 5.2, "h1": 6.2}])
+    cand_ = HoldoutScores.of_runs([{"h0": 7.0, "h1": 7.0}, {"h0": 7.6, "h1": 7.6}])
+    assert (base.within_df, cand_.within_df) == (4, 2)
+    assert base.within_ss == pytest.approx(2 * (0.04 + 0.04 + 0.0)) and cand_.within_ss == pytest.approx(4 * 0.09)
+    test = HoldoutTest(0.5, 8, 0.05)
+    pooled = test.pooled([base, cand_])
+    assert pooled.df == 14 and pooled.sigma == pytest.approx(((0.25 * 8 + 0.16 + 0.36) / 14) ** 0.5)
+    # one run each adds nothing; a known sigma (df None), the floor rule and a missing holdout are kept as they are
+    one = HoldoutScores({"h0": 5.0})
+    assert test.pooled([one, one]) is test
+    assert HoldoutTest(0.5, None, 0.05).pooled([base, cand_]).sigma == 0.5
+    assert HoldoutTest(0.5, 8, 0.05, "floor").pooled([base, cand_]).df == 8
+    assert test.pooled([None, HoldoutScores(None, "failed"), cand_]).df == 10
+
+
+def test_with_no_real_gain_the_pooled_bound_still_promotes_at_most_alpha_and_gains_power_at_a_real_one():
+    """Monte Carlo over the shipped design (sigma from 2 baseline runs x 8 train tasks: 8 df; the baseline 3 and the
+    candidate 2 runs on 4 holdout tasks): pooling the holdout's within-task spread gives 20 df. Under normal noise a
+    sample variance is independent of the sample means, so the false-confirmation rate stays at alpha; at a real
+    gain of 2.5 SE the pooled test confirms more often than the test on the 8 df alone."""
+    rng = np.random.default_rng(21)
+    df0, sims = 8, 4000
+
+    def rate(gain: float, pool: bool) -> float:
+        won = 0
+        for _ in range(sims):
+            test = HoldoutTest(SIGMA * (rng.chisquare(df0) / df0) ** 0.5, df0, 0.05)
+            runs = lambda n, mu: HoldoutScores.of_runs(  # noqa: E731
+                [{t: float(x) for t, x in zip(HOLD, rng.normal(mu, SIGMA, len(HOLD)))} for _ in range(n)])
+            base, held = runs(3, 5.0), runs(2, 5.0 + gain)
+            if not pool:  # the same scores with their spread hidden: the test on the noise floor's df alone
+                base, held = HoldoutScores(base.scores, None, 3), HoldoutScores(held.scores, None, 2)
+            won += _decide([cand(1, 7.0, "a")], {"a": held}, base=base, test=test).winner is not None
+        return won / sims
+
+    se = SIGMA * ((1 / 2 + 1 / 3) / 4) ** 0.5
+    assert rate(0.0, True) <= 0.05 + 2.5 * (0.05 * 0.95 / sims) ** 0.5
+    assert rate(0.0, True) >= 0.035  # it does spend alpha
+    pooled, alone = rate(2.5 * se, True), rate(2.5 * se, False)
+    assert pooled > alone + 0.03, (pooled, alone)
+
+
+def test_the_final_race_ranks_on_the_mean_of_a_candidates_runs_and_leaves_the_others_alone():
+    a, b, c = cand(1, 7.4, "a"), cand(2, 7.2, "b"), cand(3, 6.9, "c")
+    # a's re-run comes out low, b's holds up: b leads on the mean of two runs; c, not raced, keeps its one run
+    out = race([a, b, c], {"a": [{t: 6.0 for t in TRAIN}], "b": [{t: 7.2 for t in TRAIN}]})
+    assert [x.hash for x in out] == ["b", "c", "a"]
+    assert out[0].runs == 2 and out[0].train_mean == pytest.approx(7.2 + 0.035 / 2)
+    assert out[2].train_scores["t0"] == pytest.approx((7.4 + 6.0) / 2) and out[1] is c
+    # a re-run with fewer tasks averages over the tasks every run has; an empty re-run changes nothing
+    part = race([a], {"a": [{"t0": 8.0, "t1": 8.0}]})[0]
+    assert set(part.train_scores) == {"t0", "t1"} and part.train_scores["t0"] == pytest.approx(7.7)
+    assert race([a], {"a": [{}]})[0] is a
+    sw = SimpleNamespace(race_top=2)
+    assert race_runs(sw, 8) == 16 and race_runs(sw, 0) == 0 and race_runs(SimpleNamespace(race_top=0), 8) == 0

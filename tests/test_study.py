@@ -37,6 +37,7 @@ def test_holdout_runs_are_stored_once_per_text_and_seed_and_averaged_per_task():
     assert holdout_run(study, "x", 1, 1) == second and holdout_run(study, "x", 1, 2) is None
     assert study.user_attrs["holdout"] == {"x": first, "y": first}  # run 0 where it was before repeats existed
     assert study.user_attrs["holdout_repeats"] == {"x": {"1": second}}
-    assert stored_holdout(study.user_attrs, "x") == HoldoutScores({"h0": 5.5, "h1": 6.5}, None, 2)  # common tasks
+    # the common tasks, each run 0.5 from its task mean: within-task spread 4 x 0.25 on 2 df
+    assert stored_holdout(study.user_attrs, "x") == HoldoutScores({"h0": 5.5, "h1": 6.5}, None, 2, 1.0, 2)
     assert stored_holdout(study.user_attrs, "y") == HoldoutScores(first, None, 1)
 

@@ -15,6 +15,7 @@ from experiments.config import BenchmarkConfig, TaskSpec
 from experiments.ledger import Ledger
 from experiments.evaluate import TrialFailed
 from experiments.objective import make_objective
+from experiments.promotion import HoldoutScores, HoldoutTest
 from experiments.search_state import candidate_hash
 from experiments.stats import compare, noise_floor
 from experiments.study import open_study
@@ -61,7 +62,7 @@ def test_noise_floor_from_repeats():
 
 
 def test_objective_with_fixed_trial(make_exp):
-    exp = make_exp(operators=("add_tool", "noise", "crash"))
+    exp = make_exp("sweep.operator_choice=tpe", operators=("add_tool", "noise", "crash"))  # the trial's operator
     runner = ScriptedRunner(load_tasks(exp.benchmark))
     objective = make_objective(exp, runner, propose=scripted_propose)
     boosted = objective(optuna.trial.FixedTrial({"operator": "add_tool"}))
@@ -128,13 +129,40 @@ def test_holdout_repeats_run_once_each_average_per_task_and_feed_the_bound(make_
     runs = [study.user_attrs["holdout"][base], *study.user_attrs["holdout_repeats"][base].values()]
     assert s.baseline_holdout == pytest.approx(sum(sum(r.values()) for r in runs) / (3 * 4))
     assert row.runs == (2, 3) and row.holdout_rule == "bound" and row.holdout_p is not None
-    assert row.holdout_se == pytest.approx(s.noise.sigma * ((1 / 2 + 1 / 3) / 4) ** 0.5)
+    # sigma pooled: the noise floor's runs and the holdout's own repeats (both texts)
+    cand_runs = [study.user_attrs["holdout"][row.hash], *study.user_attrs["holdout_repeats"][row.hash].values()]
+    test = HoldoutTest.of(s.noise, alpha=0.05).pooled([HoldoutScores.of_runs(runs), HoldoutScores.of_runs(cand_runs)])
+    assert test.df == 8 * (2 - 1) + 4 * (3 - 1) + 4 * (2 - 1) and test.sigma != s.noise.sigma
+    assert row.holdout_se == pytest.approx(test.sigma * ((1 / 2 + 1 / 3) / 4) ** 0.5)
     assert s.promoted and row.wins  # the scripted tool edit (+1.5) on 4 tasks is far past the bound
     assert any("[runs 2/3, se " in line and "vs Holm level 0.0500]" in line for line in lines)
     runner2 = ScriptedRunner(load_tasks(exp.benchmark))
     again, _ = _sweep(exp, runner2)
     assert not any("-holdout-" in rid for rid in runner2.run_ids)  # resumed: every holdout run was stored
     assert again.holdout[0].holdout_diff == pytest.approx(row.holdout_diff)
+
+
+def test_the_final_race_reruns_the_leaders_once_ranks_on_their_mean_and_a_resume_reruns_none(make_exp):
+    exp = make_exp("sweep.n_trials=5", "sweep.race_top=2", "sweep.holdout_top_k=1", mlflow=True)
+    lines: list[str] = []
+    s, runner = _sweep(exp, lines=lines)
+    raced = [rid for rid in runner.run_ids if "-race-" in rid]
+    assert len(raced) == 2 * 8 and all("-s1" in rid for rid in raced)  # 2 leaders x 8 train tasks, seed cfg.seed + 1
+    study = open_study(exp)
+    reruns = study.user_attrs["train_reruns"]
+    assert len(reruns) == 2 and all(list(v) == ["1"] for v in reruns.values())
+    # the ranking the holdout took its top from is the mean of each leader's trial run and its re-run
+    from experiments.promotion import candidates, race
+
+    ranked = race(candidates(study.trials, study.user_attrs["baseline_hash"]),
+                  {h: list(v.values()) for h, v in reruns.items()})
+    assert s.best_trial == ranked[0].number and s.best_value == pytest.approx(ranked[0].train_mean)
+    assert ranked[0].runs == 2 and s.holdout[0].hash == ranked[0].hash
+    assert any("final race 1/2" in line for line in lines)
+    runner2 = ScriptedRunner(load_tasks(exp.benchmark))
+    again, _ = _sweep(exp, runner2)
+    assert not any("-race-" in rid for rid in runner2.run_ids)  # resumed: both re-runs were stored
+    assert again.best_trial == s.best_trial and again.best_value == pytest.approx(s.best_value)
 
 
 def test_resume_runs_only_new_trials_and_counts_agree(make_exp):
@@ -163,7 +191,8 @@ def test_resume_runs_only_new_trials_and_counts_agree(make_exp):
 
 
 def test_failed_trials_are_recorded_and_the_sweep_continues(make_exp):
-    exp = make_exp("sweep.n_trials=4", "sweep.failure_rate_stop=1.0", operators=("crash", "add_tool"), mlflow=True)
+    exp = make_exp("sweep.n_trials=4", "sweep.failure_rate_stop=1.0", "sweep.operator_choice=tpe",
+                   operators=("crash", "add_tool"), mlflow=True)
     s, _ = _sweep(exp)
     assert s.trials["total"] == 4
     study = open_study(exp)
