@@ -354,7 +354,10 @@ def _promote(w: MutationWorld, trials: list[dict], base_runs: list[dict], args, 
         return w.baseline, w.evaluations - before
 
     def held(c: Cand, runs: int) -> HoldoutScores:
-        return HoldoutScores.of_runs([{h: w.score(c, h, seed=s) for h in w.holdout} for s in range(runs)])
+        scores = HoldoutScores.of_runs([{h: w.score(c, h, seed=s) for h in w.holdout} for s in range(runs)])
+        if not rule.get("pool", True):  # the runs' spread hidden: sigma from the noise floor's runs alone
+            scores = HoldoutScores(scores.scores, scores.error, scores.runs)
+        return scores
 
     base = held(w.baseline, rule["baseline_runs"])
     holdout = {c.hash: held(by_hash[c.hash]["cand"], rule["candidate_runs"]) for c in top}
@@ -383,7 +386,7 @@ def today_rule(args) -> dict:
 def new_rule(args) -> dict:
     return {"top_k": args.new_holdout_top_k, "baseline_runs": args.new_holdout_baseline_runs,
             "candidate_runs": args.new_holdout_candidate_runs, "test": args.new_holdout_test,
-            "race_top": args.race_top}
+            "race_top": args.race_top, "pool": not args.no_pool}
 
 
 def _baseline(w: MutationWorld, study, args, repeats: int | None = None) -> tuple[dict, list[dict]]:
@@ -756,6 +759,9 @@ def main(argv: list[str] | None = None) -> dict:
                    help="new loop: re-runs on the train split of a candidate that takes the lead (0 = none)")
     g.add_argument("--new-pruner-p", type=float, default=0.1,
                    help="new loop: sweep.pruner_p, Pocock-corrected (0 = no pruner)")
+    g.add_argument("--no-pool", action="store_true",
+                   help="new loop: the holdout test's sigma from the noise floor's runs alone (not pooled with the "
+                        "holdout's repeats)")
     g.add_argument("--new-holdout-top-k", type=int, default=shipped.holdout_top_k,
                    help="new loop: sweep.holdout_top_k (default: conf/sweep/synth_mutation.yaml)")
     g.add_argument("--new-holdout-test", choices=("bound", "floor"), default=shipped.holdout_test,

@@ -175,9 +175,10 @@ def test_a_sweep_after_a_calibration_prints_the_preflight_and_uses_the_stored_no
     assert first_pre < first_trial and calls_at["preflight"] == 12 * 2  # only the 12 context preparations
     pre = [ln for ln in lines if "] preflight:" in ln]
     assert "budget n_trials=3 (3 left: baseline + 2 proposal(s))" in pre[0]
-    # baseline + 2 proposals on 8 train tasks (24), the baseline 3 runs and the best 2 runs on 4 holdout tasks (20,
-    # sweep.holdout_baseline_runs / holdout_candidate_runs); 2 uncached calls, 50 tokens each
-    assert "44 task runs: ~88 uncached LLM calls, ~2200 tokens" in pre[1] and f"calibration {cal.key}" in pre[1]
+    # baseline + 2 proposals on 8 train tasks (24), the final race of the top 2 on them (16, sweep.race_top), the
+    # baseline 3 runs and the best 2 runs on 4 holdout tasks (20, sweep.holdout_baseline_runs /
+    # holdout_candidate_runs); 2 uncached calls, 50 tokens each
+    assert "60 task runs: ~120 uncached LLM calls, ~3000 tokens" in pre[1] and f"calibration {cal.key}" in pre[1]
     assert pre[2].startswith(f"[{exp.sweep.name}] preflight: detectable effect ")
     assert "WARNING: the budget allows only 2 proposal(s) (limited by n_trials=3)" in pre[3]
     assert any("preflight update:" in ln for ln in lines)  # updated from the first trial's measured runs
