@@ -104,6 +104,7 @@ class SweepSummary:
     label: str | None = None  # experiments.calibration_store.run_label: the embedded model file, smoke or calibrated
     noise_source: str = ""  # where sigma came from: a stored calibration, or this study's baseline repeats
     registry: str = ""  # the Prompt Registry after promotion, or what was not registered and why (one line)
+    best_runs: int = 1  # train runs behind best_value (2 when the final race re-ran it)
 
 
 def format_sweep(s: SweepSummary) -> str:
@@ -128,7 +129,8 @@ def format_sweep(s: SweepSummary) -> str:
     if s.noise_source:
         lines.append(f"noise source: {s.noise_source}")
     if s.best_trial is not None:
-        lines.append(f"best trial: #{s.best_trial} ({s.best_operator}) train mean {num(s.best_value)}")
+        lines.append(f"best trial: #{s.best_trial} ({s.best_operator}) train mean {num(s.best_value)}"
+                     + (f" (mean of {s.best_runs} runs: the final race)" if s.best_runs > 1 else ""))
         if s.best_comparison is not None:
             lines.append(f"best vs baseline (train): {s.best_comparison.reason}")
     else:

@@ -379,7 +379,7 @@ class Sweep(SplitRuns):
             baseline_train=(sum(ref.values()) / len(ref)) if ref else (bt.value if bt else None),
             noise=nf, train_floor=train_floor,
             best_trial=best.number if best else None, best_operator=best.operator if best else None,
-            best_value=best.train_mean if best else None,
+            best_value=best.train_mean if best else None, best_runs=best.runs if best else 1,
             best_comparison=compare(best.train_scores, ref, floor=train_floor, alpha=sw.alpha) if best and ref else None,
             holdout=verdict.rows, baseline_holdout=base_hold.mean if base_hold is not None else None,
             promoted_trial=promoted.number if promoted else None,

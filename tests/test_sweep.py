@@ -158,7 +158,8 @@ def test_the_final_race_reruns_the_leaders_once_ranks_on_their_mean_and_a_resume
                   {h: list(v.values()) for h, v in reruns.items()})
     assert s.best_trial == ranked[0].number and s.best_value == pytest.approx(ranked[0].train_mean)
     assert ranked[0].runs == 2 and s.holdout[0].hash == ranked[0].hash
-    assert any("final race 1/2" in line for line in lines)
+    assert any("final race 1/2" in line for line in lines) and s.best_runs == 2
+    assert "(mean of 2 runs: the final race)" in (exp.sweep_dir / "summary.md").read_text()
     runner2 = ScriptedRunner(load_tasks(exp.benchmark))
     again, _ = _sweep(exp, runner2)
     assert not any("-race-" in rid for rid in runner2.run_ids)  # resumed: both re-runs were stored
