@@ -1,8 +1,9 @@
 """Which candidate a sweep promotes, and the evidence for it: pure functions on typed values, no I/O.
 
-The rule: rank the complete, distinct, non-baseline candidates by train mean; the top `holdout_top_k` are run on
-the holdout (by the sweep, before `decide`): each candidate `holdout_candidate_runs` times, the baseline
-`holdout_baseline_runs` times, with different seeds. A candidate wins when its train comparison claims an
+The rule: rank the complete, distinct, non-baseline candidates by train mean; the final race (`race`: the top
+`race_top` re-run once more on the train split by the sweep) re-ranks them on the mean of their runs; the top
+`holdout_top_k` are run on the holdout (by the sweep, before `decide`): each candidate `holdout_candidate_runs`
+times, the baseline `holdout_baseline_runs` times, with different seeds. A candidate wins when its train comparison claims an
 improvement (experiments.stats.compare: mean difference above the noise floor and one-sided Wilcoxon p < alpha)
 AND its holdout difference confirms it (HoldoutTest). Among the winners the best holdout mean is promoted (the
 earlier trial on a tie); with none, the baseline is kept.
@@ -22,6 +23,11 @@ Why the holdout test is built this way (HoldoutTest, rule "bound", the default):
   the holdout, so under "no improvement" t has exactly that distribution when the noise is normal), p = P(T > t).
   A one-sided test is the question asked (is the candidate better?); the earlier rule's 2-SE two-sided-style
   floor spent its error rate on a direction that is never promoted.
+- Sigma pooled (`HoldoutTest.pooled`, inside `decide`): the holdout's repeated runs of each text scatter around
+  that text's task means by run noise alone, so their within-task sums of squares join the noise floor's estimate
+  with tasks x (runs - 1) more degrees of freedom (3 baseline and 2 candidate runs on 4 tasks: 12 more). Under
+  normal noise a sample variance is independent of the sample means, so t keeps its law with the pooled df: the
+  same false-confirmation rate, more power (tests/test_promotion.py checks both by Monte Carlo).
 - Multiplicity: the family is the top-k candidates whose train comparison claims (fixed by train data before the
   holdout runs). Holm's step-down over their holdout p-values keeps the chance that any candidate without a real
   holdout improvement is promoted at or below alpha, however many are confirmed.

@@ -134,8 +134,8 @@ def test_real_propose_never_repeats_a_tried_instruction_and_credits_the_fallback
     candidate hashes, compared instruction hashes, and proposed the same text again (caught as duplicate_of)."""
     from mutators import propose
 
-    exp = make_exp("sweep.n_trials=6", "sweep.pruner=none", operators=("drop_sentence",))
-    s, _ = _sweep(exp, propose=propose)
+    exp = make_exp("sweep.n_trials=6", "sweep.pruner=none", "sweep.operator_choice=tpe", operators=("drop_sentence",))
+    s, _ = _sweep(exp, propose=propose)  # TPE: the operator asked for is the trial's param
     study = open_study(exp)
     trials = [t for t in study.trials if t.user_attrs.get("operator") != "baseline"]
     assert s.trials["duplicate"] == 0 and all(t.user_attrs.get("duplicate_of") is None for t in trials)
