@@ -15,6 +15,8 @@ from experiments.study import holdout_run, store_holdout_run, store_train_rerun,
 
 
 class SplitRuns:
+    """The sweep's runs after the search: `_race` (the final race) and `_holdout` (the confirmation)."""
+
     def _holdout(self, study, key: str, instructions, contexts, runs: int) -> HoldoutScores:
         """`runs` holdout runs of one text (seeds cfg.seed + k), each stored once; their per-task means."""
         with shared_lock(self.exp.storage_url, f"{self.exp.sweep.name}/study_attrs", self.dir / ".study_attrs.lock"):
