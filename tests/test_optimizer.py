@@ -279,3 +279,32 @@ def test_gate_is_off_on_a_train_split_it_would_cover(make_exp):
     run_sweep(exp, HarmRunner(load_tasks(exp.benchmark)), propose=harm_propose, out=lambda s: None)
     trials = optuna.load_study(study_name=exp.sweep.name, storage=exp.sweep.storage).trials
     assert not any("gate" in t.user_attrs for t in trials)
+
+
+def test_the_benchmarks_new_loop_is_the_shipped_config_and_spends_its_race_and_holdout_within_the_budget():
+    """bench/optimizer_sim.py's "new" loop reads conf/sweep/synth_mutation.yaml (what the docs' table measures is
+    what the sweep ships), and the final race's and the holdout's runs come out of the same budget."""
+    import importlib.util
+    from pathlib import Path
+
+    from experiments.config import compose_config, to_experiment
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "optimizer_sim.py"
+    spec = importlib.util.spec_from_file_location("optimizer_sim_under_test", path)
+    sim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sim)
+    shipped = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake"]), environ={}).sweep
+    figures = sim.main(["--loops", "new", "--seeds", "3", "--budget", "120"])
+    args = figures["args"]
+    assert (args["race_top"], args["operators"], args["new_operators"], args["gate"], args["gate_z"],
+            args["new_baseline_repeats"]) == (shipped.race_top, shipped.operator_choice, list(shipped.operators),
+                                              shipped.gate_tasks, shipped.gate_z, shipped.baseline_repeats)
+    assert shipped.race_top == 2 and figures["rows"]["new"]["evaluations"] <= 120
+    # one world by hand: the race re-ran the two leaders on every train task, inside the budget
+    w = sim.MutationWorld(0, 8, 4, 0.8, 0.3)
+    ns = sim.argparse.Namespace(**{**args, "budget": 120})
+    seeds: Counter = Counter()
+    score = w.score
+    w.score = lambda c, task, seed=0: seeds.update([seed]) or score(c, task, seed)  # noqa: E731
+    result = sim.loop_new(w, ns)
+    assert result["evaluations"] <= 120 and seeds[sim.RACE_SEED] == 2 * 8
