@@ -1,13 +1,15 @@
 """The synthesis-instruction sweep: Optuna ask/tell inside the Hydra app.
 
 Order of work: contexts (plan + research per task, once per study) -> baseline trial (enqueued) -> r-1 more
-baseline runs with other seeds (noise floor) -> search trials until n_trials / timeout / LLM-call budget ->
-holdout confirmation of the top-k candidates against the baseline -> promotion (or "no change kept").
+baseline runs with other seeds (noise floor) -> search trials until n_trials / timeout / LLM-call budget -> the
+final race (the top race_top candidates once more on the train split) -> holdout confirmation of the top-k
+candidates against the baseline -> promotion (or "no change kept").
 Everything a resumed process needs lives in the study (trial user attrs, study user attrs), the context cache
 and the LLM response cache, so the same command continues where a killed one stopped.
 
 This module is the loop and its order of work; the rooms it calls: experiments.study (storage, fingerprint,
-stale trials, heartbeats), experiments.objective (one trial), experiments.evaluate (a candidate on tasks),
+stale trials, heartbeats), experiments.objective (one trial), experiments.reruns (the race and holdout runs),
+experiments.evaluate (a candidate on tasks),
 experiments.stats (noise floor), experiments.promotion (the verdict), experiments.summaries (the block),
 experiments.progress (lines and ETA), experiments.preflight (cost and detectable effect).
 """
@@ -41,8 +43,8 @@ from experiments.preflight import mutation_calls, noise_measured_line, pin_noise
 from experiments.progress import SweepProgress
 from experiments.promotion import (HoldoutScores, HoldoutTest, Promotion, SplitScores, candidates, decide,
                                    holdout_runs, race_runs, split_scores)
-from experiments.reruns import SplitRuns
 from experiments.registry import SweepRegistry, pin_source, sweep_evidence
+from experiments.reruns import SplitRuns
 from experiments.runners import TimedRunner, llm_calls
 from experiments.search_state import BASELINE, candidate_hash, state_from_trials
 from experiments.stats import NoiseFloor, baseline_reference, compare, noise_floor
