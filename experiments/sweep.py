@@ -9,9 +9,9 @@ and the LLM response cache, so the same command continues where a killed one sto
 
 This module is the loop and its order of work; the rooms it calls: experiments.study (storage, fingerprint,
 stale trials, heartbeats), experiments.objective (one trial), experiments.reruns (the race and holdout runs),
-experiments.evaluate (a candidate on tasks),
-experiments.stats (noise floor), experiments.promotion (the verdict), experiments.summaries (the block),
-experiments.progress (lines and ETA), experiments.preflight (cost and detectable effect).
+experiments.evaluate (a candidate on tasks), experiments.stats (noise floor), experiments.promotion (the verdict),
+experiments.summaries (the block), experiments.progress (lines and ETA), experiments.preflight (cost and
+detectable effect).
 """
 
 from __future__ import annotations
