@@ -3,8 +3,8 @@
 The rule: rank the complete, distinct, non-baseline candidates by train mean; the final race (`race`: the top
 `race_top` re-run once more on the train split by the sweep) re-ranks them on the mean of their runs; the top
 `holdout_top_k` are run on the holdout (by the sweep, before `decide`): each candidate `holdout_candidate_runs`
-times, the baseline `holdout_baseline_runs` times, with different seeds. A candidate wins when its train comparison claims an
-improvement (experiments.stats.compare: mean difference above the noise floor and one-sided Wilcoxon p < alpha)
+times, the baseline `holdout_baseline_runs` times, with different seeds. A candidate wins when its train
+comparison claims an improvement (experiments.stats.compare: mean difference above the noise floor and one-sided Wilcoxon p < alpha)
 AND its holdout difference confirms it (HoldoutTest). Among the winners the best holdout mean is promoted (the
 earlier trial on a tie); with none, the baseline is kept.
 
@@ -205,14 +205,10 @@ def race(cands: Sequence[Candidate], reruns: Mapping[str, Sequence[Mapping[str, 
     train claim tests; the holdout still confirms alone."""
     out = []
     for c in cands:
-        more = [dict(r) for r in reruns.get(c.hash, ()) if r]
-        if more:
-            runs = [dict(c.train_scores), *more]
-            tasks = sorted(set.intersection(*(set(r) for r in runs)))
-            if tasks:
-                scores = {t: sum(float(r[t]) for r in runs) / len(runs) for t in tasks}
-                c = dataclasses.replace(c, train_mean=sum(scores.values()) / len(scores), train_scores=scores,
-                                        runs=len(runs))
+        more = [r for r in reruns.get(c.hash, ()) if r]
+        both = HoldoutScores.of_runs([c.train_scores, *more]) if more else None  # per-task means, common tasks
+        if both is not None and both.scores:
+            c = dataclasses.replace(c, train_mean=both.mean, train_scores=both.scores, runs=both.runs)
         out.append(c)
     return ranked(out)
 

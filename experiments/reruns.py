@@ -62,4 +62,5 @@ class SplitRuns:
                         self.out(f"[{sw.name}] final race run of {c.hash} failed: {exc}")
                         continue
                     store_train_rerun(study, c.hash, seed, ev.by_task())
-        return race(ranked, {c.hash: list(train_reruns(study.user_attrs, c.hash).values()) for c in ranked})
+        stored = study.user_attrs  # one read of the study's attrs (a query on RDB storage), not one per candidate
+        return race(ranked, {c.hash: list(train_reruns(stored, c.hash).values()) for c in ranked})
