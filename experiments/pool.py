@@ -7,7 +7,9 @@ time, in the same order as at concurrency 1. Only the runs themselves (model cal
 run on worker threads. At most `workers` runs are in flight; at concurrency 1 the next run starts only after the
 caller has taken the previous result, exactly as a plain loop. A pruned trial or a stopping A/B look cancels
 everything not started yet (`Ordered.cancel`); runs already started finish and their results are dropped,
-counted in `Ordered.abandoned`.
+counted in `Ordered.abandoned`. A trial's minibatch gate and the rest of its tasks are one queue
+(experiments.evaluate's checkpoint): at concurrency N the rest starts while the gate's last tasks run, and a
+gated-out candidate drops what started, as a pruned one does.
 
 What the pool guarantees is its own determinism: a backend whose reply depends only on the request gives the
 same results at any concurrency (tests/test_pool.py). An engine that batches concurrent requests may not:
@@ -32,6 +34,8 @@ import threading
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, TypeVar
+
+from harness.inference import RunScope, run_scope
 
 log = logging.getLogger(__name__)
 
@@ -76,18 +80,26 @@ class Ordered(Generic[T, R]):
     def __init__(self, fn: Callable[[T], R], items: Iterable[T], workers: int) -> None:
         self._fn, self._items, self._workers = fn, iter(items), workers
         self._window: deque[tuple[T, Future]] = deque()
+        self._scopes: dict[int, RunScope] = {}  # id(future) -> the run's stop flag and uncached calls
         self._stopped = False
         self.cancelled = 0  # items never started
         self.abandoned = 0  # runs in flight when cancelled: they finish, their results are dropped
+        self.dropped: list[Future] = []  # their futures, done when cancel returns
+        self.dropped_calls = 0  # the uncached model calls those runs made (spent, not used)
 
     def _start(self, item: T) -> Future:
         fut: Future = Future()
         fut.set_running_or_notify_cancel()
         ctx = contextvars.copy_context()
+        scope = self._scopes[id(fut)] = RunScope()
+
+        def scoped() -> R:
+            run_scope(scope)  # inside the run's own copy of the context
+            return self._fn(item)
 
         def work() -> None:
             try:
-                result = ctx.run(self._fn, item)
+                result = ctx.run(scoped)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
                 fut.set_exception(exc)
             else:
@@ -123,17 +135,27 @@ class Ordered(Generic[T, R]):
                 wait([f for _, f in self._window if not f.done()], return_when=FIRST_COMPLETED)
                 self._fill()
             self._window.popleft()
+            self._scopes.pop(id(fut), None)
             yield item, fut
 
-    def cancel(self) -> None:
-        """Start nothing more; runs in flight finish and are dropped (counted in `abandoned`)."""
+    def cancel(self, *, interrupt: bool = False) -> None:
+        """Start nothing more; runs in flight are dropped (counted in `abandoned`, their uncached calls in
+        `dropped_calls`). They finish before cancel returns; with interrupt=True each ends at its next model call
+        (harness.inference.RunAbandoned) instead of finishing its task: for runs whose whole output is dropped and
+        that leave nothing shared half-built (a trial's task runs on prepared contexts, memory frozen), not for
+        context preparations, which are stored."""
         if self._stopped:
             return
         self._stopped = True
         self.abandoned = len(self._window)
         self.cancelled = sum(1 for _ in self._items)
+        if interrupt:
+            for _, fut in self._window:
+                self._scopes[id(fut)].stop.set()
         for _, fut in self._window:
             fut.exception()  # let them end: their model calls land in the cache, nothing is half-written
+        self.dropped = [fut for _, fut in self._window]
+        self.dropped_calls = sum(self._scopes[id(fut)].uncached_calls for fut in self.dropped)
         self._window.clear()
 
     def __enter__(self) -> "Ordered[T, R]":

@@ -112,3 +112,30 @@ def test_chat_result_is_frozen():
     with pytest.raises(Exception):
         r.text = "x"  # type: ignore[misc]
     assert r.total_tokens == 3
+
+
+def test_a_run_scope_counts_its_uncached_calls_and_a_stopped_one_makes_no_call(tmp_path):
+    """harness.inference.RunScope (set per pooled run by experiments.pool): RoleLLM counts the run's uncached calls
+    (a cache hit is not one) and, once stop is set, raises RunAbandoned before the cache or the backend is asked."""
+    import contextvars
+
+    from harness.inference import FakeLLM, ResponseCache, RunAbandoned, RunScope, fake_roles, run_scope
+
+    fake = FakeLLM(keyed={"": "ok"})
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    roles = fake_roles(fake, cache=cache)
+    scope = RunScope()
+
+    def run():
+        run_scope(scope)
+        roles.producer.chat([{"role": "user", "content": "a"}])
+        roles.producer.chat([{"role": "user", "content": "a"}])  # a hit
+        roles.producer.chat([{"role": "user", "content": "b"}])
+        scope.stop.set()
+        with pytest.raises(RunAbandoned):
+            roles.producer.chat([{"role": "user", "content": "c"}])
+
+    contextvars.copy_context().run(run)
+    assert scope.uncached_calls == 2 and len(fake.calls) == 2 and cache.stats() == {"hits": 1, "misses": 2}
+    roles.producer.chat([{"role": "user", "content": "c"}])  # outside the run's context: no scope, the call is made
+    assert len(fake.calls) == 3
