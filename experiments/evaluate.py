@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from experiments.benchmark import Task
 from experiments.outcome import TaskOutcome
@@ -65,6 +65,8 @@ class CandidateEval:
     scores: tuple[TaskScore, ...]
     pruned: bool = False
     abandoned: int = 0  # tasks in flight when the trial pruned: they finished, their results were dropped
+    abandoned_calls: int = 0  # the uncached model calls those dropped runs made (spent, not scored)
+    stopped: bool = False  # the checkpoint (the minibatch gate) said stop: scores are the checkpoint's tasks only
 
     @property
     def mean(self) -> float:
@@ -138,6 +140,7 @@ def evaluate_candidate(
     pool: RunPool | None = None,
     order: Sequence[int] | None = None,
     prune: bool = True,
+    checkpoint: tuple[int, Callable[[Sequence[TaskScore]], bool]] | None = None,
 ) -> CandidateEval:
     """Run the harness's finish() on each task with the candidate; report per-task scores to the trial.
 
@@ -148,13 +151,23 @@ def evaluate_candidate(
     evaluation is shuffled per trial when shuffle_seed is given. With a `pool` of N workers up to N tasks run at
     once; their results are taken, reported and checked for pruning in that order on this thread, so scores,
     reports and the prune decision are those of concurrency 1. A trial that should prune starts nothing more;
-    the tasks already in flight finish and are dropped (CandidateEval.abandoned).
+    the tasks already in flight end at their next model call and are dropped (CandidateEval.abandoned; the
+    contexts are prepared and memory is frozen, so a run cut short leaves nothing shared half-built).
+
+    `checkpoint` = (n, go): after the first n results (a gate's minibatch, reported but never pruned) go(scores)
+    decides whether the rest run; False returns those n (CandidateEval.stopped). The tasks after n are in the
+    same queue, so at concurrency N they start while the checkpoint's last tasks run instead of leaving workers
+    idle until the decision; on a stop they end at their next model call and are dropped, as a pruned trial's. At concurrency 1 nothing starts
+    before the caller's decision, so the checkpoint costs what two separate evaluations did.
     """
     if order is None:
         order = list(range(len(tasks)))
         if shuffle_seed is not None:
             random.Random(shuffle_seed).shuffle(order)
     order = list(order)
+    hold = checkpoint[0] if checkpoint is not None else 0
+    if not 0 <= hold <= len(order):
+        raise ValueError(f"checkpoint after {hold} of {len(order)} tasks")
 
     def run(i: int) -> TaskOutcome:
         task = tasks[i]
@@ -179,7 +192,13 @@ def evaluate_candidate(
             scores.append(task_score(task, outcome))
             if trial is not None:
                 trial.report(scores[-1].score, step=i)
-                if prune and len(scores) < len(order) and trial.should_prune():
-                    results.cancel()
-                    return CandidateEval(tuple(scores), pruned=True, abandoned=results.abandoned)
+            if checkpoint is not None and len(scores) == hold:
+                if not checkpoint[1](tuple(scores)):
+                    results.cancel(interrupt=True)
+                    return CandidateEval(tuple(scores), stopped=True, abandoned=results.abandoned,
+                                         abandoned_calls=results.dropped_calls)
+            elif trial is not None and prune and hold < len(scores) < len(order) and trial.should_prune():
+                results.cancel(interrupt=True)
+                return CandidateEval(tuple(scores), pruned=True, abandoned=results.abandoned,
+                                     abandoned_calls=results.dropped_calls)
     return CandidateEval(tuple(scores))

@@ -238,21 +238,26 @@ class Objective:
             requested = trial.suggest_categorical("operator", list(sw.operators))
         return requested, state.choose_parent(sw.parent_selection, rng)
 
-    def _gate(self, trial: Any, number: int, instructions: Mapping[str, str], parents: Sequence[Evaluated]):
-        """Run the candidate on sweep.gate_tasks train tasks and compare with the better parent's stored scores
-        there (experiments.optimizer.gate). Returns (decision, the gate's CandidateEval)."""
+    def _gate(self, trial: Any, number: int, parents: Sequence[Evaluated], outcome: dict):
+        """The minibatch gate: sweep.gate_tasks train tasks (their indices), the checkpoint that compares the
+        candidate's scores there with the better parent's stored ones (experiments.optimizer.gate), records the
+        decision and says whether the rest of the train split runs, and the list it appends the decision to."""
         from experiments.optimizer import gate, gate_tasks
 
         ids = [t.id for t in self.tasks]
         batch = gate_tasks(ids, self.exp.sweep.gate_tasks, random.Random(f"{self.exp.sweep.seed}-{number}-gate"))
-        ev = evaluate_candidate(instructions, self.tasks, self.runner, contexts=self.contexts, seed=self.exp.seed,
-                                trial=trial, run_prefix=f"{self.exp.sweep.name}-t{number}", pool=self.pool,
-                                order=[ids.index(t) for t in batch], prune=False)
-        got = ev.by_task()
         ref = max(parents, key=lambda e: sum(e.scores.get(t, float("-inf")) for t in batch))
-        decision = gate(got, {t: ref.scores[t] for t in batch if t in ref.scores}, sigma=self.sigma(),
-                        z=self.exp.sweep.gate_z)
-        return decision, ev, ref
+
+        def go(scores: Sequence[Any]) -> bool:
+            decision = gate({s.task_id: s.score for s in scores}, {t: ref.scores[t] for t in batch if t in ref.scores},
+                            sigma=self.sigma(), z=self.exp.sweep.gate_z)
+            trial.set_user_attr("gate", {**decision.as_attr(), "parent": ref.hash, "reason": decision.reason})
+            outcome["gate"] = decision.as_attr()
+            decided.append(decision)
+            return decision.passed
+
+        decided: list[Any] = []
+        return [ids.index(t) for t in batch], go, decided
 
     def __call__(self, trial: Any) -> float:
         t0 = time.perf_counter()
@@ -295,24 +300,22 @@ class Objective:
                 return known[1]
             state = self.state()
             parents = [e for e in map(state.by_hash, proposal.parent_hashes or (proposal.parent_hash,)) if e and e.scores]
-            gated, done = None, ()
+            first, checkpoint, decided = [], None, []
             # the gate needs tasks left after it: on a train split of gate_tasks or fewer it is off
             if 0 < self.exp.sweep.gate_tasks < len(self.tasks) and not is_baseline and parents:
-                gated, gate_ev, ref = self._gate(trial, number, instructions, parents)
-                trial.set_user_attr("gate", {**gated.as_attr(), "parent": ref.hash, "reason": gated.reason})
-                outcome["gate"] = gated.as_attr()
-                done = gate_ev.scores
-                if not gated.passed:
-                    return self._gated_out(trial, gated, gate_ev, outcome, t0, calls0)
-            rest = [i for i, t in enumerate(self.tasks) if t.id not in {s.task_id for s in done}]
+                first, go, decided = self._gate(trial, number, parents, outcome)
+                checkpoint = (len(first), go)
+            rest = [i for i in range(len(self.tasks)) if i not in first]
             if not is_baseline:
                 random.Random(number).shuffle(rest)
+            # one queue, gate first: at concurrency N the rest starts while the gate's last tasks run
             ev = evaluate_candidate(
                 instructions, self.tasks, self.runner, contexts=self.contexts, seed=self.exp.seed, trial=trial,
-                run_prefix=f"{self.exp.sweep.name}-t{number}", pool=self.pool, order=rest,
+                run_prefix=f"{self.exp.sweep.name}-t{number}", pool=self.pool, order=first + rest,
+                checkpoint=checkpoint,
             )
-            if done:
-                ev = CandidateEval(tuple(done) + ev.scores, pruned=ev.pruned, abandoned=ev.abandoned)
+            if ev.stopped:
+                return self._gated_out(trial, decided[-1], ev, outcome, t0, calls0)
         except TrialFailed as exc:
             trial.set_user_attr("fail_reason", str(exc)[:500])
             trial.set_user_attr("elapsed_s", round(time.perf_counter() - t0, 3))
@@ -328,8 +331,7 @@ class Objective:
                                  llm_calls=calls)
         if ev.pruned:
             trial.set_user_attr("partial_value", ev.mean)
-            if ev.abandoned:  # ran alongside the last reported task; finished, dropped, recorded here
-                trial.set_user_attr("abandoned_tasks", ev.abandoned)
+            _record_abandoned(trial, ev)
             raise optuna.TrialPruned(f"pruned after {len(ev.scores)}/{len(self.tasks)} tasks (mean {ev.mean:.3f})")
         return ev.mean
 
@@ -338,6 +340,7 @@ class Objective:
         scores, as the pruner's; FAIL would count toward sweep.failure_rate_stop), user attrs gated_out and
         fail_reason (the ledger's status "gated" and reason, MLflow's fail_reason tag) and partial_value."""
         _record_eval(trial, ev)
+        _record_abandoned(trial, ev)
         elapsed, calls = time.perf_counter() - t0, llm_calls(self.runner) - calls0
         trial.set_user_attr("gated_out", True)
         trial.set_user_attr("fail_reason", decision.reason[:500])  # "gated out on g task(s): ..."
@@ -358,6 +361,15 @@ class _PlainContext:
     task_type: str = "research"
     seed: int = 0
     max_chars: int = 1200
+
+
+def _record_abandoned(trial: Any, ev: CandidateEval) -> None:
+    """Runs in flight when the trial stopped (pruned or gated out): they finished and were dropped. Their uncached
+    calls are in the trial's llm_calls (spent); abandoned_calls says how many, so llm_calls - abandoned_calls is
+    the same at any concurrency."""
+    if ev.abandoned:
+        trial.set_user_attr("abandoned_tasks", ev.abandoned)
+        trial.set_user_attr("abandoned_calls", ev.abandoned_calls)
 
 
 def _record_eval(trial: Any, ev: CandidateEval) -> None:

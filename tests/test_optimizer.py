@@ -281,6 +281,115 @@ def test_gate_is_off_on_a_train_split_it_would_cover(make_exp):
     assert not any("gate" in t.user_attrs for t in trials)
 
 
+class HeldGateRunner(ScriptedRunner):
+    """ScriptedRunner whose runs make real model calls (harness.inference.RoleLLM over a FakeLLM, 10 ms each): 2
+    per task, 20 for the task `until`. It records the order runs start in; the run of task `hold` waits (up to
+    5 s) for the run of `until` to start, so a test sees whether the rest of a trial starts while the gate's last
+    task runs, and whether a dropped run stops at its next call."""
+
+    def __init__(self, tasks, hold: str = "", until: str = "") -> None:
+        import threading
+
+        from harness.inference import FakeLLM, fake_roles
+
+        super().__init__(tasks)
+        self.fake = FakeLLM(keyed={"": "ok"}, latency_s=0.01)
+        self.roles = fake_roles(self.fake)
+        self.started: list[str] = []
+        self.hold, self.until, self.lock = hold, until, threading.Lock()
+        self.until_started = threading.Event()
+
+    def calls_for(self, task: str) -> int:
+        return sum(1 for c in self.fake.calls if c.messages[0]["content"].startswith(task + " #"))
+
+    def finish(self, prepared, **kw):
+        from experiments.outcome import Usage
+
+        task = prepared["task"]
+        with self.lock:
+            self.started.append(task)
+        if task == self.until:
+            self.until_started.set()
+        if task == self.hold:
+            self.until_started.wait(5)
+        n = 20 if task == self.until else 2
+        for k in range(n):
+            self.roles.producer.chat([{"role": "user", "content": f"{task} #{k}"}])
+        out = super().finish(prepared, **kw)
+        return type(out)(**{**out.__dict__, "usage": Usage(llm_calls=n)})
+
+
+@pytest.mark.parametrize("go_on", [False, True])
+def test_the_rest_of_a_trial_starts_while_the_gate_runs_and_a_stop_drops_it_as_at_concurrency_1(make_exp, go_on):
+    """evaluate_candidate's checkpoint (the gate): one queue, gate tasks first. At concurrency 2 the first task
+    after the gate starts before the gate's last result is in (the held run waits for it); when the gate says
+    stop, the run in flight ends at its next model call and is dropped, counted with the calls it made; the
+    scores, and what the checkpoint saw, are those of concurrency 1, where nothing after the gate starts before
+    its decision."""
+    from experiments.evaluate import evaluate_candidate
+    from experiments.pool import RunPool
+
+    exp = _gate_exp(make_exp, "add_tool")
+    tasks = load_tasks(exp.benchmark)
+    order = [5, 2, 7, 0, 1, 3, 4, 6]
+    until = tasks[order[3]].task
+    got = {}
+    for workers in (1, 2):
+        runner = HeldGateRunner(tasks, hold=tasks[order[2]].task if workers > 1 else "", until=until)
+        contexts = {t.id: runner.prepare(t.task) for t in tasks}
+        seen = []
+
+        def go(scores):
+            seen.append(([s.task_id for s in scores], list(runner.started)))
+            return go_on
+
+        ev = evaluate_candidate(dict(BASE), tasks, runner, contexts=contexts, pool=RunPool(workers), order=order,
+                                checkpoint=(3, go))
+        got[workers] = (ev, seen, runner)
+    (ev1, seen1, r1), (ev2, seen2, r2) = got[1], got[2]
+    assert [s.task_id for s in ev1.scores] == [s.task_id for s in ev2.scores] == [tasks[i].id for i in
+                                                                                   order[:8 if go_on else 3]]
+    assert [s.score for s in ev1.scores] == [s.score for s in ev2.scores]
+    assert seen1[0][0] == seen2[0][0] == [tasks[i].id for i in order[:3]]
+    assert seen1[0][1] == [tasks[i].task for i in order[:3]]  # concurrency 1: nothing ran ahead of the decision
+    assert until in seen2[0][1]  # concurrency 2: the rest's first task was already running
+    assert (ev1.stopped, ev2.stopped) == (not go_on, not go_on)
+    assert (ev1.abandoned, ev1.abandoned_calls) == (0, 0) and r1.calls_for(until) == (20 if go_on else 0)
+    if go_on:
+        assert r2.calls_for(until) == 20 and ev2.abandoned == 0
+    else:
+        assert ev2.abandoned == len(r2.started) - 3 >= 1
+        assert ev2.abandoned_calls == len(r2.fake.calls) - 3 * 2  # all but the gate's kept runs' calls
+        assert 0 < r2.calls_for(until) < 20  # it stopped at its next call instead of finishing its task
+
+
+def test_a_gated_sweep_decides_the_same_at_concurrency_1_and_3(make_exp):
+    """The gate's speculative start changes nothing recorded but the dropped runs: states, values, task scores,
+    gate decisions and ledger rows of a sweep with gated-out and passing trials are those of concurrency 1."""
+    from experiments.pool import RunPool
+
+    def sweep(workers):
+        exp = _gate_exp(make_exp, "add_tool", "harm")
+        exp.sweep.name = f"gate-conc{workers}"
+        exp.sweep.n_trials = 6
+        runner = HarmRunner(load_tasks(exp.benchmark))
+        run_sweep(exp, runner, propose=harm_propose, out=lambda s: None, pool=RunPool(workers))
+        trials = optuna.load_study(study_name=exp.sweep.name, storage=exp.sweep.storage).trials
+        keep = ("trial", "state", "value", "operator", "instruction_hash", "task_scores", "status", "reason")
+        rows = [{k: r.get(k) for k in keep} for r in Ledger(exp.sweep_dir / "ledger.jsonl").rows()]
+        return [(t.number, t.state, t.value, t.user_attrs.get("task_scores"), t.user_attrs.get("gate"),
+                 t.user_attrs.get("gated_out")) for t in trials], rows, trials
+
+    (t1, rows1, raw1), (t3, rows3, raw3) = sweep(1), sweep(3)
+    assert t1 == t3 and rows1 == rows3
+    assert any(g for *_, g in t1) and any(gate and gate["passed"] for *_, gate, _ in t1)
+    assert not any("abandoned_tasks" in t.user_attrs for t in raw1)
+    for t in raw3:  # what was dropped is said, and only on a stopped trial
+        if "abandoned_tasks" in t.user_attrs:
+            assert t.user_attrs.get("gated_out") or t.state == optuna.trial.TrialState.PRUNED
+            assert t.user_attrs["abandoned_calls"] == 0  # counted at the model seam: HarmRunner calls no model
+
+
 def test_the_benchmarks_new_loop_is_the_shipped_config_and_spends_its_race_and_holdout_within_the_budget():
     """bench/optimizer_sim.py's "new" loop reads conf/sweep/synth_mutation.yaml (what the docs' table measures is
     what the sweep ships), and the final race's and the holdout's runs come out of the same budget."""

@@ -262,3 +262,38 @@ def test_ctrl_c_with_tasks_in_flight_stops_the_sweep_and_the_resume_reissues_no_
     answered = keys[:unanswered] + keys[unanswered + 1:]
     assert len(answered) == len(set(answered)), "the resume sent a request the backend had already answered"
     assert keys[unanswered] in keys[sent_before:]  # the interrupted one, asked again
+
+
+def test_a_dropped_harness_run_ends_at_its_next_model_call_recorded_and_counted(make_exp, tmp_path):
+    """The real harness under a gate that says stop at concurrency 2: the runs in flight are dropped; one cut short
+    is a failed record naming RunAbandoned (not a backend error), every runs.jsonl line parses, and the uncached
+    calls the dropped runs made are exactly the cache misses beyond the kept run's."""
+    import json
+
+    from harness.inference import ResponseCache, fake_roles
+    from pipeline_fake import pipeline_llm
+    from scripted_harness import BASE
+
+    from experiments.benchmark import load_tasks, split
+    from experiments.config import to_harness_config
+    from experiments.evaluate import evaluate_candidate
+    from experiments.runners import HarnessRunner
+
+    exp = make_exp("wiggum.max_rounds=1", "research.max_rounds=1", "research.enrich_urls=0", "evaluator.repeats=1",
+                   n_train=6, n_holdout=2)
+    exp.results_dir = str(tmp_path / "r")
+    cache = ResponseCache(tmp_path / "llm_cache.sqlite")
+    runner = HarnessRunner(to_harness_config(exp), fake_roles(pipeline_llm(_router(), latency_s=0.05), cache=cache))
+    tasks = split(load_tasks(exp.benchmark), "train")
+    contexts = {t.id: runner.prepare(t.task) for t in tasks}
+    misses0 = cache.misses
+    ev = evaluate_candidate(dict(BASE), tasks, runner, contexts=contexts, pool=RunPool(2), order=[0, 1, 2, 3],
+                            checkpoint=(1, lambda scores: False), run_prefix="cut")
+    assert ev.stopped and len(ev.scores) == 1 and ev.abandoned >= 1
+    kept = ev.scores[0].llm_calls - ev.scores[0].cached_calls
+    assert ev.abandoned_calls == cache.misses - misses0 - kept
+    records = [json.loads(line) for line in runner.cfg.runs_jsonl.read_text().splitlines()]
+    ours = {r["run_id"]: r for r in records if str(r.get("run_id", "")).startswith("cut-")}
+    assert len(ours) == 1 + ev.abandoned
+    for r in ours.values():
+        assert r["status"] == "ok" or "RunAbandoned" in r["error"], r
