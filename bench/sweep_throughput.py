@@ -2,6 +2,7 @@
 serves C requests at once with a fixed latency; trial wall time, backend utilisation and speed-up against N.
 
     python bench/sweep_throughput.py [--quick] [--capacity 4] [--latency-ms 100] [--tasks 8] [--workers 1 2 4 8] [--json]
+    python bench/sweep_throughput.py --gate 3 --capacity 2 --workers 1 2   # a gated trial: one queue vs two phases
 
 What runs is the sweep's real evaluation path: experiments.evaluate.evaluate_candidate over `--tasks` tasks
 (the train tasks of conf/benchmark/asyncio_practices.yaml, then its holdout tasks, then numbered variants if
@@ -29,6 +30,12 @@ Accounting checks, per N: HarnessRunner.llm_calls() (updated from worker threads
 served, calls per task equal N=1's, and runs.jsonl holds one intact record per task run.
 Per-task scores at every N are compared with N=1 (IDENTICAL or DIFFERENT): SimLLM's replies depend only on
 the request, so concurrency must not change a score.
+
+--gate K: a proposal trial as the sweep runs it, its first K tasks the minibatch gate. Per N and per gate
+outcome (passed: the rest runs; gated out: it does not), two ways: "two phases" (the gate's tasks, the
+decision, then the rest: the sweep before stop 29) and "one queue" (evaluate_candidate's checkpoint: the rest
+starts while the gate's last tasks run, and a gated-out trial finishes and drops what started). Wall time,
+against the trial at N=1, and the task runs dropped.
 """
 
 from __future__ import annotations
@@ -187,12 +194,16 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--latency-ms", type=float, default=100.0, help="fixed latency per call")
     ap.add_argument("--tasks", type=int, default=8)
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
+    ap.add_argument("--gate", type=int, default=0, metavar="K",
+                    help="time a gated trial (gate of K tasks, passed and gated out): one queue vs two phases")
     ap.add_argument("--json", action="store_true", help="also print the figures as one JSON object")
     args = ap.parse_args(argv)
     if args.quick:
         args.tasks, args.workers, args.latency_ms = 4, [1, 2, 4], 50.0
     if args.capacity < 1 or args.tasks < 1:
         ap.error("--capacity and --tasks must be >= 1")
+    if not 0 <= args.gate < args.tasks:
+        ap.error(f"--gate must leave tasks after it: 0 <= K < --tasks ({args.tasks}), got {args.gate}")
     workers = sorted(set(args.workers))
     if workers[0] != 1:
         workers = [1, *workers]  # the reference for speed-up and scores
@@ -227,6 +238,9 @@ def main(argv: list[str] | None = None) -> dict:
     evaluate_candidate(instructions, tasks[:1], runner, contexts=contexts, seed=0, run_prefix="warmup")
     sim.latency_s = latency
     print(f"contexts prepared and warm-up done in {time.perf_counter() - t0:.1f} s (untimed, zero latency)")
+
+    if args.gate:
+        return gated_trials(args, runner, sim, tasks, contexts, instructions, workers, mach, load0)
 
     goal_x = 0.9 * min(C, len(tasks))
     rows: list[dict] = []
@@ -313,6 +327,58 @@ def main(argv: list[str] | None = None) -> dict:
     if args.json:
         print(json.dumps(figures))
     if not all_same:
+        raise SystemExit(1)
+    return figures
+
+
+def gated_trials(args, runner, sim, tasks, contexts, instructions, workers, mach, load0) -> dict:
+    """--gate K: per N and gate outcome, a trial's wall time as two phases and as one queue (module docstring)."""
+    from experiments.evaluate import CandidateEval, evaluate_candidate
+    from experiments.pool import RunPool
+
+    k = args.gate
+    print(f"gated trial: the first {k} of {len(tasks)} tasks are the gate; wall s (x the same trial at N=1), "
+          f"task runs dropped")
+    rows = []
+    for passed in (True, False):
+        ref = None
+        for n in workers:
+            row = {"passed": passed, "workers": n}
+            for way in ("two phases", "one queue"):
+                sim.reset()
+                t0 = time.perf_counter()
+                prefix = f"g{int(passed)}-{way[:3]}-w{n}"
+                if way == "two phases":
+                    ev = evaluate_candidate(instructions, tasks, runner, contexts=contexts, run_prefix=prefix,
+                                            pool=RunPool(n), order=range(k), prune=False)
+                    if passed:
+                        rest = evaluate_candidate(instructions, tasks, runner, contexts=contexts, run_prefix=prefix,
+                                                  pool=RunPool(n), order=range(k, len(tasks)))
+                        ev = CandidateEval(ev.scores + rest.scores)
+                else:
+                    ev = evaluate_candidate(instructions, tasks, runner, contexts=contexts, run_prefix=prefix,
+                                            pool=RunPool(n), checkpoint=(k, lambda scores: passed))
+                wall = time.perf_counter() - t0
+                ref = ref or wall
+                row[way] = {"wall_s": wall, "vs_n1": wall / ref, "dropped": ev.abandoned,
+                            "scores": [round(s.score, 6) for s in ev.scores]}
+            row["identical"] = row["two phases"]["scores"] == row["one queue"]["scores"]
+            rows.append(row)
+    print(f"{'gate':>10s} {'N':>3s} {'two phases s':>13s} {'x N=1':>6s} {'one queue s':>12s} {'x N=1':>6s} "
+          f"{'dropped':>8s} {'scores':>10s}")
+    for r in rows:
+        a, b = r["two phases"], r["one queue"]
+        print(f"{'passed' if r['passed'] else 'gated out':>10s} {r['workers']:3d} {a['wall_s']:13.2f} "
+              f"{a['vs_n1']:6.2f} {b['wall_s']:12.2f} {b['vs_n1']:6.2f} {b['dropped']:8d} "
+              f"{'IDENTICAL' if r['identical'] else 'DIFFERENT':>10s}")
+    load1 = os.getloadavg()
+    print(f"x N=1 = wall / the two-phase trial's wall at N=1 (the same work one task at a time). "
+          f"machine: {mach['cores']} cores, load average at start {fmt_load(load0)}, at end {fmt_load(load1)}")
+    figures = {"machine": {**mach, "load_start": list(load0), "load_end": list(load1)}, "capacity": args.capacity,
+               "latency_ms": args.latency_ms, "gate": k, "tasks": [t.id for t in tasks], "gated_rows": rows}
+    if args.json:
+        print(json.dumps(figures))
+    if not all(r["identical"] for r in rows):
         raise SystemExit(1)
     return figures
 
