@@ -133,7 +133,8 @@ class Ordered(Generic[T, R]):
             item, fut = self._window[0]
             while not fut.done():  # KeyboardInterrupt reaches the caller here
                 wait([f for _, f in self._window if not f.done()], return_when=FIRST_COMPLETED)
-                self._fill()
+                if not fut.done():  # the head's turn: its caller decides first (a gate may stop what follows)
+                    self._fill()
             self._window.popleft()
             self._scopes.pop(id(fut), None)
             yield item, fut
