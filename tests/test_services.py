@@ -86,7 +86,7 @@ def test_three_machines_one_study_one_killed(services, env, tmp_path):
                 victim = running[0]
                 break
             time.sleep(0.1)
-        assert victim is not None, "no trial RUNNING while the model was blocked"
+        assert victim is not None, "no trial RUNNING while the model was blocked" + repr([(t.number, t.state.name) for t in load_trials(storage)]) + "\n\n".join(p.text[-1500:] for p in procs)
         killed_proc = by_pid[victim.user_attrs["worker_pid"]]
         killed_proc.p.send_signal(signal.SIGKILL)
         t_kill = time.time()
