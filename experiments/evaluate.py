@@ -64,7 +64,7 @@ class TaskScore:
 class CandidateEval:
     scores: tuple[TaskScore, ...]
     pruned: bool = False
-    abandoned: int = 0  # tasks in flight when the trial pruned: they finished, their results were dropped
+    abandoned: int = 0  # tasks in flight when the trial stopped: cut at their next model call, results dropped
     abandoned_calls: int = 0  # the uncached model calls those dropped runs made (spent, not scored)
     stopped: bool = False  # the checkpoint (the minibatch gate) said stop: scores are the checkpoint's tasks only
 
@@ -157,8 +157,9 @@ def evaluate_candidate(
     `checkpoint` = (n, go): after the first n results (a gate's minibatch, reported but never pruned) go(scores)
     decides whether the rest run; False returns those n (CandidateEval.stopped). The tasks after n are in the
     same queue, so at concurrency N they start while the checkpoint's last tasks run instead of leaving workers
-    idle until the decision; on a stop they end at their next model call and are dropped, as a pruned trial's. At concurrency 1 nothing starts
-    before the caller's decision, so the checkpoint costs what two separate evaluations did.
+    idle until the decision; on a stop they end at their next model call and are dropped, as a pruned trial's.
+    At concurrency 1 nothing starts before the caller's decision, so the checkpoint costs what two separate
+    evaluations did.
     """
     if order is None:
         order = list(range(len(tasks)))

@@ -364,9 +364,9 @@ class _PlainContext:
 
 
 def _record_abandoned(trial: Any, ev: CandidateEval) -> None:
-    """Runs in flight when the trial stopped (pruned or gated out): they finished and were dropped. Their uncached
-    calls are in the trial's llm_calls (spent); abandoned_calls says how many, so llm_calls - abandoned_calls is
-    the same at any concurrency."""
+    """Runs in flight when the trial stopped (pruned or gated out): cut at their next model call, dropped. Their
+    uncached calls are in the trial's llm_calls (spent); abandoned_calls says how many, so llm_calls -
+    abandoned_calls is the same at any concurrency."""
     if ev.abandoned:
         trial.set_user_attr("abandoned_tasks", ev.abandoned)
         trial.set_user_attr("abandoned_calls", ev.abandoned_calls)

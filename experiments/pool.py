@@ -6,10 +6,11 @@ other ends; finished results wait for their turn), and the caller consumes them 
 time, in the same order as at concurrency 1. Only the runs themselves (model calls, the harness pipeline)
 run on worker threads. At most `workers` runs are in flight; at concurrency 1 the next run starts only after the
 caller has taken the previous result, exactly as a plain loop. A pruned trial or a stopping A/B look cancels
-everything not started yet (`Ordered.cancel`); runs already started finish and their results are dropped,
-counted in `Ordered.abandoned`. A trial's minibatch gate and the rest of its tasks are one queue
-(experiments.evaluate's checkpoint): at concurrency N the rest starts while the gate's last tasks run, and a
-gated-out candidate drops what started, as a pruned one does.
+everything not started yet (`Ordered.cancel`); runs already started are dropped, counted in `Ordered.abandoned`
+(an A/B look lets them finish; a pruned or gated-out trial stops each at its next model call). A trial's
+minibatch gate and the rest of its tasks are one queue (experiments.evaluate's checkpoint): at concurrency N
+the rest starts while the gate's last tasks run, and a gated-out candidate drops what started, as a pruned one
+does.
 
 What the pool guarantees is its own determinism: a backend whose reply depends only on the request gives the
 same results at any concurrency (tests/test_pool.py). An engine that batches concurrent requests may not:
@@ -83,8 +84,7 @@ class Ordered(Generic[T, R]):
         self._scopes: dict[int, RunScope] = {}  # id(future) -> the run's stop flag and uncached calls
         self._stopped = False
         self.cancelled = 0  # items never started
-        self.abandoned = 0  # runs in flight when cancelled: they finish, their results are dropped
-        self.dropped: list[Future] = []  # their futures, done when cancel returns
+        self.abandoned = 0  # runs in flight when cancelled: they end before cancel returns, results dropped
         self.dropped_calls = 0  # the uncached model calls those runs made (spent, not used)
 
     def _start(self, item: T) -> Future:
@@ -155,8 +155,7 @@ class Ordered(Generic[T, R]):
                 self._scopes[id(fut)].stop.set()
         for _, fut in self._window:
             fut.exception()  # let them end: their model calls land in the cache, nothing is half-written
-        self.dropped = [fut for _, fut in self._window]
-        self.dropped_calls = sum(self._scopes[id(fut)].uncached_calls for fut in self.dropped)
+        self.dropped_calls = sum(self._scopes[id(fut)].uncached_calls for _, fut in self._window)
         self._window.clear()
 
     def __enter__(self) -> "Ordered[T, R]":
