@@ -1,42 +1,40 @@
 """Which candidate a sweep promotes, and the evidence for it: pure functions on typed values, no I/O.
 
 The rule: rank the complete, distinct, non-baseline candidates by train mean; the final race (`race`: the top
-`race_top` re-run once more on the train split by the sweep) re-ranks them on the mean of their runs; the top
+`race_top` re-run once more on the train split by the sweep) re-ranks them on comparable evidence; the top
 `holdout_top_k` are run on the holdout (by the sweep, before `decide`): each candidate `holdout_candidate_runs`
 times, the baseline `holdout_baseline_runs` times, with different seeds. A candidate wins when its train
-comparison claims an improvement (experiments.stats.compare: mean difference above the noise floor and one-sided Wilcoxon p < alpha)
-AND its holdout difference confirms it (HoldoutTest). Among the winners the best holdout mean is promoted (the
-earlier trial on a tie); with none, the baseline is kept.
+comparison passes the filter (experiments.stats.compare: mean difference above the noise floor and one-sided
+Wilcoxon p < alpha) AND its holdout difference confirms it over tasks (HoldoutTest, rule "tasks"). Among the
+winners the best holdout mean is promoted (the earlier trial on a tie); with none, the baseline is kept.
 
-Why the holdout test is built this way (HoldoutTest, rule "bound", the default):
+The question is the user's: "is this variant better on tasks like mine?". Its unit of replication is the task.
 
-- The holdout alone confirms. Train scores select the candidate, and selection inflates them (the winner's curse:
-  the best of many train means is high partly by luck), so they are never pooled into the holdout statistic. The
-  train claim is a filter: it decides, before any holdout run, which candidates are tested.
-- Noise model: a task score is the candidate's true score on that task plus run noise of sd sigma (measured by
-  the baseline repeats or a calibration, with df = tasks x (runs - 1) degrees of freedom). A candidate's per-task
-  holdout score averaged over c runs, minus the baseline's averaged over b runs, has variance
-  sigma^2 (1/c + 1/b) from run noise alone, so the mean over m holdout tasks has standard error
-  SE = sigma * sqrt((1/c + 1/b) / m). One baseline holdout run (b = 1) gives SE = sigma * sqrt(2 / m); repeating
-  the baseline is the cheapest way to shrink it, because the baseline runs serve every candidate.
-- Test: one-sided, t = diff / SE against Student's t with sigma's df (sigma is estimated from runs independent of
-  the holdout, so under "no improvement" t has exactly that distribution when the noise is normal), p = P(T > t).
-  A one-sided test is the question asked (is the candidate better?); the earlier rule's 2-SE two-sided-style
-  floor spent its error rate on a direction that is never promoted.
-- Sigma pooled (`HoldoutTest.pooled`, inside `decide`): the holdout's repeated runs of each text scatter around
-  that text's task means by run noise alone, so their within-task sums of squares join the noise floor's estimate
-  with tasks x (runs - 1) more degrees of freedom (3 baseline and 2 candidate runs on 4 tasks: 12 more). Under
-  normal noise a sample variance is independent of the sample means, so t keeps its law with the pooled df: the
-  same false-confirmation rate, more power (tests/test_promotion.py checks both by Monte Carlo).
-- Multiplicity: the family is the top-k candidates whose train comparison claims (fixed by train data before the
-  holdout runs). Holm's step-down over their holdout p-values keeps the chance that any candidate without a real
-  holdout improvement is promoted at or below alpha, however many are confirmed.
-- What it does not cover: a task x candidate interaction is part of a candidate's real effect on these tasks, not
-  run noise; m holdout tasks stand for unseen tasks only as well as m tasks can (docs/BENCHMARKS.md).
+- The holdout alone confirms. Train scores select the candidate, and selection inflates them (the winner's curse),
+  so they are never pooled into the holdout statistic. The train comparison is a filter: it decides, before any
+  holdout run, which candidates are tested, and its p is not corrected for the number of candidates it chose from.
+- Model: task i's holdout difference (candidate mean over c runs minus baseline mean over b runs) is
+  d_i = mu + u_i + e_i, with u_i the task's own deviation from the mean effect mu (the task x variant
+  interaction, sd tau) and e_i run noise (variance sigma^2 (1/c + 1/b)). Holdout tasks stand for a population of
+  tasks, so the claim is about mu, and the spread that matters is var(d_i) = tau^2 + sigma^2 (1/c + 1/b).
+- Test (rule "tasks", the default): the one-sided paired t over the m holdout tasks on the per-task mean
+  differences, SE = sd(d) / sqrt(m), m - 1 degrees of freedom; p = P(T > mean(d) / SE). sd(d) measures tau and
+  the run noise together, so the chance of confirming a candidate whose mean effect over tasks is zero stays at
+  the level whatever tau / sigma (bench/holdout_sim.py), and it is measured even with one run of each text (no
+  sigma needed). The t, not a Wilcoxon: the claim is about the mean, and a rank test answers for a skewed
+  zero-mean spread (one task far down, many a little up) with p far below alpha. Fewer than 2 holdout tasks test
+  nothing: experiments.power.sweep_design_problem refuses that design before it spends anything.
+- Multiplicity: the family is the top-k candidates the train filter passed (fixed by train data before the
+  holdout runs). Holm's step-down over their holdout p-values at the look's level (experiments.holdout_looks:
+  every conclusion a study ever made spends from one alpha) keeps the chance that any candidate without a real
+  mean improvement is promoted at or below alpha over the study's life.
 
-Rule "floor" is the earlier rule, kept for comparison (bench/optimizer_sim.py's "today" loop): diff > 2 SE
-(stats.FLOOR_SE; with one run each, 2 * sigma * sqrt(2 / m)), no multiplicity correction. With no noise measured
-(sigma 0) both rules ask for a positive difference.
+Rules "bound" and "floor" are fixed-task statements, kept for comparison (bench/optimizer_sim.py's "today"):
+"bound" takes its SE from run noise alone (sigma from the noise floor, pooled with the holdout's own repeats) and
+"floor" asks diff > 2 SE. They say whether these m tasks, as they are, scored higher than run noise explains; a
+task x variant interaction counts as effect. Their rows are labelled so, `Promotion.pick` names their choice, and
+`Promotion.winner` (the one that moves a registry alias) is None under them. With no noise measured (sigma 0 and
+no holdout repeats) "bound" tests nothing.
 """
 
 from __future__ import annotations
@@ -51,7 +49,8 @@ from scipy import stats as sps
 from experiments.search_state import BASELINE
 from experiments.stats import FLOOR_SE, Comparison, NoiseFloor, bootstrap_ci, compare, holm
 
-HOLDOUT_TESTS = ("bound", "floor")
+HOLDOUT_TESTS = ("tasks", "bound", "floor")
+FIXED_TASK_RULES = ("bound", "floor")  # statements about the holdout tasks as they are: they promote nothing
 
 
 @dataclass(frozen=True)
@@ -94,52 +93,89 @@ class HoldoutScores:
 
 @dataclass(frozen=True)
 class HoldoutTest:
-    """How a holdout difference confirms a candidate (module docstring): rule "bound" (one-sided t at alpha, Holm
-    over the train-claimed candidates) or "floor" (diff > 2 SE, the earlier rule)."""
+    """How a holdout difference confirms a candidate (module docstring): rule "tasks" (one-sided paired t over the
+    holdout tasks at `alpha`, Holm over the train-filtered candidates), or the fixed-task statements "bound"
+    (one-sided t at the run noise) and "floor" (diff > 2 SE). `alpha` is the level of this look (the study's
+    budget spent so far taken out: experiments.holdout_looks)."""
 
-    sigma: float  # run-to-run sd of one task score
+    sigma: float  # run-to-run sd of one task score (rules "bound" and "floor")
     df: int | None  # degrees of freedom of sigma's estimate; None: sigma taken as known (normal quantiles)
     alpha: float
-    rule: str = "bound"
+    rule: str = "tasks"
 
     def __post_init__(self) -> None:
         if self.rule not in HOLDOUT_TESTS:
             raise ValueError(f"holdout test rule must be one of {HOLDOUT_TESTS}, got {self.rule!r}")
 
+    @property
+    def over_tasks(self) -> bool:
+        """True when a confirmation is a claim about tasks like these (and may move an alias)."""
+        return self.rule == "tasks"
+
     @classmethod
-    def of(cls, nf: NoiseFloor, *, alpha: float, rule: str = "bound") -> "HoldoutTest":
+    def of(cls, nf: NoiseFloor, *, alpha: float, rule: str = "tasks") -> "HoldoutTest":
         """The test at the sweep's noise floor: sigma and its df from the runs that measured it."""
         df = nf.n_tasks * (nf.repeats - 1)
         return cls(nf.sigma if nf.repeats >= 2 else 0.0, df if df > 0 else None, alpha, rule)
 
     def se(self, n_tasks: int, candidate_runs: int, baseline_runs: int) -> float:
-        """Standard error of the mean holdout difference from run noise alone."""
+        """Standard error of the mean holdout difference from run noise alone (the fixed-task rules)."""
         if n_tasks < 1:
             return float("inf")
         return self.sigma * math.sqrt((1.0 / max(candidate_runs, 1) + 1.0 / max(baseline_runs, 1)) / n_tasks)
 
     def pooled(self, scores: Sequence[HoldoutScores]) -> "HoldoutTest":
-        """The test with sigma pooled over the noise floor's runs and the holdout's own repeated runs.
+        """The "bound" test with sigma pooled over the noise floor's runs and the holdout's own repeated runs.
 
         Each text's runs on a holdout task scatter around that text's task mean by run noise alone, so the within-
         task sums of squares estimate sigma^2 with tasks x (runs - 1) more degrees of freedom. Under normal noise a
         sample variance is independent of the sample means (Cochran), so t = diff / SE keeps its Student's t law
-        with the pooled df: the same false-confirmation rate, a smaller t quantile and a steadier sigma. Only rule
-        "bound" with an estimated sigma pools (a known sigma, df None, and the "floor" rule are returned as they
-        are)."""
+        with the pooled df. With no noise floor measured (sigma 0, df None: one baseline run) the holdout's repeats
+        alone estimate sigma (issue 31: discarding them left SE 0 and anything confirmed). A known sigma (df None,
+        sigma > 0) and the other rules are returned as they are."""
         extra_ss = sum(s.within_ss for s in scores if s is not None and s.scores)
         extra_df = sum(s.within_df for s in scores if s is not None and s.scores)
-        if self.rule != "bound" or not self.df or extra_df < 1:
+        if self.rule != "bound" or extra_df < 1:
             return self
+        if not self.df:
+            if self.sigma > 0:
+                return self
+            return dataclasses.replace(self, sigma=math.sqrt(extra_ss / extra_df), df=extra_df)
         sigma = math.sqrt((self.sigma ** 2 * self.df + extra_ss) / (self.df + extra_df))
         return dataclasses.replace(self, sigma=sigma, df=self.df + extra_df)
 
-    def p_value(self, diff: float, se: float) -> float:
-        """One-sided p of diff > 0 given its standard error (Student's t with df, normal without)."""
+    def p_value(self, diff: float, se: float) -> float | None:
+        """One-sided p of diff > 0 given its standard error (Student's t with df, normal without); None when the
+        standard error was not measured (0): an unmeasured noise confirms nothing."""
         if se <= 0:
-            return 0.0 if diff > 0 else 1.0
+            return None
         t = diff / se
         return float(sps.t.sf(t, self.df) if self.df else sps.norm.sf(t))
+
+
+@dataclass(frozen=True)
+class TaskDiffs:
+    """The paired t over holdout tasks (rule "tasks") on per-task mean differences."""
+
+    n: int
+    mean: float | None
+    se: float | None  # sd(d) / sqrt(n): task x variant spread and run noise together
+    df: int
+    p: float | None  # one-sided p of mean > 0; None below 2 tasks (nothing measured)
+
+    @classmethod
+    def of(cls, cand: Mapping[str, float] | None, base: Mapping[str, float] | None) -> "TaskDiffs":
+        tasks = sorted(set(cand or {}) & set(base or {}))
+        d = [float(cand[t]) - float(base[t]) for t in tasks]
+        n = len(d)
+        if n < 2:
+            return cls(n, (d[0] if d else None), None, 0, None)
+        mean = sum(d) / n
+        sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
+        se = sd / math.sqrt(n)
+        if se <= 1e-12 * max(1.0, abs(mean)):  # every task moved by the same amount: a measured spread of 0
+            return cls(n, mean, 0.0, n - 1, 0.0 if mean > 0 else 1.0)
+        return cls(n, mean, se, n - 1, float(sps.t.sf(mean / se, n - 1)))
 
 
 @dataclass(frozen=True)
@@ -158,12 +194,20 @@ class HoldoutRow:
     holdout_level: float | None = None  # the level it had to reach: Holm's alpha / (family left), or the 2-SE floor
     runs: tuple[int, int] = (1, 1)  # holdout runs (candidate, baseline)
     holdout_rule: str = ""  # HoldoutTest.rule that judged it; "" when not tested (no train claim)
+    holdout_df: int | None = None  # degrees of freedom of the test (rule "tasks": holdout tasks - 1)
+    holdout_n: int = 0  # holdout tasks both texts have
+
+    @property
+    def fixed_task(self) -> bool:
+        """Judged by a fixed-task rule: a statement about these holdout tasks only, which promotes nothing."""
+        return self.holdout_rule in FIXED_TASK_RULES
 
 
 @dataclass(frozen=True)
 class Promotion:
     rows: tuple[HoldoutRow, ...]
-    winner: HoldoutRow | None  # None: the baseline is kept
+    winner: HoldoutRow | None  # None: the baseline is kept (always under a fixed-task rule)
+    pick: HoldoutRow | None = None  # the best winning row under any rule (a fixed-task rule's choice, for comparison)
 
 
 def candidates(trials: Sequence[Any], baseline_hash: str) -> list[Candidate]:
@@ -196,13 +240,15 @@ def race_runs(sweep: Any, n_train: int) -> int:
 
 
 def race(cands: Sequence[Candidate], reruns: Mapping[str, Sequence[Mapping[str, float]]]) -> list[Candidate]:
-    """The candidates re-ranked after the final race: a candidate with re-runs (hash -> runs on the train split)
-    is scored by the per-task mean of its trial's run and those re-runs, over the tasks every run has.
+    """The candidates re-ranked after the final race on comparable evidence: a candidate with re-runs (hash -> runs
+    on the train split) is scored by the per-task mean of its trial's run and those re-runs, over the tasks every
+    run has; candidates are ranked among those with as many runs (more runs first), then by that mean.
 
-    Why: the top of a search ranking is where its noise collects (the best of many train means is high partly by
-    luck). Re-running only the few leaders halves the run-noise variance where the choice is made, for
-    race_top x train tasks more runs (bench/optimizer_sim.py measured it). The averaged scores are also what the
-    train claim tests; the holdout still confirms alone."""
+    Why: the top of a search ranking is where its noise collects (the best of many one-run means is high partly by
+    luck). Re-running the leaders shrinks both their run noise and that selection luck; a candidate left with one
+    run (not raced, or its race run failed) keeps a selection-inflated mean and so cannot overtake a raced one on
+    it (the raced ones led it on one run each). The averaged scores are also what the train filter tests; the
+    holdout still confirms alone."""
     out = []
     for c in cands:
         more = [r for r in reruns.get(c.hash, ()) if r]
@@ -210,13 +256,21 @@ def race(cands: Sequence[Candidate], reruns: Mapping[str, Sequence[Mapping[str, 
         if both is not None and both.scores:
             c = dataclasses.replace(c, train_mean=both.mean, train_scores=both.scores, runs=both.runs)
         out.append(c)
-    return ranked(out)
+    return sorted(out, key=lambda c: (-c.runs, -c.train_mean, c.number))
+
+
+def train_filtered(top: Sequence[Candidate], reference: Mapping[str, float], *, train_floor: float,
+                   alpha: float) -> tuple[str, ...]:
+    """The hashes of the top candidates whose train comparison passes the filter: the family the holdout tests
+    (known before any holdout run, so the look's level is fixed before the test)."""
+    return tuple(c.hash for c in top if compare(c.train_scores, reference, floor=train_floor, alpha=alpha).claimed)
 
 
 def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_holdout: HoldoutScores | None,
            holdout: Mapping[str, HoldoutScores], *, train_floor: float, alpha: float, test: HoldoutTest) -> Promotion:
     """The verdict on the top candidates (see the module docstring). baseline_holdout None: no holdout ran (no
-    holdout tasks or no candidate), so no row and no winner; a failed baseline holdout fails every row."""
+    holdout tasks or no candidate), so no row and no winner; a failed baseline holdout fails every row. `alpha` is
+    the train filter's level; test.alpha the holdout look's."""
     if baseline_holdout is None or not top:
         return Promotion((), None)
     test = test.pooled([baseline_holdout, *(holdout.get(c.hash) for c in top)])
@@ -227,18 +281,25 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
         mean, bmean = hold.mean, baseline_holdout.mean
         diff = (mean - bmean) if (mean is not None and bmean is not None) else None
         cmp = compare(c.train_scores, reference, floor=train_floor, alpha=alpha)
-        se = test.se(len(hold.scores), hold.runs, baseline_holdout.runs) if diff is not None else None
-        rows.append(HoldoutRow(c.number, c.hash, c.operator, c.train_mean, mean, diff, cmp, False, hold.error,
-                               se, test.p_value(diff, se) if diff is not None else None, None,
-                               (hold.runs, baseline_holdout.runs)))
+        row = HoldoutRow(c.number, c.hash, c.operator, c.train_mean, mean, diff, cmp, False, hold.error,
+                         runs=(hold.runs, baseline_holdout.runs))
+        if diff is not None and test.over_tasks:
+            td = TaskDiffs.of(hold.scores, baseline_holdout.scores)
+            row = dataclasses.replace(row, holdout_se=td.se, holdout_p=td.p, holdout_df=td.df, holdout_n=td.n)
+        elif diff is not None:
+            se = test.se(len(hold.scores), hold.runs, baseline_holdout.runs)
+            row = dataclasses.replace(row, holdout_se=se, holdout_p=test.p_value(diff, se), holdout_df=test.df,
+                                      holdout_n=len(hold.scores))
+        rows.append(row)
     rows = _confirm(rows, test)
     winners = [r for r in rows if r.wins]
-    return Promotion(tuple(rows), max(winners, key=lambda r: (r.holdout_mean, -r.trial)) if winners else None)
+    pick = max(winners, key=lambda r: (r.holdout_mean, -r.trial)) if winners else None
+    return Promotion(tuple(rows), pick if test.over_tasks else None, pick)
 
 
 def _confirm(rows: list[HoldoutRow], test: HoldoutTest) -> list[HoldoutRow]:
-    """Which rows win: train claimed and the holdout confirms, by Holm over the train-claimed family ("bound") or
-    by the 2-SE floor ("floor")."""
+    """Which rows win: train filter passed and the holdout confirms, by Holm over the train-filtered family at the
+    look's level ("tasks", "bound") or by the 2-SE floor ("floor"). A row without a measured p never wins."""
     family = [i for i, r in enumerate(rows) if r.train is not None and r.train.claimed]
     out = list(rows)
     if test.rule == "floor":
@@ -246,7 +307,8 @@ def _confirm(rows: list[HoldoutRow], test: HoldoutTest) -> list[HoldoutRow]:
             r = rows[i]
             level = FLOOR_SE * r.holdout_se if r.holdout_se is not None else None
             out[i] = dataclasses.replace(r, holdout_level=level, holdout_rule=test.rule,
-                                         wins=r.holdout_diff is not None and r.holdout_diff > level)
+                                         wins=r.holdout_diff is not None and level is not None and level > 0
+                                         and r.holdout_diff > level)
         return out
     ps = [rows[i].holdout_p if rows[i].holdout_p is not None else 1.0 for i in family]
     order = sorted(range(len(family)), key=lambda j: ps[j])  # Holm: the j-th smallest p meets alpha / (F - j)

@@ -48,7 +48,8 @@ class SplitRuns:
 
     def _race(self, study, ranked: Sequence[Any], contexts) -> list[Any]:
         """The final race: the top race_top candidates run once more on the train split (seed cfg.seed + 1, each
-        run stored once), then every candidate is ranked on the mean of its runs (promotion.race)."""
+        run stored once), then every candidate is ranked among those with as many runs on the mean of its runs
+        (promotion.race): a candidate whose race run failed does not keep its lucky one-run mean at the top."""
         sw, seed = self.exp.sweep, self.exp.seed + 1
         if sw.race_top < 1 or len(ranked) < 2 or not self.train:
             return list(ranked)
@@ -58,7 +59,7 @@ class SplitRuns:
                     try:
                         ev = self._split_run("race", self.train, c.hash, c.instructions, contexts, 1,
                                              f"final race {i + 1}/{min(sw.race_top, len(ranked))}: {c.hash}")
-                    except TrialFailed as exc:  # the candidate keeps its trial's scores
+                    except TrialFailed as exc:  # one run left: it ranks below every raced candidate (race)
                         self.out(f"[{sw.name}] final race run of {c.hash} failed: {exc}")
                         continue
                     store_train_rerun(study, c.hash, seed, ev.by_task())

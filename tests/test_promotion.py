@@ -57,7 +57,8 @@ def _decide(top, holdout, base=hold(5.0), **kw):
 def test_a_candidate_wins_only_when_train_claims_and_holdout_clears_its_floor(train, held, wins):
     verdict = _decide([cand(3, train, "a")], {"a": hold(held)})
     (row,) = verdict.rows
-    assert row.wins is wins and (verdict.winner is row) is wins
+    assert row.wins is wins and (verdict.pick is row) is wins
+    assert verdict.winner is None and (row.fixed_task or not row.train.claimed)  # never moves an alias
     assert row.holdout_diff == pytest.approx(held - 5.0) and row.train.claimed is (train > 5.3)
     assert row.holdout_level == (pytest.approx(0.2) if train > 5.3 else None)  # unclaimed: not tested
 
@@ -66,15 +67,15 @@ def test_among_winners_the_best_holdout_mean_is_promoted_and_the_earlier_trial_o
     top = [cand(2, 7.5, "a"), cand(5, 7.2, "b"), cand(4, 7.0, "c")]
     verdict = _decide(top, {"a": hold(6.0), "b": hold(6.5), "c": hold(6.5)})
     assert [r.trial for r in verdict.rows] == [2, 5, 4] and all(r.wins for r in verdict.rows)
-    assert verdict.winner.trial == 4  # b and c tie at 6.5 on the holdout: the earlier trial
+    assert verdict.pick.trial == 4  # b and c tie at 6.5 on the holdout: the earlier trial
 
 
 def test_no_holdout_or_no_candidate_promotes_nothing_and_a_failed_baseline_holdout_fails_every_row():
     assert _decide([cand(1, 7.0, "a")], {}, base=None).rows == ()
-    assert _decide([], {}).winner is None
+    assert _decide([], {}).pick is None
     verdict = _decide([cand(1, 7.0, "a")], {"a": hold(9.0)}, base=HoldoutScores(None, "task 'h0' failed: boom"))
     (row,) = verdict.rows
-    assert verdict.winner is None and not row.wins and row.holdout_mean is None and row.error == "task 'h0' failed: boom"
+    assert verdict.pick is None and not row.wins and row.holdout_mean is None and row.error == "task 'h0' failed: boom"
 
 
 def test_candidates_are_complete_distinct_non_baseline_trials_best_first():
@@ -119,7 +120,7 @@ def test_a_planted_holdout_gain_is_promoted_by_the_repeated_bound_and_a_noise_si
     holdout = HoldoutTest(SIGMA, DF, 0.05, test)
     verdict = _decide([cand(3, 7.0, "a")], {"a": runs_of(5.0 + gain, runs)}, base=runs_of(5.0, runs), test=holdout)
     (row,) = verdict.rows
-    assert row.wins is wins and (verdict.winner is not None) is wins
+    assert row.wins is wins and (verdict.pick is not None) is wins
     assert row.runs == (runs, runs) and row.holdout_diff == pytest.approx(gain)
     # "bound" pools sigma with the holdout's own repeats: two texts x 4 tasks x (runs - 1) more df, each run 0.1
     # from its task mean
@@ -146,13 +147,13 @@ def test_holm_over_the_train_claimed_candidates_only():
     # two claimed candidates at p 0.03 and 0.04: Holm asks 0.025 of the smaller, so neither is confirmed ...
     two = _decide([cand(1, 7.2, "a"), cand(2, 7.0, "b")], {"a": held(0.03), "b": held(0.04)}, base=base, test=holdout)
     assert [r.holdout_p for r in two.rows] == [pytest.approx(0.03), pytest.approx(0.04)]
-    assert two.winner is None and [r.holdout_level for r in two.rows] == [0.025, 0.05]
+    assert two.pick is None and [r.holdout_level for r in two.rows] == [0.025, 0.05]
     # ... while p 0.02 and 0.04 confirm both (0.02 < 0.025, then 0.04 < 0.05): the better holdout mean wins
     both = _decide([cand(1, 7.2, "a"), cand(2, 7.0, "b")], {"a": held(0.04), "b": held(0.02)}, base=base, test=holdout)
-    assert all(r.wins for r in both.rows) and both.winner.trial == 2
+    assert all(r.wins for r in both.rows) and both.pick.trial == 2
     # a candidate whose train comparison does not claim is outside the family: it cannot win and raises no bar
     one = _decide([cand(1, 7.2, "a"), cand(2, 5.1, "b")], {"a": held(0.03), "b": held(0.001)}, base=base, test=holdout)
-    assert one.winner.trial == 1 and [r.wins for r in one.rows] == [True, False]
+    assert one.pick.trial == 1 and [r.wins for r in one.rows] == [True, False]
     assert [r.holdout_level for r in one.rows] == [0.05, None]
 
 
@@ -167,10 +168,10 @@ def test_with_no_real_gain_the_bound_promotes_at_most_alpha_of_the_time(top_k):
     promoted, sims = 0, 1000
     top = [cand(i, 7.0 - 0.1 * i, f"c{i}") for i in range(top_k)]
     for _ in range(sims):
-        test = HoldoutTest(SIGMA * (np_rng.chisquare(DF) / DF) ** 0.5, DF, 0.05)
+        test = HoldoutTest(SIGMA * (np_rng.chisquare(DF) / DF) ** 0.5, DF, 0.05, "bound")
         run = lambda n: HoldoutScores.of_runs([{t: rng.gauss(5, SIGMA) for t in HOLD} for _ in range(n)])  # noqa: E731
         verdict = _decide(top, {c.hash: run(2) for c in top}, base=run(2), test=test)
-        promoted += verdict.winner is not None
+        promoted += verdict.pick is not None
     assert promoted / sims <= 0.05 + 2.5 * (0.05 * 0.95 / sims) ** 0.5  # alpha plus 2.5 binomial SE
     assert promoted / sims >= (0.03 if top_k == 1 else 0.02)  # and the test is not vacuous: it does spend alpha
 
@@ -180,7 +181,7 @@ def test_holdout_scores_average_runs_and_the_test_takes_sigma_and_its_df_from_th
     # within-task spread: each run 0.5 from its task's mean on 2 tasks: 4 x 0.25 = 1.0 on 2 x (2 - 1) df
     assert HoldoutScores.of_runs(runs) == HoldoutScores({"h0": 5.5, "h1": 6.5}, None, 2, 1.0, 2)
     nf = noise_floor([{"a": 5.0, "b": 6.0}, {"a": 5.2, "b": 6.2}, {"a": 4.8, "b": 5.8}])
-    assert HoldoutTest.of(nf, alpha=0.05) == HoldoutTest(pytest.approx(0.2), 4, 0.05, "bound")
+    assert HoldoutTest.of(nf, alpha=0.05) == HoldoutTest(pytest.approx(0.2), 4, 0.05, "tasks")
     assert HoldoutTest.of(noise_floor([{"a": 5.0}]), alpha=0.05).sigma == 0.0  # one run measures nothing
     sw = SimpleNamespace(holdout_top_k=2, holdout_baseline_runs=3, holdout_candidate_runs=2)
     assert holdout_runs(sw, 4) == 4 * (3 + 2 * 2) and holdout_runs(sw, 0) == 0
@@ -199,13 +200,13 @@ def test_pooled_sigma_adds_the_holdout_repeats_degrees_of_freedom_and_leaves_oth
     cand_ = HoldoutScores.of_runs([{"h0": 7.0, "h1": 7.0}, {"h0": 7.6, "h1": 7.6}])
     assert (base.within_df, cand_.within_df) == (4, 2)
     assert base.within_ss == pytest.approx(2 * (0.04 + 0.04 + 0.0)) and cand_.within_ss == pytest.approx(4 * 0.09)
-    test = HoldoutTest(0.5, 8, 0.05)
+    test = HoldoutTest(0.5, 8, 0.05, "bound")
     pooled = test.pooled([base, cand_])
     assert pooled.df == 14 and pooled.sigma == pytest.approx(((0.25 * 8 + 0.16 + 0.36) / 14) ** 0.5)
     # one run each adds nothing; a known sigma (df None), the floor rule and a missing holdout are kept as they are
     one = HoldoutScores({"h0": 5.0})
     assert test.pooled([one, one]) is test
-    assert HoldoutTest(0.5, None, 0.05).pooled([base, cand_]).sigma == 0.5
+    assert HoldoutTest(0.5, None, 0.05, "bound").pooled([base, cand_]).sigma == 0.5
     assert HoldoutTest(0.5, 8, 0.05, "floor").pooled([base, cand_]).df == 8
     assert test.pooled([None, HoldoutScores(None, "failed"), cand_]).df == 10
 
@@ -221,13 +222,13 @@ def test_with_no_real_gain_the_pooled_bound_still_promotes_at_most_alpha_and_gai
     def rate(gain: float, pool: bool) -> float:
         won = 0
         for _ in range(sims):
-            test = HoldoutTest(SIGMA * (rng.chisquare(df0) / df0) ** 0.5, df0, 0.05)
+            test = HoldoutTest(SIGMA * (rng.chisquare(df0) / df0) ** 0.5, df0, 0.05, "bound")
             runs = lambda n, mu: HoldoutScores.of_runs(  # noqa: E731
                 [{t: float(x) for t, x in zip(HOLD, rng.normal(mu, SIGMA, len(HOLD)))} for _ in range(n)])
             base, held = runs(3, 5.0), runs(2, 5.0 + gain)
             if not pool:  # the same scores with their spread hidden: the test on the noise floor's df alone
                 base, held = HoldoutScores(base.scores, None, 3), HoldoutScores(held.scores, None, 2)
-            won += _decide([cand(1, 7.0, "a")], {"a": held}, base=base, test=test).winner is not None
+            won += _decide([cand(1, 7.0, "a")], {"a": held}, base=base, test=test).pick is not None
         return won / sims
 
     se = SIGMA * ((1 / 2 + 1 / 3) / 4) ** 0.5
@@ -239,9 +240,10 @@ def test_with_no_real_gain_the_pooled_bound_still_promotes_at_most_alpha_and_gai
 
 def test_the_final_race_ranks_on_the_mean_of_a_candidates_runs_and_leaves_the_others_alone():
     a, b, c = cand(1, 7.4, "a"), cand(2, 7.2, "b"), cand(3, 6.9, "c")
-    # a's re-run comes out low, b's holds up: b leads on the mean of two runs; c, not raced, keeps its one run
+    # a's re-run comes out low, b's holds up: b leads on the mean of two runs; c, not raced, keeps its one run and
+    # ranks after the raced ones (a one-run mean is not comparable with a two-run one)
     out = race([a, b, c], {"a": [{t: 6.0 for t in TRAIN}], "b": [{t: 7.2 for t in TRAIN}]})
-    assert [x.hash for x in out] == ["b", "c", "a"]
+    assert [x.hash for x in out] == ["b", "a", "c"]
     assert out[0].runs == 2 and out[0].train_mean == pytest.approx(7.2 + 0.035 / 2)
     assert out[2].train_scores["t0"] == pytest.approx((7.4 + 6.0) / 2) and out[1] is c
     # a re-run with fewer tasks averages over the tasks every run has; an empty re-run changes nothing
