@@ -169,28 +169,58 @@ def _primary(prereg: Preregistration, result: Any) -> PairedStats:
     raise TypeError(f"verdict needs PairedStats or an object with stats_for(metric), got {type(result).__name__}")
 
 
+def _test_sign(s: PairedStats, test: str) -> float:
+    """The direction the significance test itself finds (+1: B higher, -1: B lower, 0: none).
+
+    Wilcoxon: the larger of the signed-rank sums W+ and W- (the side whose tail gives the two-sided p); t: the sign
+    of the t statistic. The mean can point the other way (one task's outlier), so it never supplies the direction of
+    a significance it did not produce.
+    """
+    if test == "wilcoxon":
+        return float(np.sign(s.wilcoxon.w_plus - s.wilcoxon.w_minus))
+    return 0.0 if math.isnan(s.ttest.statistic) else float(np.sign(s.ttest.statistic))
+
+
+def _test_direction_text(s: PairedStats, test: str) -> str:
+    if test == "wilcoxon":
+        return f"W+ {s.wilcoxon.w_plus:g} vs W- {s.wilcoxon.w_minus:g}"
+    return f"t = {s.ttest.statistic:+.3g}"
+
+
 def explain_verdict(prereg: Preregistration, result: Any) -> tuple[str, str]:
-    """(verdict, reason) from the pre-registered rule. `result` is PairedStats or has stats_for(metric)."""
+    """(verdict, reason) from the pre-registered rule. `result` is PairedStats or has stats_for(metric).
+
+    'supported' needs the test significant, in the hypothesis's direction as the TEST finds it (the signed-rank
+    sums for Wilcoxon, the t statistic for t, the look's t-based CI in sequential mode), the mean difference on the
+    same side, and the mean reaching min_effect. A two-sided test whose direction the mean contradicts supports
+    nothing: the direction comes from the test that gives the significance.
+    """
     s = _primary(prereg, result)
     decision: Decision | None = getattr(result, "decision", None)
     if s.n < 2 or not np.isfinite(s.mean_diff):
         return "inconclusive", f"only {s.n} complete task pair(s)"
     sign = -1.0 if prereg.direction == "less" else 1.0
     effect = abs(s.mean_diff) if prereg.direction == "two-sided" else sign * s.mean_diff
+    mean_sign = float(np.sign(s.mean_diff))
     if prereg.sequential > 1 and decision is not None:
         p_sig = decision.action == "stop_efficacy"
         alpha_txt = f"sequential look {decision.look}/{decision.n_looks}, nominal alpha {decision.nominal_alpha:.3g}"
-        sig_sign = np.sign(decision.mean)
+        sig_sign, sig_txt = float(np.sign(decision.mean)), f"look mean {decision.mean:+.3g}"
     else:
         p = s.p_holm if s.p_holm is not None else s.p(prereg.test)
         p_sig = p < prereg.alpha
         alpha_txt = f"{prereg.test} p (Holm) = {p:.3g} vs alpha {prereg.alpha:g}"
-        sig_sign = np.sign(s.mean_diff)
+        sig_sign, sig_txt = _test_sign(s, prereg.test), _test_direction_text(s, prereg.test)
     right_way = prereg.direction == "two-sided" or sig_sign == sign
-    if p_sig and right_way and effect >= prereg.min_effect:
+    agree = sig_sign == mean_sign
+    if p_sig and right_way and agree and effect >= prereg.min_effect:
         return "supported", f"{alpha_txt}; mean diff {s.mean_diff:+.3g} meets the minimum effect {prereg.min_effect:g}"
     if p_sig and not right_way:
-        return "not supported", f"{alpha_txt}; significant in the opposite direction (mean diff {s.mean_diff:+.3g})"
+        return "not supported", (f"{alpha_txt}; significant in the opposite direction ({sig_txt}; mean diff "
+                                 f"{s.mean_diff:+.3g})")
+    if p_sig and not agree:
+        return "inconclusive", (f"{alpha_txt}; the test finds B {'higher' if sig_sign > 0 else 'lower'} ({sig_txt}) "
+                                f"but the mean diff {s.mean_diff:+.3g} points the other way: no direction to claim")
     lo, hi = s.ci.low, s.ci.high
     if np.isfinite(lo) and np.isfinite(hi):
         if prereg.direction == "two-sided":

@@ -249,3 +249,45 @@ def test_prereg_without_a_backend_is_accepted_and_then_records_it(tmp_path):
     changed = {**ident, "a": {"producer": {**ident["a"]["producer"], "digest": "sha256:2"}}}
     with pytest.raises(PreregistrationMismatch, match=r"backend\.a\.producer\.digest: sha256:1 -> sha256:2"):
         write_or_check_prereg(prereg, design, ledger, backend=changed)
+
+
+# -- (e) issue 31: the direction comes from the test that gives the significance --------------------------------
+
+
+TWELVE = tuple(f"task-{i:02d}" for i in range(12))
+
+
+def _outlier_arm(arm, overrides, task, replication, seed):
+    """B 0.1 worse than A on 11 of 12 tasks and 5 better on the last: the mean says B better (+0.325), the signed
+    ranks say B worse (W+ 12 vs W- 66, two-sided p 0.033)."""
+    base = 5.0 + TWELVE.index(task) / 4
+    if not overrides.get("b"):
+        return {"status": "ok", "score": base}
+    return {"status": "ok", "score": base + (5.0 if task == TWELVE[-1] else -0.1)}
+
+
+def test_a_b_worse_on_11_of_12_tasks_is_never_supported_as_better(tmp_path):
+    # Fails on 6cbf984: verdict "supported" (the direction came from the mean, the significance from the
+    # two-sided Wilcoxon, which found B lower).
+    design = ABDesign(tasks=TWELVE, arms={"previous": {}, "champion": {"b": True}}, replications=1)
+    prereg = Preregistration("the champion scores higher", min_effect=0.3, direction="greater", n_tasks=12,
+                             replications=1, test="wilcoxon")
+    result = run_ab(design, prereg, _outlier_arm, ledger_path=tmp_path / "ab.jsonl")
+    s = result.primary
+    assert s.mean_diff == pytest.approx(0.325) and s.wilcoxon.pvalue == pytest.approx(0.0332, abs=1e-4)
+    assert (s.wilcoxon.w_plus, s.wilcoxon.w_minus) == (12.0, 66.0)
+    assert result.verdict == "not supported", result.verdict_reason
+    assert "significant in the opposite direction (W+ 12 vs W- 66" in result.verdict_reason
+
+    for direction in ("two-sided", "less"):  # the test and the mean disagree: no direction can be claimed
+        other = Preregistration("the champion changes the score", min_effect=0.3, direction=direction, n_tasks=12,
+                                replications=1)
+        again = run_ab(design, other, _outlier_arm, ledger_path=tmp_path / f"{direction}.jsonl")
+        assert again.verdict == "inconclusive" and "points the other way" in again.verdict_reason
+
+
+def test_the_t_test_takes_its_direction_from_t(tmp_path):
+    design = ABDesign(tasks=TWELVE, arms={"previous": {}, "champion": {"b": True}}, replications=1)
+    prereg = Preregistration("h", min_effect=0.3, direction="greater", n_tasks=12, replications=1, test="t")
+    result = run_ab(design, prereg, _outlier_arm, ledger_path=tmp_path / "ab.jsonl")
+    assert result.primary.ttest.pvalue > 0.4 and result.verdict == "inconclusive"  # t: not significant at all
