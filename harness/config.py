@@ -59,6 +59,13 @@ class BackendConfig:
     retries: int = 3
     backoff_s: float = 0.5
     probe_timeout_s: float = 0.5  # auto: how long the Ollama reachability check may take
+    # ollama/openai: the context window (tokens): null = the harness's largest prompt plus max_tokens, capped by the
+    # model's trained context; an int, or a mapping role -> int. One value per model (the largest of its roles)
+    num_ctx: Any = None
+    # ollama: thinking per role: null = off for JSON (schema) requests, the model's default otherwise; a bool, or a
+    # mapping role -> bool. Sent only to models whose /api/show capabilities list "thinking"
+    think: Any = None
+    keep_alive: Any = None  # ollama: how long a model stays loaded after a request ("30m", seconds, -1); null = server's
     cache: bool = True  # SQLite response cache in front of every backend
     cache_path: str | None = None  # default: <results_dir>/llm_cache.sqlite
 
