@@ -13,6 +13,7 @@ import hashlib
 import importlib
 import json
 import logging
+import re
 import sqlite3
 import threading
 import time
@@ -54,6 +55,8 @@ class ChatResult:
     backend: str
     cached: bool = False
     finish_reason: str = "stop"  # "length" when max_tokens cut the reply
+    # of completion_tokens, those the model spent thinking (its thinking field or a <think> block), never in text
+    thinking_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -119,6 +122,11 @@ def run_scope(scope: RunScope | None) -> contextvars.Token:
 
 class ModelMissing(BackendError):
     """The server answered but does not have the model."""
+
+
+class ContextOverflow(BackendError):
+    """A prompt did not fit the context window: estimated over it before sending, or cut by the server (Ollama
+    cuts from the front and answers 200 OK). The run that made the call fails; it is never a scored result."""
 
 
 class FakeExhausted(BackendError):
@@ -326,8 +334,35 @@ class CachedLLM:
 # -- role wrapper: tracing and per-role accounting ---------------------------------------------------
 
 
+_THINK_BLOCK = re.compile(r"<think>(.*?)(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
+_THINKING_LOCK = threading.Lock()
+
+
+def split_think(text: str) -> tuple[str, str]:
+    """(answer, thinking): every <think>...</think> block taken out of a reply, an unclosed one to the end (the
+    reply was cut while thinking), and a reply that opens with thinking and only closes it (templates that put
+    <think> in the prompt) cut at its </think>."""
+    thought: list[str] = []
+    head = _THINK_CLOSE.split(text, 1)
+    if len(head) == 2 and "<think>" not in head[0].lower():
+        thought.append(head[0])
+        text = head[1]
+
+    def take(m: re.Match) -> str:
+        thought.append(m.group(1))
+        return ""
+
+    answer = _THINK_BLOCK.sub(take, text)
+    return (answer.strip() if thought else answer), "".join(thought).strip()
+
+
 class RoleLLM:
-    """An LLM bound to a role. Each call is a trace span and is counted per role and per stage."""
+    """An LLM bound to a role. Each call is a trace span and is counted per role and per stage.
+
+    <think> blocks are taken out of every reply here, whatever the backend, so none reaches an output, a parser
+    or the judge; the tokens they took are counted apart (ChatResult.thinking_tokens, the span, the role's usage).
+    """
 
     def __init__(self, role: str, inner: LLM) -> None:
         self.role = role
@@ -347,19 +382,39 @@ class RoleLLM:
             raise RunAbandoned(f"{self.role} call not made: the run was abandoned (its trial stopped)")
         tracer = current_tracer()
         with tracer.span(f"llm.{self.role}", cat="llm", model=self.model, backend=self.backend) as span:
-            result = self.inner.chat(
+            result = self._without_thinking(self.inner.chat(
                 messages, schema=schema, temperature=temperature, max_tokens=max_tokens, seed=seed
-            )
+            ))
             span.update(
                 prompt_tokens=result.prompt_tokens,
                 completion_tokens=result.completion_tokens,
                 cached=result.cached,
                 finish_reason=result.finish_reason,
             )
+            if result.thinking_tokens:
+                span.update(thinking_tokens=result.thinking_tokens)
         tracer.count_call(self.role, result)
+        if result.thinking_tokens:
+            with _THINKING_LOCK:
+                usage = tracer.usage[self.role]
+                usage["thinking_tokens"] = usage.get("thinking_tokens", 0) + result.thinking_tokens
         if scope is not None and not result.cached:
             scope.count()
         return result
+
+
+    def _without_thinking(self, result: ChatResult) -> ChatResult:
+        answer, thought = split_think(result.text)
+        if not thought:
+            return result
+        if not answer:
+            raise BackendError(
+                f"{self.role} reply from {self.backend}:{self.model} held only thinking ({len(thought)} characters, "
+                f"finish_reason={result.finish_reason}): set backend.think.{self.role}=false or raise its max_tokens"
+            )
+        share = len(thought) / (len(thought) + len(answer))
+        spent = result.thinking_tokens or round(result.completion_tokens * share)
+        return replace(result, text=answer, thinking_tokens=spent)
 
 
 @dataclass
