@@ -1,18 +1,36 @@
-"""A tiny threaded HTTP server on 127.0.0.1 speaking enough of Ollama's API (and the OpenAI chat API) to test
+"""A threaded HTTP server on 127.0.0.1 that behaves as Ollama documents (and speaks the OpenAI chat API), to test
 the real clients, including faults.
 
     with OllamaStub(models=["glm4:9b"], replies=["hello"]) as stub:
         OllamaLLM("glm4:9b", stub.url).chat(...)
         stub.requests[-1].body["format"]
 
-Ollama: GET /api/version, GET /api/tags, POST /api/chat (stream false).
-OpenAI: GET /v1/models, POST /v1/chat/completions.
-Faults: `delay_s` (slow replies), `fail_next(n, status)` (HTTP errors), `drop_next(n)` (close the connection
-without answering), unknown model -> 404 "model not found", `stop()` (the server dies; the port then refuses).
+Ollama: GET /api/version, /api/tags, /api/ps; POST /api/show, /api/chat (stream false). OpenAI: GET /v1/models,
+POST /v1/chat/completions. A prompt word is one token per 4 characters, at least one (count_tokens); a
+reply is counted in words.
+
+What it emulates from Ollama's documentation:
+- the window: `options.num_ctx`, else the server default `default_ctx` (2048, Ollama's documented default;
+  OLLAMA_CONTEXT_LENGTH), capped by the model's trained context. A longer prompt is cut from the front, system
+  prompt first, and answered 200 OK with `prompt_eval_count` = the tokens kept (the reply function sees the
+  messages as cut). A prompt that fits but whose reply then overruns the window is `shifted` (the runner drops
+  the oldest tokens mid-reply); both count as `truncated`. /v1/chat/completions has no num_ctx: it runs in the
+  default window.
+- /api/show: details.family, model_info "<arch>.context_length", capabilities (+ "thinking").
+- thinking models: `think: true` -> the thinking in `message.thinking`; `think: false` -> none; no `think` ->
+  a `<think>...</think>` block at the head of `content`. Thinking spends num_predict first. `think: true` to a
+  model that cannot think -> 400.
+- loading: a model is loaded by a request (a changed num_ctx reloads it: `loads` counts), others are unloaded
+  when the sizes exceed `memory`; /api/ps lists the loaded models with size, size_vram and context_length;
+  `keep_alive: 0` unloads after the request.
+- a missing model -> 404 `model "x" not found, try pulling it first`.
+Faults: `delay_s`, `fail_next(n, status)`, `drop_next(n)` (close without answering), `raw_next(n, body)` (send
+this body with 200, e.g. malformed JSON or a reply without `message`), `stop()` (the port then refuses).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import threading
@@ -21,6 +39,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable, Union
+
+DEFAULT_CTX = 2048  # Ollama's documented default window (Modelfile num_ctx)
 
 
 @dataclass(frozen=True)
@@ -36,11 +56,55 @@ class StubReply:
 ReplySpec = Union[str, StubReply, Callable[[dict], Union[str, StubReply]]]
 
 
+@dataclass(frozen=True)
+class StubModel:
+    """A model the server has. family: details.family; size in bytes (all of it in VRAM unless size_vram)."""
+
+    name: str
+    context_length: int = 32768
+    thinking: bool = False
+    family: str = ""
+    size: int = 1_000_000_000
+    size_vram: int | None = None
+
+    @property
+    def tagged(self) -> str:
+        return _norm(self.name)
+
+    @property
+    def arch(self) -> str:
+        return self.family or self.name.split(":")[0].rstrip("0123456789.") or "llama"
+
+
 @dataclass
 class StubRequest:
     method: str
     path: str
     body: dict[str, Any] = field(default_factory=dict)
+    window: int | None = None  # the window the prompt ran in (chat requests)
+    prompt_tokens: int | None = None  # the prompt's tokens as sent
+    kept_tokens: int | None = None  # after front truncation
+    completion_tokens: int | None = None
+
+    @property
+    def cut(self) -> bool:
+        """The prompt was cut from the front before generation."""
+        return self.prompt_tokens is not None and self.kept_tokens is not None and self.kept_tokens < self.prompt_tokens
+
+    @property
+    def shifted(self) -> bool:
+        """Prompt and reply overran the window: Ollama's runner shifted the context mid-reply, dropping the
+        prompt's oldest tokens (the system prompt first) while the model still wrote."""
+        return (self.window is not None and self.kept_tokens is not None and self.completion_tokens is not None
+                and self.kept_tokens + self.completion_tokens > self.window)
+
+    @property
+    def truncated(self) -> bool:
+        return self.cut or self.shifted
+
+    @property
+    def num_ctx(self) -> int | None:
+        return (self.body.get("options") or {}).get("num_ctx")
 
 
 def free_port() -> int:
@@ -48,6 +112,40 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _norm(name: str) -> str:
+    return name if ":" in name else name + ":latest"
+
+
+def _words(text: str) -> list[str]:
+    return str(text or "").split()
+
+
+def word_tokens(word: str) -> int:
+    """A word's tokens: one per 4 characters, at least one (BPE splits long words; never merges two words)."""
+    return max(1, -(-len(word) // 4))
+
+
+def count_tokens(text: str) -> int:
+    return sum(word_tokens(w) for w in _words(text))
+
+
+def front_truncate(messages: list[dict], window: int) -> tuple[list[dict], int, int]:
+    """(messages as kept, tokens sent, tokens kept): the oldest tokens go first, the system prompt first; a cut
+    prompt keeps exactly `window` tokens, as Ollama's runner logs it ("truncating input prompt" limit=.. new=..)."""
+    total = sum(count_tokens(m.get("content", "")) for m in messages)
+    excess = max(0, total - window)
+    kept = []
+    for m in messages:
+        words = _words(m.get("content", ""))
+        cut = 0
+        while excess > 0 and cut < len(words):
+            excess -= word_tokens(words[cut])
+            cut += 1
+        if cut < len(words) or not words:
+            kept.append({**m, "content": " ".join(words[cut:]) if cut else m.get("content", "")})
+    return kept, total, min(total, window)
 
 
 class _Server(ThreadingHTTPServer):
@@ -84,20 +182,32 @@ class OllamaStub:
 
     def __init__(
         self,
-        models: Iterable[str] = ("stub-model",),
+        models: Iterable[str | StubModel] = ("stub-model",),
         replies: Iterable[ReplySpec] = (),
         *,
         default_reply: ReplySpec | None = "stub reply",
         delay_s: float = 0.0,
         version: str = "0.6.0",
+        default_ctx: int = DEFAULT_CTX,
+        memory: int | None = None,
+        thinking_text: str = "Let me think about this step by step first.",
+        openai_max_model_len: bool = False,
     ) -> None:
-        self.models = list(models)
+        self.catalog = {m.tagged: m for m in (x if isinstance(x, StubModel) else StubModel(x) for x in models)}
+        self.models = [m.name for m in self.catalog.values()]
         self.replies: deque[ReplySpec] = deque(replies)
         self.default_reply = default_reply
         self.delay_s = delay_s
         self.version = version
+        self.default_ctx = default_ctx
+        self.memory = memory  # bytes the loaded models may take together; None = unlimited
+        self.thinking_text = thinking_text
+        self.openai_max_model_len = openai_max_model_len  # vLLM lists max_model_len in /v1/models; Ollama does not
         self.requests: list[StubRequest] = []
+        self.loaded: dict[str, int] = {}  # tagged model -> num_ctx it was loaded with (insertion = LRU order)
+        self.loads: dict[str, int] = {}  # tagged model -> times loaded
         self._failures: deque[tuple[int, str]] = deque()
+        self._raw: deque[str] = deque()
         self._drops = 0
         self._lock = threading.Lock()
         self._server: _Server | None = None
@@ -143,6 +253,11 @@ class OllamaStub:
         with self._lock:
             self._drops += count
 
+    def raw_next(self, count: int = 1, body: str = '{"model": "x", "message": {"content": "unterminat') -> None:
+        """The next chat replies are this body with HTTP 200 (malformed JSON, a reply without `message` ...)."""
+        with self._lock:
+            self._raw.extend([body] * count)
+
     def chat_requests(self) -> list[StubRequest]:
         return [r for r in self.requests if r.path in ("/api/chat", "/v1/chat/completions")]
 
@@ -156,20 +271,36 @@ class OllamaStub:
             spec = spec(body)
         return spec if isinstance(spec, StubReply) else StubReply(str(spec))
 
-    def _take_fault(self) -> tuple[str, tuple[int, str] | None]:
+    def _take_fault(self, path: str) -> tuple[str, Any]:
         with self._lock:
             if self._drops:
                 self._drops -= 1
                 return "drop", None
             if self._failures:
                 return "fail", self._failures.popleft()
+            if self._raw and path in ("/api/chat", "/v1/chat/completions"):
+                return "raw", self._raw.popleft()
         return "", None
 
-    def _has_model(self, name: str) -> bool:
-        def norm(n: str) -> str:
-            return n if ":" in n else n + ":latest"
+    def _model(self, name: str) -> StubModel | None:
+        return self.catalog.get(_norm(str(name or "")))
 
-        return norm(name) in {norm(m) for m in self.models}
+    def _has_model(self, name: str) -> bool:
+        return self._model(name) is not None
+
+    def _load(self, model: StubModel, num_ctx: int, keep_alive: Any) -> None:
+        """Load `model` with `num_ctx` (a changed num_ctx reloads), unloading the least recently used models
+        while the loaded sizes exceed `memory`; keep_alive 0 unloads it after the request."""
+        with self._lock:
+            if self.loaded.get(model.tagged) != num_ctx:
+                self.loads[model.tagged] = self.loads.get(model.tagged, 0) + 1
+            self.loaded.pop(model.tagged, None)
+            self.loaded[model.tagged] = num_ctx
+            if self.memory is not None:
+                while len(self.loaded) > 1 and sum(self.catalog[m].size for m in self.loaded) > self.memory:
+                    self.loaded.pop(next(iter(self.loaded)))
+            if keep_alive in (0, "0", "0s", "0m"):
+                self.loaded.pop(model.tagged, None)
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         stub = self
@@ -180,13 +311,15 @@ class OllamaStub:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def _send(self, status: int, payload: dict) -> None:
-                data = json.dumps(payload).encode()
+            def _send_raw(self, status: int, data: bytes) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _send(self, status: int, payload: dict) -> None:
+                self._send_raw(status, json.dumps(payload).encode())
 
             def _route(self, method: str) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -197,21 +330,27 @@ class OllamaStub:
                     self._send(400, {"error": "invalid JSON body"})
                     return
                 path = self.path.split("?")[0]
-                stub.requests.append(StubRequest(method, path, body))
-                fault, failure = stub._take_fault()
+                self.record = StubRequest(method, path, body)
+                stub.requests.append(self.record)
+                fault, detail = stub._take_fault(path)
                 if fault == "drop":
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
                 if fault == "fail":
-                    status, error = failure
+                    status, error = detail
                     self._send(status, {"error": error} if path.startswith("/api") else {"error": {"message": error}})
+                    return
+                if fault == "raw":
+                    self._send_raw(200, detail.encode())
                     return
                 if stub.delay_s:
                     time.sleep(stub.delay_s)
                 handler = {
                     ("GET", "/api/version"): self._version,
                     ("GET", "/api/tags"): self._tags,
+                    ("GET", "/api/ps"): self._ps,
+                    ("POST", "/api/show"): self._show,
                     ("POST", "/api/chat"): self._ollama_chat,
                     ("GET", "/v1/models"): self._openai_models,
                     ("POST", "/v1/chat/completions"): self._openai_chat,
@@ -234,42 +373,101 @@ class OllamaStub:
                 self._send(200, {"version": stub.version})
 
             def _tags(self, body: dict) -> None:
-                models = [{"name": m, "model": m, "size": 1, "digest": "0" * 64} for m in stub.models]
+                models = [{"name": m.name, "model": m.name, "size": m.size,
+                           "digest": hashlib.sha256(m.tagged.encode()).hexdigest(),
+                           "details": {"family": m.arch}} for m in stub.catalog.values()]
                 self._send(200, {"models": models})
+
+            def _ps(self, body: dict) -> None:
+                with stub._lock:
+                    loaded = list(stub.loaded.items())
+                models = []
+                for name, num_ctx in loaded:
+                    m = stub.catalog[name]
+                    models.append({"name": m.name, "model": m.name, "size": m.size,
+                                   "size_vram": m.size if m.size_vram is None else m.size_vram,
+                                   "digest": hashlib.sha256(m.tagged.encode()).hexdigest(),
+                                   "details": {"family": m.arch}, "context_length": num_ctx,
+                                   "expires_at": "2030-01-01T00:00:00Z"})
+                self._send(200, {"models": models})
+
+            def _missing(self, name: str) -> None:
+                self._send(404, {"error": f'model "{name}" not found, try pulling it first'})
+
+            def _show(self, body: dict) -> None:
+                name = body.get("model") or body.get("name") or ""
+                m = stub._model(name)
+                if m is None:
+                    self._missing(name)
+                    return
+                caps = ["completion"] + (["thinking"] if m.thinking else [])
+                self._send(200, {
+                    "modelfile": f"FROM {m.name}", "parameters": "", "template": "{{ .Prompt }}",
+                    "details": {"family": m.arch, "format": "gguf", "parameter_size": "7B"},
+                    "model_info": {"general.architecture": m.arch, f"{m.arch}.context_length": m.context_length},
+                    "capabilities": caps,
+                })
+
+            def _generate(self, m: StubModel, body: dict, window: int, limit: Any, think: Any) -> tuple:
+                """Cut the prompt to the window, ask the scripted reply, add thinking; returns the parts."""
+                kept, total, kept_n = front_truncate(list(body.get("messages", [])), window)
+                self.record.window, self.record.prompt_tokens, self.record.kept_tokens = window, total, kept_n
+                reply = stub._next_reply({**body, "messages": kept})
+                thinking = stub.thinking_text if m.thinking and think is not False else ""
+                budget = None if limit is None else int(limit)
+                thought_words = _words(thinking)
+                if budget is not None and len(thought_words) >= budget:  # thinking spends num_predict first
+                    thinking, budget = " ".join(thought_words[:budget]), 0
+                elif budget is not None:
+                    budget -= len(thought_words)
+                shaped, _, completion = _shape(reply, kept, budget)
+                prompt = reply.prompt_tokens if reply.prompt_tokens is not None else kept_n
+                self.record.completion_tokens = completion + len(_words(thinking))
+                return shaped, thinking, prompt, self.record.completion_tokens
 
             def _ollama_chat(self, body: dict) -> None:
                 model = body.get("model", "")
-                if not stub._has_model(model):
-                    self._send(404, {"error": f'model "{model}" not found, try pulling it first'})
+                m = stub._model(model)
+                if m is None:
+                    self._missing(model)
                     return
-                limit = (body.get("options") or {}).get("num_predict")
-                reply, prompt, completion = _shape(stub._next_reply(body), body.get("messages", []), limit)
-                self._send(
-                    200,
-                    {
-                        "model": model,
-                        "created_at": "2025-01-01T00:00:00Z",
-                        "message": {"role": "assistant", "content": reply.text},
-                        "done": True,
-                        "done_reason": reply.done_reason,
-                        "prompt_eval_count": prompt,
-                        "eval_count": completion,
-                        "total_duration": 1000,
-                    },
-                )
+                think = body.get("think")
+                if think and not m.thinking:
+                    self._send(400, {"error": f'"{model}" does not support thinking'})
+                    return
+                options = body.get("options") or {}
+                window = min(int(options.get("num_ctx") or stub.default_ctx), m.context_length)
+                stub._load(m, window, body.get("keep_alive"))
+                reply, thinking, prompt, completion = self._generate(m, body, window, options.get("num_predict"), think)
+                message = {"role": "assistant", "content": reply.text}
+                if thinking and think is True:
+                    message["thinking"] = thinking
+                elif thinking:  # no `think` in the request: the model's raw output, <think> block and all
+                    message["content"] = f"<think>{thinking}</think>\n\n{reply.text}" if reply.text else f"<think>{thinking}"
+                self._send(200, {
+                    "model": model, "created_at": "2025-01-01T00:00:00Z", "message": message, "done": True,
+                    "done_reason": reply.done_reason, "prompt_eval_count": prompt, "eval_count": completion,
+                    "total_duration": 1000,
+                })
 
             def _openai_models(self, body: dict) -> None:
-                self._send(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in stub.models]})
+                data = [{"id": m.name, "object": "model", "owned_by": "library"} for m in stub.catalog.values()]
+                if stub.openai_max_model_len:
+                    data = [{**d, "max_model_len": m.context_length} for d, m in zip(data, stub.catalog.values())]
+                self._send(200, {"object": "list", "data": data})
 
             def _openai_chat(self, body: dict) -> None:
                 model = body.get("model", "")
-                if not stub._has_model(model):
+                m = stub._model(model)
+                if m is None:
                     self._send(
                         404,
                         {"error": {"message": f"The model `{model}` does not exist.", "code": "model_not_found"}},
                     )
                     return
-                reply, prompt, completion = _shape(stub._next_reply(body), body.get("messages", []), body.get("max_tokens"))
+                window = m.context_length if stub.openai_max_model_len else min(stub.default_ctx, m.context_length)
+                stub._load(m, window, None)
+                reply, thinking, prompt, completion = self._generate(m, body, window, body.get("max_tokens"), False)
                 self._send(
                     200,
                     {
@@ -306,3 +504,44 @@ def _shape(reply: StubReply, messages: list[dict], limit: int | None) -> tuple[S
     )
     completion = reply.completion_tokens if reply.completion_tokens is not None else len(text.split())
     return StubReply(text, done, prompt, completion), prompt, completion
+
+
+def json_for_schema(schema: dict, depth: int = 0) -> Any:
+    """A small value that satisfies a bounded JSON schema (the harness's schemas): required properties, one item
+    per array (or minItems), the minimum or middle of number ranges, the first enum value."""
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "string")
+    if "enum" in schema:
+        return schema["enum"][0]
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties") or {}
+        return {k: json_for_schema(v, depth + 1) for k, v in props.items()}
+    if kind == "array":
+        n = max(1, int(schema.get("minItems") or 1))
+        return [json_for_schema(schema.get("items") or {"type": "string"}, depth + 1) for _ in range(n)]
+    if kind in ("number", "integer"):
+        lo, hi = schema.get("minimum", 0), schema.get("maximum", 10)
+        value = (lo + hi) * 0.7
+        return int(value) if kind == "integer" else round(value, 1)
+    if kind == "boolean":
+        return True
+    cap = int(schema.get("maxLength") or 80)
+    return "python asyncio event loop tasks"[:cap]
+
+
+def schema_reply(text: str) -> Callable[[dict], str]:
+    """A reply function: JSON for a request with a `format` schema (Ollama) or a json_schema response_format
+    (OpenAI), else `text`. Every stage of the harness then gets something it can read."""
+
+    def reply(body: dict) -> str:
+        fmt = body.get("format")
+        if isinstance(fmt, dict):
+            return json.dumps(json_for_schema(fmt))
+        rf = body.get("response_format") or {}
+        schema = (rf.get("json_schema") or {}).get("schema") if isinstance(rf, dict) else None
+        if isinstance(schema, dict):
+            return json.dumps(json_for_schema(schema))
+        return text
+
+    return reply
