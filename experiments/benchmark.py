@@ -27,6 +27,11 @@ class Task:
 
 def task_from_spec(spec: TaskSpec | dict[str, Any]) -> Task:
     get = spec.get if isinstance(spec, dict) else lambda k, d=None: getattr(spec, k, d)
+    for key in ("id", "task"):  # a missing or blank one would become the text "None" or an empty task
+        value = get(key)
+        if value is None or value == "???" or not str(value).strip():
+            raise ValueError(f"benchmark task {get('id')!r}: {key}={value!r} is missing or empty; expected a "
+                             f"non-empty {key}")
     task = Task(
         id=str(get("id")),
         task=str(get("task")),

@@ -182,10 +182,17 @@ def to_experiment(cfg: DictConfig | ExperimentConfig, environ: dict[str, str] | 
     For synth_mutation sweeps with freeze_memory, memory.frozen is forced on (and so shows in the logged config).
     """
     if isinstance(cfg, DictConfig):
-        obj = OmegaConf.to_object(cfg)
-        if not isinstance(obj, ExperimentConfig):
-            merged = OmegaConf.merge(OmegaConf.structured(ExperimentConfig), cfg)
-            obj = OmegaConf.to_object(merged)
+        from omegaconf.errors import MissingMandatoryValue
+
+        try:
+            obj = OmegaConf.to_object(cfg)
+            if not isinstance(obj, ExperimentConfig):
+                merged = OmegaConf.merge(OmegaConf.structured(ExperimentConfig), cfg)
+                obj = OmegaConf.to_object(merged)
+        except MissingMandatoryValue as exc:  # e.g. a benchmark task without `task` or `id`: one line, not 63
+            key = getattr(exc, "full_key", "") or "a mandatory value"
+            raise ConfigError(f"{key} is missing; expected a value (a benchmark task needs both `id` and `task`)"
+                              ) from None
     else:
         obj = dataclasses.replace(cfg)
     assert isinstance(obj, ExperimentConfig)

@@ -70,6 +70,26 @@ def _check_range(key: str, value: float, lo: float | None = None, hi: float | No
         raise ConfigError(f"{key}={value!r} is out of range; expected a value in {span}")
 
 
+def _check_positive(key: str, value: float) -> None:
+    """value > 0 (NaN refused too): a zero timeout or heartbeat is accepted by nothing downstream."""
+    if not value > 0:
+        raise ConfigError(f"{key}={value!r} is out of range; expected a value > 0")
+
+
+def _check_task_text(i: int, t: Any) -> None:
+    """A benchmark task with a blank id or task, or only skill tokens, fails every run it starts: refuse it here,
+    before the study and the MLflow store are created."""
+    if not str(t.id or "").strip():
+        raise ConfigError(f"benchmark.tasks[{i}].id={t.id!r} is empty; expected a non-empty task id")
+    if not str(t.task or "").strip():
+        raise ConfigError(f"benchmark.tasks[{i}].task={t.task!r} (id {t.id!r}) is empty; expected the task as a sentence")
+    from harness.skills import parse_skills_detailed
+
+    if not parse_skills_detailed(str(t.task))[0].strip():
+        raise ConfigError(f"benchmark.tasks[{i}].task={t.task!r} (id {t.id!r}) has only skill tokens; expected a task "
+                          "after them")
+
+
 def known_operators() -> list[str] | None:
     """Operator names from mutators/, or None when that package does not provide them yet."""
     try:
@@ -90,6 +110,13 @@ def validate(exp: ExperimentConfig) -> ExperimentConfig:
     _check_range("backend.parallel_default", exp.backend.parallel_default, 1)
     _check_range("backend.embedded_repeat_penalty", exp.backend.embedded_repeat_penalty, 1.0, 2.0)
     _check_range("backend.embedded_cache_ram_mib", exp.backend.embedded_cache_ram_mib, 0)
+    _check_positive("backend.timeout_s", exp.backend.timeout_s)  # 0 made every preflight say "not reachable"
+    _check_positive("backend.probe_timeout_s", exp.backend.probe_timeout_s)
+    _check_range("backend.retries", exp.backend.retries, 0)
+    _check_range("backend.backoff_s", exp.backend.backoff_s, 0.0)
+    for key, value in (("planner.temperature", exp.planner.temperature), ("synth.temperature", exp.synth.temperature),
+                       ("evaluator.temperature", exp.evaluator.temperature)):
+        _check_range(key, value, 0.0, 2.0)
     try:
         from experiments.pool import resolve_concurrency
 
@@ -122,8 +149,13 @@ def validate(exp: ExperimentConfig) -> ExperimentConfig:
     _check_range("sweep.max_merges", sw.max_merges, 0)
     _check_range("sweep.n_trials", sw.n_trials, 1)
     _check_range("sweep.baseline_repeats", sw.baseline_repeats, 1)
-    _check_range("sweep.alpha", sw.alpha, 0.0, 1.0)
-    _check_range("sweep.pruner_p", sw.pruner_p, 0.0, 1.0)
+    # alpha 0 (or a subnormal such as 1e-320) overflowed the power check; 1 makes every difference significant
+    if not 1e-300 <= sw.alpha < 1.0:
+        raise ConfigError(f"sweep.alpha={sw.alpha!r} is out of range; expected a value in [1e-300, 1)")
+    if not 0.0 < sw.pruner_p < 1.0:
+        raise ConfigError(f"sweep.pruner_p={sw.pruner_p!r} is out of range; expected a value in (0, 1)")
+    _check_range("sweep.max_chars", sw.max_chars, 40)  # mutators.base.MutationContext refuses less
+    _check_positive("sweep.heartbeat_s", sw.heartbeat_s)
     _check_range("sweep.failure_rate_stop", sw.failure_rate_stop, 0.0, 1.0)
     _check_range("sweep.holdout_top_k", sw.holdout_top_k, 0)
     _check_range("sweep.race_top", sw.race_top, 0)
@@ -149,6 +181,7 @@ def validate(exp: ExperimentConfig) -> ExperimentConfig:
                 _check("sweep.operators item", op, ops)
     ids = set()
     for i, t in enumerate(exp.benchmark.tasks):
+        _check_task_text(i, t)
         _check(f"benchmark.tasks[{i}].task_type", t.task_type, TASK_TYPES)
         _check(f"benchmark.tasks[{i}].split", t.split, SPLITS)
         if t.id in ids:
