@@ -145,7 +145,7 @@ class HarnessRunner:
         # planning and research degrade to defaults when a model call fails; a sweep would cache that context and
         # reuse it for every trial, so a backend that is down or lacks a model stops the sweep here instead
         down = [e["args"]["error"] for e in tracer.events
-                if e["cat"] == "llm" and str(e["args"].get("error", "")).startswith(("BackendUnavailable", "ModelMissing"))]
+                if e["cat"] == "llm" and str(e["args"].get("error", "")).startswith(("BackendUnavailable", "ModelMissing", "ContextOverflow"))]
         if down:
             from harness.inference import BackendUnavailable
 

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from harness import skills as skills_mod
 from harness.config import HarnessConfig, config_hash, to_dict
 from harness.fsio import atomic_write_text
-from harness.inference import Roles, make_roles
+from harness.inference import Roles, context_overflow, make_roles
 from harness.logger import Tracer, append_jsonl, current_tracer, new_run_id, use_tracer
 from harness.planner import Plan, make_plan, plan_from_dict
 from harness.research import ResearchResult, gather_research, memory_match
@@ -234,6 +234,9 @@ class Harness:
             except Exception as exc:  # recorded, not swallowed: status failed + error in runs.jsonl
                 result = RunResult(run_id=run_id, task=prepared.task, status="failed", error=f"{type(exc).__name__}: {exc}",
                                    smoke=self.roles.smoke, output_path=state.get("output_path"))
+        overflow = context_overflow(tracer.events)  # a stage may have turned it into a fallback: the run fails
+        if overflow and result.status != "failed":
+            result = dataclasses.replace(result, status="failed", error=overflow)
         trace_path = tracer.write(self.cfg.traces_dir)
         record = self._record(prepared, result, state, tracer, time.perf_counter() - t0, trace_path, extra_record)
         append_jsonl(self.cfg.runs_jsonl, record)

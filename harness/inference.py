@@ -129,6 +129,16 @@ class ContextOverflow(BackendError):
     cuts from the front and answers 200 OK). The run that made the call fails; it is never a scored result."""
 
 
+def context_overflow(events: Sequence[Mapping[str, Any]]) -> str | None:
+    """The first ContextOverflow among a run's trace events ("Type: message" in an llm span's error), also one
+    that a stage turned into its fallback (the planner never raises): the run must fail, not be scored."""
+    for e in events:
+        error = str((e.get("args") or {}).get("error", ""))
+        if e.get("cat") == "llm" and error.startswith("ContextOverflow"):
+            return error
+    return None
+
+
 class FakeExhausted(BackendError):
     """The scripted fake ran out of replies: the test asked for more calls than it scripted."""
 
