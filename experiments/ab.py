@@ -3,10 +3,12 @@
 Every (task, replication) pair runs in both arms with one seed derived from (design seed, task, replication); the
 arm order within a pair is drawn from a seeded generator and recorded. Each finished cell is one JSONL line in the
 ledger, keyed by (task, arm, replication): a rerun skips completed cells and retries failed ones. A failed cell
-removes its pair from the analysis (the pair is reported). The harness is injected as
-`run_arm(arm_name, arm_overrides, task, replication, seed) -> dict` returning
-{"score", "dimensions", "secondary", "status", "error"} and optionally "meta" (JSON-able run details kept in the
-ledger, e.g. run id, output path, whether the backend was a smoke model).
+removes its pair from the statistics (the pair is reported), and a failure is an outcome of its arm: arms that
+differ in failed cells, or in judge replies that could not be read, get no verdict (experiments.ab_analysis). The
+harness is injected as `run_arm(arm_name, arm_overrides, task, replication, seed) -> dict` returning
+{"score", "dimensions", "secondary", "status", "error"}, optionally "judge_failures" (how many judge replies of the
+run could not be read; absent = 0) and "meta" (JSON-able run details kept in the ledger, e.g. run id, output
+path, whether the backend was a smoke model).
 
 One metric runs through the whole test: the pre-registered one (Preregistration.metric). Its statistics are the
 primary ones, the interim looks of a sequential design test it, the verdict is decided on it, and the per-task
@@ -23,7 +25,7 @@ import hashlib
 import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -164,6 +166,8 @@ class ABResult:
     verdict: str = "inconclusive"
     verdict_reason: str = ""
     ledger_path: str = ""
+    failed_cells: dict[str, int] = field(default_factory=dict)  # arm -> failed cells over the analysed tasks
+    judge_failures: dict[str, int] = field(default_factory=dict)  # arm -> judge replies that could not be read
 
     def stats_for(self, metric: str) -> PairedStats:
         """The statistics of a metric: the primary (pre-registered) one, else a dimension or secondary metric.
@@ -279,6 +283,21 @@ def _number(value: Any, what: str) -> float:
     return x
 
 
+def judge_failures_of(rec: Mapping[str, Any]) -> int:
+    """How many judge replies of a cell's run could not be read: the cell's "judge_failures", else its meta's
+    (a runner may keep it there), else 0 (a ledger written before the count existed)."""
+    value = rec.get("judge_failures")
+    if value is None:
+        value = (rec.get("meta") or {}).get("judge_failures")
+    return int(value or 0)
+
+
+def _count(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != int(value):
+        raise ValueError(f"{what} must be a count (an integer >= 0), got {value!r}")
+    return int(value)
+
+
 def _normalise(out: Any) -> dict[str, Any]:
     """Validate run_arm's return value at the boundary."""
     if not isinstance(out, Mapping):
@@ -289,9 +308,12 @@ def _normalise(out: Any) -> dict[str, Any]:
     meta = out.get("meta") or {}
     if not isinstance(meta, Mapping):
         raise ValueError(f"run_arm meta must be a dict, got {type(meta).__name__}")
-    meta = {"meta": json.loads(json.dumps(dict(meta), default=str))} if meta else {}
+    extra = {"meta": json.loads(json.dumps(dict(meta), default=str))} if meta else {}
+    judged = out.get("judge_failures")
+    if judged is not None:  # kept at the top of the cell record: the A/B counts them per arm
+        extra["judge_failures"] = _count(judged, "judge_failures")
     if status == "failed":
-        return {"status": "failed", "error": str(out.get("error") or "run_arm reported failure"), **meta}
+        return {"status": "failed", "error": str(out.get("error") or "run_arm reported failure"), **extra}
     dims = out.get("dimensions") or {}
     sec = out.get("secondary") or {}
     if not isinstance(dims, Mapping) or not isinstance(sec, Mapping):
@@ -302,7 +324,7 @@ def _normalise(out: Any) -> dict[str, Any]:
         "score": _number(out.get("score"), "score"),
         "dimensions": {str(k): _number(v, f"dimension {k!r}") for k, v in dims.items()},
         "secondary": {str(k): _number(v, f"secondary {k!r}") for k, v in sec.items() if v is not None},
-        **meta,
+        **extra,
     }
 
 

@@ -1,6 +1,9 @@
 """An A/B test's analysis: per-task means over complete pairs, the statistics of every metric (the
 pre-registered one primary, dimensions and secondary metrics as Holm families), and the verdict.
 
+What is missing is counted per arm (failed cells, judge replies that could not be read): arms that differ in
+either get no verdict (experiments.verdict.missing_imbalance), whatever the complete pairs say.
+
 Pure functions of the ledger's cells (experiments.ab.load_cells): a resumed or finished test is analysed again
 from its ledger alone (load_result).
 """
@@ -13,7 +16,16 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from experiments.ab import SECONDARY, ABDesign, ABResult, TaskResult, cell_key, load_cells, metric_family
+from experiments.ab import (
+    SECONDARY,
+    ABDesign,
+    ABResult,
+    TaskResult,
+    cell_key,
+    judge_failures_of,
+    load_cells,
+    metric_family,
+)
 from experiments.stats import (
     PairedStats,
     bootstrap_ci,
@@ -26,7 +38,7 @@ from experiments.stats import (
     replication_noise,
     wilcoxon_test,
 )
-from experiments.verdict import Decision, Preregistration, explain_verdict
+from experiments.verdict import Decision, Preregistration, explain_verdict, missing_imbalance
 
 
 # -- the A/B's statistics per metric --------------------------------------------------------------------------------
@@ -120,6 +132,25 @@ def task_results(
     return results, excluded
 
 
+def missing_counts(
+    cells: Mapping[tuple[str, str, int], Mapping[str, Any]], task_ids: Sequence[str], names: tuple[str, str],
+) -> tuple[dict[str, int], dict[str, int], dict[str, list[str]]]:
+    """Per arm, over the cells of these tasks: failed cells, judge replies that could not be read (a cell's
+    judge_failures, absent = 0) and the tasks with a failed cell. A cell not run yet is neither."""
+    ids = set(task_ids)
+    failed = {arm: 0 for arm in names}
+    judged = {arm: 0 for arm in names}
+    where: dict[str, list[str]] = {arm: [] for arm in names}
+    for (tid, arm, _), c in cells.items():
+        if tid not in ids or arm not in failed:
+            continue
+        judged[arm] += judge_failures_of(c)
+        if c.get("status") != "ok":
+            failed[arm] += 1
+            where[arm].append(tid)
+    return failed, judged, where
+
+
 def _metric_stats(cells, task_ids, names, design, prereg, metric, family, seed_offset) -> tuple[PairedStats, list, list]:
     tasks, excluded = task_results(cells, task_ids, names, design.replications, metric, family)
     st = paired_stats(
@@ -171,8 +202,12 @@ def analyse(
         decision=decision, looks=tuple(looks), orders=dict(orders or {}), cells_run=cells_run,
         cells_skipped=cells_skipped, ledger_path=ledger_path,
     )
+    failed, judged, where = missing_counts(cells, ids, names)
     v, why = explain_verdict(prereg, result)
-    return dataclasses.replace(result, verdict=v, verdict_reason=why)
+    refusal = missing_imbalance(names, failed, judged, where)
+    if refusal:  # the complete pairs' answer is shown, never given
+        v, why = "inconclusive", f"{refusal}; on the complete pairs alone the rule would say '{v}' ({why})"
+    return dataclasses.replace(result, verdict=v, verdict_reason=why, failed_cells=failed, judge_failures=judged)
 
 
 def load_result(design: ABDesign, prereg: Preregistration, ledger_path: str | Path) -> ABResult:

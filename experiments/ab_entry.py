@@ -200,7 +200,8 @@ def _stats_metrics(prefix: str, s: PairedStats) -> dict[str, float]:
 
 def summary_metrics(result: ABResult) -> dict[str, float]:
     """The parent run's metrics: the pre-registered metric's statistics as primary.<metric>.<statistic>, the
-    per-dimension and secondary diffs and Holm p (dim.<name>.*, sec.<name>.*), the verdict."""
+    per-dimension and secondary diffs and Holm p (dim.<name>.*, sec.<name>.*), the verdict, and per arm the
+    failed cells and unreadable judge replies (failed_cells.<arm>, judge_failures.<arm>)."""
     prefix = f"primary.{result.primary.metric}."
     m = _stats_metrics(prefix, result.primary)
     if result.primary.noise is not None:
@@ -212,6 +213,9 @@ def summary_metrics(result: ABResult) -> dict[str, float]:
                 m[f"{fam}.{name}.p_holm"] = s.p_holm
     m.update(verdict_code=VERDICT_CODE.get(result.verdict, float("nan")), cells_run=result.cells_run,
              cells_skipped=result.cells_skipped, excluded_pairs=len(result.excluded_pairs))
+    for arm in result.arm_names:  # what is missing, per arm: arms that differ get no verdict
+        m[f"failed_cells.{arm}"] = result.failed_cells.get(arm, 0)
+        m[f"judge_failures.{arm}"] = result.judge_failures.get(arm, 0)
     return {k: float(v) for k, v in m.items() if isinstance(v, (int, float)) and math.isfinite(float(v))}
 
 

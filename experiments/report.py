@@ -213,16 +213,22 @@ def render_markdown(result: ABResult, prereg: Preregistration, *, plots: Sequenc
     out += ["", "## Run", "",
             f"- cells run this invocation: {result.cells_run}; skipped (already in ledger): {result.cells_skipped}",
             f"- ledger: `{result.ledger_path}`"]
+    if result.failed_cells or result.judge_failures:
+        out += ["- missing per arm (arms that differ get no verdict): " + "; ".join(
+            f"{arm}: {result.failed_cells.get(arm, 0)} failed cell(s), {result.judge_failures.get(arm, 0)} "
+            f"unreadable judge reply(ies)" for arm in result.arm_names)]
     if result.excluded_pairs:
         out += [f"- excluded pairs ({len(result.excluded_pairs)}):"]
         out += [f"  - {e['task']} rep {e['replication']}: {e['reason']}" for e in result.excluded_pairs]
     if result.excluded_tasks:
         out += [f"- tasks without a complete pair: {', '.join(result.excluded_tasks)}"]
     out += ["",
-            "Tests are two-sided; the pre-registered direction decides which sign supports the hypothesis. "
-            "Supported: the primary test is significant (Holm) and the mean difference reaches the minimum effect "
-            "in the stated direction. Not supported: the CI excludes the minimum effect, or the effect is "
-            "significant in the other direction. Otherwise inconclusive.", ""]
+            "Tests are two-sided; the pre-registered direction decides which sign supports the hypothesis, and the "
+            "sign is the test's own (Wilcoxon: W+ against W−; t: the t statistic). Supported: the primary test is "
+            "significant (Holm) in the stated direction, and the mean difference lies on the same side and reaches "
+            "the minimum effect. Not supported: the CI excludes the minimum effect, or the test is significant in "
+            "the other direction. Inconclusive otherwise, and whenever the arms differ in failed cells or in judge "
+            "replies that could not be read (a failure is an outcome of its arm).", ""]
     return "\n".join(out)
 
 

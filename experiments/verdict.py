@@ -238,6 +238,29 @@ def explain_verdict(prereg: Preregistration, result: Any) -> tuple[str, str]:
     return "inconclusive", f"{alpha_txt}; CI [{lo:.3g}, {hi:.3g}] still includes the minimum effect"
 
 
+def missing_imbalance(arms: Sequence[str], failed: Mapping[str, int], judge_failures: Mapping[str, int],
+                      failed_tasks: Mapping[str, Sequence[str]] | None = None) -> str | None:
+    """Why the arms' missing values refuse a verdict, or None when both arms miss the same number.
+
+    A failed cell, or a judge reply that could not be read, is an outcome of its arm, not noise: an arm that fails
+    on the hard tasks leaves only its easy ones in the complete pairs, and a verdict on those pairs would credit the
+    failing arm. Equal counts leave no arm favoured by what is missing.
+    """
+    a, b = arms
+    parts = []
+    if failed.get(a, 0) != failed.get(b, 0):
+        where = {arm: sorted(set((failed_tasks or {}).get(arm, ()))) for arm in (a, b)}
+        shown = "".join(f"; {arm} failed on {', '.join(where[arm])}" for arm in (a, b) if where[arm])
+        parts.append(f"failed cells differ between arms ({a} {failed.get(a, 0)}, {b} {failed.get(b, 0)}{shown})")
+    if judge_failures.get(a, 0) != judge_failures.get(b, 0):
+        parts.append(f"judge replies that could not be read differ between arms ({a} {judge_failures.get(a, 0)}, "
+                     f"{b} {judge_failures.get(b, 0)})")
+    if not parts:
+        return None
+    return (f"{' and '.join(parts)}: a failure is an outcome of its arm, so the complete pairs are a sample it "
+            "chose; rerun the same command to retry failed cells")
+
+
 def verdict(prereg: Preregistration, result: Any) -> str:
     """'supported' | 'not supported' | 'inconclusive' from the pre-registered rule."""
     return explain_verdict(prereg, result)[0]

@@ -291,3 +291,89 @@ def test_the_t_test_takes_its_direction_from_t(tmp_path):
     prereg = Preregistration("h", min_effect=0.3, direction="greater", n_tasks=12, replications=1, test="t")
     result = run_ab(design, prereg, _outlier_arm, ledger_path=tmp_path / "ab.jsonl")
     assert result.primary.ttest.pvalue > 0.4 and result.verdict == "inconclusive"  # t: not significant at all
+
+
+# -- (f) issue 31: a failure is an outcome of its arm ---------------------------------------------------------------
+
+
+class HardTaskFailures:
+    """run_arm double: B scores 0.8 above A on the 8 easy tasks and fails on the 4 hard ones (the last four), as an
+    arm that breaks on hard tasks does; `judge_failures` per arm are reported in the cells (the seam's field)."""
+
+    def __init__(self, fail_hard: bool = True, judge_failures: tuple[int, int] = (0, 0)):
+        self.fail_hard, self.judge_failures = fail_hard, judge_failures
+        self.calls: list[tuple[str, str, int]] = []
+
+    def __call__(self, arm, overrides, task, replication, seed):
+        self.calls.append((task, arm, replication))
+        b = bool(overrides.get("b"))
+        i = TWELVE.index(task)
+        if b and self.fail_hard and i >= 8:
+            return {"status": "failed", "error": "wiggum loop: the answer never parsed"}
+        noise = np.random.default_rng([seed, int(b)]).normal(0, 0.1)
+        return {"status": "ok", "score": 6.0 - i / 4 + (0.8 if b else 0.0) + noise,
+                "judge_failures": self.judge_failures[int(b)]}
+
+
+def _failure_design():
+    design = ABDesign(tasks=TWELVE, arms={"previous": {}, "champion": {"b": True}}, replications=1)
+    prereg = Preregistration("the champion scores higher", min_effect=0.3, direction="greater", n_tasks=12,
+                             replications=1)
+    return design, prereg
+
+
+def test_an_arm_that_fails_on_the_hard_tasks_gets_no_verdict_until_the_failures_are_retried(tmp_path):
+    # Fails on 6cbf984: verdict "supported" on the 8 pairs that survived, the 4 failed cells of B dropped unchecked.
+    design, prereg = _failure_design()
+    ledger = tmp_path / "ab.jsonl"
+    result = run_ab(design, prereg, HardTaskFailures(), ledger_path=ledger)
+    assert result.primary.n == 8 and result.primary.wilcoxon.pvalue < 0.05  # the survivors alone look convincing
+    assert result.verdict == "inconclusive", result.verdict_reason
+    assert result.failed_cells == {"previous": 0, "champion": 4}
+    assert result.verdict_reason.startswith("failed cells differ between arms (previous 0, champion 4; champion "
+                                            "failed on task-08, task-09, task-10, task-11)")
+    assert "rerun the same command to retry failed cells" in result.verdict_reason
+    assert "the rule would say 'supported'" in result.verdict_reason
+    m = summary_metrics(result)
+    assert (m["failed_cells.champion"], m["failed_cells.previous"], m["judge_failures.champion"]) == (4, 0, 0)
+
+    retry = HardTaskFailures(fail_hard=False)  # a rerun retries only the failed cells; now they run
+    again = run_ab(design, prereg, retry, ledger_path=ledger)
+    assert sorted(retry.calls) == [(t, "champion", 0) for t in TWELVE[8:]]
+    assert again.failed_cells == {"previous": 0, "champion": 0} and again.verdict == "supported"
+
+
+def test_failures_in_both_arms_alike_leave_the_verdict_to_the_pairs(tmp_path):
+    design, prereg = _failure_design()
+
+    def both_fail_on_the_last(arm, overrides, task, replication, seed):
+        if task == TWELVE[-1]:
+            return {"status": "failed", "error": "backend down"}
+        return HardTaskFailures(fail_hard=False)(arm, overrides, task, replication, seed)
+
+    result = run_ab(design, prereg, both_fail_on_the_last, ledger_path=tmp_path / "ab.jsonl")
+    assert result.failed_cells == {"previous": 1, "champion": 1} and result.verdict == "supported"
+
+
+def test_arms_that_differ_in_unreadable_judge_replies_get_no_verdict(tmp_path):
+    design, prereg = _failure_design()
+    result = run_ab(design, prereg, HardTaskFailures(fail_hard=False, judge_failures=(0, 1)),
+                    ledger_path=tmp_path / "ab.jsonl")
+    assert result.judge_failures == {"previous": 0, "champion": 12} and result.verdict == "inconclusive"
+    assert result.verdict_reason.startswith("judge replies that could not be read differ between arms "
+                                            "(previous 0, champion 12)")
+    same = run_ab(design, prereg, HardTaskFailures(fail_hard=False, judge_failures=(1, 1)),
+                  ledger_path=tmp_path / "same.jsonl")
+    assert same.judge_failures == {"previous": 12, "champion": 12} and same.verdict == "supported"
+
+
+def test_a_ledger_without_judge_failures_counts_none(tmp_path):
+    """Cells written before the count existed (or by a runner that keeps it in meta) are read defensively."""
+    from experiments.ab import judge_failures_of
+
+    assert judge_failures_of({"status": "ok", "score": 5.0}) == 0
+    assert judge_failures_of({"status": "ok", "score": 5.0, "meta": {"judge_failures": 2}}) == 2
+    design, prereg = _failure_design()
+    result = run_ab(design, prereg, lambda *a: {"status": "ok", "score": 5.0, "judge_failures": -1},
+                    ledger_path=tmp_path / "bad.jsonl")
+    assert all("judge_failures must be a count" in e["reason"] for e in result.excluded_pairs)
