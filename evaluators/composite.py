@@ -1,7 +1,10 @@
 """The objective: rubric, deterministic criteria, or a blend of both, chosen by EvaluatorConfig.composite.
 
 blend = rubric_weight * rubric + (1 - rubric_weight) * deterministic (both 0-10). When the judge's reply could
-not be parsed, blend and rubric modes fall back to the deterministic score and say so in `fallback`.
+not be read (after its retries, evaluators.rubric), the composite of blend and rubric modes is missing (None) and
+`fallback` says why: the deterministic score alone is another scale, and an answer that breaks the judge would
+score higher on it than one the judge read (a judge giving 4 everywhere: 6.25; the same answer with the reply
+cut off: 9.63). Deterministic mode never calls the judge and is unaffected.
 
 A degenerate output (evaluators.deterministic.degenerate_reasons: empty, repeated, an echo of the prompt, empty
 structure) has its composite capped at DEGENERATE_CAP in every mode, however high the judge scored it (a judge
@@ -33,19 +36,29 @@ _ADVICE = {
 @dataclass(frozen=True)
 class Evaluation:
     """One scored output: the rubric verdict (None in deterministic mode), the deterministic criteria, their
-    aggregate, and the composite used as the objective. `fallback` says why the composite is not what the mode
-    asked for (e.g. the judge's reply could not be parsed). `degenerate` holds why the output is degenerate (then
-    every criterion and the composite are capped at DEGENERATE_CAP); () for an ordinary output."""
+    aggregate, and the composite used as the objective. `composite` is None when the judged score is missing
+    (the judge's reply could not be read), and `fallback` says why. `degenerate` holds why the output is
+    degenerate (then every criterion and the composite are capped at DEGENERATE_CAP); () for an ordinary output."""
 
     rubric: EvalResult | None
     deterministic: dict[str, float | None]
-    composite: float
+    composite: float | None
     mode: str = "blend"
     deterministic_score: float = 0.0
     fallback: str | None = None
     expected_count: int | None = None
     found_count: int | None = None
     degenerate: tuple[str, ...] = ()
+
+    @property
+    def judge_failures(self) -> int:
+        """Judge replies that could not be read for this evaluation (re-asked ones included); 0 without a judge."""
+        return int(self.rubric.judge_failures) if self.rubric is not None else 0
+
+    @property
+    def missing(self) -> bool:
+        """The judged score could not be measured: composite is None."""
+        return self.composite is None
 
     @property
     def feedback(self) -> str:
@@ -84,8 +97,10 @@ class Evaluation:
 
     def metrics(self) -> dict[str, float]:
         """Flat numeric metrics for tracking (MLflow): composite, deterministic criteria, rubric dimensions."""
-        out: dict[str, float] = {"composite": self.composite, "deterministic": self.deterministic_score,
-                                 "degenerate": 1.0 if self.degenerate else 0.0}
+        out: dict[str, float] = {"deterministic": self.deterministic_score, "degenerate": 1.0 if self.degenerate else 0.0,
+                                 "judge_failures": float(self.judge_failures)}
+        if self.composite is not None:  # a missing judged score is absent, never a number
+            out["composite"] = self.composite
         for name, value in self.deterministic.items():
             if value is not None:
                 out[f"det_{name}"] = float(value)
@@ -109,6 +124,7 @@ class Evaluation:
             "expected_count": self.expected_count,
             "found_count": self.found_count,
             "degenerate": list(self.degenerate),
+            "judge_failures": self.judge_failures,
             "feedback": self.feedback,
             "weaknesses": list(self.weaknesses),
         }
@@ -121,16 +137,17 @@ def combine(
     rubric_weight: float,
     *,
     degenerate: Sequence[str] = (),
-) -> tuple[float, str | None]:
-    """(composite, fallback reason or None) for one mode; capped at DEGENERATE_CAP when `degenerate` names
-    reasons, whatever the judge said."""
+) -> tuple[float | None, str | None]:
+    """(composite, reason or None) for one mode; capped at DEGENERATE_CAP when `degenerate` names reasons,
+    whatever the judge said. In rubric and blend modes an unread judge gives (None, why): missing, not scored."""
     composite, fallback = _combine(mode, rubric, deterministic, rubric_weight)
-    if degenerate:
+    if degenerate and composite is not None:
         composite = min(composite, DEGENERATE_CAP)
     return composite, fallback
 
 
-def _combine(mode: str, rubric: EvalResult | None, deterministic: float, rubric_weight: float) -> tuple[float, str | None]:
+def _combine(mode: str, rubric: EvalResult | None, deterministic: float,
+             rubric_weight: float) -> tuple[float | None, str | None]:
     if mode not in MODES:
         raise ValueError(f"evaluator.composite must be one of {', '.join(MODES)}, got {mode!r}")
     if not 0.0 <= rubric_weight <= 1.0:
@@ -138,7 +155,8 @@ def _combine(mode: str, rubric: EvalResult | None, deterministic: float, rubric_
     if mode == "deterministic":
         return round(deterministic, 4), None
     if rubric is None or rubric.failed:
-        return round(deterministic, 4), f"rubric unparsed; {mode} fell back to deterministic"
+        tried = f" ({rubric.judge_failures} unreadable replies)" if rubric is not None and rubric.judge_failures else ""
+        return None, f"judge reply unreadable{tried}: the judged {mode} score is missing"
     if mode == "rubric":
         return round(float(rubric.weighted), 4), None
     return round(rubric_weight * float(rubric.weighted) + (1.0 - rubric_weight) * deterministic, 4), None

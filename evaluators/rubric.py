@@ -1,8 +1,11 @@
 """The wiggum rubric: an LLM judge scores named dimensions 1-10, weighted into one total.
 
 One judge call per repeat, with a bounded JSON schema. Parsing falls down a ladder: json -> dirtyjson ->
-regex per dimension (`"depth": 7`, `Depth: 7/10`). When nothing can be read the repeat is marked failed and
-scores None: no number is invented, the caller decides (composite falls back to the deterministic criteria).
+regex per dimension (`"depth": 7`, `Depth: 7/10`). A reply nothing can be read from is asked again
+(cfg.judge_retries times, a new seed and twice the max_tokens: a reply cut off is the usual cause); still
+unreadable, the repeat is marked failed and scores None: no number is invented, and the composite's judged score
+is missing (evaluators.composite), never the deterministic criteria alone. `EvalResult.judge_failures` counts
+every reply that could not be read, the retried ones included.
 The prompt is blind: it carries the task, the answer and the criteria, never the config or arm that made it.
 """
 
@@ -34,6 +37,7 @@ FEEDBACK_MAX_CHARS = 400
 WEAKNESS_MAX_CHARS = 160
 MAX_WEAKNESSES = 3
 MAX_ANSWER_CHARS = 12000
+RETRY_SEED_OFFSET = 7_919  # seeds of a re-asked judge reply: apart from the repeats' (seed, seed + 1, ...)
 _PARSER_RANK = {"json": 0, "dirtyjson": 1, "regex": 2}
 
 DIMENSION_GUIDE: dict[str, str] = {
@@ -104,6 +108,8 @@ class EvalResult:
     missing: tuple[str, ...] = ()
     raw: tuple[str, ...] = field(default=(), repr=False)
     not_attempted: int = 0  # repeats whose judge said the answer does not attempt the task (scored 1 throughout)
+    judge_failures: int = 0  # judge replies that could not be read, re-asked ones included (parse_failures: the
+    # repeats still unreadable after their retries)
 
     @property
     def failed(self) -> bool:
@@ -122,6 +128,7 @@ class EvalResult:
             "parse_failures": self.parse_failures,
             "missing": list(self.missing),
             "not_attempted": self.not_attempted,
+            "judge_failures": self.judge_failures,
         }
 
 
@@ -318,25 +325,41 @@ def score_rubric(
     expected_count: int | None = None,
 ) -> EvalResult:
     """Score `output` cfg.repeats times (seeds seed, seed+1, ...): mean per dimension, weighted total and the
-    judge's sd over the weighted totals of the readable repeats. Backend errors propagate."""
+    judge's sd over the weighted totals of the readable repeats. An unreadable reply is asked again up to
+    cfg.judge_retries times (seed + RETRY_SEED_OFFSET * attempt + i, twice the max_tokens); every unreadable reply
+    is counted in judge_failures. Backend errors propagate."""
     weights = _check_dimensions(cfg.dimensions)
     repeats = int(cfg.repeats)
     if repeats < 1:
         raise ValueError(f"evaluator.repeats must be >= 1, got {cfg.repeats!r}")
+    retries = cfg.judge_retries
+    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 5:
+        raise ValueError(f"evaluator.judge_retries must be an integer 0-5, got {retries!r}")
     messages = rubric_messages(task, output, weights, task_type=task_type, expected_count=expected_count)
     schema = rubric_schema(weights)
     parses: list[RubricParse] = []
     raws: list[str] = []
+    unreadable = 0
     for i in range(repeats):
-        reply = llm.chat(messages, schema=schema, temperature=cfg.temperature, max_tokens=cfg.max_tokens, seed=seed + i)
-        raws.append(reply.text[:2000])
-        parses.append(parse_rubric(reply.text, weights))
+        for attempt in range(retries + 1):
+            # a re-ask is a new request (a new seed, room for a reply the first max_tokens cut off): the same
+            # request would get the same cached reply
+            reply = llm.chat(messages, schema=schema, temperature=cfg.temperature,
+                             max_tokens=cfg.max_tokens * (2 if attempt else 1),
+                             seed=seed + i + RETRY_SEED_OFFSET * attempt)
+            raws.append(reply.text[:2000])
+            parsed = parse_rubric(reply.text, weights)
+            if parsed.parser != "failed":
+                break
+            unreadable += 1
+        parses.append(parsed)
 
     readable = [p for p in parses if p.parser != "failed"]
     totals = tuple(weighted_total(p.scores, weights) for p in parses)
     failures = len(parses) - len(readable)
     if not readable:
-        return EvalResult({}, None, "", (), "failed", repeats, 0.0, totals, failures, tuple(weights), tuple(raws))
+        return EvalResult({}, None, "", (), "failed", repeats, 0.0, totals, failures, tuple(weights), tuple(raws),
+                          judge_failures=unreadable)
 
     dims: dict[str, float] = {}
     for name in weights:
@@ -364,4 +387,5 @@ def score_rubric(
         missing=missing,
         raw=tuple(raws),
         not_attempted=sum(p.attempted is False for p in readable),
+        judge_failures=unreadable,
     )

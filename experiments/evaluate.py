@@ -26,15 +26,18 @@ class FailedRun:
     error: str
     trace_path: str | None = None
     context_trace_path: str | None = None
+    judge_failures: int = 0  # judge replies that could not be read in that run
 
 
 class TrialFailed(RuntimeError):
-    """The candidate could not be evaluated (a harness run failed or raised, or no mutation was possible).
-    `failed` is the harness run that failed, when one did."""
+    """The candidate could not be evaluated (a harness run failed or raised, its judged score was missing, or no
+    mutation was possible). `failed` is the harness run that failed, when one did; `judge_failures` the judge
+    replies that could not be read in the runs taken before the failure and the failed one."""
 
-    def __init__(self, message: str, *, failed: FailedRun | None = None) -> None:
+    def __init__(self, message: str, *, failed: FailedRun | None = None, judge_failures: int = 0) -> None:
         super().__init__(message)
         self.failed = failed
+        self.judge_failures = judge_failures
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ class TaskScore:
     smoke: bool = False
     selection_score: float | None = None  # the wiggum loop's best round (chosen by the same judge sample)
     rescored: bool = False  # score is an independent judge sample of the kept text
+    judge_failures: int = 0  # judge replies that could not be read in the run (it still got a judged score)
     trace_path: str | None = None  # the run's Chrome trace file (an MLflow trace is built from it)
     context_trace_path: str | None = None  # the reused context's preparation (planning, memory, research)
 
@@ -71,6 +75,11 @@ class CandidateEval:
     @property
     def mean(self) -> float:
         return sum(s.score for s in self.scores) / len(self.scores) if self.scores else float("nan")
+
+    @property
+    def judge_failures(self) -> int:
+        """Judge replies that could not be read over the candidate's scored runs."""
+        return sum(s.judge_failures for s in self.scores)
 
     def by_task(self) -> dict[str, float]:
         return {s.task_id: s.score for s in self.scores}
@@ -98,11 +107,14 @@ class CandidateEval:
 
 
 def task_score(task: Task, outcome: TaskOutcome) -> TaskScore:
-    """A runner's TaskOutcome -> TaskScore; raises TrialFailed when the run failed."""
+    """A runner's TaskOutcome -> TaskScore; raises TrialFailed when the run failed (a missing judged score is a
+    failed run: outcome_from_result)."""
     if not outcome.ok:
         error = f"task {task.id!r} failed: {outcome.error or outcome.status}"
         raise TrialFailed(error, failed=FailedRun(task.id, task.task_type, outcome.error or outcome.status,
-                                                  outcome.trace_path, outcome.context_trace_path))
+                                                  outcome.trace_path, outcome.context_trace_path,
+                                                  outcome.judge_failures),
+                          judge_failures=outcome.judge_failures)
     u = outcome.usage
     return TaskScore(
         task_id=task.id,
@@ -122,6 +134,7 @@ def task_score(task: Task, outcome: TaskOutcome) -> TaskScore:
         smoke=outcome.smoke,
         selection_score=outcome.selection_score,
         rescored=outcome.rescored,
+        judge_failures=outcome.judge_failures,
         trace_path=outcome.trace_path,
         context_trace_path=outcome.context_trace_path,
     )
@@ -180,17 +193,24 @@ def evaluate_candidate(
     with (pool or SERIAL).ordered(run, order) as results:
         for i, fut in results:
             task = tasks[i]
+            before = sum(s.judge_failures for s in scores)  # a failed trial still counts its judge failures
             try:
                 outcome = fut.result()
-            except TrialFailed:
+            except TrialFailed as exc:
+                exc.judge_failures += before
                 raise
             except Exception as exc:
                 raise TrialFailed(f"task {task.id!r} raised {type(exc).__name__}: {exc}",
-                                  failed=FailedRun(task.id, task.task_type, f"{type(exc).__name__}: {exc}")) from exc
+                                  failed=FailedRun(task.id, task.task_type, f"{type(exc).__name__}: {exc}"),
+                                  judge_failures=before) from exc
             if not isinstance(outcome, TaskOutcome):
                 raise TypeError(f"runner.finish must return experiments.outcome.TaskOutcome, got "
                                 f"{type(outcome).__name__}")
-            scores.append(task_score(task, outcome))
+            try:
+                scores.append(task_score(task, outcome))
+            except TrialFailed as exc:
+                exc.judge_failures += before
+                raise
             if trial is not None:
                 trial.report(scores[-1].score, step=i)
             if checkpoint is not None and len(scores) == hold:

@@ -51,6 +51,7 @@ def row_from_trial(trial: Any, best_before: float | None) -> dict[str, Any]:
         "reason": attrs.get("fail_reason"),  # "gated out on g task(s): ..." for a gated candidate
         "gate": attrs.get("gate"),
         "selection_bias": attrs.get("selection_bias"),
+        "judge_failures": int(attrs.get("judge_failures") or 0),  # judge replies that could not be read; 0 when none
     }
 
 

@@ -8,7 +8,9 @@ given (or prepares afresh per trial).
 
 The objective is the mean over train tasks of each task's independent score (TaskOutcome.score: the kept text
 re-scored with judge seeds of its own); the wiggum loop's own best (selection_score) is kept beside it, and the
-gap between the two is logged per trial as the selection bias.
+gap between the two is logged per trial as the selection bias. The judge replies that could not be read are
+counted per trial (user attr judge_failures, the ledger's column); a task whose judged score is missing fails the
+trial (experiments.outcome), as any failed run does, and counts toward sweep.failure_rate_stop.
 """
 
 from __future__ import annotations
@@ -318,6 +320,7 @@ class Objective:
                 return self._gated_out(trial, decided[-1], ev, outcome, t0, calls0)
         except TrialFailed as exc:
             trial.set_user_attr("fail_reason", str(exc)[:500])
+            trial.set_user_attr("judge_failures", int(exc.judge_failures))
             trial.set_user_attr("elapsed_s", round(time.perf_counter() - t0, 3))
             trial.set_user_attr("llm_calls", llm_calls(self.runner) - calls0)
             self.last = TrialOutcome(**outcome, error=str(exc), elapsed_s=time.perf_counter() - t0,
@@ -389,6 +392,7 @@ def _record_eval(trial: Any, ev: CandidateEval) -> None:
     trial.set_user_attr("selection_mean", round(ev.selection_mean, 4))
     trial.set_user_attr("selection_bias", round(ev.selection_bias, 4))
     trial.set_user_attr("rescored", all(s.rescored for s in ev.scores) if ev.scores else False)
+    trial.set_user_attr("judge_failures", ev.judge_failures)  # judge replies that could not be read, all tasks
 
 
 def make_objective(exp: ExperimentConfig, runner: Runner, tasks: Sequence[Task] | None = None, **kwargs: Any) -> Objective:

@@ -5,8 +5,12 @@ test or bench doubles construct it directly. Nothing across the seam is read wit
 
 Two scores are kept apart. `selection_score` is the wiggum loop's best round: that round was *chosen* by the
 judge sample that scored it, so it is inflated by selection (a winner's curse). `score` is the objective: the
-kept text re-scored by judge samples independent of that choice (see harness.agent, wiggum.verify). With a
-greedy judge (evaluator.temperature 0) a re-score is the same sample, so none is made and `rescored` is False.
+kept text re-scored by judge samples independent of that choice (see harness.agent, wiggum.verify: a sampled
+judgement even when the loop's judge is greedy); `rescored` is False only with evaluator.rescore off.
+
+A run whose judged score is missing (the judge's reply could not be read, after its retry) is a failed task, never
+a score on another scale; `judge_failures` counts the judge replies that could not be read in the run (the run
+record's field of that name, 0 when none), failed or not.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ class TaskOutcome:
     error: str | None = None
     smoke: bool = False
     rescored: bool = False  # score comes from an independent judge sample
+    judge_failures: int = 0  # judge replies that could not be read in this run (re-asked ones included)
     trace_path: str | None = None  # the run's Chrome trace file (harness.logger.Tracer.write)
     context_trace_path: str | None = None  # the Chrome trace of the reused context's preparation (Prepared.trace_path)
 
@@ -72,6 +77,8 @@ class TaskOutcome:
             raise ValueError("TaskOutcome with status 'ok' needs a numeric score")
         object.__setattr__(self, "dimensions", dict(self.dimensions))
         object.__setattr__(self, "weaknesses", tuple(self.weaknesses))
+        if isinstance(self.judge_failures, bool) or not isinstance(self.judge_failures, int) or self.judge_failures < 0:
+            raise ValueError(f"TaskOutcome.judge_failures must be an int >= 0, got {self.judge_failures!r}")
         if self.selection_score is None and self.score is not None:
             object.__setattr__(self, "selection_score", float(self.score))
 
@@ -101,14 +108,18 @@ def dimensions_of(evaluation: Any) -> dict[str, float]:
 
 
 def outcome_from_result(result: Any) -> TaskOutcome:
-    """A harness.agent.RunResult -> TaskOutcome. A failed run, or one without a score, is status failed."""
+    """A harness.agent.RunResult -> TaskOutcome. A failed run, or one without a score (a judged score missing
+    because the judge's reply could not be read), is status failed."""
     record = result.record or {}
     usage = Usage.from_record(record)
     base = dict(usage=usage, output_text=result.output_text or "", output_path=result.output_path,
-                smoke=bool(result.smoke), trace_path=result.trace_path)
+                smoke=bool(result.smoke), trace_path=result.trace_path,
+                judge_failures=int(record.get("judge_failures") or 0))
     if result.status != OK:
         return TaskOutcome.failed(result.error or result.status, **base)
     ev = result.evaluation
+    if ev is not None and ev.composite is None and ev.fallback:
+        return TaskOutcome.failed(f"the judged score is missing: {ev.fallback}", **base)
     if ev is None or ev.composite is None or math.isnan(float(ev.composite)):
         return TaskOutcome.failed("the run finished without an evaluation score", **base)
     rubric = ev.rubric
@@ -116,7 +127,7 @@ def outcome_from_result(result: Any) -> TaskOutcome:
     return TaskOutcome(
         status=OK,
         score=float(ev.composite),
-        selection_score=float(wig.best_score) if wig is not None else float(ev.composite),
+        selection_score=float(wig.best_score) if wig is not None and wig.best_score is not None else None,
         dimensions=dimensions_of(ev),
         judge_sd=float(rubric.judge_sd or 0.0) if rubric is not None else 0.0,
         feedback=str(ev.feedback or ""),

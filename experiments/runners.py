@@ -203,10 +203,13 @@ class HarnessRunner:
                       cached_calls=sum(int(u["cached"]) for u in used))
         self._count(usage.uncached_calls)
         rubric = ev.rubric
+        if ev.composite is None:  # the judge's reply could not be read: a missing score, never another scale
+            return TaskOutcome.failed(f"the judged score is missing: {ev.fallback}", usage=usage,
+                                      output_text=output_text, smoke=self.smoke, judge_failures=ev.judge_failures)
         return TaskOutcome(status="ok", score=float(ev.composite), dimensions=dimensions_of(ev),
                            judge_sd=float(rubric.judge_sd or 0.0) if rubric is not None else 0.0,
                            feedback=str(ev.feedback or ""), weaknesses=tuple(ev.weaknesses or ()), usage=usage,
-                           output_text=output_text, smoke=self.smoke, rescored=True)
+                           output_text=output_text, smoke=self.smoke, rescored=True, judge_failures=ev.judge_failures)
 
     def run(self, task: Any, *, seed: int, run_id: str, output_name: str) -> FullRun:
         """One full harness run of a benchmark task with the config's own instructions: prepare + finish under one
@@ -267,7 +270,8 @@ class HarnessCells:
         run = runner.run(task, seed=seed, run_id=run_id, output_name=f"{task.id}-r{replication}-{label}.md")
         wall = time.perf_counter() - t0
         out = run.outcome
-        meta: dict[str, Any] = {"run_id": run_id, "blind_label": label, "smoke": runner.smoke}
+        meta: dict[str, Any] = {"run_id": run_id, "blind_label": label, "smoke": runner.smoke,
+                                "judge_failures": out.judge_failures}  # unreadable judge replies (run record's)
         if run.prepared is None:
             return {"status": "failed", "error": out.error, "meta": {**meta, "trace": out.trace_path}}
         plan = run.prepared.plan

@@ -99,7 +99,8 @@ class SweepSummary:
     promoted_instructions: dict[str, str] = field(default_factory=dict)
     failed_out: bool = False  # stopped because too many trials failed: the CLI exits non-zero
     selection_bias: float | None = None  # mean over evaluated trials of (wiggum best - independent re-score)
-    rescored: bool = False  # trial values are independent re-scores (a sampling judge)
+    rescored: bool = False  # trial values are independent re-scores (a sampled judgement of each kept text)
+    judge_failures: int = 0  # judge replies that could not be read, summed over the trials (user attr judge_failures)
     underpowered: str | None = None  # why this design cannot promote (run anyway: sweep.allow_underpowered)
     label: str | None = None  # experiments.calibration_store.run_label: the embedded model file, smoke or calibrated
     noise_source: str = ""  # where sigma came from: a stored calibration, or this study's baseline repeats
@@ -163,12 +164,15 @@ def format_sweep(s: SweepSummary) -> str:
         lines.append(f"context reuse: saves {s.contexts['prepare_calls_train']} planning/research LLM calls per trial "
                      f"(counted when the train contexts were prepared)")
     lines.append(f"controls: reuse_context={s.controls.get('reuse_context')} memory_frozen={s.controls.get('memory_frozen')}")
-    if s.selection_bias is not None:
-        how = ("trial values are independent re-scores of each kept text" if s.rescored else
-               "greedy judge (evaluator.temperature 0): a re-score would be the same sample, so trial values are the "
-               "loop's own scores")
+    if s.selection_bias is not None and s.rescored:
         lines.append(f"selection bias (wiggum best round - trial value), mean over trials: "
-                     f"{num(s.selection_bias, signed=True)}; {how}")
+                     f"{num(s.selection_bias, signed=True)}; trial values are independent re-scores of each kept text "
+                     f"(a judge sample apart from the one that chose the round)")
+    elif s.selection_bias is not None:
+        lines.append("selection bias (wiggum best round - trial value): not measured (evaluator.rescore=false): trial "
+                     "values are the loop's own best-round scores, flattered by the choice of that round")
+    lines.append(f"judge failures: {s.judge_failures} judge replies could not be read over the trials (a task whose "
+                 f"judged score stayed missing failed its trial)")
     lines.append(f"elapsed: {hms(s.elapsed_s)}")
     lines.append("best instruction:")
     for tt, text in sorted(s.best_instructions.items()):

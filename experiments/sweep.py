@@ -394,6 +394,7 @@ class Sweep(SplitRuns):
             best_scores=best_scores, mlflow_url=self.tracker.ui_url(), promoted_instructions=promoted_instr,
             selection_bias=(statistics.fmean(t.user_attrs["selection_bias"] for t in evaluated) if evaluated else None),
             rescored=bool(evaluated) and all(t.user_attrs.get("rescored") for t in evaluated),
+            judge_failures=sum(int(t.user_attrs.get("judge_failures") or 0) for t in trials),
             noise_source=self.noise_note,
             underpowered=sweep_design_problem(exp),
             label=run_label(self.runner.identity(), self.calibration),

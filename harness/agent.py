@@ -271,7 +271,7 @@ class Harness:
         from harness.panel import run_panel
         from harness.security import safe_output_path, unsourced_urls
         from harness.synthesis import instruction_for, instruction_provenance, synthesize
-        from harness.wiggum import RESCORE_SEED_OFFSET, rescore_samples, wiggum_loop
+        from harness.wiggum import RESCORE_SEED_OFFSET, rescore_config, rescore_samples, wiggum_loop
 
         cfg, roles, plan, research = self.cfg, self.roles, prepared.plan, prepared.research
         tracer = current_tracer()
@@ -303,11 +303,14 @@ class Harness:
         state["output_path"] = str(out_path)
 
         evaluations: dict[str, Any] = {}
+        judged: list[Any] = state.setdefault("judged", [])  # every Evaluation made: the record's judge_failures
 
-        def _judge(text: str, seed: int):
-            return evaluate(task, text, roles.evaluator, cfg.evaluator, expected_count=expected,
-                            required_terms=tuple(criteria.get("required_terms", ())), sources=research.sources,
-                            task_type=plan.task_type, seed=seed)
+        def _judge(text: str, seed: int, evaluator_cfg=cfg.evaluator):
+            ev = evaluate(task, text, roles.evaluator, evaluator_cfg, expected_count=expected,
+                          required_terms=tuple(criteria.get("required_terms", ())), sources=research.sources,
+                          task_type=plan.task_type, seed=seed)
+            judged.append(ev)
+            return ev
 
         def _evaluate(text: str):
             if text not in evaluations:
@@ -323,10 +326,12 @@ class Harness:
             evaluation = wig.best_evaluation or _evaluate(text)
             if rescore_samples(cfg.evaluator):
                 # verify: the kept round was chosen by the judge sample that scored it; score it again with
-                # seeds of its own so the run's score is not inflated by that choice
+                # seeds of its own (a sampled judgement even when the loop's judge is greedy) so the run's score
+                # is not inflated by that choice. Its judged score missing, the run's score is missing.
                 with tracer.span("wiggum.verify", cat="round") as span:
-                    evaluation = _judge(text, cfg.seed + RESCORE_SEED_OFFSET)
-                    span.update(score=round(evaluation.composite, 4), selection_score=round(wig.best_score, 4))
+                    evaluation = _judge(text, cfg.seed + RESCORE_SEED_OFFSET, rescore_config(cfg.evaluator))
+                    span.update(score=_rounded(evaluation.composite), selection_score=_rounded(wig.best_score),
+                                temperature=rescore_config(cfg.evaluator).temperature)
                 state["rescored"] = True
 
         panel: tuple = ()
@@ -413,6 +418,9 @@ class Harness:
             "output_path": result.output_path or state.get("output_path"),
             "memory_stored": state.get("memory_stored", False),
             "unsourced_urls": state.get("unsourced_urls", []),  # URLs in the output that no gathered source has
+            # judge replies that could not be read in this run (every round, the verify re-score, retries): an A/B
+            # refuses arms that differ in them; 0 when none, or no judge ran
+            "judge_failures": sum(int(e.judge_failures) for e in state.get("judged", ())),
             "trace": str(trace_path),
         }
         if ev is not None:
@@ -427,16 +435,23 @@ class Harness:
                     "parser": rubric.parser,
                 },
                 "deterministic": ev.deterministic,
+                "missing": getattr(ev, "fallback", None) if ev.composite is None else None,  # why no score
             }
         if result.wiggum is not None:
             w = result.wiggum
             record["wiggum"] = w.to_dict()
             record["wiggum"]["rescored"] = bool(state.get("rescored", False))
-            if ev is not None:  # the loop's own best (selection) vs the run's score (independent when rescored)
-                record["wiggum"]["selection_bias"] = round(w.best_score - ev.composite, 4)
+            # the loop's own best (selection) vs the run's score (independent when rescored); None when either
+            # judged score is missing
+            record["wiggum"]["selection_bias"] = (round(w.best_score - ev.composite, 4) if ev is not None
+                                                  and ev.composite is not None and w.best_score is not None else None)
         if extra:
             record.update(extra)
         return record
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
 
 
 class _Timed:

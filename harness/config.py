@@ -158,9 +158,13 @@ class EvaluatorConfig:
     rubric_weight: float = 0.6  # blend = rubric_weight * rubric + (1 - rubric_weight) * deterministic (both 0-10)
     # verify: re-score the wiggum loop's kept text with judge seeds of its own. The loop keeps the round its judge
     # sample scored best, so that sample flatters the kept text (a winner's curse); the re-score does not. Costs
-    # `repeats` judge calls per run when the judge samples (temperature > 0); a greedy judge gives the same sample
-    # whatever the seed, so then no call is made and the record says rescored: false.
+    # `repeats` judge calls per run. A greedy judge (temperature 0) gives the same sample whatever the seed, so its
+    # re-score samples at rescore_temperature instead; false: the run's score is the loop's own (inflated) best.
     rescore: bool = True
+    rescore_temperature: float = 0.7  # the verify re-score's judge temperature when `temperature` is 0
+    # a judge reply that cannot be read is asked again this many times (a new seed, twice the max_tokens); still
+    # unreadable, the judged score is missing (the run fails its task), never the deterministic score alone
+    judge_retries: int = 1
 
 
 @dataclass

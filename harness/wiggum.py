@@ -3,11 +3,14 @@
 Round 1 scores the draft. Below the threshold, the producer revises the best draft so far using the
 evaluator's feedback and weaknesses, and the revision is scored in the next round. The loop stops at PASS, at
 max_rounds, or when a revision call fails; the best-scoring round is kept, so a regressing revision never
-replaces a better earlier draft. Scoring lives in evaluators/ (the ground truth); this module is only the loop.
+replaces a better earlier draft. A round whose judged score is missing (the judge's reply could not be read:
+composite None) never passes and is never kept over a scored round; while no round has a score the draft stays
+the one revised and kept. Scoring lives in evaluators/ (the ground truth); this module is only the loop.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,24 +22,39 @@ from harness.logger import current_tracer
 from harness.security import DataMarker
 from harness.synthesis import strip_fences
 
-__all__ = ["RESCORE_SEED_OFFSET", "WiggumRound", "WiggumResult", "rescore_samples", "revision_messages", "wiggum_loop"]
+__all__ = [
+    "RESCORE_SEED_OFFSET", "WiggumRound", "WiggumResult", "rescore_config", "rescore_samples", "revision_messages",
+    "wiggum_loop",
+]
 
 # Judge seeds of the verify re-score start here: disjoint from the loop's (seed, seed + 1, ... per repeat).
 RESCORE_SEED_OFFSET = 1_000_003
 
 
 def rescore_samples(cfg: EvaluatorConfig) -> bool:
-    """Whether verify re-scores the kept text: rescore on, a judge in the composite, and a judge that samples
-    (temperature > 0; a greedy judge returns the same sample whatever the seed, so a re-score would only repeat
-    the selection score at the cost of a call)."""
-    return bool(cfg.rescore) and cfg.composite != "deterministic" and cfg.temperature > 0
+    """Whether verify re-scores the kept text: rescore on and a judge in the composite. Whatever the loop's judge
+    temperature: the kept round was chosen by the sample that scored it, so that score is flattered (measured in a
+    world where a revision cannot change quality: +0.24 over round one with a greedy judge and no re-score)."""
+    return bool(cfg.rescore) and cfg.composite != "deterministic"
+
+
+def rescore_config(cfg: EvaluatorConfig) -> EvaluatorConfig:
+    """The verify re-score's evaluator config: the loop's, sampling at cfg.rescore_temperature when the loop's
+    judge is greedy (a greedy judge returns the sample that chose the round whatever the seed)."""
+    if cfg.temperature > 0:
+        return cfg
+    temperature = cfg.rescore_temperature
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 < temperature <= 2:
+        raise ValueError(f"evaluator.rescore_temperature must be in (0, 2] when evaluator.temperature is 0, got "
+                         f"{temperature!r}")
+    return dataclasses.replace(cfg, temperature=float(temperature))
 
 
 @dataclass(frozen=True)
 class WiggumRound:
     round: int
     text: str
-    score: float
+    score: float | None  # None: the judged score is missing (the judge's reply could not be read)
     passed: bool
     feedback: str
     weaknesses: tuple[str, ...] = ()
@@ -46,7 +64,7 @@ class WiggumRound:
 @dataclass(frozen=True)
 class WiggumResult:
     best_text: str
-    best_score: float
+    best_score: float | None  # None when no round has a judged score
     best_round: int
     rounds: tuple[WiggumRound, ...]
     passed: bool
@@ -56,7 +74,15 @@ class WiggumResult:
     @property
     def regressed(self) -> bool:
         """A later round scored below the best one (the best was kept)."""
-        return any(r.round > self.best_round and r.score < self.best_score for r in self.rounds)
+        if self.best_score is None:
+            return False
+        return any(r.round > self.best_round and r.score is not None and r.score < self.best_score
+                   for r in self.rounds)
+
+    @property
+    def judge_failures(self) -> int:
+        """Judge replies that could not be read over the loop's rounds (Evaluation.judge_failures)."""
+        return sum(int(getattr(r.evaluation, "judge_failures", 0) or 0) for r in self.rounds)
 
     @property
     def best_evaluation(self) -> Any:
@@ -73,14 +99,16 @@ class WiggumResult:
             "regressed": self.regressed,
             "rounds": [
                 {"round": r.round, "score": r.score, "passed": r.passed, "feedback": r.feedback,
-                 "weaknesses": list(r.weaknesses), "chars": len(r.text)}
+                 "weaknesses": list(r.weaknesses), "chars": len(r.text),
+                 "judge_failures": int(getattr(r.evaluation, "judge_failures", 0) or 0)}
                 for r in self.rounds
             ],
         }
 
 
 def revision_messages(
-    task: str, draft: str, feedback: str, weaknesses: tuple[str, ...], score: float, marker: DataMarker | None = None
+    task: str, draft: str, feedback: str, weaknesses: tuple[str, ...], score: float | None,
+    marker: DataMarker | None = None,
 ) -> list[dict[str, str]]:
     """The producer's revision prompt: the evaluator's feedback and weaknesses, and the draft to improve.
 
@@ -88,6 +116,7 @@ def revision_messages(
     data block of `marker` (default: the one derived from the task), to be revised, never obeyed."""
     marker = marker if marker is not None else DataMarker.for_run(task)
     weak = "\n".join(f"- {w}" for w in weaknesses) if weaknesses else "- (none listed)"
+    shown = f"{score:.1f} / 10" if score is not None else "(none: the reviewer's reply could not be read)"
     system = (
         "You revise a Markdown answer so that it scores higher with a strict reviewer. Fix every weakness the "
         "reviewer names, keep what already works, keep the same format and the number of items the task asks "
@@ -95,18 +124,31 @@ def revision_messages(
     )
     notice = f"{marker.notice()}\n\n" if marker.enabled else ""
     user = (
-        f"# Task\n{task.strip()}\n\n{notice}# Reviewer score\n{score:.1f} / 10\n\n# Reviewer feedback\n"
+        f"# Task\n{task.strip()}\n\n{notice}# Reviewer score\n{shown}\n\n# Reviewer feedback\n"
         f"{feedback.strip()}\n\n# Weaknesses to fix\n{weak}\n\n# Current draft\n{marker.wrap(draft, 'draft')}\n\n"
         "Write the revised answer now."
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def _score(evaluation: Any) -> float:
+def _score(evaluation: Any) -> float | None:
     value = getattr(evaluation, "composite", evaluation)
-    if not isinstance(value, (int, float)):
-        raise TypeError(f"evaluate() must return an Evaluation with a numeric composite, got {value!r}")
+    if value is None:  # the judged score is missing
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"evaluate() must return an Evaluation with a numeric or None composite, got {value!r}")
     return float(value)
+
+
+def _replaces(score: float | None, degenerate: bool, best: WiggumRound, best_degenerate: bool) -> bool:
+    """Whether a round replaces the best so far. A round without a judged score never does; a scored round
+    always replaces an unscored best (a failed judge is never a reason to keep a round); otherwise a degenerate
+    round never does, and a higher score, or a tie with a degenerate best, does."""
+    if score is None:
+        return False
+    if best.score is None:
+        return True
+    return not degenerate and (score > best.score or (score == best.score and best_degenerate))
 
 
 def wiggum_loop(
@@ -153,7 +195,7 @@ def wiggum_loop(
             degenerate = tuple(getattr(evaluation, "degenerate", None) or ())
             if not degenerate and n > 1:
                 degenerate = prompt_echo_reasons(text, prompt=messages)
-            passed = score >= cfg.threshold and not degenerate
+            passed = score is not None and score >= cfg.threshold and not degenerate
             current = WiggumRound(
                 n, text, score, passed,
                 str(getattr(evaluation, "feedback", "") or ""),
@@ -161,9 +203,9 @@ def wiggum_loop(
                 evaluation,
             )
             rounds.append(current)
-            if best is None or (not degenerate and (score > best.score or (score == best.score and best_degenerate))):
+            if best is None or _replaces(score, bool(degenerate), best, best_degenerate):
                 best, best_degenerate = current, bool(degenerate)
-            span.update(score=round(score, 4), passed=passed, best_round=best.round)
+            span.update(score=None if score is None else round(score, 4), passed=passed, best_round=best.round)
             if degenerate:
                 span.update(degenerate=list(degenerate))
             if passed:

@@ -164,15 +164,17 @@ def test_score_rubric_one_repeat_has_zero_sd():
 
 def test_score_rubric_skips_unreadable_repeats_and_reports_weakest_parser():
     fake = FakeLLM([json.dumps(ALL7), "no idea", "relevance: 9, completeness: 9, depth: 9, specificity: 9, structure: 9, grounded: 9"])
-    result = score_rubric(TASK, GOOD, fake, EvaluatorConfig(repeats=3))
-    assert result.parse_failures == 1 and result.parser == "regex"
+    result = score_rubric(TASK, GOOD, fake, EvaluatorConfig(repeats=3, judge_retries=0))
+    assert result.parse_failures == 1 and result.parser == "regex" and result.judge_failures == 1
     assert result.totals == (7.0, None, 9.0)
     assert result.weighted == 8.0 and result.judge_sd == pytest.approx(1.4142, abs=1e-3)
 
 
 def test_score_rubric_garbage_is_failed_not_invented():
-    result = score_rubric(TASK, GOOD, FakeLLM(["I cannot score this.", "Nope"]), EvaluatorConfig(repeats=2))
+    fake = FakeLLM(["I cannot score this.", "Nope", "Still no.", "No."])
+    result = score_rubric(TASK, GOOD, fake, EvaluatorConfig(repeats=2))
     assert result.failed and result.weighted is None and result.parser == "failed" and result.parse_failures == 2
+    assert result.judge_failures == 4 and len(fake.calls) == 4  # each repeat asked twice (judge_retries=1)
     assert result.dimensions == {}
 
 
@@ -265,13 +267,13 @@ def _rubric(weighted):
         ("deterministic", 8.0, 4.0, 0.6, 4.0, False),
         ("blend", 8.0, 4.0, 0.6, 6.4, False),
         ("blend", 8.0, 4.0, 1.0, 8.0, False),
-        ("blend", None, 4.0, 0.6, 4.0, True),
-        ("rubric", None, 4.0, 0.6, 4.0, True),
+        ("blend", None, 4.0, 0.6, None, True),  # an unread judge: missing, never the deterministic score
+        ("rubric", None, 4.0, 0.6, None, True),
     ],
 )
 def test_combine_modes(mode, rubric, det, weight, expected, fallback):
     value, reason = combine(mode, _rubric(rubric), det, weight)
-    assert value == pytest.approx(expected)
+    assert value == (pytest.approx(expected) if expected is not None else None)
     assert (reason is not None) == fallback
 
 
@@ -296,9 +298,12 @@ def test_evaluate_blend_calls_judge_and_records():
     json.dumps(ev.to_dict())
 
 
-def test_evaluate_blend_falls_back_when_judge_unparsed():
-    ev = evaluate(TASK, GOOD, FakeLLM(["garbage"]), EvaluatorConfig(), expected_count=5)
-    assert ev.rubric.failed and ev.composite == ev.deterministic_score and "fell back" in ev.fallback
+def test_evaluate_blend_score_is_missing_when_judge_unparsed():
+    ev = evaluate(TASK, GOOD, FakeLLM(["garbage", "more garbage"]), EvaluatorConfig(), expected_count=5)
+    assert ev.rubric.failed and ev.composite is None and ev.missing and ev.judge_failures == 2
+    assert ev.fallback == "judge reply unreadable (2 unreadable replies): the judged blend score is missing"
+    assert "composite" not in ev.metrics() and ev.to_dict()["composite"] is None
+    assert "concrete names" in ev.feedback or ev.feedback  # the revision still gets deterministic advice
 
 
 def test_evaluate_deterministic_needs_no_model_and_derives_feedback():

@@ -232,12 +232,17 @@ def test_harness_verify_rescores_the_kept_text_with_seeds_of_its_own(tmp_path):
     assert outcome.rescored and outcome.selection_bias == pytest.approx(wig["selection_bias"], abs=1e-3)
 
 
-def test_a_greedy_judge_is_not_asked_again(tmp_path):
+def test_a_greedy_judge_s_kept_text_is_rescored_by_a_sample(tmp_path):
+    """Issue 31 item 7: a greedy judge was not asked again, so the trial value was the sample that chose the round
+    (selection bias printed as +0.000). The verify re-score now samples at evaluator.rescore_temperature."""
     router = _judge_router(9, 3)
     h = make_harness(tmp_path, router, evaluator=EvaluatorConfig(temperature=0.0))
     result = h.run("List 5 best practices for asyncio")
-    assert router.calls["judge"] == 1
-    assert result.record["wiggum"]["rescored"] is False and result.record["wiggum"]["selection_bias"] == 0.0
+    assert router.calls["judge"] == 2
+    judged = [(c.temperature, c.seed) for c in h.roles.evaluator.inner.calls if "strict, fair reviewer" in
+              c.messages[0]["content"]]
+    assert judged == [(0.0, 0), (0.7, 1_000_003)]  # the loop's greedy sample, then a sample of its own
+    assert result.record["wiggum"]["rescored"] is True and result.record["wiggum"]["selection_bias"] > 0
 
 
 # -- 7. typed seam ----------------------------------------------------------------------------------------------
