@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from experiments.benchmark import Task
 from harness.fsio import atomic_write_json
+
+log = logging.getLogger("experiments.context_cache")
 
 
 @dataclass(frozen=True)
@@ -55,14 +58,21 @@ class ContextCache:
         return self.directory / f"{safe}-{context_key(task, self.depends_on)}.json"
 
     def get(self, task: Task) -> Any | None:
+        """The stored context, or None (a miss). A file that does not read back as this task's context (bad JSON,
+        missing keys, another task's record, a shape `load` refuses) is a miss too, logged with its path: the
+        context is prepared again and the file overwritten, never an error folded into a trial."""
         path = self.path_for(task)
         if not path.exists():
             return None
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+            if not isinstance(data, dict) or data.get("task") != task.task or "prepared" not in data:
+                raise ValueError("not this task's context record")
+            return self.load(data["prepared"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            log.warning("context cache %s does not read back (%s: %s); preparing the context again", path,
+                        type(exc).__name__, str(exc)[:120])
             return None
-        return self.load(data["prepared"])
 
     def put(self, task: Task, prepared: Any) -> Path:
         path = self.path_for(task)

@@ -271,6 +271,36 @@ def cache_key(backend: str, model: str, messages: Sequence[Message], schema, tem
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+_REPLY_FIELDS = {"text": str, "prompt_tokens": int, "completion_tokens": int, "latency_s": (int, float), "model": str,
+                 "backend": str}
+
+
+def decode_reply(blob: Any) -> tuple[ChatResult | None, str]:
+    """A stored reply -> (ChatResult marked cached, "") or (None, why it does not read back). The fields with a
+    default (finish_reason, thinking_tokens) may be absent: rows written before they existed lack them."""
+    from dataclasses import fields as dataclass_fields
+
+    optional = {f.name: type(f.default) for f in dataclass_fields(ChatResult) if f.name not in _REPLY_FIELDS}
+    optional.pop("cached", None)
+    try:
+        data = json.loads(blob)
+    except (TypeError, ValueError) as exc:
+        return None, f"not JSON: {exc}"
+    if not isinstance(data, dict):
+        return None, f"a JSON {type(data).__name__}, not an object"
+    missing = sorted(set(_REPLY_FIELDS) - set(data))
+    unknown = sorted(set(data) - set(_REPLY_FIELDS) - set(optional))
+    if missing or unknown:
+        return None, f"fields missing {missing}, unknown {unknown}"
+    for name, value in data.items():
+        want = _REPLY_FIELDS.get(name) or optional[name]
+        if isinstance(value, bool) or not isinstance(value, want) or (isinstance(value, int) and value < 0):
+            return None, f"field {name}={value!r:.40} has the wrong type or sign"
+    if not data["text"].strip():
+        return None, "empty text"  # never cached on purpose (CachedLLM), so never a reply to reuse
+    return replace(ChatResult(**data), cached=True, latency_s=0.0), ""
+
+
 class ResponseCache:
     """SQLite (WAL) store of replies keyed on backend, model, messages, schema and sampling options.
 
@@ -294,15 +324,20 @@ class ResponseCache:
         return self._db.conn()
 
     def get(self, key: str) -> ChatResult | None:
+        """The stored reply, or None (a miss). An entry that does not read back as a reply (bad JSON, missing or
+        unknown fields, wrong types, empty text) is a miss too, logged with the file: the caller asks the model
+        again and `put` overwrites it. A file SQLite cannot read raises StoreError (harness.sqlite_store)."""
         row = self._conn().execute("SELECT result FROM replies WHERE key=?", (key,)).fetchone()
+        result, why = (None, "") if row is None else decode_reply(row[0])
+        if why:
+            log.warning("response cache %s: entry %s does not read back (%s); asking the model again",
+                        self.path, key[:12], why)
         with self._stats_lock:
-            if row is None:
+            if result is None:
                 self.misses += 1
             else:
                 self.hits += 1
-        if row is None:
-            return None
-        return replace(ChatResult(**json.loads(row[0])), cached=True, latency_s=0.0)
+        return result
 
     def put(self, key: str, result: ChatResult) -> None:
         data = {k: v for k, v in result.__dict__.items() if k != "cached"}

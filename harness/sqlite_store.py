@@ -4,18 +4,119 @@ One set-up for all of them: autocommit connections (each statement its own short
 says BEGIN), a 30 s busy timeout, WAL so readers never wait for a writer, synchronous=NORMAL, and the switch into
 WAL retried while another connection holds the lock it needs. Each thread gets its own connection: sqlite3
 connections must not be shared between threads, and worker threads of one sweep share one store object.
+
+A store file SQLite cannot use (damaged pages, not a database, disk I/O, cannot open, read-only, disk full) raises
+StoreError naming the file, from the connection and from every statement and fetch on it, so the run stops there.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import time
 from pathlib import Path
+from typing import Any, Iterator
 
-__all__ = ["BUSY_TIMEOUT_S", "set_wal", "connect", "ThreadLocalSQLite"]
+__all__ = ["BUSY_TIMEOUT_S", "StoreError", "named_faults", "set_wal", "connect", "ThreadLocalSQLite"]
 
 BUSY_TIMEOUT_S = 30.0
+
+# SQLite result codes (the primary code: extended codes carry it in the low byte) that mean the file itself is
+# unusable. Busy/locked waits, constraint and SQL errors are the caller's business and pass unchanged (memory's
+# FTS5 query of user text catches its syntax errors, for one).
+_FAULTS = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN,
+                     sqlite3.SQLITE_READONLY, sqlite3.SQLITE_FULL, sqlite3.SQLITE_PERM})
+
+
+class StoreError(BaseException):
+    """A store file that cannot be used: the message names the file, what SQLite said, and what to do.
+
+    A BaseException, as asyncio's CancelledError is: the handlers that turn a failed run or trial into data
+    (`except Exception`) must not fold a damaged cache or memory into a result that exits 0 (issue 33: a garbled
+    LLM cache counted as one failed candidate). It passes through them to the CLI edge, which prints it as one
+    line and exits 1."""
+
+    def __init__(self, path: str | Path, error: BaseException) -> None:
+        name = getattr(error, "sqlite_errorname", "") or type(error).__name__
+        super().__init__(f"store {path} cannot be used: {error} ({name}); repair or move the file aside (a cache is "
+                         f"rebuilt, memory is not), then run the same command again")
+        self.path = str(path)
+
+
+def is_fault(exc: BaseException) -> bool:
+    """True when exc is an SQLite error that says the file itself is unusable (see _FAULTS)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.Error) and code is not None and (code & 0xFF) in _FAULTS
+
+
+@contextlib.contextmanager
+def named_faults(path: str | Path) -> Iterator[None]:
+    """Re-raise an SQLite error that says the file is unusable as StoreError naming path; others pass unchanged."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        if is_fault(exc):
+            raise StoreError(path, exc) from exc
+        raise
+
+
+class _Cursor(sqlite3.Cursor):
+    """A cursor whose statements and fetches raise StoreError (naming its store's file) on a damaged file: SQLite
+    reads pages lazily, so a garbled page may surface only at a later fetch."""
+
+    def _path(self) -> str:
+        return getattr(self.connection, "store_path", "?")
+
+    def execute(self, *args: Any) -> "_Cursor":
+        with named_faults(self._path()):
+            return super().execute(*args)
+
+    def executemany(self, *args: Any) -> "_Cursor":
+        with named_faults(self._path()):
+            return super().executemany(*args)
+
+    def executescript(self, *args: Any) -> "_Cursor":
+        with named_faults(self._path()):
+            return super().executescript(*args)
+
+    def fetchone(self) -> Any:
+        with named_faults(self._path()):
+            return super().fetchone()
+
+    def fetchmany(self, *args: Any) -> list[Any]:
+        with named_faults(self._path()):
+            return super().fetchmany(*args)
+
+    def fetchall(self) -> list[Any]:
+        with named_faults(self._path()):
+            return super().fetchall()
+
+    def __next__(self) -> Any:
+        with named_faults(self._path()):
+            return super().__next__()
+
+
+class StoreConnection(sqlite3.Connection):
+    """sqlite3.Connection whose statements raise StoreError on a damaged file (Connection.execute runs the statement
+    itself, not through the cursor's execute, so both are wrapped)."""
+
+    store_path = "?"
+
+    def cursor(self, factory: Any = _Cursor) -> Any:
+        return super().cursor(factory)
+
+    def execute(self, *args: Any) -> Any:
+        with named_faults(self.store_path):
+            return super().execute(*args)
+
+    def executemany(self, *args: Any) -> Any:
+        with named_faults(self.store_path):
+            return super().executemany(*args)
+
+    def executescript(self, *args: Any) -> Any:
+        with named_faults(self.store_path):
+            return super().executescript(*args)
 
 
 def set_wal(conn: sqlite3.Connection, attempts: int = 100, pause_s: float = 0.05) -> None:
@@ -33,8 +134,11 @@ def set_wal(conn: sqlite3.Connection, attempts: int = 100, pause_s: float = 0.05
 
 
 def connect(path: str | Path, *, timeout_s: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
-    """An autocommit connection to path with the busy timeout, WAL (retried) and synchronous=NORMAL."""
-    conn = sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
+    """An autocommit connection to path with the busy timeout, WAL (retried) and synchronous=NORMAL; a file SQLite
+    cannot use raises StoreError naming it, here or at any later statement."""
+    with named_faults(path):
+        conn = sqlite3.connect(path, timeout=timeout_s, isolation_level=None, factory=StoreConnection)
+    conn.store_path = str(path)
     try:
         conn.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
         set_wal(conn)
