@@ -14,6 +14,7 @@ import hydra
 from omegaconf import DictConfig
 
 from experiments.config import ConfigError, ExperimentConfig, to_experiment, to_harness_config, validate
+from harness.sqlite_store import StoreError
 
 
 def make_runner(exp: ExperimentConfig) -> Any:
@@ -114,6 +115,9 @@ def cli(cfg: DictConfig) -> None:
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except StoreError as exc:  # a damaged or unwritable store, named: the run stops (harness.sqlite_store)
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
     except KeyboardInterrupt:
         print("interrupted: run the same command again to resume", file=sys.stderr)
         sys.exit(130)

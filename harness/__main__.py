@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from harness.sqlite_store import StoreError
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 # A Hydra override: key=value, +key=value, ++key=value, ~key[=value] (the key may be dotted, e.g. wiggum.max_rounds).
@@ -276,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except StoreError as exc:  # a damaged or unwritable store, named (harness.sqlite_store): the run stops
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except Exception as exc:  # the CLI edge: one line, non-zero exit
         if args.verbose:
             raise
