@@ -526,8 +526,8 @@ def json_for_schema(schema: dict, depth: int = 0) -> Any:
         return int(value) if kind == "integer" else round(value, 1)
     if kind == "boolean":
         return True
-    cap = int(schema.get("maxLength") or 80)
-    return "python asyncio event loop tasks"[:cap]
+    cap = min(int(schema.get("maxLength") or 160), 160)  # models fill their fields: up to 160 characters
+    return " ".join(["python asyncio event loop tasks"] * 6)[:cap].strip()
 
 
 def schema_reply(text: str) -> Callable[[dict], str]:

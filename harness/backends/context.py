@@ -31,11 +31,11 @@ TEMPLATE_TOKENS = 8  # chat-template tokens per message (role markers, separator
 MIN_WORD_SHARE = 0.9  # a reply counting fewer prompt tokens than this share of the prompt's words was cut
 ROUND_TO = 1024  # windows are chosen in steps of 1024 tokens
 
-# The harness's largest prompt per role, in characters, and its max_tokens (harness.config defaults), measured
-# on a compound run (orchestrator steps, memory, research) against the stand-in server: see docs/OLLAMA.md.
-# The producer's largest prompt is the synthesis prompt with a full research context (research.max_context_chars
-# 6000) plus memory, plan and instruction; the evaluator's is the judge prompt holding the producer's output.
-LARGEST_PROMPT_CHARS = {"planner": 6000, "producer": 14000, "evaluator": 9000, "compressor": 9000}
+# The harness's largest prompt per role, in characters, with room to spare over what bench/ollama_truncation.py
+# measured on a compound run (3 steps) whose memory held one earlier run: producer 16,346 characters (the assembly
+# synthesis: step outputs, memory, instruction), judge 6,805, planner 4,188, compressor under 4,200. The assembly
+# grows with orchestrator.max_steps (4) and memory.k (4 observations), hence ~1.5x for the producer.
+LARGEST_PROMPT_CHARS = {"planner": 8000, "producer": 24000, "evaluator": 12000, "compressor": 9000}
 ROLE_MAX_TOKENS = {"planner": 400, "producer": 700, "evaluator": 420, "compressor": 400}
 
 
