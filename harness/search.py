@@ -26,6 +26,7 @@ import sqlite3
 import sys
 import threading
 import time
+import urllib.parse
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Protocol, Sequence, runtime_checkable
@@ -378,7 +379,9 @@ class LocalCorpusProvider:
         out: list[SearchResult] = []
         seen: set[str] = set()
         try:
-            with contextlib.closing(sqlite3.connect(f"file:{self.index_path}?mode=ro", uri=True, timeout=30)) as conn:
+            # a URI: '#', '?' and '%' in the folder's name are quoted, or SQLite opens another (empty) file
+            uri = f"file:{urllib.parse.quote(str(self.index_path.resolve()))}?mode=ro"
+            with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=30)) as conn:
                 for op in ("AND", "OR"):
                     rows = conn.execute(
                         "SELECT title, url, body, bm25(passages, 8.0, 1.0) AS score FROM passages "
@@ -471,6 +474,8 @@ class CachedSearch:
 # -- fallback --------------------------------------------------------------------------------------------
 
 _DOWN: dict[str, str] = {}  # primary provider name -> first failure reason, for the rest of the process
+_UP: set[str] = set()  # primaries that answered once: later calls need not wait for the decision
+_DECIDING: dict[str, threading.Lock] = {}  # one first call per primary; concurrent first calls wait for it
 _DOWN_LOCK = threading.Lock()
 
 
@@ -478,6 +483,7 @@ def reset_degradation() -> None:
     """Forget recorded primary failures (tests; or a long-running process that wants to retry the web)."""
     with _DOWN_LOCK:
         _DOWN.clear()
+        _UP.clear()
 
 
 class FallbackSearch:
@@ -506,24 +512,45 @@ class FallbackSearch:
     def last_degraded(self, value: bool) -> None:
         self._last.degraded = bool(value)
 
-    def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
+    def _primary(self, query: str, max_results: int) -> tuple[list[SearchResult] | None, str | None]:
+        """(results, None) or (None, why it is down). Decided once per process: until the primary has answered
+        once, its calls go one at a time, so the contexts a sweep prepares at once do not each pay (and log)
+        the offline failure; the first failure is logged in one line and every later call skips the primary."""
+        name = self.primary.name
         with _DOWN_LOCK:
-            down = _DOWN.get(self.primary.name)
-        if down is None:
+            down, up = _DOWN.get(name), name in _UP
+            deciding = _DECIDING.setdefault(name, threading.Lock())
+        if down is not None:
+            return None, down
+        with contextlib.nullcontext() if up else deciding:
+            with _DOWN_LOCK:
+                down = _DOWN.get(name)
+            if down is not None:
+                return None, down
             try:
                 results = self.primary.search(query, max_results)
             except Exception as exc:
-                reason = str(exc) if str(exc).startswith(self.primary.name) else f"{self.primary.name}: {type(exc).__name__}: {exc}"
+                text = (str(exc).splitlines() or [""])[0]
+                reason = (text if text.startswith(name) else f"{name}: {type(exc).__name__}: {text}")[:300]
                 with _DOWN_LOCK:
-                    _DOWN.setdefault(self.primary.name, reason[:300])
-                down = reason[:300]
-                log.warning("search degraded to %s: %s", self.fallback.name, down)
-            else:
-                if results:
-                    self.last_degraded = False
-                    return results
-                self.degraded_reason = self.degraded_reason or f"{self.primary.name}: no results for {query[:80]!r}"
-        if down is not None:
+                    first = name not in _DOWN
+                    down = _DOWN.setdefault(name, reason)
+                if first:
+                    log.warning("search: %s unavailable, using %s for the rest of this process (%s)", name,
+                                self.fallback.name, down[:160])
+                return None, down
+            with _DOWN_LOCK:
+                _UP.add(name)
+            return results, None
+
+    def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
+        results, down = self._primary(query, max_results)
+        if results:
+            self.last_degraded = False
+            return results
+        if down is None:
+            self.degraded_reason = self.degraded_reason or f"{self.primary.name}: no results for {query[:80]!r}"
+        else:
             self.degraded_reason = down
         self.last_degraded = True
         with self._calls_lock:
