@@ -189,6 +189,7 @@ class Evidence:
     # tasks when the rule gave none)
     backend: Mapping[str, Any]  # the runner's identity: role -> backend, model, file, ...
     fingerprint: Mapping[str, Any]  # the study's pinned objective fingerprint
+    holdout_test: str = ""  # what the holdout p answers (experiments.promotion: over tasks, at the look's level)
 
     def tags(self) -> dict[str, str]:
         roles = sorted(self.backend)
@@ -198,7 +199,10 @@ class Evidence:
                 "models": " ".join(f"{r}={self.backend[r].get('model')}" for r in roles),
                 "study_fingerprint": _digest(self.fingerprint),
                 "fingerprint_json": json.dumps(self.fingerprint, sort_keys=True, default=str),
-                "train_p_value": _num(self.train_p), "holdout_p_value": _num(self.holdout_p)}
+                "train_p_value": _num(self.train_p), "holdout_p_value": _num(self.holdout_p),
+                # the train p is a filter's: the best of the candidates compared, not corrected for that choice
+                "train_p_value_kind": "filter (uncorrected for the number of candidates compared)",
+                "holdout_test": self.holdout_test}
         for sc in (self.train, self.holdout):
             tags |= {f"{sc.split}_n": str(sc.n), f"{sc.split}_mean": _num(sc.mean), f"{sc.split}_ci": _ci(sc.ci),
                      f"{sc.split}_baseline_mean": _num(sc.baseline_mean), f"{sc.split}_diff": _num(sc.diff),
@@ -221,7 +225,10 @@ def sweep_evidence(study: Any, trial: Any, row: Any, ref: Mapping[str, float], b
         row.train.p_value if row.train is not None else None,
         row.holdout_p if row.holdout_p is not None
         else compare(cand, base, floor=0.0, alpha=1.0).p_value if cand and base else None,
-        dict(backend), dict(study.user_attrs.get("fingerprint", {})))
+        dict(backend), dict(study.user_attrs.get("fingerprint", {})),
+        f"{row.holdout_rule or 'none'}: one-sided paired t over {row.holdout_n} holdout tasks at level "
+        f"{_num(row.holdout_level)} (this look's share of the study's alpha)" if row.holdout_rule == "tasks"
+        else f"{row.holdout_rule or 'none'} (fixed-task statement)")
 
 
 class SweepRegistry:

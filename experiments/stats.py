@@ -166,6 +166,14 @@ class Comparison:
                 why.append(f"n={self.n} tasks cannot reach alpha (smallest possible p={self.min_possible_p:.4f})")
         return "not an improvement: " + "; ".join(why)
 
+    def filter_reason(self, candidates: int) -> str:
+        """The same decision worded as the filter it is when the candidate is the best of `candidates` compared:
+        its p is one test's, not corrected for choosing the best (issue 36), so it claims nothing alone."""
+        chose = (f"the best of {candidates} candidates, p not corrected for that choice"
+                 if candidates > 1 else "one candidate")
+        verdict = ("passes: " if self.claimed else "does not pass: ") + self.reason.split(": ", 1)[1]
+        return f"{verdict} ({chose}; a filter for the holdout test, not a claim)"
+
 
 # -- tests and estimators -----------------------------------------------------------------------------------------
 

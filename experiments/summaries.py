@@ -106,6 +106,9 @@ class SweepSummary:
     noise_source: str = ""  # where sigma came from: a stored calibration, or this study's baseline repeats
     registry: str = ""  # the Prompt Registry after promotion, or what was not registered and why (one line)
     best_runs: int = 1  # train runs behind best_value (2 when the final race re-ran it)
+    train_candidates: int = 1  # candidates the best was chosen from (the train line is a filter over them)
+    holdout_look: str = ""  # experiments.holdout_looks.Look.line: this conclusion's share of the study's alpha
+    confirmable: str = ""  # what effect this design could have confirmed (experiments.power.design_power_line)
 
 
 def format_sweep(s: SweepSummary) -> str:
@@ -133,7 +136,7 @@ def format_sweep(s: SweepSummary) -> str:
         lines.append(f"best trial: #{s.best_trial} ({s.best_operator}) train mean {num(s.best_value)}"
                      + (f" (mean of {s.best_runs} runs: the final race)" if s.best_runs > 1 else ""))
         if s.best_comparison is not None:
-            lines.append(f"best vs baseline (train): {s.best_comparison.reason}")
+            lines.append(f"best vs baseline (train filter): {s.best_comparison.filter_reason(s.train_candidates)}")
     else:
         lines.append("best trial: none beyond the baseline")
     if s.best_scores:
@@ -149,8 +152,17 @@ def format_sweep(s: SweepSummary) -> str:
         lines.append(
             f"holdout trial #{row.trial} ({row.operator}, {row.hash}): train {num(row.train_mean)} holdout "
             f"{num(row.holdout_mean)} diff {num(row.holdout_diff, signed=True)}{holdout_test_text(row)} "
-            f"{'WINS' if row.wins else 'does not win'}" + (f" error: {row.error}" if row.error else "")
+            f"{('HOLDS ON THESE TASKS' if row.fixed_task else 'WINS') if row.wins else 'does not win'}"
+            + (f" error: {row.error}" if row.error else "")
         )
+    if s.holdout_look:
+        lines.append(s.holdout_look)
+    if any(r.fixed_task for r in s.holdout):
+        lines.append("holdout rule is a fixed-task statement (sweep.holdout_test=bound|floor): it says whether these "
+                     "holdout tasks as they are scored above run noise, not whether tasks like them gain; it promotes "
+                     "nothing (sweep.holdout_test=tasks does)")
+    if s.confirmable:
+        lines.append(s.confirmable)
     if s.promoted:
         lines.append(f"PROMOTED: trial #{s.promoted_trial} (hash {s.promoted_hash})")
     else:
@@ -196,14 +208,21 @@ def format_sweep(s: SweepSummary) -> str:
 
 def holdout_test_text(row: HoldoutRow) -> str:
     """What the holdout test saw: runs (candidate/baseline), SE, and the p against its Holm level or the floor."""
-    if row.holdout_se is None:
+    if row.holdout_se is None and row.holdout_p is None:
+        if row.holdout_rule == "tasks" or (row.holdout_n and row.holdout_n < 2):
+            return f" [runs {row.runs[0]}/{row.runs[1]}, {row.holdout_n} holdout task(s): nothing measured]"
         return ""
-    text = f" [runs {row.runs[0]}/{row.runs[1]}, se {num(row.holdout_se)}"
+    se = f", se {num(row.holdout_se)}" if row.holdout_se is not None else ", se not measured"
+    text = f" [runs {row.runs[0]}/{row.runs[1]}{se}"
+    if row.holdout_rule == "tasks" or (not row.holdout_rule and row.holdout_df is not None
+                                       and row.holdout_df == row.holdout_n - 1):
+        text = f" [over {row.holdout_n} tasks (paired t, {row.holdout_df} df), runs {row.runs[0]}/{row.runs[1]}{se}"
     if row.holdout_level is None:  # not in the family: the train comparison did not claim
-        return text + f", p {pval(row.holdout_p)}; not tested: no train claim]"
+        return text + f", p {pval(row.holdout_p)}; not tested: did not pass the train filter]"
     if row.holdout_rule == "floor":
-        return text + f", floor {num(row.holdout_level)}]"
-    return text + f", one-sided p {pval(row.holdout_p)} vs Holm level {num(row.holdout_level, fmt='.4f')}]"
+        return text + f", floor {num(row.holdout_level)}; fixed-task statement]"
+    fixed = "; fixed-task statement" if row.fixed_task else ""
+    return text + f", one-sided p {pval(row.holdout_p)} vs Holm level {num(row.holdout_level, fmt='.4f')}{fixed}]"
 
 
 def synth_yaml(exp: ExperimentConfig, instructions: Mapping[str, str], s: SweepSummary) -> str:

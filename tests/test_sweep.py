@@ -131,11 +131,13 @@ def test_holdout_repeats_run_once_each_average_per_task_and_feed_the_bound(make_
     assert row.runs == (2, 3) and row.holdout_rule == "bound" and row.holdout_p is not None
     # sigma pooled: the noise floor's runs and the holdout's own repeats (both texts)
     cand_runs = [study.user_attrs["holdout"][row.hash], *study.user_attrs["holdout_repeats"][row.hash].values()]
-    test = HoldoutTest.of(s.noise, alpha=0.05).pooled([HoldoutScores.of_runs(runs), HoldoutScores.of_runs(cand_runs)])
+    test = HoldoutTest.of(s.noise, alpha=0.05, rule="bound").pooled([HoldoutScores.of_runs(runs),
+                                                                    HoldoutScores.of_runs(cand_runs)])
     assert test.df == 8 * (2 - 1) + 4 * (3 - 1) + 4 * (2 - 1) and test.sigma != s.noise.sigma
     assert row.holdout_se == pytest.approx(test.sigma * ((1 / 2 + 1 / 3) / 4) ** 0.5)
-    assert s.promoted and row.wins  # the scripted tool edit (+1.5) on 4 tasks is far past the bound
-    assert any("[runs 2/3, se " in line and "vs Holm level 0.0500]" in line for line in lines)
+    # the scripted tool edit (+1.5) on 4 tasks is far past the bound, but "bound" is a fixed-task statement
+    assert not s.promoted and row.wins and row.fixed_task
+    assert any("[runs 2/3, se " in line and "vs Holm level 0.0500; fixed-task statement]" in line for line in lines)
     runner2 = ScriptedRunner(load_tasks(exp.benchmark))
     again, _ = _sweep(exp, runner2)
     assert not any("-holdout-" in rid for rid in runner2.run_ids)  # resumed: every holdout run was stored
