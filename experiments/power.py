@@ -4,9 +4,11 @@ Minimum detectable effect (MDE) and tasks needed are computed by simulation, not
 d_i = effect + sd_diff * z_i with z_i standard normal (common random numbers across effects, numpy seed 0,
 calibrate.sims samples), tested as the design's decision rule does it. The sweep's rule (experiments.stats.compare)
 is a one-sided Wilcoxon p < alpha AND a mean difference above the noise floor (stats.FLOOR_SE = 2 standard
-errors); the A/B's is a two-sided test (ab.test) in the right direction. The MDE is the smallest effect detected
-with probability `power` (bisection); it scales with sd_diff (both tests are scale-free), so one unit MDE per
-(n, test, alpha) serves all. The Wilcoxon decisions are experiments.stats.wilcoxon_reject: the decisions of
+errors); the A/B's is a two-sided test (ab.test) in the right direction AND a mean difference that reaches the
+pre-registered minimum effect (Design.min_mean: the verdict's own condition, so a true effect equal to it is
+detected at most half the time). The MDE is the smallest effect detected with probability `power` (bisection);
+it scales with sd_diff (both tests are scale-free; min_mean is scaled with it), so one unit MDE per
+(n, test, alpha, min_mean / sd_diff) serves all. The Wilcoxon decisions are experiments.stats.wilcoxon_reject: the decisions of
 stats.wilcoxon_test, asked only at the rejection boundary of W+ (scipy's vectorised exact test over 4000 runs took
 0.06-0.13 s per call, 3x the time of a tasks-needed search with this shortcut). sd_diff for a sweep that reads a
 calibration is sigma * sqrt(2) (candidate run vs one baseline run: the sweep skips its repeats); for an A/B with
@@ -75,6 +77,7 @@ class Design:
 
     sd_diff: SD of one task's difference from noise alone. floor_se: the mean difference must also exceed this
     many standard errors (sd_diff / sqrt(n)): 2 for the sweep's noise floor, 0 for an A/B.
+    min_mean: the mean difference must also reach this absolute value (an A/B's pre-registered min_effect).
     sigma_df: when sd_diff is an estimate with this many degrees of freedom (a calibration's), the power is the
     predictive one: averaged over the true sd that estimate allows (sd_diff * sqrt(df / chi2_df) per simulated
     run), with the floor fixed where the estimate puts it. None: sd_diff is taken as known.
@@ -89,6 +92,7 @@ class Design:
     floor_se: float = 0.0
     sigma_df: int | None = None
     effect_cv: float = 0.0  # task-to-task spread of the true effect, relative to it (module docstring)
+    min_mean: float = 0.0  # the mean difference must reach this too (the A/B verdict's min_effect)
 
     @property
     def floor(self) -> float:
@@ -97,6 +101,7 @@ class Design:
     def describe(self) -> str:
         side = "one-sided" if self.alternative == "greater" else "two-sided"
         floor = f" and mean > floor ({self.floor_se:g} SE)" if self.floor_se else ""
+        floor += f" and mean >= min_effect {self.min_mean:g}" if self.min_mean else ""
         spread = f", effect spread {self.effect_cv:.2f}x across tasks" if self.effect_cv else ""
         return f"{self.n} tasks, {side} {self.test}{floor}, sd_diff {self.sd_diff:.3f}{spread}"
 
@@ -132,19 +137,21 @@ def detection_rate(design: Design, effect: float, *, sims: int = 4000, seed: int
         hit = wilcoxon_reject(d, design.alpha, alternative=design.alternative)
     mean = d.mean(axis=1)
     hit &= mean > (design.floor if design.floor_se else 0.0)
+    if design.min_mean:
+        hit &= mean >= design.min_mean
     return float(hit.mean())
 
 
 @functools.lru_cache(maxsize=256)
 def _unit_mde(n: int, alpha: float, alternative: str, test: str, floor_se: float, power: float, sims: int,
-              sigma_df: int | None = None, effect_cv: float = 0.0) -> float:
-    """MDE in units of sd_diff (both tests are scale-free, so MDE = sd_diff * this)."""
+              sigma_df: int | None = None, effect_cv: float = 0.0, min_mean: float = 0.0) -> float:
+    """MDE in units of sd_diff (both tests are scale-free, so MDE = sd_diff * this; min_mean in the same units)."""
     if n < 1 or min_attainable_p(n, test=test, alternative=alternative) >= alpha:
         return float("inf")
-    unit = Design("unit", n, 1.0, alpha, alternative, test, floor_se, sigma_df, effect_cv)
+    unit = Design("unit", n, 1.0, alpha, alternative, test, floor_se, sigma_df, effect_cv, min_mean)
     if effect_cv and detection_rate(unit, 1e6, sims=sims) < power:  # the ceiling: noise negligible, spread not
         return float("inf")
-    lo, hi = 0.0, (4.0 + floor_se) / math.sqrt(n)
+    lo, hi = 0.0, (4.0 + floor_se) / math.sqrt(n) + min_mean
     for _ in range(40):
         if detection_rate(unit, hi, sims=sims) >= power:
             break
@@ -162,14 +169,19 @@ def _unit_mde(n: int, alpha: float, alternative: str, test: str, floor_se: float
 
 def mde(design: Design, *, power: float = 0.8, sims: int = 4000) -> float:
     """The smallest effect detected with probability `power` (inf when the test cannot reach alpha)."""
+    if design.min_mean and design.sd_diff <= 0:  # no noise: every effect that reaches min_mean is detected
+        u = _unit_mde(design.n, design.alpha, design.alternative, design.test, 0.0, power, sims)
+        return design.min_mean if math.isfinite(u) else float("inf")
     u = _unit_mde(design.n, design.alpha, design.alternative, design.test, design.floor_se, power, sims,
-                  design.sigma_df, design.effect_cv)
+                  design.sigma_df, design.effect_cv, design.min_mean / design.sd_diff if design.min_mean else 0.0)
     return u * design.sd_diff if math.isfinite(u) else float("inf")
 
 
 def tasks_for_effect(design: Design, effect: float, *, power: float = 0.8, sims: int = 4000,
                      max_n: int = MAX_TASKS) -> int | None:
     """The fewest tasks with which `effect` is detected with probability `power` (None: more than max_n)."""
+    if design.min_mean and effect <= design.min_mean and power > 0.5:  # the mean reaches it half the time at best
+        return None
     if design.sd_diff <= 0:
         return tasks_needed(design.alpha, test=design.test, alternative=design.alternative)
 
@@ -200,19 +212,37 @@ def sweep_design(sigma: float, n_train: int, *, alpha: float, baseline_runs: int
                   "wilcoxon", FLOOR_SE)
 
 
-def ab_design(sigma: float, n: int, *, alpha: float, replications: int, test: str) -> Design:
-    """An A/B's primary test: per-task means of `replications` runs per arm, two-sided, in the right direction."""
-    return Design("ab", n, sigma * math.sqrt(2.0 / max(replications, 1)), alpha, "two-sided", test, 0.0)
+def ab_design(sigma: float, n: int, *, alpha: float, replications: int, test: str, min_effect: float = 0.0) -> Design:
+    """An A/B's verdict 'supported' (experiments.verdict): per-task means of `replications` runs per arm, the
+    two-sided test significant in the right direction AND the mean difference reaching min_effect."""
+    return Design("ab", n, sigma * math.sqrt(2.0 / max(replications, 1)), alpha, "two-sided", test, 0.0,
+                  min_mean=min_effect)
 
 
 def replications_for_effect(sigma: float, n: int, effect: float, *, alpha: float, test: str, power: float = 0.8,
-                            sims: int = 4000, max_reps: int = 1000) -> int | None:
-    """The fewest replications per arm for an A/B over n tasks to detect `effect` (None: unreachable)."""
+                            sims: int = 4000, max_reps: int = 1000, min_effect: float = 0.0) -> int | None:
+    """The fewest replications per arm for an A/B over n tasks to detect `effect` (None: unreachable), the mean
+    also reaching min_effect as the verdict requires."""
     u = _unit_mde(n, alpha, "two-sided", test, 0.0, power, sims)
     if not math.isfinite(u):
         return None
-    reps = max(1, math.ceil(2.0 * (sigma * u / effect) ** 2 - 1e-9))
-    return reps if reps <= max_reps else None
+    if not min_effect:
+        reps = max(1, math.ceil(2.0 * (sigma * u / effect) ** 2 - 1e-9))
+        return reps if reps <= max_reps else None
+    if effect <= min_effect and power > 0.5:  # the observed mean reaches min_effect half the time at best
+        return None
+
+    def ok(reps: int) -> bool:  # more replications only shrink the noise, so power grows with them
+        d = ab_design(sigma, n, alpha=alpha, replications=reps, test=test, min_effect=min_effect)
+        return detection_rate(d, effect, sims=sims) >= power
+
+    if not ok(max_reps):
+        return None
+    lo, hi = 0, max_reps  # ok(hi), not ok(lo)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
 
 
 def heterogeneity(diffs: Sequence[float], noise_var: float) -> dict[str, float] | None:

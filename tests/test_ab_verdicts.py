@@ -377,3 +377,64 @@ def test_a_ledger_without_judge_failures_counts_none(tmp_path):
     result = run_ab(design, prereg, lambda *a: {"status": "ok", "score": 5.0, "judge_failures": -1},
                     ledger_path=tmp_path / "bad.jsonl")
     assert all("judge_failures must be a count" in e["reason"] for e in result.excluded_pairs)
+
+
+# -- (g) issue 31: the A/B's detectable effect is that of its verdict, min_effect included ----------------------
+
+
+def test_the_ab_power_model_is_the_verdicts_rule_at_a_true_effect_equal_to_min_effect():
+    # On 6cbf984 the model said the design detects an effect of min_effect almost surely (ab_design had no
+    # min_effect: P = 1.00) while the verdict called it 'supported' about half the time.
+    from experiments.ab_analysis import paired_stats
+    from experiments.power import ab_design, detection_rate, mde, replications_for_effect
+    from experiments.verdict import verdict
+
+    sigma, n, reps, min_effect = 0.1, 12, 2, 0.3  # sd of one task's diff: 0.1 (per-task means of 2 runs per arm)
+    prereg = Preregistration("B higher", min_effect=min_effect, direction="greater", n_tasks=n, replications=reps)
+    rng = np.random.default_rng(31)
+    base = 5.0 + np.arange(n) / 4
+    worlds = 300
+    supported = 0
+    for _ in range(worlds):  # the real verdict on per-task means whose true difference is exactly min_effect
+        a = base + rng.normal(0, sigma / np.sqrt(reps), n)
+        b = base + min_effect + rng.normal(0, sigma / np.sqrt(reps), n)
+        supported += verdict(prereg, paired_stats(a, b, n_boot=200)) == "supported"
+    observed = supported / worlds
+    design = ab_design(sigma, n, alpha=0.05, replications=reps, test="wilcoxon", min_effect=min_effect)
+    predicted = detection_rate(design, min_effect)
+    assert 0.4 < observed < 0.6 and abs(predicted - observed) < 0.08, (predicted, observed)
+    significance_only = detection_rate(ab_design(sigma, n, alpha=0.05, replications=reps, test="wilcoxon"), min_effect)
+    assert significance_only > 0.99  # what the model said before: the min_effect condition left out
+    m = mde(design, power=0.8, sims=2000)
+    assert min_effect < m < min_effect + 0.1 and "mean >= min_effect 0.3" in design.describe()
+    # replications to detect a target effect: none can make min_effect itself a likely 'supported'
+    assert replications_for_effect(0.5, n, min_effect, alpha=0.05, test="wilcoxon", sims=1000,
+                                   min_effect=min_effect) is None
+    r = replications_for_effect(0.5, n, 0.5, alpha=0.05, test="wilcoxon", sims=1000, min_effect=min_effect)
+    at = lambda k: detection_rate(ab_design(0.5, n, alpha=0.05, replications=k, test="wilcoxon",  # noqa: E731
+                                            min_effect=min_effect), 0.5, sims=1000)
+    assert r is not None and at(r) >= 0.8 > at(r - 1)
+
+
+def test_ab_preflight_warns_that_a_true_effect_of_min_effect_is_a_coin_flip(make_exp):
+    from scripted_harness import BASE, BOOST, ScriptedRunner
+
+    from experiments.benchmark import load_tasks
+    from experiments.calibrate import run_calibration
+    from experiments.config import validate
+    from experiments.preflight import ab_preflight_lines
+
+    exp = make_exp()
+    exp.synth.instructions = {k: f"{v} Name a {BOOST} for every point." for k, v in BASE.items()}  # control hurts
+    cal = to_experiment(compose_config(["+sweep=calibrate", "backend=fake"]))
+    cal.benchmark, cal.synth.instructions, cal.mlflow.enabled = exp.benchmark, dict(exp.synth.instructions), False
+    runner = ScriptedRunner(load_tasks(exp.benchmark))
+    stored = run_calibration(validate(cal), runner, out=lambda s: None)
+    exp.ab.min_effect = 0.3
+    lines = ab_preflight_lines(exp, runner.identity(), load_tasks(exp.benchmark), n_tasks=12, replications=2)
+    detect = next(ln for ln in lines if "detectable effect" in ln)
+    assert "'supported': two-sided wilcoxon p < 0.05 and mean diff >= min_effect 0.3" in detect
+    assert f"from calibration {stored.key}" in detect
+    warning = next(ln for ln in lines if "WARNING" in ln)
+    p = float(warning.split("with probability ")[1].split(" ")[0])
+    assert p <= 0.5 and "the pre-registered minimum effect 0.3, as the true effect" in warning
