@@ -129,6 +129,9 @@ def validate(exp: ExperimentConfig) -> ExperimentConfig:
     _check("orchestrator.mode", exp.orchestrator.mode, ORCHESTRATOR_MODES)
     _check_range("evaluator.rubric_weight", exp.evaluator.rubric_weight, 0.0, 1.0)
     _check_range("evaluator.repeats", exp.evaluator.repeats, 1)
+    _check_range("evaluator.judge_retries", exp.evaluator.judge_retries, 0, 5)
+    if exp.evaluator.composite != "deterministic" and exp.evaluator.rescore and exp.evaluator.temperature == 0:
+        _check_range("evaluator.rescore_temperature", exp.evaluator.rescore_temperature, 0.01, 2.0)
     _check_range("wiggum.max_rounds", exp.wiggum.max_rounds, 0)
     for key in exp.synth.instructions:
         _check("synth.instructions key", key, TASK_TYPES)

@@ -44,8 +44,8 @@ def rescore_config(cfg: EvaluatorConfig) -> EvaluatorConfig:
     if cfg.temperature > 0:
         return cfg
     temperature = cfg.rescore_temperature
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 < temperature <= 2:
-        raise ValueError(f"evaluator.rescore_temperature must be in (0, 2] when evaluator.temperature is 0, got "
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0.01 <= temperature <= 2:
+        raise ValueError(f"evaluator.rescore_temperature must be in [0.01, 2] when evaluator.temperature is 0, got "
                          f"{temperature!r}")
     return dataclasses.replace(cfg, temperature=float(temperature))
 

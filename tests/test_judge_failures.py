@@ -29,7 +29,7 @@ from experiments.study import open_study
 from experiments.sweep import run_sweep
 from harness.config import EvaluatorConfig, MemoryConfig, WiggumConfig
 from harness.inference import ChatResult, FakeLLM, fake_roles
-from harness.wiggum import wiggum_loop
+from harness.wiggum import rescore_config, wiggum_loop
 
 DIMS = tuple(EvaluatorConfig().dimensions)
 TASK = "List 5 best practices for Python asyncio"
@@ -179,6 +179,23 @@ def test_trials_and_ledger_rows_count_judge_failures_and_a_missing_score_fails_t
     assert rows[1]["status"] == "crash" and rows[1]["judge_failures"] >= 2
     text = "\n".join(lines)
     assert f"judge failures: {1 + rows[1]['judge_failures']} judge replies could not be read" in text
+
+
+@pytest.mark.parametrize("override, message", [
+    ("evaluator.judge_retries=-1", "evaluator.judge_retries=-1 is out of range; expected a value in [0, 5]"),
+    ("evaluator.rescore_temperature=0", "evaluator.rescore_temperature=0.0 is out of range; expected a value in "
+                                        "[0.01, 2.0]"),
+])
+def test_judge_settings_out_of_range_are_refused_in_one_line(override, message):
+    from experiments.config import ConfigError, compose_config, to_experiment, validate
+
+    with pytest.raises(ConfigError) as info:
+        validate(to_experiment(compose_config(["+sweep=single", "backend=fake", override])))
+    assert str(info.value) == message
+    with pytest.raises(ValueError, match=r"rescore_temperature must be in \[0.01, 2\]"):
+        rescore_config(EvaluatorConfig(rescore_temperature=0.0))
+    assert rescore_config(EvaluatorConfig(temperature=0.3)).temperature == 0.3  # a sampling judge: its own
+    assert rescore_config(EvaluatorConfig()).temperature == 0.7
 
 
 class _NotRescored(ScriptedRunner):
