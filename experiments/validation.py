@@ -28,15 +28,42 @@ log = logging.getLogger("experiments.validation")
 _WARNED: set[str] = set()  # a warning is logged once per process, however many configs a sweep validates
 
 
-def judge_warnings(backend: Any) -> list[str]:
-    """One-line warnings, not errors: the judge (evaluator role) resolving to the producer's own model. A model
-    tends to rate its own outputs higher (self-preference), so such scores flatter what it wrote. The fake
-    backend's scripted replies have no model to prefer; the embedded backend serves every role from one GGUF."""
+def model_family(name: str) -> str:
+    """A model's family read off its name: the first letters of its last path part ("qwen2.5:32b" -> "qwen",
+    "Qwen/Qwen2.5-32B-Instruct" -> "qwen", "llama3.3:70b" -> "llama", "gemma3:27b" -> "gemma")."""
+    found = re.match(r"[a-z]+", str(name).strip().lower().rsplit("/", 1)[-1])
+    return found.group(0) if found else str(name).strip().lower()
+
+
+def resolved_kind(backend: Any) -> str:
+    """The kind the producer and judge run on: backend auto resolved (HARNESS_BACKEND, else its one probe per
+    process), so a run that fell back to the embedded model is spoken of as embedded."""
     kind = str(backend.kind)
+    if kind != "auto":
+        return kind
+    import os
+
+    from harness.backends.auto import ENV_FORCE, auto_decision
+
+    forced = os.environ.get(ENV_FORCE, "").strip()
+    if forced and forced != "auto":
+        return forced
+    decision = auto_decision(backend)
+    kinds = {decision.kind_for("producer"), decision.kind_for("evaluator")}
+    return "ollama" if kinds == {"ollama"} else decision.kind_for("evaluator" if "ollama" in kinds else "producer")
+
+
+def judge_warnings(backend: Any) -> list[str]:
+    """One-line warnings, not errors: the judge (evaluator role) resolving to the producer's own model or family. A
+    model tends to rate its own outputs higher (self-preference), so such scores flatter what it wrote. Spoken of
+    the backend actually resolved (auto: what it fell back to). The fake backend's scripted replies have no model
+    to prefer; the embedded backend serves every role from one GGUF."""
+    kind = resolved_kind(backend)
     if kind == "fake":
         return []
     if kind == "embedded":
-        return ["backend.kind=embedded serves every role from one GGUF, so the judge scores its own outputs "
+        via = " (backend auto fell back to it)" if str(backend.kind) == "auto" else ""
+        return [f"backend.kind=embedded{via} serves every role from one GGUF, so the judge scores its own outputs "
                 "(self-preference): a smoke setting, not a measurement; use ollama or openai with another "
                 "backend.evaluator_model for scores"]
     producer, judge = str(backend.producer_model).strip(), str(backend.evaluator_model).strip()
@@ -44,6 +71,10 @@ def judge_warnings(backend: Any) -> list[str]:
         return [f"backend.evaluator_model={judge!r} is the producer's own model (backend.producer_model): a judge "
                 "tends to rate its own outputs higher (self-preference); configure another model, at least as "
                 "large and from another family where possible"]
+    if model_family(producer) == model_family(judge):
+        return [f"backend.evaluator_model={judge!r} is from the producer's family ({model_family(judge)}, "
+                f"backend.producer_model={producer!r}): self-preference can carry across a family; prefer a judge "
+                "from another family, at least as large"]
     return []
 
 

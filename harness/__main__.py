@@ -83,6 +83,7 @@ examples:
   python -m harness "List 5 best practices for Python asyncio" synth=concise planner=single_pass
   python -m harness "Compare uv and pip" backend=ollama wiggum.max_rounds=1
   python -m harness --plan-preview "Research A and B, then write a guide" orchestrator.mode=always
+  python -m harness --check backend=ollama    # before a night's run: models present, windows, one call each
 """
 
 
@@ -117,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-memory", action="store_true", help="neither recall nor store observations; = memory.enabled=false")
     p.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache; = backend.cache=false")
     p.add_argument("--plan-preview", action="store_true", help="show the plan graph and the order its steps will run in; execute nothing")
+    p.add_argument("--check", action="store_true",
+                   help="readiness check: each role's model present, digest, context, window, thinking, one timed call, "
+                        "judge vs producer family; exit 2 with one line per problem; writes nothing")
     p.add_argument("--mode", default=None, choices=["off", "auto", "always"], help="orchestrator plan-first mode; = orchestrator.mode=...")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
@@ -231,6 +235,30 @@ def summary_block(result) -> str:
     return "\n".join(lines)
 
 
+def check(task: str | None, overrides: list[str]) -> int:
+    """--check: the readiness of the configured backend (harness.readiness), printed; exit 2 with one line per
+    problem on stderr. Nothing is written (no results folder, no cache)."""
+    if task is not None:
+        print(f"error: --check takes no task (got {task[:60]!r}); give only overrides", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        cfg = compose_harness_config(overrides)
+    except ValueError as exc:
+        print(f"config error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
+        return EXIT_USAGE
+    from harness.readiness import check as readiness
+
+    try:
+        found = readiness(cfg.backend)
+    except ValueError as exc:  # a bad backend.num_ctx / backend.think value
+        print(f"config error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print("\n".join(found.lines()))
+    for problem in found.problems:
+        print(f"problem: {problem}", file=sys.stderr)
+    return EXIT_OK if found.ready else EXIT_USAGE
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     literal: list[str] = []
@@ -244,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if args.check:
+        return check(task, [*flag_overrides(args), *typed])
     if task is None or not task.strip():
         hint = " (a task that looks like key=value goes after --task or --)" if task is None and typed else ""
         print(f"error: task is empty: give the task as the first argument{hint}", file=sys.stderr)

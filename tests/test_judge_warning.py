@@ -37,9 +37,10 @@ def test_judge_warnings_table(backend, expected):
 
 def test_validate_logs_the_warning_once_and_still_returns_the_config(caplog):
     caplog.set_level(logging.WARNING, logger="experiments.validation")
-    exp = to_experiment(compose_config(["backend=ollama"]))
+    same = ["backend=ollama", "backend.evaluator_model=qwen2.5:32b"]  # the shipped config's judge is another family
+    exp = to_experiment(compose_config(same))
     assert validate(exp) is exp
-    assert validate(to_experiment(compose_config(["backend=ollama"]))) is not None  # a second config: no repeat
+    assert validate(to_experiment(compose_config(same))) is not None  # a second config: no repeat
     lines = [r.getMessage() for r in caplog.records if r.name == "experiments.validation"]
     assert len(lines) == 1 and "backend.evaluator_model='qwen2.5:32b'" in lines[0] and "self-preference" in lines[0]
 
@@ -52,7 +53,8 @@ def test_another_judge_validates_silently(caplog):
 
 def test_the_harness_command_warns_and_runs_on(tmp_path, router, caplog, capsys):  # noqa: F811
     caplog.set_level(logging.WARNING, logger="experiments.validation")
-    assert cli(tmp_path, "--plan-preview", "List 5 best practices for Python asyncio") == 0
+    assert cli(tmp_path, "--plan-preview", "List 5 best practices for Python asyncio",
+               "backend.evaluator_model=qwen2.5:32b") == 0
     assert any("self-preference" in r.getMessage() for r in caplog.records if r.name == "experiments.validation")
     assert "Plan preview (dry run: nothing executed)" in capsys.readouterr().out  # the warning stopped nothing
 

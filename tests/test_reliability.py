@@ -26,7 +26,7 @@ from ollama_stub import OllamaStub, free_port
 from workers import run_workers
 
 ROOT = Path(__file__).resolve().parents[1]
-MODELS = ["glm4:9b", "qwen2.5:32b"]  # the default role models
+MODELS = ["glm4:9b", "qwen2.5:32b", "gemma3:27b"]  # the default role models (the judge is another family)
 # A reply every stage can use: a numbered list of 3 (the enumerated tasks ask for 3), no JSON (planner -> defaults).
 REPLY = ("1. **json**: parse JSON text with json.loads and write it with json.dumps.\n"
          "2. **csv**: read rows with csv.reader and always open files with encoding='utf-8'.\n"

@@ -118,7 +118,7 @@ def preflight(cfg: Any, *, timeout_s: float = 5.0, sleep: Callable[[float], None
             roles = ", ".join(f"{r}={cfg.model_for(r)}" for r in ROLES if cfg.model_for(r) in missing)
             raise ModelMissing(
                 f"Ollama at {host} does not have model(s) {', '.join(missing)} ({roles}); "
-                f"run `ollama pull {missing[0]}` or set backend.<role>_model to a model it has"
+                f"run {', '.join(f'`ollama pull {m}`' for m in missing)} or set backend.<role>_model to a model it has"
             )
         return f"ollama at {host} has {', '.join(models)}"
     if kind == "openai":
