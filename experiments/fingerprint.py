@@ -5,6 +5,10 @@ harness. `study_fingerprint` collects those (benchmark task ids and a content ha
 resolved backend kind and model of every role with the model file's sha256 or the Ollama digest where known,
 the harness config hash, the sweep kind). A resumed study or A/B compares the stored fingerprint with the one
 of the command at hand and refuses on any difference (`fingerprint_diff` lists the fields).
+
+`decision_rule` is the other half of what a sweep's verdict means: the sweep settings that decide whether a
+candidate is promoted. It is pinned beside the fingerprint (experiments.study.pin_fingerprint) and kept out of it,
+so a calibration (found by the fingerprint) serves studies of any rule.
 """
 
 from __future__ import annotations
@@ -118,6 +122,21 @@ def study_fingerprint(exp: Any, backend: Mapping[str, Any], tasks: Iterable[Any]
         "backend": dict(backend),
         "harness_config": harness_hash(harness),
     }
+
+
+# The sweep settings a verdict rests on: the test level, the noise floor's runs, the candidates confirmed and how,
+# and whether plan + research are shared by every trial (scores with and without it are not the same objective).
+# Changing one on a resume would conclude the stored runs under another rule (a study that did not promote at
+# alpha 0.01 promotes at 0.3 with no new run). Budget and search settings (n_trials, timeout_s, max_llm_calls,
+# sampler, seed, operators, operator_choice, parent_selection, pruner*, gate_*, max_merges, mutate_task_types,
+# max_chars, failure_rate_stop) stay changeable: they decide which candidates are tried, not how one is judged.
+DECISION_RULE = ("alpha", "baseline_repeats", "race_top", "holdout_top_k", "holdout_test", "holdout_baseline_runs",
+                 "holdout_candidate_runs", "reuse_context")
+
+
+def decision_rule(exp: Any) -> dict[str, Any]:
+    """{"sweep": {setting: value}} for the DECISION_RULE settings of exp.sweep (flattened: sweep.alpha, ...)."""
+    return {"sweep": {k: getattr(exp.sweep, k) for k in DECISION_RULE}}
 
 
 def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:

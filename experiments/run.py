@@ -136,7 +136,11 @@ def _precheck(argv: list[str]) -> None:
     from experiments.config import compose_config
 
     try:
-        validate(to_experiment(compose_config(overrides)))  # bad values too: rejected before Hydra writes its folder
+        exp = validate(to_experiment(compose_config(overrides)))  # bad values too: rejected before Hydra writes its folder
+        if exp.sweep.kind == "synth_mutation":
+            from experiments.study import check_decision_rule, stored_decision_rule
+            # a resume under another decision rule: refused up front
+            check_decision_rule(stored_decision_rule(exp), exp)
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         sys.exit(2)

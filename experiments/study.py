@@ -13,6 +13,7 @@ import os
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 import optuna
@@ -20,7 +21,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from experiments.benchmark import load_tasks, split
 from experiments.config import ConfigError, ExperimentConfig
-from experiments.fingerprint import fingerprint_diff
+from experiments.fingerprint import decision_rule, fingerprint_diff
 from experiments.promotion import HoldoutScores
 from experiments.rdb import StaleTrials, mask_url, shared_lock, worker_host
 from experiments.search_state import BASELINE
@@ -129,12 +130,16 @@ def open_study(exp: ExperimentConfig) -> optuna.Study:
 
 
 def pin_fingerprint(study: optuna.Study, fingerprint: Mapping[str, Any], exp: ExperimentConfig) -> str | None:
-    """Store the objective's fingerprint on a new study; on a resume, refuse (StudyMismatch) when it differs.
+    """Store the objective's fingerprint and the decision rule (experiments.fingerprint.decision_rule) on a new
+    study; on a resume, refuse (StudyMismatch) when either differs, with the fields that do.
 
-    Returns a note for a study made before fingerprints existed (pinned now, nothing to compare with)."""
+    Returns a note for a study made before fingerprints or the pinned rule existed (pinned now, nothing to compare
+    with)."""
     stored = study.user_attrs.get("fingerprint")
+    rule = decision_rule(exp)
     if stored is None:
         study.set_user_attr("fingerprint", dict(fingerprint))
+        study.set_user_attr("decision_rule", rule)
         return ("study predates objective fingerprints: pinned to this command's objective now" if study.trials
                 else None)
     diff = fingerprint_diff(stored, fingerprint)
@@ -144,7 +149,40 @@ def pin_fingerprint(study: optuna.Study, fingerprint: Mapping[str, Any], exp: Ex
             f"would not compare ({len(diff)} field(s) differ: {'; '.join(diff[:8])}{'; ...' if len(diff) > 8 else ''}); "
             f"to start a new study run the same command with sweep.name={exp.sweep.name}-{_fp_tag(fingerprint)}"
         )
+    if study.user_attrs.get("decision_rule") is None:
+        study.set_user_attr("decision_rule", rule)
+        return ("study predates the pinned decision rule: pinned to this command's (sweep.alpha, holdout and noise "
+                "settings) now; the rule of its earlier conclusions cannot be checked")
+    check_decision_rule(study.user_attrs["decision_rule"], exp)
     return None
+
+
+def check_decision_rule(stored: Mapping[str, Any] | None, exp: ExperimentConfig) -> None:
+    """Refuse (StudyMismatch, one line naming each field) a resume whose decision rule differs from the stored one."""
+    diff = fingerprint_diff(stored, decision_rule(exp)) if stored is not None else []
+    if diff:
+        raise StudyMismatch(
+            f"study {exp.sweep.name!r} in {mask_url(exp.storage_url)} was run under another decision rule, and its "
+            f"stored runs would be concluded under this one ({len(diff)} field(s) differ: {'; '.join(diff)}); resume "
+            f"with the stored values, or start a new study with sweep.name={exp.sweep.name}-"
+            f"{_fp_tag(decision_rule(exp))}"
+        )
+
+
+def stored_decision_rule(exp: ExperimentConfig) -> Mapping[str, Any] | None:
+    """The decision rule pinned on the study of exp.sweep.name in an existing SQLite file, read without creating
+    or writing anything (None: no such file, study or rule; a server database is checked when the sweep opens it)."""
+    url = exp.storage_url
+    if not url.startswith("sqlite:///") or not Path(url[len("sqlite:///"):]).is_file():
+        return None
+    storage = optuna.storages.RDBStorage(url, skip_compatibility_check=True, skip_table_creation=True)
+    try:
+        study_id = storage.get_study_id_from_name(exp.sweep.name)
+        return storage.get_study_user_attrs(study_id).get("decision_rule")
+    except KeyError:  # no study of that name yet
+        return None
+    finally:
+        storage.engine.dispose()
 
 
 def _fp_tag(fingerprint: Mapping[str, Any]) -> str:
