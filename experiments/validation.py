@@ -121,6 +121,31 @@ def _check_task_text(i: int, t: Any) -> None:
                           "after them")
 
 
+def check_store_paths(exp: ExperimentConfig) -> None:
+    """results_dir and sweep.name, checked like output paths: every store lands inside results_dir/<sweep.name>.
+
+    An empty results_dir put every store in the current folder; sweep.name '..' put the ledger, contexts, plots,
+    summary and promoted_synth.yaml in results_dir's parent. '#', '?' and '%' in the folder's absolute path are
+    refused: the sqlite:/// URLs of the Optuna and MLflow stores are parsed by SQLAlchemy ('?' starts a query,
+    '%XX' is decoded) and by MLflow with urllib ('#' starts a fragment), and no one escaping reads back the same
+    through both, so the stores landed at the path's prefix, outside the folder (issue 33 item 7)."""
+    from pathlib import Path
+
+    if not str(exp.results_dir or "").strip():
+        raise ConfigError(f"results_dir={exp.results_dir!r} is empty; expected a folder (set results_dir=<folder> or "
+                          "HARNESS_RESULTS_DIR)")
+    resolved = str(Path(exp.results_dir).expanduser().resolve())
+    bad = sorted({c for c in resolved if c in "#?%"})
+    if bad:
+        raise ConfigError(f"results_dir={exp.results_dir!r} is not allowed: its path {resolved!r} holds "
+                          f"{' '.join(repr(c) for c in bad)}, which sqlite:/// store URLs cannot carry; expected a "
+                          "folder without '#', '?' or '%'")
+    name = exp.sweep.name
+    if name in ("", ".", "..") or name != name.strip() or any(c in name for c in "/\\\x00"):
+        raise ConfigError(f"sweep.name={name!r} is not allowed; expected a folder name inside results_dir (not "
+                          "empty, '.' or '..', without '/', '\\' or surrounding spaces)")
+
+
 def known_operators() -> list[str] | None:
     """Operator names from mutators/, or None when that package does not provide them yet."""
     try:
@@ -202,8 +227,7 @@ def validate(exp: ExperimentConfig) -> ExperimentConfig:
         _check_range("sweep.max_llm_calls", sw.max_llm_calls, 1)
     if sw.timeout_s is not None:
         _check_range("sweep.timeout_s", sw.timeout_s, 0.0)
-    if not sw.name or "/" in sw.name:
-        raise ConfigError(f"sweep.name={sw.name!r} is not allowed; expected a non-empty name without '/'")
+    check_store_paths(exp)
     for tt in sw.mutate_task_types:
         _check("sweep.mutate_task_types item", tt, TASK_TYPES)
     if sw.kind == "synth_mutation":

@@ -76,3 +76,56 @@ def test_edge_values_that_work_are_still_accepted(override):
 
     exp = validate(to_experiment(compose_config([*SWEEP, "sweep.allow_underpowered=true", override])))
     assert exp.sweep.kind == "synth_mutation"
+
+
+# -- items 7 and 8: names and paths ---------------------------------------------------------------------------------
+
+
+def run_cli_env(tmp_path: Path, results_dir: str | None, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+    env.pop("HARNESS_DEBUG", None)
+    env.pop("HARNESS_RESULTS_DIR", None)  # the environment would win over results_dir=
+    env["MLFLOW_TRACKING_URI"] = ""  # the default: sqlite:///<results_dir>/mlflow.db
+    extra = [] if results_dir is None else [f"results_dir={results_dir}"]
+    cwd = tmp_path / "cwd"
+    cwd.mkdir(exist_ok=True)
+    return subprocess.run([sys.executable, "-m", "experiments.run", *args, *extra], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=180)
+
+
+@pytest.mark.parametrize(
+    "folder, args, fragment",
+    [
+        # item 7: before, the sqlite:/// URLs were cut at '?' / '#': mlflow.db and optuna.db landed outside the folder
+        ("r#1", [], "holds '#', which sqlite:/// store URLs cannot carry; expected a folder without '#', '?' or '%'"),
+        ("r?x=1", [], "holds '?'"),
+        ("r%41", [], "holds '%'"),
+        # item 8: before, the ledger, contexts, plots, summary and promoted_synth.yaml went to results_dir's parent
+        ("res", ["sweep.name=.."], "sweep.name='..' is not allowed; expected a folder name inside results_dir"),
+        ("res", ["sweep.name=."], "sweep.name='.' is not allowed"),
+        # item 8: before, every store landed in the current folder
+        ("", [], "results_dir='' is empty; expected a folder"),
+    ],
+)
+def test_results_dir_and_sweep_name_are_checked_like_output_paths(tmp_path, folder, args, fragment):
+    results = f"'{tmp_path / folder}'" if folder else "''"  # quoted: Hydra's grammar refuses a bare '#' or '?'
+    p = run_cli_env(tmp_path, results, *SWEEP, "sweep.allow_underpowered=true", *args)
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert p.stderr.splitlines() == [p.stderr.strip()] and p.stderr.startswith("config error: "), p.stderr[-2000:]
+    assert fragment in p.stderr, p.stderr
+    assert written(tmp_path) == []  # nothing anywhere: not in the folder, its parent or the current folder
+
+
+def test_the_search_index_opens_in_a_folder_with_uri_characters(tmp_path):
+    """Item 7, harness/search.py: the read-only index was opened as file:{path}?mode=ro unquoted, so in a folder
+    named with '#', '?' or '%' SQLite opened another file and every local search found nothing."""
+    from harness.search import LocalCorpusProvider
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "formats.md").write_text("# Data formats\nThe json module parses JSON; csv reads rows.\n")
+    index_dir = tmp_path / "idx #1 ?a=b %41"
+    results = LocalCorpusProvider([corpus], index_dir=index_dir).search("json module", max_results=3)
+    assert results and "json" in results[0].snippet.lower()
+    # nothing at the path's prefix ("idx "): only the corpus, the index folder and the fixture's results folder
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus", index_dir.name, "results"]
