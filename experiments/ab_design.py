@@ -88,7 +88,7 @@ def ab_metrics(exp: ExperimentConfig) -> tuple[str, ...]:
     return ("composite", *rubric, *(f"det_{c}" for c in deterministic_criteria()), *SECONDARY)
 
 
-REFERENCE_BENCHMARK = "benchmark=asyncio_practices has 12"  # the default benchmark (conf/benchmark)
+REFERENCE_BENCHMARK = "benchmark=asyncio_practices has 24"  # the default benchmark (conf/benchmark)
 
 
 def reachability_problem(n: int, *, test: str, sequential: bool, alpha: float, where: str = "",
@@ -137,6 +137,39 @@ def check_ab_design(exp: ExperimentConfig) -> None:
                                    also=("ab.allow_underpowered=true",))
     if problem and not ab.allow_underpowered:
         raise ConfigError(f"ab: {problem}")
+
+
+def selection_note(arms: Mapping[str, Mapping[str, Any]], tasks: Sequence[Task], *, benchmark: str,
+                   split: str) -> str | None:
+    """The caveat a verdict carries when an arm runs the registry's champion (synth.source ...@champion) on tasks of
+    the kind that chose it, or None.
+
+    A promoting sweep chooses the champion on its benchmark's train tasks and promotes it only past a confirmation
+    on its holdout tasks (experiments.registry): on those tasks its edge is biased upward (a winner's curse on the
+    train tasks, a gate it passed on the holdout ones), so a 'supported' there repeats the selection instead of
+    confirming it. The registry does not say which benchmark chose it: the note counts this benchmark's tasks.
+    """
+    from experiments.registry import CHAMPION, parse_source
+
+    champions = []
+    for arm, overrides in arms.items():
+        source = overrides.get("synth.source")
+        try:
+            if isinstance(source, str) and parse_source(source).alias == CHAMPION:
+                champions.append(f"{arm} ({source.strip()})")
+        except ConfigError:  # not a prompt URI: arm_configs refuses it with the reason
+            continue
+    train = sum(1 for t in tasks if t.split == "train")
+    holdout = sum(1 for t in tasks if t.split == "holdout")
+    if not champions or not (train or holdout):
+        return None
+    used = [f"{n} {kind}" for n, kind in ((train, "train tasks, which chose it"),
+                                          (holdout, "holdout tasks, which confirmed it")) if n]
+    better = ("ab.split=holdout avoids the tasks that chose it, " if train and split != "holdout" else "")
+    return (f"caveat: arm {' and arm '.join(champions)} was promoted by a sweep; if that sweep ran on benchmark "
+            f"{benchmark!r}, {' and '.join(used)} are among the {len(tasks)} tasks here (ab.split={split}), so its "
+            f"edge is biased upward and a 'supported' is not an independent confirmation; {better}tasks no sweep "
+            f"saw (another benchmark) give one")
 
 
 def design_from_config(exp: ExperimentConfig) -> tuple[ABDesign, Preregistration]:

@@ -11,6 +11,8 @@ names carry a blind label, never the arm name).
 Before anything is written, check_ab_design refuses (one-line ConfigError) a pre-registered metric this evaluator
 does not produce (ab.metric) and a design whose primary test cannot reach ab.alpha with the tasks it has (unless
 ab.allow_underpowered). One metric, the pre-registered one, runs through the statistics, looks, plots and verdict.
+An arm that runs the registry's champion on train or holdout tasks (those a promoting sweep chose it on or confirmed
+it on) is named in a caveat printed before the first cell and appended to the verdict (ab_design.selection_note).
 The pre-registration also records each arm's backend identity (backend kind, model, file sha256 or Ollama digest
 per role); a resume on other backends or models is refused.
 
@@ -23,6 +25,7 @@ the cell's harness run as an MLflow trace with the evaluator's assessments linke
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -43,6 +46,7 @@ from experiments.ab_design import (
     check_ab_design,
     design_from_config,
     power_note,
+    selection_note,
 )
 from experiments.benchmark import load_tasks
 from experiments.config import ConfigError, ExperimentConfig, to_experiment, validate
@@ -302,6 +306,9 @@ def run_ab_from_config(
     note = power_note(prereg, len(design.tasks))
     if note:
         head.append(f"[{name}] note: {note}")
+    caveat = selection_note(design.arms, design.tasks, benchmark=exp.benchmark.name, split=exp.ab.split)
+    if caveat:
+        head.append(f"[{name}] {caveat}")
     if backend and pending:  # before any cell: cost and detectable effect from a stored calibration, if one matches
         head += [f"[{name}] {line}" for line in ab_preflight_lines(
             exp, next(iter(backend.values())), load_tasks(exp.benchmark), n_tasks=len(design.tasks),
@@ -333,6 +340,8 @@ def run_ab_from_config(
         out(f"[{name}] interrupted: finished cells are in {paths.ledger}; run the same command again to resume")
         raise
     mlflow.safe(lambda: mlflow.sync(paths.ledger))
+    if caveat:  # the verdict says what its tasks were chosen on
+        result = dataclasses.replace(result, verdict_reason=f"{result.verdict_reason}; {caveat}")
 
     notes = [label] if label else []
     report = write_report(result, prereg, paths.dir, notes=notes, arms=design.arms)

@@ -294,3 +294,61 @@ def test_real_harness_cells_differ_in_planning_and_the_judge_is_blind(_isolated_
     outputs = sorted(p.name for p in run.paths.outputs.iterdir())
     assert len(outputs) == 6 and not any(ON in o or OFF in o for o in outputs)
     assert all(c["score"] > 0 and c["secondary"]["tokens"] > 0 for c in cells)
+
+
+# -- issue 31 item 8b: champion_ab says what its tasks were chosen on ---------------------------------------------
+
+
+def test_champion_ab_verdict_says_its_tasks_chose_the_champion(_isolated_results, tmp_path):
+    # Fails on 6cbf984: split all (8 train tasks that chose the champion, 4 holdout that confirmed it) and a
+    # verdict "supported" with no word of it.
+    from mlflow import MlflowClient
+
+    from experiments.registry import CHAMPION, PREVIOUS, prompt_name, register_texts
+    from experiments.tracking import NullTracker
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"  # the store _isolated_results points MLFLOW_TRACKING_URI at
+    client = MlflowClient(tracking_uri=uri)
+    base = {"enumerated": "List instruction.", "research": "Research instruction."}
+    register_texts(client, "harness", base, message="base", tags=lambda tt: {})
+    register_texts(client, "harness", {k: f"Champion {v}" for k, v in base.items()}, message="champ",
+                   tags=lambda tt: {})
+    for tt in base:
+        client.set_prompt_alias(prompt_name("harness", tt), PREVIOUS, 1)
+        client.set_prompt_alias(prompt_name("harness", tt), CHAMPION, 2)
+
+    def arm(name, overrides, task, replication, seed):  # the champion scores 1 point more, little noise
+        score = 5.0 + (1.0 if name == CHAMPION else 0.0) + 0.05 * (seed % 7)
+        return {"score": score, "status": "ok"}
+
+    lines: list[str] = []
+    exp = to_experiment(compose_config(["+sweep=champion_ab", "backend=fake"]))
+    assert exp.ab.split == "all" and exp.benchmark.name == "asyncio_practices"
+    run = run_ab_from_config(exp, run_arm=arm, tracker=NullTracker(), out=lines.append)
+    r = run.result
+    assert r.verdict == "supported"
+    n_train, n_hold = len(exp.tasks("train")), len(exp.tasks("holdout"))
+    caveat = (f"caveat: arm champion (prompts:/harness@champion) was promoted by a sweep; if that sweep ran on "
+              f"benchmark 'asyncio_practices', {n_train} train tasks, which chose it and {n_hold} holdout tasks, "
+              f"which confirmed it are among the {n_train + n_hold} tasks here (ab.split=all), so its edge is biased "
+              f"upward and a 'supported' is not an independent confirmation; ab.split=holdout avoids the tasks that "
+              f"chose it, tasks no sweep saw (another benchmark) give one")
+    assert r.verdict_reason.endswith(caveat)
+    assert any(ln.endswith(caveat) for ln in lines[:6])  # said before the first cell too
+    assert f"VERDICT: supported -- {r.verdict_reason}" in run.summary
+    assert caveat in (run.paths.dir / REPORT_NAME).read_text()
+
+
+def test_an_ab_without_the_champion_carries_no_caveat():
+    from experiments.ab_design import selection_note
+
+    exp = _exp()
+    design, _ = design_from_config(exp)
+    assert selection_note(design.arms, design.tasks, benchmark="smoke", split="all") is None
+    arms = {"a": {"synth.source": "prompts:/harness@previous"}, "b": {"synth.source": "prompts:/harness/2"}}
+    assert selection_note(arms, design.tasks, benchmark="smoke", split="all") is None
+    champion = {"a": {}, "b": {"synth.source": "prompts:/harness-synth-research@champion"}}
+    holdout = [t for t in design.tasks if t.split == "holdout"]
+    note = selection_note(champion, holdout, benchmark="smoke", split="holdout")
+    assert note is not None and f"{len(holdout)} holdout tasks, which confirmed it" in note
+    assert "ab.split=holdout avoids" not in note
