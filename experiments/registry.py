@@ -7,10 +7,13 @@ model family).
 
 Write side, the sweep's two steps (SweepRegistry; neither raises, a registry that cannot be written is one line):
 - study start: the baseline texts, registered idempotently (a text already stored is that version, not a new one);
-- promotion: the winner's texts as versions tagged with the evidence (study, trial, operator, parent version,
-  train and holdout means with CIs, p-values, backend and models, study fingerprint); alias `champion` moves to
-  them and `previous` to the former champion (the baseline version at the first promotion). Nothing else moves
-  an alias, so a sweep that promotes nothing leaves both where they were.
+- promotion: the texts the winner changed as versions tagged with the evidence (study, trial, operator, parent
+  version, train and holdout means with CIs, p-values, backend and models, study fingerprint); alias `champion`
+  moves to them and `previous` to the former champion (the baseline version at the first promotion), per task
+  type only past a comparison with the champion: where the study's baseline text is the current champion's (or
+  there is no champion yet). A task type the winner left unchanged moves nothing; a win over another text is
+  registered with the reason (tag `champion_refused`, the summary's registry line) and moves nothing. Nothing
+  else moves an alias, so a sweep that promotes nothing leaves both where they were.
 
 Read side, synth.source (resolve_synth, called when experiments.config builds the config):
   prompts:/<prefix>-synth-<task_type>@<alias>    one task type at an alias
@@ -262,7 +265,7 @@ class SweepRegistry:
                 parents = self._baseline(client, baseline, evidence.fingerprint if evidence else {})
                 if evidence is None:
                     return (f"baseline {_listing(self.prefix, parents)}; no alias moved (nothing promoted)")
-                return self._promote(client, winner, parents, evidence)
+                return self._promote(client, winner, parents, evidence, baseline)
         except Exception as exc:
             return f"NOT registered: {what} at {self.uri}: {_why(exc)}; promoted_synth.yaml has them"
 
@@ -272,16 +275,32 @@ class SweepRegistry:
                              tags=lambda tt: tags)
         return {tt: v for tt, (v, _) in got.items()}
 
-    def _promote(self, client: Any, winner: Mapping[str, str], parents: Mapping[str, int], ev: Evidence) -> str:
+    def _promote(self, client: Any, winner: Mapping[str, str], parents: Mapping[str, int], ev: Evidence,
+                 baseline: Mapping[str, str]) -> str:
+        """Register the texts the winner changed and move `champion` to them where the study compared against the
+        champion: per task type, the study's baseline text is the current champion's (or there is none yet). A task
+        type the winner left unchanged moves nothing; one compared against another text is registered (tag
+        `champion_refused` says why) and the alias stays."""
+        changed = {tt: text for tt, text in winner.items() if text.strip() != str(baseline.get(tt, "")).strip()}
+        if not changed:
+            return f"baseline {_listing(self.prefix, parents)}; no alias moved (the winner changed no instruction)"
+        champions = {tt: _version(client, prompt_name(self.prefix, tt), CHAMPION, None) for tt in changed}
+        refused = {tt: (f"this study compared against v{parents.get(tt, '?')} (its baseline), not the champion "
+                        f"v{old.version}")
+                   for tt, old in champions.items()
+                   if old is not None and str(old.template).strip() != str(baseline.get(tt, "")).strip()}
         tags = ev.tags()
         msg = (f"study {ev.study} trial #{ev.trial} ({ev.operator}): holdout {_num(ev.holdout.mean)} vs baseline "
                f"{_num(ev.holdout.baseline_mean)}, train p={_num(ev.train_p)}")
-        got = register_texts(client, self.prefix, winner, message=msg,
-                             tags=lambda tt: {**tags, "parent_version": str(parents.get(tt, ""))})
-        moved = []
+        got = register_texts(client, self.prefix, changed, message=msg,
+                             tags=lambda tt: {**tags, "parent_version": str(parents.get(tt, "")),
+                                              **({"champion_refused": refused[tt]} if tt in refused else {})})
+        moved, kept = [], []
         for tt, (v, _) in sorted(got.items()):
-            name = prompt_name(self.prefix, tt)
-            old = _version(client, name, CHAMPION, None)
+            name, old = prompt_name(self.prefix, tt), champions[tt]
+            if tt in refused:  # a win over another text says nothing about this one
+                kept.append(f"{name} v{v} registered, champion stays v{old.version}: {refused[tt]}")
+                continue
             old_v = int(old.version) if old is not None else parents.get(tt, v)
             if old is not None and old_v == v:
                 moved.append(f"{name} v{v} (already champion)")
@@ -289,7 +308,15 @@ class SweepRegistry:
             client.set_prompt_alias(name, PREVIOUS, old_v)  # first: a failure in between leaves champion as it was
             client.set_prompt_alias(name, CHAMPION, v)
             moved.append(f"{name} v{v} (previous v{old_v})")
-        return f"champion -> {', '.join(moved)}; run it with synth.source=prompts:/{self.prefix}@{CHAMPION}"
+        unchanged = sorted(set(winner) - set(changed))
+        parts = ([f"champion -> {', '.join(moved)}"] if moved else []) + kept
+        if unchanged:
+            parts.append(f"unchanged, alias not moved: {', '.join(prompt_name(self.prefix, tt) for tt in unchanged)}")
+        if not moved:
+            parts.append(f"no alias moved; to promote over the champion run from synth.source=prompts:/"
+                         f"{self.prefix}@{CHAMPION}")
+            return "; ".join(parts)
+        return "; ".join(parts) + f"; run it with synth.source=prompts:/{self.prefix}@{CHAMPION}"
 
 
 def register_texts(client: Any, prefix: str, instructions: Mapping[str, str], *, message: str,

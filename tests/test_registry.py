@@ -182,6 +182,57 @@ def test_registry_that_cannot_be_created_or_is_off_is_one_line(make_exp, uri):
         assert line.startswith(f"NOT registered: the baseline instructions at {uri}: ")
 
 
+def _enumerated_heavy(exp):
+    """7 enumerated + 1 research train tasks, 4 enumerated holdout tasks: a win on enumerated alone can confirm."""
+    from experiments.config import BenchmarkConfig, TaskSpec
+
+    tasks = [TaskSpec(id=f"t{i}", task=f"task number {i}", task_type="research" if i == 0 else "enumerated",
+                      split="train" if i < 8 else "holdout") for i in range(12)]
+    exp.benchmark = BenchmarkConfig(name="scripted-enumerated", tasks=tasks)
+    return exp
+
+
+def test_a_win_over_the_default_texts_moves_no_champion_and_an_unchanged_type_never_moves(make_exp):
+    """Issue 31 item 6. The champion is CHAMP (v2) for both types; a sweep from the default texts (BASE) that changes
+    only `enumerated` promotes. Before (6cbf984): enumerated's champion moved to a text never compared with CHAMP,
+    and research's champion went back to the baseline text v1, which the study never changed."""
+    exp = _enumerated_heavy(make_exp("sweep.n_trials=4", "sweep.mutate_task_types=[enumerated]", operators=("add_tool",),
+                                     mlflow=True))
+    client = _seed_registry(registry_uri(exp))
+    lines: list[str] = []
+    s = _sweep(exp, lines)
+    assert s.promoted and s.promoted_instructions["research"] == BASE["research"]
+    assert BOOST in s.promoted_instructions["enumerated"]
+    for tt in BASE:  # both aliases stay where they were
+        assert _aliases(client, prompt_name("harness", tt)) == {CHAMPION: 2, PREVIOUS: 1}
+    assert sorted(_versions(client, "harness-synth-research")) == [1, 2]  # nothing registered for research
+    new = _versions(client, "harness-synth-enumerated")[3]  # the win is kept as evidence, with the reason
+    assert new.template == s.promoted_instructions["enumerated"]
+    assert new.tags["champion_refused"] == "this study compared against v1 (its baseline), not the champion v2"
+    line = _registry_line(lines)
+    assert ("harness-synth-enumerated v3 registered, champion stays v2: this study compared against v1 (its "
+            "baseline), not the champion v2") in line
+    assert "unchanged, alias not moved: harness-synth-research" in line
+    assert "no alias moved; to promote over the champion run from synth.source=prompts:/harness@champion" in line
+
+
+def test_a_win_over_the_champion_moves_it_for_the_changed_type_only(make_exp):
+    exp = _enumerated_heavy(make_exp("sweep.n_trials=4", "sweep.mutate_task_types=[enumerated]", operators=("add_tool",),
+                                     mlflow=True))
+    client = _seed_registry(registry_uri(exp))
+    exp = _from_source(exp, "prompts:/harness@champion")  # the study's baseline is the champion
+    lines: list[str] = []
+    s = _sweep(exp, lines)
+    assert s.promoted and s.promoted_instructions["research"] == CHAMP["research"]
+    assert _aliases(client, "harness-synth-enumerated") == {CHAMPION: 3, PREVIOUS: 2}
+    assert _versions(client, "harness-synth-enumerated")[3].template == s.promoted_instructions["enumerated"]
+    assert "champion_refused" not in _versions(client, "harness-synth-enumerated")[3].tags
+    assert _aliases(client, "harness-synth-research") == {CHAMPION: 2, PREVIOUS: 1}  # left unchanged: not moved
+    line = _registry_line(lines)
+    assert "champion -> harness-synth-enumerated v3 (previous v2)" in line
+    assert "unchanged, alias not moved: harness-synth-research" in line
+
+
 # -- synth.source ------------------------------------------------------------------------------------------
 
 
