@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from harness import skills as skills_mod
 from harness.config import HarnessConfig, config_hash, to_dict
-from harness.fsio import atomic_write_text
+from harness.fsio import atomic_write_text, claim_output
 from harness.inference import Roles, context_overflow, make_roles
 from harness.logger import Tracer, append_jsonl, current_tracer, new_run_id, use_tracer
 from harness.planner import Plan, make_plan, plan_from_dict
@@ -299,6 +299,8 @@ class Harness:
 
         with tracer.stage("write_output"):
             out_path = safe_output_path(output_name or output_name_for(prepared.task), cfg.output_path)
+            if output_name is None:  # a name read off the task: another run may have asked for it (issue 33)
+                out_path = safe_output_path(claim_output(out_path, run_id).name, cfg.output_path)
             self._write(out_path, synth.text)
         state["output_path"] = str(out_path)
 

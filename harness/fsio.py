@@ -15,7 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-__all__ = ["replacing", "atomic_write_bytes", "atomic_write_text", "atomic_write_json"]
+__all__ = ["replacing", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "claim_new_file",
+           "claim_output"]
 
 FILE_MODE = 0o644  # mkstemp makes 0600; results stay readable like files written the ordinary way
 
@@ -62,3 +63,27 @@ def atomic_write_json(path: str | Path, obj: Any, *, mode: int = FILE_MODE, **du
     """json.dumps(obj, **dumps) written atomically. The JSON is built before the file is touched: an object that
     cannot be serialised raises and leaves the old file in place."""
     return atomic_write_text(path, json.dumps(obj, **dumps), mode=mode)
+
+
+def claim_new_file(path: str | Path, *, mode: int = FILE_MODE) -> bool:
+    """Create `path` empty if no file has that name (O_CREAT | O_EXCL, so of two writers racing for one name exactly
+    one wins); False when it exists. The claimant then writes it with the atomic writes above."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, mode)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    return True
+
+
+def claim_output(path: str | Path, owner: str) -> Path:
+    """The file a run writes its output to: `path` when no file has that name yet, else `<stem>-<owner><suffix>`
+    beside it (owner: the run id, so the name says which run wrote it). Two runs asking for one name (two tasks
+    that both say "save to output.md") each keep their own file; nothing a run wrote is overwritten by another."""
+    path = Path(path)
+    if claim_new_file(path):
+        return path
+    tag = "".join(c if c.isalnum() or c in "-_." else "_" for c in owner).strip(".") or "run"
+    return path.with_name(f"{path.stem}-{tag}{path.suffix}")

@@ -374,3 +374,26 @@ def test_help_is_fast_and_imports_no_heavy_package():
     assert "synth:" in proc.stdout and "concise, default, grounded" in proc.stdout  # the groups, read off conf/
     imported = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines() if "|" in line}
     assert not imported.intersection(HEAVY), sorted(imported.intersection(HEAVY))
+
+
+def test_two_runs_asking_for_one_output_file_keep_both(tmp_path, router, capsys):
+    """Issue 33 item 9: two tasks that both say "save to output.md", one results folder. Before, the second run
+    overwrote the first's file and the first run's record pointed at the second run's text. Now the second run
+    writes output-<its run id>.md, each record points at its own file, and each file holds its own run's answer."""
+    def topical(messages):
+        text = "\n".join(m["content"] for m in messages)
+        return numbered(5, "logging" if "Python logging" in text else "asyncio")
+
+    router.replies.update(synth=topical, revise=topical, retry=topical)
+    tasks = ["List 5 best practices for Python asyncio and save to output.md",
+             "List 5 best practices for Python logging and save to output.md"]
+    for task in tasks:
+        assert cli(tmp_path, "--mode", "off", "--no-memory", task) == EXIT_OK
+    capsys.readouterr()
+    first, second = read_jsonl(tmp_path / "res" / "runs.jsonl")
+    paths = [Path(first["output_path"]), Path(second["output_path"])]
+    assert paths[0].name == "output.md" and paths[1].name == f"output-{second['run_id']}.md"
+    assert "in asyncio**" in paths[0].read_text() and "in logging**" not in paths[0].read_text()
+    assert "in logging**" in paths[1].read_text() and "in asyncio**" not in paths[1].read_text()
+    assert sorted(p.name for p in (tmp_path / "res" / "outputs").iterdir()) == sorted(p.name for p in paths)
+    print(f"FIGURES two_runs_one_output_name: {[str(p.relative_to(tmp_path)) for p in paths]}")

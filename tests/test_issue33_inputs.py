@@ -129,3 +129,27 @@ def test_the_search_index_opens_in_a_folder_with_uri_characters(tmp_path):
     assert results and "json" in results[0].snippet.lower()
     # nothing at the path's prefix ("idx "): only the corpus, the index folder and the fixture's results folder
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus", index_dir.name, "results"]
+
+
+def test_one_of_several_racing_writers_claims_a_name(tmp_path):
+    """harness.fsio.claim_output: of runs racing for one output name exactly one gets it, the others a name of their
+    own (O_EXCL, not check-then-write)."""
+    import threading
+
+    from harness.fsio import claim_output
+
+    got: list[Path] = []
+    barrier = threading.Barrier(8)
+
+    def claim(i: int) -> None:
+        barrier.wait()
+        got.append(claim_output(tmp_path / "out" / "output.md", f"run-{i}"))
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(got)) == 8 and sum(p.name == "output.md" for p in got) == 1
+    assert claim_output(tmp_path / "out" / "x.md", "a/../b") == tmp_path / "out" / "x.md"
+    assert claim_output(tmp_path / "out" / "x.md", "a/../b").name == "x-a_.._b.md"  # one name, no '/' in it
