@@ -84,6 +84,10 @@ def main(cfg: DictConfig | ExperimentConfig, *, runner: Any = None, out: Callabl
         from harness.backends import preflight
 
         preflight(exp.backend)  # server down / model missing: fail before a study, run or cache is written
+        if exp.backend.kind in ("ollama", "openai") and kind != "single":  # a night's run: each role answers first
+            from harness.readiness import require_ready
+
+            require_ready(exp.backend, out=out)
     from experiments.rdb import check_services
 
     check_services(exp)  # the study's database and the MLflow store: driver missing / unreachable, one line

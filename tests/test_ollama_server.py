@@ -209,5 +209,39 @@ def test_a_run_whose_window_is_too_small_fails_with_the_one_line_error(stub, tmp
     assert not any(r.truncated for r in stub.chat_requests())  # refused before sending, never cut
 
 
+def sweep(stub, tmp_path, *extra: str):
+    import os
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    cmd = [sys.executable, "-m", "experiments.run", "+sweep=synth_mutation", "backend=ollama",
+           f"backend.host={stub.url}", "backend.retries=0", "search.provider=local", "research.enrich_urls=0",
+           "benchmark=smoke", "sweep.allow_underpowered=true", "sweep.n_trials=2", "sweep.baseline_repeats=1",
+           "sweep.operators=[add_constraint,drop_sentence,reorder]", "sweep.holdout_top_k=1", "wiggum.max_rounds=1",
+           f"results_dir={tmp_path / 'results'}", *extra]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    env.pop("HARNESS_DEBUG", None)
+    return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_a_two_trial_sweep_sends_a_window_on_every_request_and_nothing_is_cut(stub, tmp_path):
+    p = sweep(stub, tmp_path)
+    reqs = stub.chat_requests()
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "== readiness: ollama at " in p.stdout and "READY" in p.stdout  # checked before the study
+    assert len(reqs) > 20 and all(r.num_ctx for r in reqs) and not any(r.truncated for r in reqs)
+    assert set(stub.loads.values()) == {1}  # each model loaded once: no reload per request
+
+
+def test_a_sweep_whose_window_is_too_small_stops_with_one_line(stub, tmp_path):
+    p = sweep(stub, tmp_path, "backend.num_ctx=1024")
+    errors = [x for x in p.stderr.splitlines() if x.startswith("error:")]
+    assert p.returncode == 1 and len(errors) == 1
+    assert "ContextOverflow" in errors[0] and "backend.num_ctx" in errors[0] and "1024" in errors[0]
+    assert not any(r.truncated for r in stub.chat_requests())
+    assert "context for task" in errors[0] and "not prepared" in errors[0]  # stopped at the first context
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

@@ -158,3 +158,19 @@ def test_offline_the_search_fallback_is_decided_once_per_process(caplog):
     search.reset_degradation()
     lines = [r.getMessage() for r in caplog.records if r.name == "harness.search"]
     assert len(calls) == 1 and len(lines) == 1 and "for the rest of this process" in lines[0]
+
+
+def test_a_sweep_on_ollama_is_refused_before_its_study_when_the_check_finds_a_problem(tmp_path):
+    from experiments.config import compose_config
+    from experiments.run import main
+    from harness.readiness import NotReady
+
+    printed: list[str] = []
+    with OllamaStub(models=MODELS, default_reply=schema_reply("ready")) as stub:
+        cfg = compose_config(["+sweep=synth_mutation", "backend=ollama", f"backend.host={stub.url}",
+                              "backend.retries=0", "backend.think=true", "benchmark=smoke",
+                              "sweep.allow_underpowered=true", f"results_dir={tmp_path / 'sweep'}"])
+        with pytest.raises(NotReady, match="backend.think is true but glm4:9b cannot think"):
+            main(cfg, out=printed.append)
+    assert printed[0].startswith("== readiness: ollama at ") and printed[-1].startswith("NOT READY")
+    assert not (tmp_path / "sweep").exists()  # no study, no MLflow store
