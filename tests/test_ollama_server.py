@@ -123,6 +123,19 @@ def test_thinking_models_think_apart_and_never_in_the_text():
         assert result.completion_tokens == len(REPLY.split()) + 9 and 5 <= result.thinking_tokens <= 12
 
 
+@pytest.mark.parametrize("text, answer, thought", [
+    ("<think>weigh it</think>\n\nThe answer.", "The answer.", "weigh it"),
+    ("plain answer", "plain answer", ""),
+    ("Intro <think>a</think> middle <THINK>b</THINK> end", "Intro  middle  end", "ab"),
+    ("<think>cut while thinking", "", "cut while thinking"),  # max_tokens ran out inside the block
+    ("reasoning the template opened</think>Final.", "Final.", "reasoning the template opened"),
+])
+def test_think_blocks_are_taken_out_of_any_reply(text, answer, thought):
+    from harness.inference import split_think
+
+    assert split_think(text) == (answer, thought)
+
+
 def test_thinking_that_spends_the_whole_budget_is_an_error_that_says_so():
     qwen3 = StubModel("qwen3:32b", 40960, thinking=True)
     with OllamaStub(models=[qwen3], default_reply="answer") as s:
