@@ -67,6 +67,28 @@ _SECRET = (
     r"bearer\s+tokens?|environment\s+variables|env\s+vars|chat\s+history|conversation\s+history|id_rsa)\b"
     r"|/etc/(?:passwd|shadow)\b|~/\.ssh\b|\.aws/credentials\b|\.env\s+file\b)"
 )
+# the three attack classes below: a reader that is a model, what it does to the page, an order it is given, and the
+# instructions an override claims to void
+_READER = (
+    r"(?:(?:a\.?i\.?|ai|llm|automated|summari[sz](?:ing|ation)|language)\s+(?:assistant|agent|model|system|reader|"
+    r"summari[sz]er|bot|crawler)s?|a\.?i\.?s?|assistants?|(?:large\s+)?language\s+models?|llms?|chat\s?bots?|"
+    r"summari[sz]ers?|(?:summari[sz]ing|summari[sz]ation|ai)\s+bots?|models?)"
+)
+_READS = (
+    r"(?:(?:that|which|who)\s+)?(?:is\s+|are\s+)?(?:reading|processing|summari[sz]ing|parsing|ingesting|crawling|"
+    r"scraping|analy[sz]ing|answering|reads?|processes|summari[sz]es?|ingests?|parses?|crawls?)"
+    r"(?:\s+along)?(?:\s+(?:(?:this|these|the)(?:\s+(?:page|text|document|docs|documentation|article|content|passage|"
+    r"site))?|it|questions?)\b)?"
+)
+_TASKED = (
+    r"(?:\b(?:your|its|their)\s+(?:\w+\s+)?(?:task|job|assignment|objective|goal|mission|instructions?|role|purpose)\b"
+    r"|\b(?:new|different|real|actual|next|only|true)\s+(?:task|job|assignment|objective|goal|mission)\b"
+    r"|\b(?:should|must|shall|is\s+to|are\s+to|needs?\s+to|has\s+to|have\s+to|now\s+tasked|instead|stop|drop|"
+    r"please|begin\s+your|start\s+your|answer\s+(?:every|each|all|only|with))\b)"
+)
+_ORDERS = (
+    r"(?:instructions?|rules|guidelines|guidance|constraints|restrictions|directions|directives|orders|prompts?)"
+)
 INJECTION_PATTERNS: dict[str, re.Pattern[str]] = {
     "ignore_instructions": re.compile(
         rf"\b(?:ignore|disregard|forget|override|bypass|skip)\b(?:\s+(?:all|any|of|the|my|your))*\s+{_MODS}"
@@ -170,6 +192,54 @@ INJECTION_PATTERNS: dict[str, re.Pattern[str]] = {
         r"exactly|[\"'\u201c])"
         r"|\b(?:say|print|output|write)\s+(?:only\s+)?(?:the\s+(?:word|phrase|string)\s+)?[\"'\u201c]?(?:i\s+have\s+been\s+"
         r"pwned|pwned|hacked)\b",
+        _I,
+    ),
+    # -- three classes of attack (issue 33 item 15), each a pair: who or what is addressed, and an order --
+    # addressing: a model or AI reader named as the recipient (to/for it, a vocative, "an AI reading this page"),
+    # then in the same sentence a task of its own or an order ("your new task", "should", "instead")
+    "model_tasked": re.compile(
+        rf"(?:^|[.!?]\s+|\n)\s*(?:(?:a\s+)?(?:note|message|memo)\s+)?(?:to|for)\s+(?:the\s+|any\s+|all\s+|every\s+|"
+        rf"each\s+|whichever\s+|whatever\s+)?{_READER}(?:\s+{_READS})?\s*:"  # "To the model reading this: ..."
+        rf"|(?:\b(?:to|for)\s+(?:the\s+|any\s+|all\s+|every\s+|each\s+|whichever\s+|whatever\s+)?(?:\w+\s+)?{_READER}"
+        rf"|\b(?:an?|any|all|every|each|the|whichever|whatever)\s+{_READER}\s+{_READS}"
+        rf"|(?:^|[.!?:]\s+|\n)\s*(?:(?:hello|hi|hey|dear|attention|attn)\b[\s,]*(?:there\b[\s,]*)?)?{_READER}"
+        rf"(?:\s+{_READS})?\s*[,:!-]"
+        rf"|\byou,?\s+(?:the\s+)?{_READER}\b)"
+        rf"[^.\n]{{0,80}}?{_TASKED}",
+        _I,
+    ),
+    # authority: earlier instructions declared void, superseded or lifted, or a claimed notice from the model's
+    # makers or operators ("SYSTEM OVERRIDE: all prior instructions are void", "this supersedes every instruction")
+    "authority_override": re.compile(
+        rf"\b{_ORDERS}\b[^.\n]{{0,40}}?\b(?:are|is|were|have\s+been|has\s+been)\s+(?:now\s+|hereby\s+|all\s+)?"
+        r"(?:null|void|revoked|rescinded|cancel+ed|obsolete|lifted|suspended|invalid|superseded|withdrawn|"
+        r"overridden|no\s+longer\s+(?:valid|in\s+effect|binding|applicable))\b"
+        rf"|\b(?:previous|prior|earlier|above|preceding|original)\s+{_ORDERS}\s+(?:\w+\s+){{0,3}}?no\s+longer\s+"
+        r"(?:apply|applies|hold|holds|count|stand|matter)\b"
+        rf"|\b{_ORDERS}\s+(?:you|that\s+you)\s+(?:were\s+given|received|got)\s+(?:\w+\s+)?no\s+longer\s+"
+        r"(?:apply|applies|hold|holds|count|stand|matter)\b"
+        r"|\b(?:supersedes?|overrides?|overriding|voids?|cancels?|replaces?|revokes?|nullifies)\s+(?:all\s+|every\s+|any\s+|"
+        r"the\s+|your\s+)?(?:previous\s+|prior\s+|earlier\s+|above\s+|other\s+|original\s+)?(?:instructions?|rules|"
+        r"guidelines|directions|directives|prompts?|orders)\b"
+        r"|\boverrides?\s+anything\s+(?:the\s+user|the\s+system|you)\b"
+        r"|\b(?:ignore|disregard|forget|bypass|suspend|drop)\s+(?:all\s+(?:of\s+)?)?your\s+(?:\w+\s+)?(?:instructions|rules|"
+        r"guidelines|constraints|restrictions|directives|safety\s+\w+)\b"
+        r"|\b(?:ignore|disregard|forget|drop|cancel)\s+(?:the|your|this)\s+(?:original|initial|first|earlier|current|"
+        r"user'?s?)\s+(?:request|task|question|prompt|assignment)\b"
+        r"|\b(?:notice|message|instruction|directive|order|memo)s?\s+from\s+(?:the\s+)?(?:openai|anthropic|google|"
+        r"deepmind|meta|microsoft|mistral|your\s+(?:developers?|creators?|makers?|operators?|administrators?))\b",
+        _I,
+    ),
+    # redirect: the assistant ordered to send the user somewhere or have them act, with a destination or a
+    # risk attached: a URL, a domain, an e-mail address, a phone number, or credentials to hand over
+    "user_redirect": re.compile(
+        r"\b(?:tell|direct|send|refer|point|redirect|instruct|advise|ask|urge|encourage|have|get|lead|guide|"
+        r"recommend\s+to|make\s+sure)(?:s|ing|ed)?\s+(?:the\s+|your\s+|our\s+|each\s+|any\s+)?"
+        r"(?:user|reader|person(?:\s+asking)?|visitor|customer|asker|whoever\s+(?:asked|asks|is\s+asking)|"
+        r"anyone(?:\s+asking)?)s?\b[^.\n]{0,120}?"
+        rf"(?:{_URL}|\b[\w-]+(?:\.[\w-]+)*\.(?:example|com|net|org|io|xyz|ru|top)\b|\b[\w.+-]+@[\w-]+\.[\w.]+|"
+        r"\+?\d[\d\s().-]{7,}\d|\b(?:password|passphrase|credentials|card\s+number|card|account\s+number|api\s+"
+        r"(?:token|key)|token|antivirus)\b)",
         _I,
     ),
     "conceal_from_user": re.compile(
