@@ -56,7 +56,7 @@ def harness_cmd(host: str, results: Path, extra: list[str]) -> list[str]:
 
 
 def count(stub: OllamaStub, since: int) -> dict:
-    reqs = stub.chat_requests()[since:]
+    reqs = stub.chat_requests(include_checks=True)[since:]
     largest: dict[str, tuple[int, int]] = {}
     for r in reqs:
         model = r.body.get("model", "?")
@@ -78,7 +78,7 @@ def main(extra: list[str]) -> int:
                           ("compound run again (memory holds the first)",
                            harness_cmd(stub.url, Path(tmp) / "run", overrides)),
                           ("2-trial sweep", sweep_cmd(stub.url, Path(tmp) / "sweep", overrides))):
-            since = len(stub.chat_requests())
+            since = len(stub.chat_requests(include_checks=True))
             p = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=1800)
             c = count(stub, since)
             last = (p.stderr.strip().splitlines() or [""])[-1]

@@ -107,6 +107,13 @@ class StubRequest:
         return (self.body.get("options") or {}).get("num_ctx")
 
 
+def is_check_call(body: dict) -> bool:
+    """A timed call of the readiness check (its one fixed message)."""
+    from harness.readiness import CALL_MESSAGES
+
+    return list(body.get("messages") or []) == CALL_MESSAGES
+
+
 def free_port() -> int:
     """A port nothing listens on (bound then released)."""
     with socket.socket() as s:
@@ -258,8 +265,11 @@ class OllamaStub:
         with self._lock:
             self._raw.extend([body] * count)
 
-    def chat_requests(self) -> list[StubRequest]:
-        return [r for r in self.requests if r.path in ("/api/chat", "/v1/chat/completions")]
+    def chat_requests(self, include_checks: bool = False) -> list[StubRequest]:
+        """The chat requests of the work; the readiness check's timed calls (harness.readiness, one per role
+        before a sweep) only with include_checks, so a test counting a sweep's calls counts its work."""
+        chats = [r for r in self.requests if r.path in ("/api/chat", "/v1/chat/completions")]
+        return chats if include_checks else [r for r in chats if not is_check_call(r.body)]
 
     # -- internals --------------------------------------------------------------------------------------
     def _next_reply(self, body: dict) -> StubReply:

@@ -240,7 +240,7 @@ def sweep(stub, tmp_path, *extra: str):
 
 def test_a_two_trial_sweep_sends_a_window_on_every_request_and_nothing_is_cut(stub, tmp_path):
     p = sweep(stub, tmp_path)
-    reqs = stub.chat_requests()
+    reqs = stub.chat_requests(include_checks=True)
     assert p.returncode == 0, p.stderr[-2000:]
     assert "== readiness: ollama at " in p.stdout and "READY" in p.stdout  # checked before the study
     assert len(reqs) > 20 and all(r.num_ctx for r in reqs) and not any(r.truncated for r in reqs)
@@ -252,7 +252,7 @@ def test_a_sweep_whose_window_is_too_small_stops_with_one_line(stub, tmp_path):
     errors = [x for x in p.stderr.splitlines() if x.startswith("error:")]
     assert p.returncode == 1 and len(errors) == 1
     assert "ContextOverflow" in errors[0] and "backend.num_ctx" in errors[0] and "1024" in errors[0]
-    assert not any(r.truncated for r in stub.chat_requests())
+    assert not any(r.truncated for r in stub.chat_requests(include_checks=True))
     assert "context for task" in errors[0] and "not prepared" in errors[0]  # stopped at the first context
 
 

@@ -27,7 +27,7 @@ def check_cli(stub, tmp_path, *extra: str) -> int:
 def test_check_prints_each_role_and_writes_nothing(tmp_path, capsys):
     with OllamaStub(models=MODELS, default_reply=schema_reply("ready")) as stub:
         assert check_cli(stub, tmp_path) == 0
-        calls = stub.chat_requests()
+        calls = stub.chat_requests(include_checks=True)
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[0].startswith("== readiness: ollama at ") and lines[-1] == "READY"
@@ -67,7 +67,7 @@ def test_check_warns_when_the_models_cannot_stay_loaded_together(tmp_path, capsy
     squeezed = [*MODELS[:2], StubModel("gemma3:27b", 131072, family="gemma3", size=17 * GiB, size_vram=12 * GiB)]
     with OllamaStub(models=squeezed, default_reply=schema_reply("ready"), memory=40 * GiB) as stub:
         assert check_cli(stub, tmp_path, "backend.keep_alive=30m") == 0  # a warning, not a problem
-        assert all(r.body.get("keep_alive") == "30m" for r in stub.chat_requests())
+        assert all(r.body.get("keep_alive") == "30m" for r in stub.chat_requests(include_checks=True))
     out = capsys.readouterr().out
     assert "WARNING: the roles' models cannot stay loaded together: qwen2.5:32b was unloaded" in out
     assert "WARNING: gemma3:27b runs 29% on the CPU" in out and "keep_alive: 30m" in out
