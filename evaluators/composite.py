@@ -97,7 +97,8 @@ class Evaluation:
 
     def metrics(self) -> dict[str, float]:
         """Flat numeric metrics for tracking (MLflow): composite, deterministic criteria, rubric dimensions."""
-        out: dict[str, float] = {"deterministic": self.deterministic_score, "degenerate": 1.0 if self.degenerate else 0.0,
+        out: dict[str, float] = {"deterministic": self.deterministic_score,
+                                 "degenerate": 1.0 if self.degenerate else 0.0,
                                  "judge_failures": float(self.judge_failures)}
         if self.composite is not None:  # a missing judged score is absent, never a number
             out["composite"] = self.composite

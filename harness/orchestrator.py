@@ -215,13 +215,16 @@ class Orchestrator:
     @property
     def sub_harness(self) -> Harness:
         """The harness each step runs through, built on first use from the parent's memory and search (opened
-        then), so steps share backends, memory and search with the parent; only the loop length differs."""
+        then), so steps share backends, memory and search with the parent; only the loop length differs (and no verify
+        re-score: a step's score is not an objective)."""
         if self._sub is None:
             cfg = self.harness.cfg
             sub_cfg = dataclasses.replace(
                 cfg,
                 wiggum=dataclasses.replace(cfg.wiggum, max_rounds=cfg.orchestrator.subtask_wiggum_rounds),
                 orchestrator=dataclasses.replace(cfg.orchestrator, mode="off"),
+                # a step's score is no objective (nothing reads it): no verify re-score call per step
+                evaluator=dataclasses.replace(cfg.evaluator, rescore=False),
             )
             self._sub = Harness(sub_cfg, self.harness.roles, memory=self.harness.memory, search=self.harness.search)
         return self._sub
