@@ -231,9 +231,10 @@ INJECTION_PATTERNS: dict[str, re.Pattern[str]] = {
         _I,
     ),
     # redirect: the assistant ordered to send the user somewhere or have them act, with a destination or a
-    # risk attached: a URL, a domain, an e-mail address, a phone number, or credentials to hand over
+    # risk attached: a URL, a domain, an e-mail address, a phone number, or credentials to hand over. Not "get":
+    # in documentation it reads values ("get the user name from the ... password database", getpass)
     "user_redirect": re.compile(
-        r"\b(?:tell|direct|send|refer|point|redirect|instruct|advise|ask|urge|encourage|have|get|lead|guide|"
+        r"\b(?:tell|direct|send|refer|point|redirect|instruct|advise|ask|urge|encourage|have|lead|guide|"
         r"recommend\s+to|make\s+sure)(?:s|ing|ed)?\s+(?:the\s+|your\s+|our\s+|each\s+|any\s+)?"
         r"(?:user|reader|person(?:\s+asking)?|visitor|customer|asker|whoever\s+(?:asked|asks|is\s+asking)|"
         r"anyone(?:\s+asking)?)s?\b[^.\n]{0,120}?"

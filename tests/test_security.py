@@ -582,3 +582,10 @@ def test_the_held_out_sets_are_flagged_by_class_and_their_look_alikes_are_not():
     b = heldout.measure(heldout.ATTACKS_B, heldout.BENIGN_B)
     assert a["detected"] == a["attacks_total"] == 36 and a["false_positives"] == 0, a["misses"] + a["flagged_benign"]
     assert b["detected"] >= 17 and b["false_positives"] == 0, b["misses"] + b["flagged_benign"]
+
+
+def test_accessor_prose_about_users_and_passwords_is_not_a_redirect():
+    """The one corpus passage the first draft of user_redirect flagged (getpass's docstring); the corpus-wide figure
+    is in docs/RELIABILITY.md."""
+    text = "getuser() - Get the user name from the environment or password database."
+    assert not scan_text(text).flagged
