@@ -265,8 +265,11 @@ class Objective:
         t0 = time.perf_counter()
         calls0 = llm_calls(self.runner)
         number = int(getattr(trial, "number", 0))
+        # the seeds follow the trial's slot (experiments.rdb.trial_slot): a copy queued again after a kill makes
+        # the choices of the trial it replaces; without a kill the slot is the number
+        slot = int(trial.user_attrs.get("slot", number))
         is_baseline = trial.user_attrs.get("operator") == BASELINE
-        requested, pick = (BASELINE, None) if is_baseline else self._choose(trial, number)
+        requested, pick = (BASELINE, None) if is_baseline else self._choose(trial, slot)
         proposal = Proposal(dict(self.baseline), None, "baseline instruction (cfg.synth)", BASELINE)
         outcome = dict(number=number, operator=requested, operator_requested=requested,
                        instructions=proposal.instructions, hash=candidate_hash(proposal.instructions),
@@ -275,9 +278,9 @@ class Objective:
         trial.set_user_attr("operator_requested", requested)
         try:
             if requested == "merge":
-                proposal = self.merge_candidate(*pick, number)
+                proposal = self.merge_candidate(*pick, slot)
             elif not is_baseline:
-                proposal = self.candidate(requested, number, parent=pick)
+                proposal = self.candidate(requested, slot, parent=pick)
             instructions = proposal.instructions
             h = candidate_hash(instructions)
             outcome.update(instructions=instructions, hash=h, parent_hash=proposal.parent_hash, note=proposal.note,
@@ -305,11 +308,11 @@ class Objective:
             first, checkpoint, decided = [], None, []
             # the gate needs tasks left after it: on a train split of gate_tasks or fewer it is off
             if 0 < self.exp.sweep.gate_tasks < len(self.tasks) and not is_baseline and parents:
-                first, go, decided = self._gate(trial, number, parents, outcome)
+                first, go, decided = self._gate(trial, slot, parents, outcome)
                 checkpoint = (len(first), go)
             rest = [i for i in range(len(self.tasks)) if i not in first]
             if not is_baseline:
-                random.Random(number).shuffle(rest)
+                random.Random(slot).shuffle(rest)
             # one queue, gate first: at concurrency N the rest starts while the gate's last tasks run
             ev = evaluate_candidate(
                 instructions, self.tasks, self.runner, contexts=self.contexts, seed=self.exp.seed, trial=trial,

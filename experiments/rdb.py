@@ -186,6 +186,28 @@ def shared_lock(url: str, name: str, local: Path | None = None) -> Iterator[None
 # -- a dead worker's trial --------------------------------------------------------------------------------------
 
 STALE_REASON = "worker died: no heartbeat from {host} pid {pid} within the grace period"
+RETRIES = 3  # a trial stopped by its process's end is queued again up to this many times (a trial that kills its
+# process every time would otherwise loop); past that it stays FAIL and counts
+
+
+def requeued(trials: Any) -> set[int]:
+    """Numbers of the trials that were queued again (their process died or was stopped mid-trial): each has a copy
+    that takes its place (Optuna's system attr retry_history), so they do not count toward n_trials."""
+    out: set[int] = set()
+    for t in trials:
+        out.update(int(n) for n in t.system_attrs.get("retry_history", ()))
+    return out
+
+
+def trial_slot(trial: Any, trials: Any) -> int:
+    """The place a trial takes in the search, which seeds its choices and names its runs (experiments.objective):
+    a copy queued again takes the place of the trial it replaces (user attr slot, kept on the copy), a new trial its
+    number less the trials queued again before it. Without a kill every trial's slot is its number; with one, the
+    resumed search makes the choices an uninterrupted one made."""
+    if isinstance(trial.user_attrs.get("slot"), int):
+        return int(trial.user_attrs["slot"])
+    number = int(trial.system_attrs.get("failed_trial", trial.number))  # a copy of a trial made before slots
+    return number - sum(1 for n in requeued(trials) if n < number)
 
 
 class StaleTrials:
@@ -196,8 +218,8 @@ class StaleTrials:
     The retry keeps the trial's parameters and only the user attrs it was enqueued with (`keep`: the baseline's
     operator); what the dead worker recorded mid-trial (instructions, partial scores) is not carried over."""
 
-    def __init__(self, max_retry: int = 1, keep: Callable[[str, Any], bool] = lambda k, v: k == "operator"
-                 and v == "baseline") -> None:
+    def __init__(self, max_retry: int = 1, keep: Callable[[str, Any], bool] = lambda k, v: (k == "operator"
+                 and v == "baseline") or k == "slot") -> None:
         import optuna
 
         retry_cls = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) or \
@@ -215,6 +237,13 @@ class StaleTrials:
             failed.user_attrs = a
         with self._lock:
             self._failed.append(failed)
+        again = copy.deepcopy(trial)
+        again.user_attrs = {k: v for k, v in trial.user_attrs.items() if self._keep(k, v)}
+        self._retry(study, again)
+
+    def requeue(self, study: Any, trial: Any) -> None:
+        """Queue a copy of a failed trial (its parameters, slot and the kept attrs), as for a stale one, without
+        reporting it as a dead worker's: a trial this process stopped (Ctrl-C, SIGTERM)."""
         again = copy.deepcopy(trial)
         again.user_attrs = {k: v for k, v in trial.user_attrs.items() if self._keep(k, v)}
         self._retry(study, again)

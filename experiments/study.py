@@ -203,7 +203,12 @@ def _pid_alive(pid: int) -> bool:
 
 
 def finished_trials(study: optuna.Study) -> list[FrozenTrial]:
-    return study.get_trials(deepcopy=False, states=FINISHED)
+    """Finished trials that count toward n_trials: not one queued again after its process died (its copy counts)."""
+    from experiments.rdb import requeued
+
+    trials = study.get_trials(deepcopy=False, states=FINISHED)
+    gone = requeued(study.get_trials(deepcopy=False)) if trials else set()
+    return [t for t in trials if t.number not in gone]
 
 
 def frozen_trial(study: optuna.Study, number: int) -> FrozenTrial:

@@ -186,9 +186,12 @@ def test_kill9_mid_trial_then_same_command_resumes(env, tmp_path):
     assert f"marked 1 trial(s) left RUNNING by a dead process as failed: [{killed}]" in out
     assert "contexts 5 reused, 0 computed" in out
     trials = {t.number: t for t in study_trials(results)}
-    assert sorted(trials) == list(range(6)) and not [t for t in trials.values() if t.state.name == "RUNNING"]
+    # the killed trial stays FAIL and does not count: a copy with its slot takes its place (issue 33), so 7 trials
+    assert sorted(trials) == list(range(7)) and not [t for t in trials.values() if t.state.name == "RUNNING"]
     assert trials[killed].state.name == "FAIL"
     assert trials[killed].user_attrs["fail_reason"] == "process died while the trial was running"
+    copy = [t for t in trials.values() if t.system_attrs.get("failed_trial") == killed]
+    assert len(copy) == 1 and copy[0].user_attrs["slot"] == killed and copy[0].state.name != "FAIL"
 
     # no completed work re-run: every run id (trial task, noise-floor repeat, holdout) appears once in runs.jsonl
     runs = strict_jsonl(results / "runs.jsonl")
@@ -205,12 +208,12 @@ def test_kill9_mid_trial_then_same_command_resumes(env, tmp_path):
 
     # ledger and MLflow: one row / one run per trial, the killed trial FAILED with its reason
     ledger = strict_jsonl(results / SWEEP / "ledger.jsonl")
-    assert sorted(r["trial"] for r in ledger) == list(range(6))
+    assert sorted(r["trial"] for r in ledger) == list(range(7))
     assert next(r for r in ledger if r["trial"] == killed)["status"] == "crash"
     parents, trial_runs = mlflow_runs(tmp_path)
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     by_number = collections.Counter(int(r.data.tags["trial_number"]) for r in trial_runs)
-    assert by_number == collections.Counter(range(6))
+    assert by_number == collections.Counter(range(7))
     killed_run = next(r for r in trial_runs if int(r.data.tags["trial_number"]) == killed)
     assert killed_run.info.status == "FAILED" and "process died" in killed_run.data.tags["fail_reason"]
     figures("kill9", killed_trial=killed, tasks_done_in_killed_trial=done_in_killed, calls_before_kill=n_first,
