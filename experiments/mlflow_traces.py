@@ -383,6 +383,14 @@ def log_run_traces(tracker: Any, tags: Mapping[str, str], scores: Sequence[Any],
 
 def log_evaluation_run(tracker: Any, name: str, tags: Mapping[str, str], ev: Any) -> list[str]:
     """A sweep's nested run for an evaluation that is not a trial (a baseline repeat, a holdout run): the composite
-    and per-task scores as metrics, then a trace per task run linked to it (log_run_traces)."""
-    tracker.log_child(name, tags, {"composite": ev.mean, **{f"task.{t}": v for t, v in ev.by_task().items()}})
-    return log_run_traces(tracker, tags, ev.scores)
+    and per-task scores as metrics, then a trace per task run linked to it (log_run_traces). Once per step: a
+    resume that runs the step again (killed after logging, before the study stored it) finds the ended run and
+    logs nothing; the run ends after its traces, so one a kill left RUNNING is replaced (tracker.logged_child)."""
+    if tracker.logged_child(name, tags):
+        return []
+    rid = tracker.log_child(name, tags, {"composite": ev.mean, **{f"task.{t}": v for t, v in ev.by_task().items()}},
+                            status=None)
+    try:
+        return log_run_traces(tracker, tags, ev.scores)
+    finally:
+        tracker.end_child(rid)

@@ -107,7 +107,13 @@ class NullTracker:
 
     def log_child(self, name: str, tags: Mapping[str, str], metrics: Mapping[str, float],
                   texts: Mapping[str, str] = {}, *, params: Mapping[str, Any] | None = None,
-                  status: str = "FINISHED") -> None: ...
+                  status: str | None = "FINISHED") -> str | None:
+        return None
+
+    def logged_child(self, name: str, tags: Mapping[str, str]) -> bool:
+        return False
+
+    def end_child(self, run_id: str | None, status: str = "FINISHED") -> None: ...
 
     def log_parent(self, *, params: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None,
                    texts: Mapping[str, str] | None = None) -> None: ...
@@ -354,8 +360,9 @@ class MLflowTracker(NullTracker):
 
     def log_child(self, name: str, tags: Mapping[str, str], metrics: Mapping[str, float],
                   texts: Mapping[str, str] = {}, *, params: Mapping[str, Any] | None = None,
-                  status: str = "FINISHED") -> None:
-        """A nested non-trial run (baseline repeats, holdout confirmations, A/B cells)."""
+                  status: str | None = "FINISHED") -> str | None:
+        """A nested non-trial run (baseline repeats, holdout confirmations, A/B cells); its run id. status None
+        leaves it RUNNING for the caller to add to and end (end_child)."""
         all_tags = {"mlflow.parentRunId": self.parent_id, "mlflow.runName": name, "sweep": self.exp.sweep.name,
                     **tags}
         if self.smoke:
@@ -366,7 +373,24 @@ class MLflowTracker(NullTracker):
             self._log_params(rid, params)
         for path, text in texts.items():
             self.client.log_text(rid, text, path)
-        self.client.set_terminated(rid, status=status)
+        if status is not None:
+            self.client.set_terminated(rid, status=status)
+        return rid
+
+    def end_child(self, run_id: str | None, status: str = "FINISHED") -> None:
+        if run_id is not None:
+            self.client.set_terminated(run_id, status=status)
+
+    def logged_child(self, name: str, tags: Mapping[str, str]) -> bool:
+        """Whether the parent has an ended nested run of this name and tags (a step a killed process logged before
+        the study stored it: logged once). One it left unended (killed mid-logging) is deleted, to be logged again."""
+        found = [r for r in self.child_runs(tags["kind"]) if r.data.tags.get("mlflow.runName") == name
+                 and all(r.data.tags.get(k) == v for k, v in tags.items())]
+        ended = [r for r in found if r.info.status != "RUNNING"]
+        for r in found:
+            if r.info.status == "RUNNING":
+                self.client.delete_run(r.info.run_id)
+        return bool(ended)
 
     def log_parent(self, *, params: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None,
                    texts: Mapping[str, str] | None = None, files: Iterable[Path | str] = (),

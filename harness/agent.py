@@ -239,7 +239,7 @@ class Harness:
             result = dataclasses.replace(result, status="failed", error=overflow)
         trace_path = tracer.write(self.cfg.traces_dir)
         record = self._record(prepared, result, state, tracer, time.perf_counter() - t0, trace_path, extra_record)
-        append_jsonl(self.cfg.runs_jsonl, record)
+        append_jsonl(self.cfg.runs_jsonl, record, unique="run_id")  # a resumed step's run stays one line
         return dataclasses.replace(result, record=record, trace_path=str(trace_path))
 
     def run(self, task: str, *, tracer: Tracer | None = None, **kwargs: Any) -> RunResult:
@@ -262,7 +262,7 @@ class Harness:
                            smoke=self.roles.smoke)
         trace_path = tracer.write(self.cfg.traces_dir)
         record = self._record(_empty_prepared(task), failed, {}, tracer, 0.0, trace_path, None)
-        append_jsonl(self.cfg.runs_jsonl, record)
+        append_jsonl(self.cfg.runs_jsonl, record, unique="run_id")  # a resumed step's run stays one line
         return dataclasses.replace(failed, record=record, trace_path=str(trace_path))
 
     # -- internals -----------------------------------------------------------------------------------

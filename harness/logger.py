@@ -177,15 +177,49 @@ def _jsonable(obj: Any) -> Any:
     return json.loads(json.dumps(obj, default=str))
 
 
-def append_jsonl(path: str | Path, record: dict[str, Any]) -> None:
-    """Append one record as one line, atomically with respect to other appenders."""
+_seen: dict[str, tuple[int, int, set[str]]] = {}  # path -> (inode, bytes read, values of the unique key)
+_seen_lock = threading.Lock()
+
+
+def _recorded(fd: int, path: Path, key: str) -> set[str]:
+    """The values of `key` in the file's records (the caller holds its flock): read once, then only what was
+    appended since (by any process)."""
+    st = os.fstat(fd)
+    name = f"{path.resolve()}#{key}"
+    inode, offset, values = _seen.get(name, (st.st_ino, 0, set()))
+    if inode != st.st_ino or st.st_size < offset:  # replaced or truncated: read it again
+        offset, values = 0, set()
+    if st.st_size > offset:
+        chunk = os.pread(fd, st.st_size - offset, offset)
+        end = chunk.rfind(b"\n") + 1  # a torn last line is not a record
+        for raw in chunk[:end].splitlines():
+            try:
+                value = json.loads(raw).get(key)
+            except (ValueError, AttributeError):
+                continue
+            if value is not None:
+                values.add(str(value))
+        offset += end
+    _seen[name] = (st.st_ino, offset, values)
+    return values
+
+
+def append_jsonl(path: str | Path, record: dict[str, Any], *, unique: str | None = None) -> bool:
+    """Append one record as one line, atomically with respect to other appenders. With `unique` (runs.jsonl:
+    "run_id"), a record whose value there is already in the file is not appended again: a step a killed process
+    had half done runs again on resume under the same run ids, and each run stays one line. False: not appended."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     line = (json.dumps(record, default=str, ensure_ascii=False) + "\n").encode()
+    value = None if unique is None or record.get(unique) is None else str(record[unique])
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
+            if value is not None:
+                with _seen_lock:
+                    if value in _recorded(fd, path, unique):
+                        return False
             size = os.fstat(fd).st_size
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 line = b"\n" + line  # a torn last line (killed mid-write) must not swallow this record
@@ -197,6 +231,7 @@ def append_jsonl(path: str | Path, record: dict[str, Any]) -> None:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+    return True
 
 
 @contextlib.contextmanager
