@@ -7,7 +7,9 @@ sweep.kind). Exceptions become one-line messages here, at the CLI edge, and nowh
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from typing import Any, Callable
 
 import hydra
@@ -40,21 +42,25 @@ def run_single(exp: ExperimentConfig, runner: Any, *, tracker: Any = None, out: 
     tracker.start(exp, smoke=smoke)
     scores: dict[str, float] = {}
     failed = 0
-    for i, task in enumerate(tasks, 1):
-        try:
-            ev = evaluate_candidate(instructions, [task], runner, seed=exp.seed, run_prefix=f"{exp.sweep.name}")
-        except TrialFailed as exc:
-            failed += 1
-            out(f"[{exp.sweep.name}] task {i}/{len(tasks)} {task.id}: FAILED {exc}")
-            continue
-        s = ev.scores[0]
-        scores[task.id] = s.score
-        out(f"[{exp.sweep.name}] task {i}/{len(tasks)} {task.id}: composite {s.score:.3f}")
-        tracker.log_child(f"task-{task.id}", {"kind": "task", "task_id": task.id, "split": task.split},
-                          {"composite": s.score, "judge_sd": s.judge_sd, "llm_calls": s.llm_calls,
-                           "cache_hits": s.cached_calls, "latency_s": s.latency_s,
-                           **{f"dim.{k}": v for k, v in s.dimensions.items()}},
-                          {f"outputs/{task.id}.md": s.output_text or "(empty)"})
+    try:
+        for i, task in enumerate(tasks, 1):
+            try:
+                ev = evaluate_candidate(instructions, [task], runner, seed=exp.seed, run_prefix=f"{exp.sweep.name}")
+            except TrialFailed as exc:
+                failed += 1
+                out(f"[{exp.sweep.name}] task {i}/{len(tasks)} {task.id}: FAILED {exc}")
+                continue
+            s = ev.scores[0]
+            scores[task.id] = s.score
+            out(f"[{exp.sweep.name}] task {i}/{len(tasks)} {task.id}: composite {s.score:.3f}")
+            tracker.log_child(f"task-{task.id}", {"kind": "task", "task_id": task.id, "split": task.split},
+                              {"composite": s.score, "judge_sd": s.judge_sd, "llm_calls": s.llm_calls,
+                               "cache_hits": s.cached_calls, "latency_s": s.latency_s,
+                               **{f"dim.{k}": v for k, v in s.dimensions.items()}},
+                              {f"outputs/{task.id}.md": s.output_text or "(empty)"})
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the parent run is closed, not left RUNNING
+        tracker.kill()
+        raise
     mean = sum(scores.values()) / len(scores) if scores else float("nan")
     lines = ["===== RUN SUMMARY ====="]
     label = label_for(exp, runner.identity(), tasks) or (SMOKE_LINE if smoke else None)
@@ -110,21 +116,44 @@ def hydra_main(cfg: DictConfig) -> None:
     cli(cfg)
 
 
+# Exit codes: 0 done; 1 an error, or a sweep stopped past its failure rate; 2 a config error; 3 a step after the
+# search (the final race or a holdout run) did not conclude: its finished runs are stored and the same command runs
+# the rest; 130 Ctrl-C (SIGINT); 143 SIGTERM. The last three are resumable: the same command continues.
+EXIT_UNCONCLUDED, EXIT_SIGINT, EXIT_SIGTERM = 3, 130, 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C's KeyboardInterrupt would be: it stops the run the same way (the trial told
+    and queued again, the MLflow runs closed) instead of killing the process where it stands."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one while closing changes nothing
+    raise Terminated()
+
+
 def cli(cfg: DictConfig) -> None:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         result = main(cfg)
         if getattr(result, "failed_out", False):  # a sweep stopped past its failure rate: not a success
             print(f"error: sweep stopped: {result.stop_reason} (see the summary above)", file=sys.stderr)
             sys.exit(1)
+        if getattr(result, "unconcluded", ()):  # a failed race or holdout run: no conclusion was reached
+            print(f"error: sweep did not conclude: {'; '.join(result.unconcluded)[:400]}; finished runs are stored: "
+                  f"run the same command again to resume", file=sys.stderr)
+            sys.exit(EXIT_UNCONCLUDED)
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         sys.exit(2)
     except StoreError as exc:  # a damaged or unwritable store, named: the run stops (harness.sqlite_store)
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)
-    except KeyboardInterrupt:
-        print("interrupted: run the same command again to resume", file=sys.stderr)
-        sys.exit(130)
+    except KeyboardInterrupt as exc:
+        what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(f"{what}: run the same command again to resume", file=sys.stderr)
+        sys.exit(EXIT_SIGTERM if isinstance(exc, Terminated) else EXIT_SIGINT)
     except Exception as exc:
         if os.environ.get("HARNESS_DEBUG"):
             raise

@@ -98,6 +98,7 @@ class SweepSummary:
     mlflow_url: str = ""
     promoted_instructions: dict[str, str] = field(default_factory=dict)
     failed_out: bool = False  # stopped because too many trials failed: the CLI exits non-zero
+    unconcluded: tuple[str, ...] = ()  # steps after the search that did not conclude (a failed race or holdout run)
     selection_bias: float | None = None  # mean over evaluated trials of (wiggum best - independent re-score)
     rescored: bool = False  # trial values are independent re-scores (a sampled judgement of each kept text)
     judge_failures: int = 0  # judge replies that could not be read, summed over the trials (user attr judge_failures)

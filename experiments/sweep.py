@@ -50,10 +50,10 @@ from experiments.runners import TimedRunner, llm_calls
 from experiments.search_state import BASELINE, candidate_hash, state_from_trials
 from experiments.stats import NoiseFloor, baseline_reference, compare, noise_floor
 from experiments.study import (StudyStore, baseline_trial, ensure_baseline, finished_trials, frozen_trial,
-                               open_store, pin_fingerprint, stored_holdout, trial_counts)
+                               open_store, pin_fingerprint, stored_holdout, train_reruns, trial_counts)
 from experiments.summaries import SweepSummary, format_sweep, synth_yaml
 from experiments.tracking import NullTracker, make_tracker
-from experiments.rdb import StaleTrials, log_stale, mask_url, shared_lock, worker_host
+from experiments.rdb import RETRIES, StaleTrials, log_stale, mask_url, requeued, shared_lock, trial_slot, worker_host
 from harness.logger import file_lock
 
 
@@ -86,6 +86,7 @@ class Sweep(SplitRuns):
         self.mutation_llm = mutation_llm if mutation_llm is not None else getattr(runner, "mutation_llm", None)
         self.mutate_types = tuple(exp.sweep.mutate_task_types) or task_types(self.train)
         self.calibration: Any = None  # calibration_store.Calibration whose noise floor replaces the repeats
+        self.unconcluded: list[str] = []  # steps after the search that failed: the CLI exits 3 (experiments.run)
         self.noise_note = ""
 
     @property
@@ -103,14 +104,18 @@ class Sweep(SplitRuns):
             # heartbeats with ask/tell, WilcoxonPruner and fail_stale_trials are deliberate: hide their notices
             warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
             warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
-            return self._run()
+            try:
+                return self._run()
+            except KeyboardInterrupt:  # Ctrl-C or SIGTERM (experiments.run): the parent run is closed, not RUNNING
+                self._safe(self.tracker.kill)
+                raise
 
     def _run(self) -> SweepSummary:
         exp, sw = self.exp, self.exp.sweep
         self.progress.t0 = t0 = time.perf_counter()
         calls0 = llm_calls(self.runner)
         name = sw.name
-        store = open_store(exp, StaleTrials())
+        store = open_store(exp, StaleTrials(max_retry=RETRIES))
         study = store.study
         exp, pinned = pin_source(study, exp)  # a resumed study keeps the prompt versions it started from
         if pinned:
@@ -129,7 +134,7 @@ class Sweep(SplitRuns):
             self.out(f"[{name}] marked {len(stale)} trial(s) left RUNNING by a dead process as failed: {stale}")
         objective = Objective(
             exp, self.runner, self.train, contexts=contexts,
-            state=lambda: state_from_trials(study.get_trials(deepcopy=False), objective.baseline),
+            state=lambda: state_from_trials(live_trials(study), objective.baseline),
             propose=self.propose, mutation_llm=self.mutation_llm, mutate_types=self.mutate_types, pool=self.pool,
             sigma=lambda: self._noise(study, objective.baseline, contexts).sigma,  # the gate's noise
         )
@@ -190,7 +195,7 @@ class Sweep(SplitRuns):
         summary = self._conclude(study, baseline, contexts, stop_reason=stop_reason, new=new, t0=t0, calls0=calls0,
                                  prepare_calls=prepare_calls, ctx_stats=ctx_stats,
                                  calls_per_trial=(search_calls / search_trials) if search_trials else None)
-        return dataclasses.replace(summary, failed_out=failed_out)
+        return dataclasses.replace(summary, failed_out=failed_out, unconcluded=tuple(self.unconcluded))
 
     def _trial(self, store: StudyStore, objective: Objective, done: int) -> tuple[int, TrialState, bool]:
         """Ask for one trial, run the objective under a heartbeat, tell the study: (number, state, interrupted)."""
@@ -199,6 +204,8 @@ class Sweep(SplitRuns):
         # SQLite ignores, so two workers asking at once could both run trial #0 (and tell it twice)
         with file_lock(self.dir / ".ask.lock"):
             trial = study.ask()
+        trials = study.get_trials(deepcopy=False)
+        trial.set_user_attr("slot", trial_slot(next(t for t in trials if t.number == trial.number), trials))
         trial.set_user_attr("worker_host", worker_host())
         trial.set_user_attr("worker_pid", os.getpid())
         state, value, interrupted = TrialState.FAIL, None, False
@@ -214,7 +221,7 @@ class Sweep(SplitRuns):
         except TrialFailed:
             state = TrialState.FAIL
         except KeyboardInterrupt:
-            trial.set_user_attr("fail_reason", "interrupted (KeyboardInterrupt)")
+            trial.set_user_attr("fail_reason", "interrupted (Ctrl-C or SIGTERM): queued again for the next start")
             interrupted = True
         except Exception as exc:  # a trial that crashes is data: recorded with its reason, the sweep goes on
             # a programming error (e.g. a TypeError inside an operator) keeps its traceback in the record
@@ -226,6 +233,8 @@ class Sweep(SplitRuns):
             study.tell(trial, value)
         else:
             study.tell(trial, state=state)
+        if interrupted and store.stale is not None:  # stopped, not failed: a copy takes its slot on the next start
+            store.stale.requeue(study, frozen_trial(study, trial.number))
         return trial.number, state, interrupted
 
     def _trial_progress(self, study: optuna.Study, frozen: Any, calls0: int) -> None:
@@ -275,11 +284,14 @@ class Sweep(SplitRuns):
                                     len(self.train))
                 ev = evaluate_candidate(baseline, self.train, self.runner, contexts=contexts, seed=seed,
                                         run_prefix=f"{sw.name}-baseline-s{seed}", pool=self.pool)
+                # logged before it is stored, as the race and holdout runs are: a kill between the two re-runs the
+                # repeat, whose MLflow run is then found, not made twice (log_evaluation_run); the other order
+                # would lose the run
+                self._safe(lambda: log_evaluation_run(self.tracker, f"baseline-repeat-seed{seed}",
+                                                      {"kind": "baseline_repeat", "seed": str(seed)}, ev))
                 stored[str(seed)] = ev.by_task()
                 ran = True
                 study.set_user_attr("baseline_runs", stored)
-                self._safe(lambda: log_evaluation_run(self.tracker, f"baseline-repeat-seed{seed}",
-                                                      {"kind": "baseline_repeat", "seed": str(seed)}, ev))
             runs.append(dict(stored[str(seed)]))
         if ran and len(runs) >= 2:  # the detectable effect, once the repeats have measured the noise
             self.out(f"[{sw.name}] {noise_measured_line(self.exp, runs, len(self.train))}")
@@ -326,6 +338,20 @@ class Sweep(SplitRuns):
             return {}
 
     # -- conclusion --------------------------------------------------------------------------------------
+    def _unconcluded(self, study, raced: Sequence[Any], base_hold: HoldoutScores | None, verdict: Promotion) -> list[str]:
+        """The steps after the search that did not conclude: a final-race run or a holdout run that failed (the
+        backend died, replied HTTP 500 or garbage). Nothing of theirs is stored, so the same command runs them again."""
+        sw, out = self.exp.sweep, []
+        if sw.race_top >= 1 and len(raced) >= 2 and self.train:
+            seed = str(self.exp.seed + 1)
+            out += [f"final race run of {c.hash} failed" for c in raced[: sw.race_top]
+                    if seed not in train_reruns(study.user_attrs, c.hash)]
+        if base_hold is not None and base_hold.scores is None:
+            out.append(f"holdout run of the baseline failed: {base_hold.error}")
+        out += [f"holdout run of trial #{r.trial} failed: {r.error}" for r in verdict.rows
+                if r.error and base_hold is not None and base_hold.scores is not None]
+        return out
+
     def _promotion(self, study, top, ref, nf: NoiseFloor, train_floor: float, base_hash: str, baseline,
                    contexts) -> tuple[Promotion, HoldoutScores | None, Look | None]:
         """Run the holdout for the baseline and the top candidates (stored in the study), then decide at the level
@@ -360,6 +386,7 @@ class Sweep(SplitRuns):
         best = ranked[0] if ranked else None
         top = ranked[: sw.holdout_top_k]
         verdict, base_hold, look = self._promotion(study, top, ref, nf, train_floor, base_hash, baseline, contexts)
+        self.unconcluded = self._unconcluded(study, candidates(trials, base_hash), base_hold, verdict)
         problem = sweep_design_problem(exp)
         if problem:  # a design that cannot promote does not: never "UNDERPOWERED" and "PROMOTED" together
             verdict = dataclasses.replace(verdict, winner=None)
@@ -384,7 +411,7 @@ class Sweep(SplitRuns):
                       else "(none: plotting failed)"),
             "study storage": f"{mask_url(exp.storage_url)} (study {sw.name})",
         }
-        counts = trial_counts(trials)
+        counts = trial_counts(live_trials(study))
         bt = baseline_trial(study)
         evaluated = [t for t in trials if t.state == TrialState.COMPLETE and "selection_bias" in t.user_attrs]
         summary = SweepSummary(
@@ -438,8 +465,16 @@ class Sweep(SplitRuns):
             {k: v for k, v in metrics.items() if v is not None},
             {"summary.md": text + "\n", "promoted_synth.yaml": yaml_text,
              "ledger.jsonl": self.ledger.path.read_text(encoding="utf-8") if self.ledger.path.exists() else ""},
-            status="FINISHED"))
+            status="FAILED" if self.unconcluded else "FINISHED"))
         self.out(text)
+
+
+def live_trials(study: optuna.Study) -> list[Any]:
+    """The study's trials less those queued again (a copy of each runs in its place): what the search and the
+    summary count."""
+    trials = study.get_trials(deepcopy=False)
+    gone = requeued(trials)
+    return [t for t in trials if t.number not in gone]
 
 
 def run_sweep(exp: ExperimentConfig, runner: Any, **kwargs: Any) -> SweepSummary:
