@@ -200,7 +200,8 @@ INJECTION_PATTERNS: dict[str, re.Pattern[str]] = {
     "model_tasked": re.compile(
         rf"(?:^|[.!?]\s+|\n)\s*(?:(?:a\s+)?(?:note|message|memo)\s+)?(?:to|for)\s+(?:the\s+|any\s+|all\s+|every\s+|"
         rf"each\s+|whichever\s+|whatever\s+)?{_READER}(?:\s+{_READS})?\s*:"  # "To the model reading this: ..."
-        rf"|(?:\b(?:to|for)\s+(?:the\s+|any\s+|all\s+|every\s+|each\s+|whichever\s+|whatever\s+)?(?:\w+\s+)?{_READER}"
+        # "to/for <determiner> [adjective] <reader>": without the determiner "to deploy models" would be one
+        rf"|(?:\b(?:to|for)\s+(?:the|any|all|every|each|whichever|whatever)\s+(?:\w+\s+)?{_READER}"
         rf"|\b(?:an?|any|all|every|each|the|whichever|whatever)\s+{_READER}\s+{_READS}"
         rf"|(?:^|[.!?:]\s+|\n)\s*(?:(?:hello|hi|hey|dear|attention|attn)\b[\s,]*(?:there\b[\s,]*)?)?{_READER}"
         rf"(?:\s+{_READS})?\s*[,:!-]"

@@ -589,3 +589,10 @@ def test_accessor_prose_about_users_and_passwords_is_not_a_redirect():
     is in docs/RELIABILITY.md."""
     text = "getuser() - Get the user name from the environment or password database."
     assert not scan_text(text).flagged
+
+
+def test_a_model_card_sentence_about_deploying_models_is_not_addressed_to_a_model():
+    """Found by the site-packages scan (skops' CLIP model card) on the first draft of model_tasked."""
+    text = ("It was not developed for general model deployment - to deploy models like CLIP, researchers will first "
+            "need to carefully study their capabilities.")
+    assert not scan_text(text).flagged
