@@ -6,8 +6,9 @@ tests/scripted_harness.ScriptedRunner in tests), with the baseline instructions:
 - judge variance: the output of generator run 1 on each task is re-scored `judge_repeats` times by the evaluator
   alone (`runner.rescore`, judge seeds seed + JUDGE_SEED_OFFSET + j); pooled within-task SD, composite and per
   dimension. A greedy judge (evaluator.temperature 0) gives 0 here by construction.
-- generator variance: the baseline configuration run `generator_repeats` (r) times with seeds seed, seed+1, ... on
-  the same prepared contexts: pooled within-task SD (experiments.stats.noise_floor, the sweep's own estimator), so
+- generator variance: the baseline configuration run `generator_repeats` (r) times with seeds of its own
+  (generator_seed: seed + GENERATOR_SEED_OFFSET + j, never a seed a sweep's baseline runs use) on the same prepared
+  contexts: pooled within-task SD (experiments.stats.noise_floor, the sweep's own estimator), so
   it includes the judge's share. This sigma is what a later sweep uses as its noise floor.
 - A/A: those r runs, split by a seeded coin into two arms under blind labels (identical configuration, different
   seeds), per-task arm means compared two-sided (calibrate.test: paired t or exact Wilcoxon, experiments.stats).
@@ -66,6 +67,16 @@ from experiments.summaries import format_calibration, hms, identity_text
 from harness.fsio import atomic_write_text
 
 JUDGE_SEED_OFFSET = 2_000_003  # judge re-score seeds: apart from generation seeds and wiggum's verify (1_000_003)
+# Generator and control run seeds (seed + GENERATOR_SEED_OFFSET + j): a sweep runs the baseline with seeds seed,
+# seed + 1, ... (trial, repeats, holdout runs, race) and the response cache is keyed on the seed, so runs with those
+# seeds would be the sweep's own baseline runs again, and pooling the calibration's sigma with the holdout's
+# repeats would count one run twice. Their own seeds make them runs (and cache entries) of their own.
+GENERATOR_SEED_OFFSET = 3_000_017
+
+
+def generator_seed(seed: int, j: int) -> int:
+    """Seed of the calibration's generator (and positive-control) run j."""
+    return seed + GENERATOR_SEED_OFFSET + j
 
 
 class CalibrationFailed(RuntimeError):
@@ -211,10 +222,10 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
         except TrialFailed as exc:
             raise CalibrationFailed(f"calibration stopped in {label} (seed {seed}): {exc}; nothing stored") from exc
 
-    gens = [evaluate(f"generator run {j + 1}/{r} (seed {exp.seed + j})", instructions, exp.seed + j,
-                     f"{name}-gen{j}") for j in range(r)]
-    controls = [evaluate(f"positive control {j + 1}/{c.replications} (seed {exp.seed + j})", harmful, exp.seed + j,
-                         f"{name}-control{j}") for j in range(c.replications)]
+    gens = [evaluate(f"generator run {j + 1}/{r} (seed {generator_seed(exp.seed, j)})", instructions,
+                     generator_seed(exp.seed, j), f"{name}-gen{j}") for j in range(r)]
+    controls = [evaluate(f"positive control {j + 1}/{c.replications} (seed {generator_seed(exp.seed, j)})", harmful,
+                         generator_seed(exp.seed, j), f"{name}-control{j}") for j in range(c.replications)]
     judged: dict[str, list[Any]] = {}
     state.update(phase="judge re-scores", done=0, total=n * k)
     by_id = {t.id: t for t in tasks}
@@ -325,6 +336,7 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
         design={"tasks": n, "generator_repeats": r, "judge_repeats": k, "replications": c.replications,
                 "alpha": c.alpha, "power": c.power, "test": c.test, "target_effect": c.target_effect,
                 "harmful_instruction": c.harmful_instruction, "sims": c.sims, "seed": exp.seed,
+                "generator_seeds": [generator_seed(exp.seed, j) for j in range(r)],
                 "benchmark": exp.benchmark.name, "aa_labels": [label_x, label_y], "aa_runs": [arm_x, arm_y]},
         tasks=tuple(ids), sigma=nf.sigma, repeats=nf.repeats, n_tasks=nf.n_tasks, range_of_means=nf.range_of_means,
         per_task_sd=dict(nf.per_task_sd), sigma_ci=ci, judge_sigma=judge_sigma, judge_dimensions=judge_dims,

@@ -19,7 +19,7 @@ from experiments.fingerprint import fingerprint_diff, study_fingerprint
 from experiments.stats import NoiseFloor
 
 CAL_DIR = "calibration"
-VERSION = 1
+VERSION = 2  # 2: generator runs have seeds of their own (1 reused a sweep's baseline seeds: its runs were those)
 PASS, FAIL, UNREACHABLE = "pass", "fail", "unreachable"
 
 
@@ -130,8 +130,10 @@ class Calibration:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], path: str = "") -> "Calibration":
         d = dict(d)
-        if d.pop("version", None) != VERSION:
-            raise ValueError(f"calibration format version is not {VERSION}")
+        version = d.pop("version", None)
+        if version != VERSION:
+            raise ValueError(f"calibration format version {version} is not {VERSION}" + (
+                " (version 1 ran a sweep's own baseline seeds: run +sweep=calibrate again)" if version == 1 else ""))
         d["aa"], d["control"], d["cost"] = Check(**d["aa"]), Check(**d["control"]), Cost(**d["cost"])
         d["judge_control"] = Check(**d["judge_control"]) if d.get("judge_control") else None
         d["tasks"], d["sigma_ci"] = tuple(d["tasks"]), tuple(d["sigma_ci"])
