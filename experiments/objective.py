@@ -234,8 +234,9 @@ class Objective:
             pair = state.merge_pair(rng)
             if pair is not None:
                 return "merge", pair
-        if sw.operator_choice == "bandit":
-            requested = thompson_choice(credit_from(state.outcomes, sw.operators), list(sw.operators), rng)
+        if sw.operator_choice == "bandit":  # not an operator that cannot apply (it would fall back every time)
+            offered = state.offered(sw.operators, self.types, max_chars=sw.max_chars) or list(sw.operators)
+            requested = thompson_choice(credit_from(state.outcomes, sw.operators), offered, rng)
         else:
             requested = trial.suggest_categorical("operator", list(sw.operators))
         return requested, state.choose_parent(sw.parent_selection, rng)

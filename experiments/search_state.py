@@ -89,6 +89,15 @@ class SearchState:
         a, b, anc = (self.by_hash(h) for h in pair)
         return (a, b, anc) if a and b and anc else None
 
+    def offered(self, operators: Sequence[str], task_types: Sequence[str], *, max_chars: int) -> list[str]:
+        """The operators that can apply to every mutated task type (mutators.cannot_apply on the contexts of the
+        best parent): one that would fall back every time, such as crossover while the pool holds one distinct
+        instruction, is not offered. In the order given."""
+        from mutators import MutationContext, cannot_apply
+
+        ctxs = [MutationContext(**mutation_context_args(self, tt, seed=0, max_chars=max_chars)) for tt in task_types]
+        return [op for op in operators if all(cannot_apply(op, ctx) is None for ctx in ctxs)]
+
     @property
     def last_won(self) -> bool:
         """The last finished search trial beat its parent (GEPA schedules a merge after such an iteration)."""

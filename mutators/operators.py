@@ -47,6 +47,7 @@ __all__ = [
     "DETERMINISTIC_OPERATORS",
     "FALLBACK_ORDER",
     "operator_names",
+    "cannot_apply",
     "propose",
     "opro",
     "reflect",
@@ -271,13 +272,20 @@ def interleave(a: str, b: str) -> str:
     return join_sentences(out, multiline=is_multiline(a) or is_multiline(b))
 
 
-def _crossover_pair(ctx: MutationContext) -> tuple[str, str]:
+def _crossover_texts(ctx: MutationContext) -> dict[str, str]:
+    """hash -> text of the distinct instructions crossover may merge: the pool's, and the base when the pool holds
+    fewer than two."""
     distinct: dict[str, str] = {}
     for text in ctx.pool:
         if text.strip():
             distinct.setdefault(instruction_hash(text), text)
     if len(distinct) < 2:
         distinct.setdefault(ctx.base_hash, ctx.base)
+    return distinct
+
+
+def _crossover_pair(ctx: MutationContext) -> tuple[str, str]:
+    distinct = _crossover_texts(ctx)
     if len(distinct) < 2:
         raise MutationFailed(f"crossover needs two distinct instructions in ctx.pool; got {len(distinct)}")
     a, b = _rng(ctx, "crossover").sample(list(distinct.values()), 2)
@@ -405,6 +413,27 @@ PAIR_OPERATORS: dict[str, OperatorFn] = {"merge": merge}
 def operator_names() -> list[str]:
     """Operator names in a stable order (the Optuna categorical choices)."""
     return list(OPERATORS)
+
+
+def cannot_apply(name: str, ctx: MutationContext) -> str | None:
+    """Why operator `name` cannot make a text from ctx itself (asked for, it would fall back every time), or None.
+
+    crossover: fewer than two distinct instructions in ctx.pool and ctx.base; add_constraint: every library
+    constraint is already in the base; drop_sentence: fewer than two sentences, or each holds a template field;
+    reorder: fewer than two sentences. The model operators (opro, reflect) and names this module does not know
+    (a caller's own operators) can always try."""
+    if name == "crossover":
+        n = len(_crossover_texts(ctx))
+        return None if n >= 2 else f"crossover needs two distinct instructions in the pool; it holds {n}"
+    if name == "add_constraint" and not missing_constraints(ctx.base, ctx.task_type):
+        return f"every library constraint for {ctx.task_type!r} is already in the instruction"
+    if name in ("drop_sentence", "reorder"):
+        sents = split_sentences(ctx.base)
+        if len(sents) < 2:
+            return f"{name} needs at least two sentences; the instruction has {len(sents)}"
+        if name == "drop_sentence" and all(placeholders(x) for x in sents):
+            return "drop_sentence: every sentence holds a template field"
+    return None
 
 
 # -- propose -----------------------------------------------------------------------------------------

@@ -456,3 +456,27 @@ def test_reflect_on_the_embedded_model_never_raises(monkeypatch):
     assert isinstance(cand, Candidate) and cand.hash != instruction_hash(BASE)
     assert len(cand.text) <= 400 and degenerate_reason(cand.text, BASE) is None
     assert cand.operator == "reflect" or "fell back to" in cand.note
+
+
+# -- an operator that cannot apply is known before it is asked for (issue 31 item 8d) ---------------------------
+
+
+@pytest.mark.parametrize("name, ctx, reason", [
+    ("crossover", MutationContext(base=BASE, pool=(BASE,)), "crossover needs two distinct instructions in "
+                                                                      "the pool; it holds 1"),
+    ("crossover", MutationContext(base=BASE, pool=(BASE, "  " + BASE + "\n")), "it holds 1"),
+    ("crossover", MutationContext(base=BASE, pool=(BASE, OTHER)), None),
+    ("crossover", MutationContext(base=OTHER, pool=(BASE,)), None),  # the base is the second text
+    ("drop_sentence", MutationContext(base="Write one concise Markdown answer for the reader."), "at least two"),
+    ("reorder", MutationContext(base="Write one concise Markdown answer for the reader."), "at least two"),
+    ("reorder", MutationContext(base=BASE), None),
+    ("opro", MutationContext(base=BASE), None),
+    ("add_tool", MutationContext(base=BASE), None),  # a caller's own operator: nothing known against it
+])
+def test_cannot_apply_says_why_an_operator_would_fall_back_and_propose_agrees(name, ctx, reason):
+    from mutators import cannot_apply, propose
+
+    why = cannot_apply(name, ctx)
+    assert why is None if reason is None else reason in why
+    if name in OPERATORS and name not in ("opro", "reflect"):  # no model: these make their text themselves
+        assert (propose(name, ctx, None).operator == name) is (reason is None)

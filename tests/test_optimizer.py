@@ -249,6 +249,38 @@ def test_bandit_sweep_records_requested_and_used(make_exp):
     assert {r["operator"] for r in rows if r["trial"] > 0} <= {"add_tool", "noise"}
 
 
+def _asked(exp, state, numbers):
+    """operator_requested of one objective call per trial number (real mutators.propose, no model: an LLM operator
+    falls back), on the given search state."""
+    tasks = load_tasks(exp.benchmark)
+    objective = Objective(exp, ScriptedRunner(tasks), tasks, state=state)
+    asked = Counter()
+    for n in numbers:
+        objective(optuna.trial.FixedTrial({}, number=n))
+        asked[objective.last.operator_requested] += 1
+    return asked
+
+
+def test_the_bandit_does_not_offer_crossover_while_the_pool_holds_one_distinct_instruction(make_exp):
+    """Issue 31 item 8d. Before (6cbf984) Thompson sampling over [reflect, opro, crossover] asked for crossover on
+    about a third of the trials while the pool held the baseline alone: crossover cannot apply there and fell back
+    every time."""
+    exp = make_exp("sweep.operator_choice=bandit", "sweep.gate_tasks=0", "sweep.pruner=none",
+                   operators=("reflect", "opro", "crossover"))
+    base = dict(BASE)
+    scores = {f"t{i}": 5.0 for i in range(8)}
+    alone = SearchState(base, (Evaluated(0, base, candidate_hash(base), 5.0, scores=scores),))
+    assert alone.offered(exp.sweep.operators, ["enumerated", "research"], max_chars=1200) == ["reflect", "opro"]
+    asked = _asked(exp, alone, range(1, 25))
+    assert asked["crossover"] == 0 and asked["reflect"] + asked["opro"] == 24
+    # two distinct instructions per task type: crossover can apply, and the bandit asks for it
+    other = {tt: f"{text} Keep every item short." for tt, text in base.items()}
+    two = SearchState(base, (*alone.evaluated, Evaluated(1, other, candidate_hash(other), 5.1, scores=scores)))
+    assert two.offered(exp.sweep.operators, ["enumerated", "research"], max_chars=1200) == ["reflect", "opro",
+                                                                                           "crossover"]
+    assert _asked(exp, two, range(1, 25))["crossover"] > 0
+
+
 # -- the pruner's threshold over repeated looks ---------------------------------------------------------
 
 
