@@ -234,7 +234,9 @@ def test_ctrl_c_with_tasks_in_flight_stops_the_sweep_and_the_resume_reissues_no_
     def interrupting_judge(msgs):
         state["judged"] += 1
         if state["armed"] and state["judged"] == 4:
-            state["interrupted"] = msgs  # this request got no answer: the resume must ask it again
+            # this request got no answer: the resume must ask it again. Its index, not its messages: the verify
+            # re-score sends a judged text's messages again (another seed and temperature)
+            state["interrupted"] = len(llm.calls) - 1
             raise KeyboardInterrupt
         return judge(msgs)
 
@@ -258,7 +260,7 @@ def test_ctrl_c_with_tasks_in_flight_stops_the_sweep_and_the_resume_reissues_no_
     keys = [cache_key(llm.backend, llm.model, c.messages, c.schema, c.temperature, c.max_tokens, c.seed)
             for c in llm.calls]
     assert 0 < sent_before < len(keys)
-    unanswered = next(i for i, c in enumerate(llm.calls) if c.messages == state["interrupted"])
+    unanswered = state["interrupted"]
     answered = keys[:unanswered] + keys[unanswered + 1:]
     assert len(answered) == len(set(answered)), "the resume sent a request the backend had already answered"
     assert keys[unanswered] in keys[sent_before:]  # the interrupted one, asked again
