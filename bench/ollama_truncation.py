@@ -13,6 +13,7 @@ characters); then the totals. Writes only under a temporary folder.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -70,21 +71,28 @@ def count(stub: OllamaStub, since: int) -> dict:
 def main(extra: list[str]) -> int:
     totals = {"requests": 0, "with_num_ctx": 0, "truncated": 0}
     with tempfile.TemporaryDirectory() as tmp, OllamaStub(models=MODELS, default_reply=schema_reply(REPLY)) as stub:
-        env = dict(os.environ, PYTHONPATH=str(ROOT), HARNESS_RESULTS_DIR=str(Path(tmp) / "env"),
-                   MLFLOW_TRACKING_URI=f"sqlite:///{Path(tmp) / 'mlflow.db'}")
-        env.pop("HARNESS_DEBUG", None)
+        env = dict(os.environ, PYTHONPATH=str(ROOT), MLFLOW_TRACKING_URI=f"sqlite:///{Path(tmp) / 'mlflow.db'}")
+        for name in ("HARNESS_DEBUG", "HARNESS_RESULTS_DIR", "HARNESS_BACKEND"):  # results_dir= decides
+            env.pop(name, None)
         overrides = ["backend.evaluator_model=llama3.1:70b", *extra]
         for name, cmd in (("compound run", harness_cmd(stub.url, Path(tmp) / "run", overrides)),
                           ("compound run again (memory holds the first)",
                            harness_cmd(stub.url, Path(tmp) / "run", overrides)),
                           ("2-trial sweep", sweep_cmd(stub.url, Path(tmp) / "sweep", overrides))):
             since = len(stub.chat_requests(include_checks=True))
+            runs_file = Path(cmd[cmd.index(next(a for a in cmd if a.startswith("results_dir=")))].split("=", 1)[1])
+            runs_file = runs_file / "runs.jsonl"
+            seen = len(runs_file.read_text().splitlines()) if runs_file.exists() else 0
             p = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=1800)
             c = count(stub, since)
+            runs = [json.loads(x) for x in runs_file.read_text().splitlines()[seen:]] if runs_file.exists() else []
+            overflow = sum(str(r.get("error") or "").startswith("ContextOverflow") for r in runs)
             last = (p.stderr.strip().splitlines() or [""])[-1]
             failed = [ln for ln in p.stdout.splitlines() if "ContextOverflow" in ln][:1]
             print(f"{name}: exit {p.returncode}; chat requests {c['requests']}, with num_ctx {c['with_num_ctx']}, "
                   f"truncated {c['truncated']}")
+            print(f"  runs recorded {len(runs)}: ok {sum(r.get('status') == 'ok' for r in runs)}, "
+                  f"failed with ContextOverflow {overflow}")
             print(f"  largest prompt per model (tokens, chars): {c['largest']}")
             print(f"  last stderr line: {last[:400]}")
             if failed:
