@@ -364,7 +364,8 @@ def _promote(w: MutationWorld, trials: list[dict], base_runs: list[dict], args, 
     holdout = {c.hash: held(by_hash[c.hash]["cand"], rule["candidate_runs"]) for c in top}
     verdict = decide(top, ref, base, holdout, train_floor=nf.floor(len(ref), len(base_runs)), alpha=args.alpha,
                      test=HoldoutTest.of(nf, alpha=args.alpha, rule=rule["test"]))
-    promoted = by_hash[verdict.winner.hash]["cand"] if verdict.winner else w.baseline
+    chosen = verdict.winner or verdict.pick  # today's rule "floor" is a fixed-task statement: its pick, as 6cbf984 did
+    promoted = by_hash[chosen.hash]["cand"] if chosen else w.baseline
     return promoted, w.evaluations - before
 
 
@@ -688,7 +689,8 @@ def main_mutation(args) -> dict:
           f"holdout_top_k {args.new_holdout_top_k}, {args.new_holdout_baseline_runs} baseline + "
           f"{args.new_holdout_candidate_runs} candidate holdout run(s), test {args.new_holdout_test}"
           + (f" (one-sided t at alpha {args.alpha}, Holm, sigma pooled with the holdout repeats)"
-             if args.new_holdout_test == "bound" else " (> 2 SE)"))
+             if args.new_holdout_test == "bound" else " (one-sided paired t over the holdout tasks)"
+             if args.new_holdout_test == "tasks" else " (> 2 SE)"))
     print(f"gepa:  Pareto parent by tasks led, reflect, 3-task strict-sum gate (parent re-run), merge <= 5, "
           f"best train mean returned; {time.perf_counter() - t0:.0f}s")
     head = (f"{'loop':6s} {'correct':>7s} {'found':>6s} {'promoted':>8s} {'false prom':>10s} {'regret':>6s} "
@@ -765,7 +767,7 @@ def main(argv: list[str] | None = None) -> dict:
                         "holdout's repeats)")
     g.add_argument("--new-holdout-top-k", type=int, default=shipped.holdout_top_k,
                    help="new loop: sweep.holdout_top_k (default: conf/sweep/synth_mutation.yaml)")
-    g.add_argument("--new-holdout-test", choices=("bound", "floor"), default=shipped.holdout_test,
+    g.add_argument("--new-holdout-test", choices=("tasks", "bound", "floor"), default=shipped.holdout_test,
                    help="new loop: sweep.holdout_test")
     g.add_argument("--new-holdout-baseline-runs", type=int, default=shipped.holdout_baseline_runs,
                    help="new loop: sweep.holdout_baseline_runs")

@@ -81,7 +81,7 @@ class SweepConfig:
     allow_underpowered: bool = False  # run a design whose test cannot reach alpha (a first look; it can never promote)
     race_top: int = 0  # final race: the top race_top candidates run once more on the train split before the holdout
     holdout_top_k: int = 2
-    holdout_test: str = "bound"  # bound (one-sided t at alpha, Holm over the top-k) | floor (diff > 2 SE)
+    holdout_test: str = "tasks"  # tasks (paired t over holdout tasks, Holm) | bound | floor (fixed-task: never promote)
     holdout_baseline_runs: int = 3  # baseline runs on the holdout (seeds seed, seed+1, ...): its per-task mean
     holdout_candidate_runs: int = 2  # runs of each top-k candidate on the holdout
     reuse_context: bool = True  # plan + research per task computed once per study and reused by every trial

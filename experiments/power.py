@@ -93,6 +93,7 @@ class Design:
     sigma_df: int | None = None
     effect_cv: float = 0.0  # task-to-task spread of the true effect, relative to it (module docstring)
     min_mean: float = 0.0  # the mean difference must reach this too (the A/B verdict's min_effect)
+    tau: float = 0.0  # task-to-task spread of the true effect in points, whatever its mean (a task x variant sd)
 
     @property
     def floor(self) -> float:
@@ -123,9 +124,9 @@ def detection_rate(design: Design, effect: float, *, sims: int = 4000, seed: int
         chi2 = np.random.default_rng([seed, design.n, sims, design.sigma_df]).chisquare(design.sigma_df, size=sims)
         z = z * np.sqrt(design.sigma_df / chi2)[:, None]
     d = effect + design.sd_diff * z
-    if design.effect_cv:  # each task's own effect: its own draw, apart from the noise's
+    if design.effect_cv or design.tau:  # each task's own effect: its own draw, apart from the noise's
         u = _normals(sims, design.n, seed + 7919)
-        d = d + effect * design.effect_cv * u
+        d = d + (effect * design.effect_cv + design.tau) * u
     if design.test == "t":
         from scipy import stats as sps
 
@@ -292,8 +293,8 @@ def sweep_design_problem(exp: ExperimentConfig) -> str | None:
 
     Promotion needs (1) the one-sided exact Wilcoxon over the train tasks to reach sweep.alpha (smallest p
     1 / 2^n_train), (2) a noise floor, i.e. sweep.baseline_repeats >= 2, and (3) a holdout confirmation: at least
-    one holdout task and sweep.holdout_top_k >= 1. The holdout confirms by a one-sided bound at the measured
-    noise (experiments.promotion.HoldoutTest), which any number of holdout tasks can reach.
+    2 holdout tasks (the paired t over them, experiments.promotion rule "tasks", measures their spread; it can
+    reach any level from 2 tasks on) and sweep.holdout_top_k >= 1.
     """
     sw = exp.sweep
     n_train, n_hold = len(exp.tasks("train")), len(exp.tasks("holdout"))
@@ -303,13 +304,107 @@ def sweep_design_problem(exp: ExperimentConfig) -> str | None:
         return (f"sweep: benchmark {exp.benchmark.name!r} has {n_train} train task(s) and {n_hold} holdout: the "
                 f"smallest one-sided exact Wilcoxon p over {n_train} train tasks is {p:.4g} >= alpha {sw.alpha:g}, "
                 f"so no candidate can ever be promoted; use >= {need} train tasks (benchmark=asyncio_practices has "
-                f"8 train + 4 holdout), a larger sweep.alpha, or sweep.allow_underpowered=true for a first look")
+                f"16 train + 8 holdout), a larger sweep.alpha, or sweep.allow_underpowered=true for a first look")
     if sw.baseline_repeats < 2:
         return (f"sweep: baseline_repeats={sw.baseline_repeats} measures no noise floor (it needs >= 2 baseline runs), "
                 f"so no difference can be told from noise; set sweep.baseline_repeats=2 or more, or "
                 f"sweep.allow_underpowered=true")
+    if n_hold < 2 and sw.holdout_test == "tasks" and sw.holdout_top_k >= 1:
+        return (f"sweep: {n_hold} holdout task(s): the confirmation over tasks (a paired t over the holdout tasks) "
+                f"needs at least 2 to measure their spread, so no candidate can be confirmed; add split=holdout "
+                f"tasks, or sweep.allow_underpowered=true")
     if n_hold < 1 or sw.holdout_top_k < 1:
         return (f"sweep: {n_hold} holdout task(s) and holdout_top_k={sw.holdout_top_k}: no candidate can be confirmed "
                 f"on held-out tasks, so none can be promoted; add split=holdout tasks and set sweep.holdout_top_k >= 1, "
                 f"or sweep.allow_underpowered=true")
     return None
+
+# -- power of the whole decision: the train filter and the confirmation over tasks --------------------------
+
+
+def spread_from_trials(candidate_diffs: Sequence[Sequence[float]], noise_var: float) -> tuple[float, int] | None:
+    """tau, the task x variant spread, from a sweep's own candidates: each candidate's per-task train differences
+    against the baseline reference vary by its task-to-task effect and by run noise (noise_var, e.g. sigma^2
+    (1 + 1/b) for one candidate run against b baseline runs). The within-candidate variances are pooled (weights
+    n - 1), the noise taken out, floored at 0. Returns (tau, degrees of freedom), None below 3 tasks in all."""
+    ss, df = 0.0, 0
+    for d in candidate_diffs:
+        arr = np.asarray(list(d), dtype=float)
+        if arr.size >= 2 and np.all(np.isfinite(arr)):
+            ss += float(((arr - arr.mean()) ** 2).sum())
+            df += arr.size - 1
+    if df < 2:
+        return None
+    return math.sqrt(max(ss / df - max(noise_var, 0.0), 0.0)), df
+
+
+@dataclass(frozen=True)
+class DecisionPower:
+    """What a sweep's whole decision can detect: the train filter (one-sided Wilcoxon and the noise floor on the
+    train tasks) and the confirmation over the holdout tasks (one-sided paired t at the look's level) must both
+    pass; their data are independent, so P(promote) = P(filter) x P(confirm) at a mean effect."""
+
+    filter: Design
+    confirm: Design
+    mde: float  # the smallest mean effect promoted with probability `power` (inf: none)
+    power: float
+    needed: tuple[int, int] | None  # (train, holdout) tasks in this design's ratio for target_effect at `power`
+    target_effect: float
+    sigma: float
+
+    def rate(self, effect: float, sims: int = 2000) -> float:
+        return detection_rate(self.filter, effect, sims=sims) * detection_rate(self.confirm, effect, sims=sims)
+
+
+def _joint_mde(filt: Design, conf: Design, power: float, sims: int) -> float:
+    def ok(e: float) -> bool:
+        return detection_rate(filt, e, sims=sims) * detection_rate(conf, e, sims=sims) >= power
+
+    scale = max(filt.sd_diff + filt.tau, conf.sd_diff + conf.tau, 1e-9)
+    lo, hi = 0.0, scale
+    for _ in range(30):
+        if ok(hi):
+            break
+        lo, hi = hi, hi * 2
+    else:
+        return float("inf")
+    while hi - lo > 1e-3 * hi:
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
+
+
+def decision_power(sigma: float, tau: float, *, n_train: int, n_holdout: int, alpha: float, level: float,
+                   baseline_runs: int, holdout_runs: tuple[int, int] = (1, 1), power: float = 0.8,
+                   target_effect: float = 0.5, sims: int = 2000) -> DecisionPower:
+    """The detectable effect of filter and confirmation together, and the holdout tasks a target effect needs.
+
+    The filter compares one candidate run with the mean of `baseline_runs` (sd sigma sqrt(1 + 1/b) per task, the
+    2-SE floor); the confirmation's per-task difference has sd sqrt(tau^2 + sigma^2 (1/c + 1/b)) with
+    holdout_runs = (c, b); both see the task spread tau."""
+    filt = dataclasses.replace(sweep_design(sigma, n_train, alpha=alpha, baseline_runs=baseline_runs), tau=tau)
+    c, b = holdout_runs
+    conf = Design("confirm", n_holdout, sigma * math.sqrt(1.0 / max(c, 1) + 1.0 / max(b, 1)), level, "greater", "t",
+                  tau=tau)
+    m = _joint_mde(filt, conf, power, sims) if n_train and n_holdout >= 2 else float("inf")
+    needed, h = None, 2
+    while n_train and n_holdout and h <= MAX_TASKS:  # both splits grown in this design's ratio
+        t = max(math.ceil(h * n_train / n_holdout), 1)
+        more_f, more_c = dataclasses.replace(filt, n=t), dataclasses.replace(conf, n=h)
+        if detection_rate(more_f, target_effect, sims=sims) * detection_rate(more_c, target_effect, sims=sims) >= power:
+            needed = (t, h)
+            break
+        h = h + 1 if h < 16 else h * 2 if h < 256 else h + 122
+    return DecisionPower(filt, conf, m, power, needed, target_effect, sigma)
+
+
+def decision_power_line(dp: DecisionPower, *, tau_source: str, sigma_source: str) -> str:
+    """The summary's and preflight's line: what this design could have confirmed."""
+    size = f"{dp.mde:.3f}" if math.isfinite(dp.mde) else "no effect size"
+    need = (f"{dp.needed[0]} train + {dp.needed[1]} holdout tasks" if dp.needed is not None
+            else f"more than {MAX_TASKS} holdout tasks")
+    return (f"design power: this design confirms a mean effect of {size} composite points with probability "
+            f"{dp.power:g} (train filter on {dp.filter.n} tasks and confirmation over {dp.confirm.n} holdout "
+            f"tasks at level {dp.confirm.alpha:.4g} together; task x variant spread tau {dp.confirm.tau:.3f} from "
+            f"{tau_source}, run noise sigma {dp.sigma:.3f} from {sigma_source}); an effect of {dp.target_effect:g} "
+            f"needs {need}")

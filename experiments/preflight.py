@@ -14,7 +14,8 @@ from typing import Any, Mapping, Sequence
 
 from experiments.calibration_store import Cost, find_calibration
 from experiments.config import ExperimentConfig
-from experiments.power import ab_design, detection_rate, mde, sweep_design
+from experiments.power import (ab_design, decision_power, decision_power_line, detection_rate, mde, spread_from_trials,
+                               sweep_design)
 from experiments.promotion import holdout_runs, race_runs
 from experiments.summaries import hms, num
 
@@ -254,6 +255,62 @@ def sweep_preflight(exp: ExperimentConfig, study: Any, *, calibration: Any, meas
     # with a calibration the sweep compares each candidate with its one baseline run (no repeats)
     lines = preflight_lines(exp, proj, sigma=sigma, baseline_runs=1, noise_source=src,
                             effect_cv=cal.effect_cv if cal is not None else 0.0)
+    if sigma is not None and update is None and sw.holdout_test == "tasks" and len(exp.tasks("holdout")) >= 2:
+        from experiments.holdout_looks import LOOKS_ATTR, level
+
+        looks = len(study.user_attrs.get(LOOKS_ATTR, []))  # the next conclusion is look looks + 1
+        lines.append("preflight: " + confirmable_line(exp, sigma=sigma, sigma_source=src, baseline_runs=1,
+                                                      candidate_diffs=(), calibration=cal,
+                                                      level=level(sw.alpha, looks + 1)))
     if update is not None:  # the cost line changes, and the proposals a timeout or call cap allows
         lines = [ln.replace("preflight:", "preflight update:", 1) for ln in lines if "detectable effect" not in ln]
     return lines, cost is not None
+
+
+# -- what the whole decision can confirm ----------------------------------------------------------------------
+
+
+def spread_estimate(candidate_diffs: Sequence[Sequence[float]], sigma: float, baseline_runs: int,
+                    calibration: Any) -> tuple[float, str]:
+    """tau and where it came from: the sweep's own candidates (their per-task train differences, run noise
+    sigma^2 (1 + 1/b) taken out), else the calibration's positive control, else 0 ("not measured")."""
+    own = spread_from_trials(candidate_diffs, sigma ** 2 * (1.0 + 1.0 / max(baseline_runs, 1)))
+    if own is not None:
+        return own[0], f"this sweep's {len(candidate_diffs)} candidate(s) ({own[1]} df)"
+    het = getattr(calibration, "heterogeneity", None) if calibration is not None else None
+    if het and het.get("tau") is not None:
+        return float(het["tau"]), f"calibration {calibration.key}'s positive control ({het['n']} tasks)"
+    return 0.0, "nothing yet (taken as 0: an optimistic figure)"
+
+
+def confirmable_line(exp: ExperimentConfig, *, sigma: float, sigma_source: str, baseline_runs: int,
+                     candidate_diffs: Sequence[Sequence[float]], calibration: Any, level: float) -> str:
+    """The summary's (and preflight's) line: the mean effect this design promotes with probability
+    calibrate.power, the train filter and the confirmation over tasks together, with tau from the sweep's own
+    trials or the calibration (experiments.power.decision_power)."""
+    sw = exp.sweep
+    tau, tau_source = spread_estimate(candidate_diffs, sigma, baseline_runs, calibration)
+    dp = decision_power(sigma, tau, n_train=len(exp.tasks("train")), n_holdout=len(exp.tasks("holdout")),
+                        alpha=sw.alpha, level=level, baseline_runs=baseline_runs,
+                        holdout_runs=(sw.holdout_candidate_runs, sw.holdout_baseline_runs), power=exp.calibrate.power,
+                        target_effect=exp.calibrate.target_effect, sims=min(exp.calibrate.sims, 1000))
+    return decision_power_line(dp, tau_source=tau_source, sigma_source=sigma_source)
+
+
+def sweep_confirmable(exp: ExperimentConfig, *, noise: Any, baseline_runs: int, cands: Sequence[Any],
+                      reference: Mapping[str, float], calibration: Any, stored_looks: int, look: Any) -> str:
+    """The end-of-sweep confirmable line (confirmable_line) from what the sweep holds: its noise floor (noise:
+    stats.NoiseFloor), its candidates (promotion.Candidate, one train run each) against the baseline reference,
+    and the level of the look it made (else of its next one). "" when the design does not confirm over tasks or
+    no noise was measured."""
+    from experiments.holdout_looks import level
+
+    sw = exp.sweep
+    if sw.holdout_test != "tasks" or len(exp.tasks("holdout")) < 2 or noise.repeats < 2:
+        return ""
+    diffs = [[float(c.train_scores[t]) - float(reference[t]) for t in c.train_scores if t in reference]
+             for c in cands]
+    source = f"calibration {calibration.key}" if calibration is not None else f"{baseline_runs} baseline runs"
+    return confirmable_line(exp, sigma=noise.sigma, sigma_source=source, baseline_runs=baseline_runs,
+                            candidate_diffs=diffs, calibration=calibration,
+                            level=look.level if look is not None else level(sw.alpha, stored_looks + 1))

@@ -39,7 +39,8 @@ from experiments.mlflow_traces import log_evaluation_run
 from experiments.objective import Objective
 from experiments.pool import RunPool, runner_pool
 from experiments.power import sweep_design_problem
-from experiments.preflight import mutation_calls, noise_measured_line, pin_noise_source, sweep_preflight
+from experiments.preflight import (mutation_calls, noise_measured_line, pin_noise_source, sweep_confirmable,
+                                   sweep_preflight)
 from experiments.progress import SweepProgress
 from experiments.holdout_looks import LOOKS_ATTR, Look, next_look, recorded
 from experiments.promotion import (HoldoutScores, HoldoutTest, Promotion, SplitScores, candidates, decide,
@@ -436,6 +437,9 @@ class Sweep(SplitRuns):
             noise_source=self.noise_note,
             underpowered=problem, train_candidates=len(ranked),
             holdout_look=look.line if look is not None else "",
+            confirmable=sweep_confirmable(exp, noise=nf, baseline_runs=max(len(runs), 1), reference=ref,
+                                          cands=candidates(trials, base_hash), calibration=self.calibration,
+                                          look=look, stored_looks=len(study.user_attrs.get(LOOKS_ATTR, []))),
             label=run_label(self.runner.identity(), self.calibration),
         )
         (self.dir / "promoted_synth.yaml").write_text(synth_yaml(exp, promoted_instr, summary), encoding="utf-8")

@@ -92,7 +92,7 @@ def test_depth_ab_summary_report_and_mlflow_metrics_name_the_metric(_isolated_re
                "mlflow.enabled=false")
     run = run_ab_from_config(exp, run_arm=SplitVerdictArm(), out=lines.append)
     r = run.result
-    assert r.primary.metric == "depth" and r.primary.n == 12 and r.primary.mean_diff < 0
+    assert r.primary.metric == "depth" and r.primary.n == 24 and r.primary.mean_diff < 0
     assert r.verdict == "not supported" and "opposite direction" in r.verdict_reason
     summary = run.summary.splitlines()
     assert "primary metric: depth (rubric dimension, pre-registered)" in run.summary
@@ -171,7 +171,7 @@ def test_underpowered_design_is_refused_before_anything_is_written_and_runs_when
     msg = str(info.value)
     assert msg == ("ab: with 5 task pairs (benchmark 'smoke', ab.split=all) the smallest exact two-sided Wilcoxon p "
                    "is 0.0625 >= alpha 0.05: 'supported' is unreachable; use a benchmark with >= 6 tasks "
-                   "(benchmark=asyncio_practices has 12), ab.test=t, or ab.allow_underpowered=true")
+                   "(benchmark=asyncio_practices has 24), ab.test=t, or ab.allow_underpowered=true")
     assert arm.calls == []
     _nothing_written(_isolated_results, tmp_path)
 
@@ -187,11 +187,11 @@ def test_underpowered_design_is_refused_before_anything_is_written_and_runs_when
     [
         (["benchmark=smoke"], "5 task pairs"),
         (["benchmark=smoke", "ab.split=train"], "3 task pairs (benchmark 'smoke', ab.split=train)"),
-        (["benchmark=asyncio_practices", "ab.split=holdout"], "4 task pairs"),
+        (["benchmark=asyncio_practices", "ab.split=holdout"], None),  # 8 holdout pairs: smallest p 2/256
         (["benchmark=smoke", "ab.alpha=0.07"], None),  # 0.0625 < 0.07
         (["benchmark=smoke", "ab.test=t"], None),
         (["benchmark=smoke", "ab.sequential=true"], None),  # t-based looks: n >= 2 at the last look
-        (["benchmark=asyncio_practices"], None),  # the default A/B: 12 tasks, smallest p 2/4096
+        (["benchmark=asyncio_practices"], None),  # the default A/B: 24 tasks
     ],
 )
 def test_reachability(overrides, refused):
@@ -231,7 +231,7 @@ def test_resume_on_another_model_is_refused_listing_the_field(_isolated_results)
 
     same = SplitVerdictArm()
     run = run_ab_from_config(exp, run_arm=same, roles=_roles("model-1"), out=lambda _: None)
-    assert len(same.calls) == 24 - 5 and run.result.cells_skipped == 5
+    assert len(same.calls) == 48 - 5 and run.result.cells_skipped == 5
 
 
 def test_prereg_without_a_backend_is_accepted_and_then_records_it(tmp_path):

@@ -244,7 +244,7 @@ def test_calibration_runs_are_runs_of_their_own_not_the_sweeps_baseline_runs_aga
     (["calibrate.test=wilcoxon"], "over 4 task(s) with test=wilcoxon, the A/A test (two-sided) cannot go below "
                                   "p=0.125 and the positive control (one-sided) cannot go below p=0.0625 >= alpha"),
     (["calibrate.test=wilcoxon", "calibrate.tasks=5"], "the A/A test (two-sided) cannot go below p=0.0625 >= alpha"),
-    (["calibrate.tasks=99"], "calibrate.tasks=99 is out of range; benchmark 'asyncio_practices' has 12 task(s)"),
+    (["calibrate.tasks=99"], "calibrate.tasks=99 is out of range; benchmark 'asyncio_practices' has 24 task(s)"),
     (["calibrate.generator_repeats=1"], "calibrate.generator_repeats=1 measures no generator variance"),
     (["calibrate.judge_repeats=1"], "calibrate.judge_repeats=1 measures no judge variance"),
     (["calibrate.alpha=1.5"], "calibrate.alpha=1.5 is out of range"),

@@ -207,7 +207,44 @@ def test_a_resumed_study_concludes_at_the_next_looks_level_and_stores_the_look(m
     assert open_study(exp).user_attrs["holdout_looks"][1] == {"family": [row.hash], "level": 0.0125}
     text = "\n".join(lines)
     assert "\nholdout look 2 of this study: level 0.0125" in text and "best vs baseline (train filter):" in text
+    assert "\ndesign power: this design confirms a mean effect of " in text and "at level 0.0125 together" in text
     again: list[str] = []
     _sweep(exp, again)  # concluded again with nothing new: the same look, nothing more spent
     assert len(open_study(exp).user_attrs["holdout_looks"]) == 2
     assert "the same candidates as before: the same look" in "\n".join(again)
+
+
+# -- 6. power that knows the spread --------------------------------------------------------------------------
+
+
+def test_the_task_spread_is_estimated_from_the_sweeps_candidates_and_raises_what_the_design_can_confirm():
+    from experiments.power import decision_power, spread_from_trials
+
+    # two candidates' per-task differences: sums of squares 4 and 8 on 3 df each, pooled variance 2; noise 0.5
+    tau, df = spread_from_trials([[1.0, -1.0, 1.0, -1.0], [0.0, 2.0, 0.0, -2.0]], 0.5)
+    assert df == 6 and tau == pytest.approx(1.5 ** 0.5)
+    assert spread_from_trials([[1.0]], 0.5) is None
+    flat = decision_power(0.2, 0.0, n_train=16, n_holdout=8, alpha=0.05, level=0.025, baseline_runs=2)
+    spread = decision_power(0.2, 2.95, n_train=16, n_holdout=8, alpha=0.05, level=0.025, baseline_runs=2)
+    # the 1.5B calibration's tau 2.95 against sigma 0.20: the design confirms only a far larger mean effect, and
+    # the filter and confirmation together are what it is computed for
+    assert spread.mde > 5 * flat.mde and spread.rate(spread.mde) >= 0.78
+    assert flat.needed is not None and flat.needed[1] <= 8 and (spread.needed is None or spread.needed[1] > 100)
+
+
+# -- 7. runs spent on tasks ---------------------------------------------------------------------------------
+
+
+def test_the_default_benchmark_has_24_offline_tasks_and_the_holdout_runs_each_text_once():
+    from experiments.config import compose_config, to_experiment
+    from experiments.promotion import holdout_runs
+
+    exp = to_experiment(compose_config(["+sweep=synth_mutation"]))
+    assert exp.benchmark.name == "asyncio_practices"
+    assert len(exp.tasks("train")) >= 16 and len(exp.tasks("holdout")) >= 8
+    assert len({t.id for t in exp.benchmark.tasks}) == len(exp.benchmark.tasks)
+    for split in ("train", "holdout"):
+        assert {t.task_type for t in exp.tasks(split)} == {"enumerated", "best_practices", "research"}
+    sw = exp.sweep
+    assert (sw.holdout_test, sw.holdout_baseline_runs, sw.holdout_candidate_runs) == ("tasks", 1, 1)
+    assert holdout_runs(sw, len(exp.tasks("holdout"))) == 16

@@ -245,7 +245,7 @@ def test_the_final_race_ranks_on_the_mean_of_a_candidates_runs_and_leaves_the_ot
     out = race([a, b, c], {"a": [{t: 6.0 for t in TRAIN}], "b": [{t: 7.2 for t in TRAIN}]})
     assert [x.hash for x in out] == ["b", "a", "c"]
     assert out[0].runs == 2 and out[0].train_mean == pytest.approx(7.2 + 0.035 / 2)
-    assert out[2].train_scores["t0"] == pytest.approx((7.4 + 6.0) / 2) and out[1] is c
+    assert out[1].train_scores["t0"] == pytest.approx((7.4 + 6.0) / 2) and out[2] is c
     # a re-run with fewer tasks averages over the tasks every run has; an empty re-run changes nothing
     part = race([a], {"a": [{"t0": 8.0, "t1": 8.0}]})[0]
     assert set(part.train_scores) == {"t0", "t1"} and part.train_scores["t0"] == pytest.approx(7.7)
