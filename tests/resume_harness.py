@@ -109,11 +109,10 @@ def outcome(folder: Path, kind: str = "sweep") -> Outcome:
         return Outcome([], "", ids, mruns, running, 0, cells)
     import optuna
 
-    from experiments.rdb import requeued
-
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     trials = optuna.load_study(study_name=SWEEP, storage=f"sqlite:///{results / 'optuna.db'}").get_trials()
-    gone = requeued(trials)
+    # the trials a copy replaced (experiments.rdb.requeued, read here so that an older tree's runs read back too)
+    gone = {int(n) for t in trials for n in t.system_attrs.get("retry_history", ())}
     values = sorted((int(t.user_attrs.get("slot", t.number)), t.state.name, None if t.value is None else
                      round(t.value, 6)) for t in trials if t.number not in gone)
     promoted = (results / SWEEP / "promoted_synth.yaml").read_text(encoding="utf-8").split("\n", 1)[1]
