@@ -17,7 +17,7 @@ What it emulates from Ollama's documentation:
   the oldest tokens mid-reply); both count as `truncated`. /v1/chat/completions has no num_ctx: it runs in the
   default window.
 - /api/show: details.family, model_info "<arch>.context_length", capabilities (+ "thinking").
-- thinking models: `think: true` -> the thinking in `message.thinking`; `think: false` -> none; no `think` ->
+- thinking models: `think: true` (or a level) -> the thinking in `message.thinking`; `think: false` -> none; no `think` ->
   a `<think>...</think>` block at the head of `content`. Thinking spends num_predict first. `think: true` to a
   model that cannot think -> 400.
 - loading: a model is loaded by a request (a changed num_ctx reloads it: `loads` counts), others are unloaded
@@ -450,7 +450,7 @@ class OllamaStub:
                 stub._load(m, window, body.get("keep_alive"))
                 reply, thinking, prompt, completion = self._generate(m, body, window, options.get("num_predict"), think)
                 message = {"role": "assistant", "content": reply.text}
-                if thinking and think is True:
+                if thinking and think not in (None, False):  # true or a level (gpt-oss): a field of its own
                     message["thinking"] = thinking
                 elif thinking:  # no `think` in the request: the model's raw output, <think> block and all
                     message["content"] = f"<think>{thinking}</think>\n\n{reply.text}" if reply.text else f"<think>{thinking}"

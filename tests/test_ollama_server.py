@@ -146,6 +146,16 @@ def test_thinking_that_spends_the_whole_budget_is_an_error_that_says_so():
             producer.chat([{"role": "user", "content": "write it"}], max_tokens=5)
 
 
+def test_think_takes_a_level_and_refuses_anything_else():
+    qwen3 = StubModel("gpt-oss:20b", 131072, thinking=True, family="gptoss")
+    with OllamaStub(models=[*MODELS, qwen3], default_reply=REPLY) as s:
+        cfg = dataclasses.replace(cfg_for(s.url), producer_model="gpt-oss:20b", think={"producer": "high"})
+        result = RoleLLM("producer", make_llm(cfg, "producer")).chat([{"role": "user", "content": "x"}], max_tokens=200)
+        assert s.chat_requests()[-1].body["think"] == "high" and result.text == REPLY and result.thinking_tokens > 0
+        with pytest.raises(ValueError, match="expected true, false, null or one of low, medium, high"):
+            make_llm(dataclasses.replace(cfg, think="max"), "producer")
+
+
 def test_keep_alive_is_passed_through(stub):
     make_llm(cfg_for(stub.url, keep_alive="30m"), "producer").chat([{"role": "user", "content": "x"}], max_tokens=5)
     assert stub.chat_requests()[-1].body["keep_alive"] == "30m"

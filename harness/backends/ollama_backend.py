@@ -103,11 +103,15 @@ def model_info(host: str, model: str, timeout_s: float = SHOW_TIMEOUT_S) -> Mode
     return found
 
 
-def configured_think(value: Any, role: str) -> bool | None:
-    """backend.think for one role: None, True or False; anything else is a one-line error."""
+THINK_LEVELS = ("low", "medium", "high")  # gpt-oss takes a level, not true/false (Ollama's thinking docs)
+
+
+def configured_think(value: Any, role: str) -> bool | str | None:
+    """backend.think for one role: None, True, False or a level (low|medium|high); else a one-line error."""
     got = role_setting(value, role, "backend.think")
-    if got is not None and not isinstance(got, bool):
-        raise ValueError(f"backend.think for {role} is {got!r}; expected true, false or null (or a mapping role -> those)")
+    if got is not None and not isinstance(got, bool) and got not in THINK_LEVELS:
+        raise ValueError(f"backend.think for {role} is {got!r}; expected true, false, null or one of "
+                         f"{', '.join(THINK_LEVELS)} (or a mapping role -> those)")
     return got
 
 
@@ -126,7 +130,7 @@ class OllamaLLM:
         backoff_s: float = 0.5,
         role: str = "producer",
         num_ctx: int | None = None,
-        think: bool | None = None,
+        think: bool | str | None = None,
         thinking_model: bool = False,
         keep_alive: Any = None,
     ) -> None:
@@ -158,7 +162,7 @@ class OllamaLLM:
             return None
         return {"num_ctx": self.num_ctx, "think": self.think}
 
-    def think_for(self, schema: Mapping[str, Any] | None) -> bool | None:
+    def think_for(self, schema: Mapping[str, Any] | None) -> bool | str | None:
         """The `think` value sent: only to models that can think; off for JSON requests unless configured."""
         if not self.thinking_model:
             return None
