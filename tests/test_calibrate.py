@@ -176,11 +176,14 @@ def test_a_sweep_after_a_calibration_prints_the_preflight_and_uses_the_stored_no
     pre = [ln for ln in lines if "] preflight:" in ln]
     assert "budget n_trials=3 (3 left: baseline + 2 proposal(s))" in pre[0]
     # baseline + 2 proposals on 8 train tasks (24), the final race of the top 2 on them (16, sweep.race_top), the
-    # baseline 3 runs and the best 2 runs on 4 holdout tasks (20, sweep.holdout_baseline_runs /
-    # holdout_candidate_runs); 2 uncached calls, 50 tokens each
-    assert "60 task runs: ~120 uncached LLM calls, ~3000 tokens" in pre[1] and f"calibration {cal.key}" in pre[1]
+    # baseline and the best once each on 4 holdout tasks (8, sweep.holdout_baseline_runs / holdout_candidate_runs);
+    # 2 uncached calls, 50 tokens each
+    assert "48 task runs: ~96 uncached LLM calls, ~2400 tokens" in pre[1] and f"calibration {cal.key}" in pre[1]
     assert pre[2].startswith(f"[{exp.sweep.name}] preflight: detectable effect ")
     assert "WARNING: the budget allows only 2 proposal(s) (limited by n_trials=3)" in pre[3]
+    # what the whole decision (train filter and confirmation over the holdout tasks at the first look's level) can
+    # confirm, with the calibration's sigma (issue 36)
+    assert "preflight: design power: this design confirms a mean effect of " in pre[4] and "level 0.025" in pre[4]
     assert any("preflight update:" in ln for ln in lines)  # updated from the first trial's measured runs
 
 
