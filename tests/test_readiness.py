@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import pytest
 
@@ -106,8 +107,8 @@ def test_the_shipped_ollama_config_does_not_warn_about_itself(caplog):
     validation._WARNED.clear()
     caplog.set_level(logging.WARNING, logger="experiments.validation")
     exp = validate(to_experiment(compose_config(["backend=ollama"])))
+    assert [r.getMessage() for r in caplog.records if r.name == "experiments.validation"] == []
     assert validation.model_family(exp.backend.producer_model) != validation.model_family(exp.backend.evaluator_model)
-    assert [r for r in caplog.records if r.name == "experiments.validation"] == []
 
 
 def test_the_warning_speaks_of_the_backend_actually_resolved(monkeypatch):
@@ -138,6 +139,7 @@ def test_offline_the_search_fallback_is_decided_once_per_process(caplog):
 
         def search(self, query, max_results=5):
             calls.append(query)
+            time.sleep(0.2)  # a DNS failure takes a while: the other contexts' first calls arrive meanwhile
             raise search.SearchUnavailable("ddgs: DNSError: no records found")
 
     class Local:
