@@ -5,17 +5,51 @@ the sweep's exp, runner, pool, progress, tracker, train, holdout, dir, out and _
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Sequence
 
 from experiments.evaluate import TrialFailed, evaluate_candidate
 from experiments.mlflow_traces import log_evaluation_run
-from experiments.promotion import HoldoutScores, race
+from experiments.holdout_looks import LOOKS_ATTR, Look, next_look, recorded
+from experiments.power import sweep_design_problem
+from experiments.preflight import sweep_confirmable
+from experiments.promotion import HoldoutScores, HoldoutTest, Promotion, decide, race, train_filtered
 from experiments.rdb import shared_lock
+from experiments.stats import NoiseFloor
 from experiments.study import holdout_run, store_holdout_run, store_train_rerun, train_reruns
 
 
 class SplitRuns:
-    """The sweep's runs after the search: `_race` (the final race) and `_holdout` (the confirmation)."""
+    """The sweep's runs after the search: `_race` (the final race), `_holdout` (the confirmation's runs) and
+    `_promotion` (the holdout runs, then the verdict at this look's level)."""
+
+    def _promotion(self, study, top, ref, nf: NoiseFloor, train_floor: float, base_hash: str, baseline,
+                   contexts) -> tuple[Promotion, HoldoutScores | None, Look | None]:
+        """Run the holdout for the baseline and the top candidates (stored in the study), then decide at the level
+        of this look (experiments.holdout_looks: every conclusion of the study spends from one alpha)."""
+        if not (self.holdout and top):
+            return Promotion((), None), None, None
+        sw = self.exp.sweep
+        base = self._holdout(study, base_hash, baseline, contexts, sw.holdout_baseline_runs)
+        held = ({c.hash: self._holdout(study, c.hash, c.instructions, contexts, sw.holdout_candidate_runs)
+                 for c in top} if base.scores else {})
+        family = train_filtered(top, ref, train_floor=train_floor, alpha=sw.alpha)
+        with shared_lock(self.exp.storage_url, f"{sw.name}/study_attrs", self.dir / ".study_attrs.lock"):
+            stored = list(study.user_attrs.get(LOOKS_ATTR, []))
+            look = next_look(stored, family, sw.alpha) if sw.holdout_test == "tasks" else None
+            test = HoldoutTest.of(nf, alpha=look.level if look else sw.alpha, rule=sw.holdout_test)
+            verdict = decide(top, ref, base, held, train_floor=train_floor, alpha=sw.alpha, test=test)
+            if look is not None and look.new and any(r.holdout_p is not None for r in verdict.rows):
+                study.set_user_attr(LOOKS_ATTR, recorded(stored, look))  # spent: a later look tests at the next level
+        if sweep_design_problem(self.exp):  # a design that cannot promote does not (never UNDERPOWERED and PROMOTED)
+            verdict = dataclasses.replace(verdict, winner=None)
+        return verdict, base, look
+
+    def _confirmable(self, study, cands: Sequence[Any], nf: NoiseFloor, baseline_runs: int, ref, look) -> str:
+        """The summary's design power line (experiments.preflight.sweep_confirmable)."""
+        return sweep_confirmable(self.exp, noise=nf, baseline_runs=max(baseline_runs, 1), reference=ref, look=look,
+                                 cands=cands, calibration=self.calibration,
+                                 stored_looks=len(study.user_attrs.get(LOOKS_ATTR, [])))
 
     def _holdout(self, study, key: str, instructions, contexts, runs: int) -> HoldoutScores:
         """`runs` holdout runs of one text (seeds cfg.seed + k), each stored once; their per-task means."""

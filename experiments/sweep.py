@@ -39,12 +39,10 @@ from experiments.mlflow_traces import log_evaluation_run
 from experiments.objective import Objective
 from experiments.pool import RunPool, runner_pool
 from experiments.power import sweep_design_problem
-from experiments.preflight import (mutation_calls, noise_measured_line, pin_noise_source, sweep_confirmable,
-                                   sweep_preflight)
+from experiments.preflight import mutation_calls, noise_measured_line, pin_noise_source, sweep_preflight
 from experiments.progress import SweepProgress
-from experiments.holdout_looks import LOOKS_ATTR, Look, next_look, recorded
-from experiments.promotion import (HoldoutScores, HoldoutTest, Promotion, SplitScores, candidates, decide,
-                                   holdout_runs, race_runs, split_scores, train_filtered)
+from experiments.promotion import (HoldoutScores, Promotion, SplitScores, candidates, holdout_runs, race_runs,
+                                   split_scores)
 from experiments.registry import SweepRegistry, pin_source, sweep_evidence
 from experiments.reruns import SplitRuns
 from experiments.runners import TimedRunner, llm_calls
@@ -353,26 +351,6 @@ class Sweep(SplitRuns):
                 if r.error and base_hold is not None and base_hold.scores is not None]
         return out
 
-    def _promotion(self, study, top, ref, nf: NoiseFloor, train_floor: float, base_hash: str, baseline,
-                   contexts) -> tuple[Promotion, HoldoutScores | None, Look | None]:
-        """Run the holdout for the baseline and the top candidates (stored in the study), then decide at the level
-        of this look (experiments.holdout_looks: every conclusion of the study spends from one alpha)."""
-        if not (self.holdout and top):
-            return Promotion((), None), None, None
-        sw = self.exp.sweep
-        base = self._holdout(study, base_hash, baseline, contexts, sw.holdout_baseline_runs)
-        held = ({c.hash: self._holdout(study, c.hash, c.instructions, contexts, sw.holdout_candidate_runs)
-                 for c in top} if base.scores else {})
-        family = train_filtered(top, ref, train_floor=train_floor, alpha=sw.alpha)
-        with shared_lock(self.exp.storage_url, f"{sw.name}/study_attrs", self.dir / ".study_attrs.lock"):
-            stored = list(study.user_attrs.get(LOOKS_ATTR, []))
-            look = next_look(stored, family, sw.alpha) if sw.holdout_test == "tasks" else None
-            test = HoldoutTest.of(nf, alpha=look.level if look else sw.alpha, rule=sw.holdout_test)
-            verdict = decide(top, ref, base, held, train_floor=train_floor, alpha=sw.alpha, test=test)
-            if look is not None and look.new and any(r.holdout_p is not None for r in verdict.rows):
-                study.set_user_attr(LOOKS_ATTR, recorded(stored, look))  # spent: a later look tests at the next level
-        return verdict, base, look
-
     def _conclude(self, study, baseline, contexts, *, stop_reason, new, t0, calls0, prepare_calls, ctx_stats,
                   calls_per_trial) -> SweepSummary:
         exp, sw = self.exp, self.exp.sweep
@@ -388,9 +366,6 @@ class Sweep(SplitRuns):
         top = ranked[: sw.holdout_top_k]
         verdict, base_hold, look = self._promotion(study, top, ref, nf, train_floor, base_hash, baseline, contexts)
         self.unconcluded = self._unconcluded(study, candidates(trials, base_hash), base_hold, verdict)
-        problem = sweep_design_problem(exp)
-        if problem:  # a design that cannot promote does not: never "UNDERPOWERED" and "PROMOTED" together
-            verdict = dataclasses.replace(verdict, winner=None)
         promoted = next((c for c in ranked if verdict.winner and c.number == verdict.winner.trial), None)
         best_instr = dict(best.instructions) if best else dict(baseline)
         promoted_instr = dict(promoted.instructions) if promoted else dict(baseline)
@@ -435,11 +410,9 @@ class Sweep(SplitRuns):
             rescored=bool(evaluated) and all(t.user_attrs.get("rescored") for t in evaluated),
             judge_failures=sum(int(t.user_attrs.get("judge_failures") or 0) for t in trials),
             noise_source=self.noise_note,
-            underpowered=problem, train_candidates=len(ranked),
+            underpowered=sweep_design_problem(exp), train_candidates=len(ranked),
             holdout_look=look.line if look is not None else "",
-            confirmable=sweep_confirmable(exp, noise=nf, baseline_runs=max(len(runs), 1), reference=ref,
-                                          cands=candidates(trials, base_hash), calibration=self.calibration,
-                                          look=look, stored_looks=len(study.user_attrs.get(LOOKS_ATTR, []))),
+            confirmable=self._confirmable(study, candidates(trials, base_hash), nf, len(runs), ref, look),
             label=run_label(self.runner.identity(), self.calibration),
         )
         (self.dir / "promoted_synth.yaml").write_text(synth_yaml(exp, promoted_instr, summary), encoding="utf-8")

@@ -160,7 +160,7 @@ def test_sweep_saves_plots_and_logs_them_on_the_parent_run(make_exp):
 
 def test_progress_lines_show_trial_task_best_elapsed_and_eta(make_exp):
     exp = make_exp("sweep.n_trials=4", "sweep.pruner=none", "sweep.baseline_repeats=2", "sweep.holdout_top_k=1",
-                   mlflow=False)
+                   "sweep.holdout_baseline_runs=3", "sweep.holdout_candidate_runs=2", mlflow=False)
     _, lines = _run(exp)
     tasks = [ln for ln in lines if re.search(r" task \d+/\d+ ", ln)]
     # every evaluated task of every trial: trial i/n #number, task j/m, its id and score, elapsed, ETA of the trial
