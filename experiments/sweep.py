@@ -86,6 +86,7 @@ class Sweep(SplitRuns):
         self.mutate_types = tuple(exp.sweep.mutate_task_types) or task_types(self.train)
         self.calibration: Any = None  # calibration_store.Calibration whose noise floor replaces the repeats
         self.unconcluded: list[str] = []  # steps after the search that failed: the CLI exits 3 (experiments.run)
+        self.stopped_by: KeyboardInterrupt | None = None  # what stopped a trial: raised again once it is told
         self.noise_note = ""
 
     @property
@@ -190,7 +191,7 @@ class Sweep(SplitRuns):
                     and self.progress.on_first_model_task is None):
                 self._preflight(study, calls0, update="the first trial")
             if interrupted:
-                raise KeyboardInterrupt
+                raise self.stopped_by or KeyboardInterrupt()  # SIGTERM stays SIGTERM (experiments.run.Terminated)
         summary = self._conclude(study, baseline, contexts, stop_reason=stop_reason, new=new, t0=t0, calls0=calls0,
                                  prepare_calls=prepare_calls, ctx_stats=ctx_stats,
                                  calls_per_trial=(search_calls / search_trials) if search_trials else None)
@@ -219,9 +220,9 @@ class Sweep(SplitRuns):
             state = TrialState.PRUNED
         except TrialFailed:
             state = TrialState.FAIL
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             trial.set_user_attr("fail_reason", "interrupted (Ctrl-C or SIGTERM): queued again for the next start")
-            interrupted = True
+            interrupted, self.stopped_by = True, exc
         except Exception as exc:  # a trial that crashes is data: recorded with its reason, the sweep goes on
             # a programming error (e.g. a TypeError inside an operator) keeps its traceback in the record
             trial.set_user_attr("fail_reason", f"{type(exc).__name__}: {exc}"[:500])
