@@ -149,7 +149,8 @@ def _unit_mde(n: int, alpha: float, alternative: str, test: str, floor_se: float
     """MDE in units of sd_diff (both tests are scale-free, so MDE = sd_diff * this; min_mean in the same units)."""
     if n < 1 or min_attainable_p(n, test=test, alternative=alternative) >= alpha:
         return float("inf")
-    unit = Design("unit", n, 1.0, alpha, alternative, test, floor_se, sigma_df, effect_cv, min_mean)
+    unit = Design("unit", n, 1.0, alpha, alternative, test, floor_se, sigma_df=sigma_df, effect_cv=effect_cv,
+                  min_mean=min_mean)
     if effect_cv and detection_rate(unit, 1e6, sims=sims) < power:  # the ceiling: noise negligible, spread not
         return float("inf")
     lo, hi = 0.0, (4.0 + floor_se) / math.sqrt(n) + min_mean
@@ -318,6 +319,7 @@ def sweep_design_problem(exp: ExperimentConfig) -> str | None:
                 f"on held-out tasks, so none can be promoted; add split=holdout tasks and set sweep.holdout_top_k >= 1, "
                 f"or sweep.allow_underpowered=true")
     return None
+
 
 # -- power of the whole decision: the train filter and the confirmation over tasks --------------------------
 
