@@ -7,7 +7,9 @@ removes its pair from the statistics (the pair is reported), and a failure is an
 differ in failed cells, or in judge replies that could not be read, get no verdict (experiments.ab_analysis). The
 harness is injected as `run_arm(arm_name, arm_overrides, task, replication, seed) -> dict` returning
 {"score", "dimensions", "secondary", "status", "error"}, optionally "judge_failures" (how many judge replies of the
-run could not be read; absent = 0) and "meta" (JSON-able run details kept in the ledger, e.g. run id, output
+run could not be read; absent = 0), "usage" (what the run cost, any of USAGE_FIELDS: completion_tokens,
+prompt_tokens, llm_calls, latency_s = seconds in uncached model calls; a field absent, as in older ledgers, is not
+measured, never 0; experiments.cost) and "meta" (JSON-able run details kept in the ledger, e.g. run id, output
 path, whether the backend was a smoke model).
 
 One metric runs through the whole test: the pre-registered one (Preregistration.metric). Its statistics are the
@@ -40,6 +42,7 @@ from harness.logger import append_jsonl, read_jsonl
 RunArm = Callable[[str, Mapping[str, Any], Any, int, int], Mapping[str, Any]]
 SECONDARY = ("search_calls", "tokens", "wall_s", "gaps")
 COMPOSITE = ("composite", "score")  # the composite score; "score" is the cells' field and the older prereg name
+USAGE_FIELDS = ("completion_tokens", "prompt_tokens", "llm_calls", "latency_s")  # a cell's "usage"
 
 
 def metric_family(metric: str, secondary: Sequence[str] = SECONDARY) -> str:
@@ -168,6 +171,7 @@ class ABResult:
     ledger_path: str = ""
     failed_cells: dict[str, int] = field(default_factory=dict)  # arm -> failed cells over the analysed tasks
     judge_failures: dict[str, int] = field(default_factory=dict)  # arm -> judge replies that could not be read
+    cost: dict[str, Any] = field(default_factory=dict)  # cost metric -> experiments.cost.CostDiff (B against A)
 
     def stats_for(self, metric: str) -> PairedStats:
         """The statistics of a metric: the primary (pre-registered) one, else a dimension or secondary metric.
@@ -312,6 +316,13 @@ def _normalise(out: Any) -> dict[str, Any]:
     judged = out.get("judge_failures")
     if judged is not None:  # kept at the top of the cell record: the A/B counts them per arm
         extra["judge_failures"] = _count(judged, "judge_failures")
+    usage = out.get("usage")
+    if usage is not None:  # what the run cost (experiments.cost); a field left out is not measured
+        if not isinstance(usage, Mapping) or set(usage) - set(USAGE_FIELDS):
+            raise ValueError(f"run_arm usage must be a dict with keys among {', '.join(USAGE_FIELDS)}, got {usage!r}")
+        extra["usage"] = {k: _number(v, f"usage {k!r}") for k, v in usage.items() if v is not None}
+        if any(v < 0 for v in extra["usage"].values()):
+            raise ValueError(f"run_arm usage values must be >= 0, got {dict(usage)!r}")
     if status == "failed":
         return {"status": "failed", "error": str(out.get("error") or "run_arm reported failure"), **extra}
     dims = out.get("dimensions") or {}

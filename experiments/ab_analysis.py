@@ -1,6 +1,9 @@
 """An A/B test's analysis: per-task means over complete pairs, the statistics of every metric (the
 pre-registered one primary, dimensions and secondary metrics as Holm families), and the verdict.
 
+What each arm cost (experiments.cost): per metric, both arms' mean cost per task over the complete pairs and
+the paired difference B - A with a t interval over tasks at the pre-registered level (result.cost).
+
 What is missing is counted per arm (failed cells, judge replies that could not be read): arms that differ in
 either get no verdict (experiments.verdict.missing_imbalance), whatever the complete pairs say.
 
@@ -26,6 +29,7 @@ from experiments.ab import (
     load_cells,
     metric_family,
 )
+from experiments.cost import COST_METRICS, CostDiff, cost_by_task, paired_cost
 from experiments.stats import (
     PairedStats,
     bootstrap_ci,
@@ -151,6 +155,44 @@ def missing_counts(
     return failed, judged, where
 
 
+def usage_of(rec: Mapping[str, Any], metric: str) -> float | None:
+    """A cell's cost on one metric (experiments.cost.COST_METRICS): its "usage" field; for llm_calls, else the
+    meta's count (HarnessCells kept it there before "usage" existed). Not recorded: None, never 0."""
+    usage = rec.get("usage") or {}
+    name = "latency_s" if metric == "wall_s" else metric
+    value = usage.get(name)
+    if value is None and metric == "llm_calls":
+        value = (rec.get("meta") or {}).get("llm_calls")
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def arm_costs(
+    cells: Mapping[tuple[str, str, int], Mapping[str, Any]], task_ids: Sequence[str], names: tuple[str, str],
+    replications: int, *, level: float = 0.95, metrics: Sequence[str] = COST_METRICS,
+) -> dict[str, CostDiff]:
+    """Per cost metric, B against A over the replicate pairs where both cells are ok and both measured it: each
+    arm's per-task mean (experiments.cost.cost_by_task) and the paired difference with its interval over tasks."""
+    a, b = names
+    out = {}
+    for metric in metrics:
+        name = "latency_s" if metric == "wall_s" else metric  # cost_by_task reads TaskScore's field names
+        rows: dict[str, list[dict[str, Any]]] = {a: [], b: []}
+        for tid in task_ids:
+            for rep in range(replications):
+                ca, cb = cells.get(cell_key(tid, a, rep)), cells.get(cell_key(tid, b, rep))
+                if not ca or not cb or ca.get("status") != "ok" or cb.get("status") != "ok":
+                    continue
+                va, vb = usage_of(ca, metric), usage_of(cb, metric)
+                if va is not None and vb is not None:
+                    rows[a].append({"task_id": tid, name: va})
+                    rows[b].append({"task_id": tid, name: vb})
+        out[metric] = paired_cost(cost_by_task([rows[b]], metric), cost_by_task([rows[a]], metric), metric,
+                                  level=level)
+    return out
+
+
 def _metric_stats(cells, task_ids, names, design, prereg, metric, family, seed_offset) -> tuple[PairedStats, list, list]:
     tasks, excluded = task_results(cells, task_ids, names, design.replications, metric, family)
     st = paired_stats(
@@ -207,7 +249,9 @@ def analyse(
     refusal = missing_imbalance(names, failed, judged, where)
     if refusal:  # the complete pairs' answer is shown, never given
         v, why = "inconclusive", f"{refusal}; on the complete pairs alone the rule would say '{v}' ({why})"
-    return dataclasses.replace(result, verdict=v, verdict_reason=why, failed_cells=failed, judge_failures=judged)
+    cost = arm_costs(cells, ids, names, design.replications, level=1 - prereg.alpha)
+    return dataclasses.replace(result, verdict=v, verdict_reason=why, failed_cells=failed, judge_failures=judged,
+                               cost=cost)
 
 
 def load_result(design: ABDesign, prereg: Preregistration, ledger_path: str | Path) -> ABResult:

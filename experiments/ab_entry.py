@@ -145,6 +145,7 @@ class ABTracking:
         for k in ("llm_calls", "cached_calls"):
             if isinstance(meta.get(k), (int, float)):
                 metrics[k] = float(meta[k])
+        metrics.update({f"usage.{k}": float(v) for k, v in (rec.get("usage") or {}).items()})
         self.tracker.log_child(f"{rec['task']}-r{rec['replication']}-{rec['arm']}", tags,
                                {k: v for k, v in metrics.items() if math.isfinite(v)}, params=params,
                                status="FINISHED" if ok else "FAILED")
@@ -205,7 +206,8 @@ def _stats_metrics(prefix: str, s: PairedStats) -> dict[str, float]:
 def summary_metrics(result: ABResult) -> dict[str, float]:
     """The parent run's metrics: the pre-registered metric's statistics as primary.<metric>.<statistic>, the
     per-dimension and secondary diffs and Holm p (dim.<name>.*, sec.<name>.*), the verdict, and per arm the
-    failed cells and unreadable judge replies (failed_cells.<arm>, judge_failures.<arm>)."""
+    failed cells and unreadable judge replies (failed_cells.<arm>, judge_failures.<arm>), and per cost metric
+    each arm's mean per task (cost.<metric>.<arm>) and B - A with its interval (cost_diff.<metric>, _lo, _hi)."""
     prefix = f"primary.{result.primary.metric}."
     m = _stats_metrics(prefix, result.primary)
     if result.primary.noise is not None:
@@ -220,7 +222,21 @@ def summary_metrics(result: ABResult) -> dict[str, float]:
     for arm in result.arm_names:  # what is missing, per arm: arms that differ get no verdict
         m[f"failed_cells.{arm}"] = result.failed_cells.get(arm, 0)
         m[f"judge_failures.{arm}"] = result.judge_failures.get(arm, 0)
+    a, b = result.arm_names
+    for metric, c in result.cost.items():  # each arm's cost per task and B - A with its interval; None: not measured
+        m.update({f"cost.{metric}.{a}": c.base_mean, f"cost.{metric}.{b}": c.cand_mean, f"cost_diff.{metric}": c.diff})
+        if c.ci:
+            m[f"cost_diff.{metric}_lo"], m[f"cost_diff.{metric}_hi"] = c.ci
     return {k: float(v) for k, v in m.items() if isinstance(v, (int, float)) and math.isfinite(float(v))}
+
+
+def cost_lines(name: str, result: ABResult) -> list[str]:
+    """The summary's cost block: per metric, B - A per task with its interval over tasks (CostDiff.line)."""
+    if not result.cost:
+        return []
+    a, b = result.arm_names
+    return [f"[{name}] cost, {b} - {a} per task (paired over tasks):"] + [
+        f"[{name}]   {c.line()}" for c in result.cost.values()]
 
 
 # -- the entry point -------------------------------------------------------------------------------------------
@@ -350,6 +366,7 @@ def run_ab_from_config(
                         report=report, ui=mlflow.tracker.ui_command(), elapsed_s=time.perf_counter() - t0,
                         children=children, ui_url=mlflow.safe(getattr(mlflow.tracker, "ui_url", lambda: "")) or "",
                         note=power_note(prereg, result.primary.n))
+    summary = "\n".join([summary, *cost_lines(name, result)])
     paths.summary.write_text(summary + "\n", encoding="utf-8")
     mlflow.safe(lambda: mlflow.finish(result, summary, [report, paths.dir / DIFF_PNG, paths.dir / FOREST_PNG,
                                                         paths.prereg], paths.ledger))

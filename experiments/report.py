@@ -145,6 +145,29 @@ def plot_forest(result: ABResult, prereg: Preregistration, path: Path) -> Path:
     return path
 
 
+def cost_section(result: ABResult) -> list[str]:
+    """The "Cost" table: per metric, both arms' mean cost per task over the complete pairs and B - A with its
+    interval over tasks (experiments.cost.CostDiff); a metric no pair measured says so."""
+    if not result.cost:
+        return []
+    a_name, b_name = result.arm_names
+    level = next(iter(result.cost.values())).level
+    out = ["", "## Cost (per task, over the complete pairs)", "",
+           f"Each arm's mean cost per task; difference = {b_name} − {a_name}, paired over tasks, with a "
+           f"{level:.0%} t interval over tasks. wall_s is the seconds spent in uncached model calls; "
+           "llm_calls counts every model call (wiggum rounds included). Not measured: no pair recorded it.", ""]
+    rows = []
+    for metric, c in result.cost.items():
+        if c.diff is None:
+            rows.append([metric, 0, "not measured", "not measured", "-", "-", "-"])
+            continue
+        ci = f"[{_f(c.ci[0])}, {_f(c.ci[1])}]" if c.ci else "n/a (fewer than 2 tasks)"
+        rel = "-" if c.ratio is None else f"{c.ratio:+.0%}" + (
+            f" [{c.ratio_ci[0]:+.0%}, {c.ratio_ci[1]:+.0%}]" if c.ratio_ci else "")
+        rows.append([metric, c.n, _f(c.base_mean), _f(c.cand_mean), _f(c.diff), ci, rel])
+    return out + _table(["metric", "tasks", a_name, b_name, "diff", f"{level:.0%} CI", "relative"], rows)
+
+
 def render_markdown(result: ABResult, prereg: Preregistration, *, plots: Sequence[str] = (DIFF_PNG, FOREST_PNG),
                     notes: Sequence[str] = (), arms: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """The report; `notes` are lines shown under the title (e.g. a smoke-run warning), `arms` each arm's overrides."""
@@ -209,6 +232,7 @@ def render_markdown(result: ABResult, prereg: Preregistration, *, plots: Sequenc
     if result.secondary:
         out += ["", "## Secondary metrics (Holm across secondary metrics)", ""]
         out += _table(header, _stats_rows(result.secondary))
+    out += cost_section(result)
     out += ["", "## Plots", ""] + [f"![{Path(p).stem}]({p})" for p in plots]
     out += ["", "## Run", "",
             f"- cells run this invocation: {result.cells_run}; skipped (already in ledger): {result.cells_skipped}",

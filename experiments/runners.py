@@ -293,6 +293,8 @@ class HarnessCells:
                 "wall_s": round(wall, 3),
                 "gaps": len(plan.gaps),
             },
+            "usage": {"completion_tokens": out.usage.completion_tokens, "prompt_tokens": out.usage.prompt_tokens,
+                      "llm_calls": out.usage.llm_calls, "latency_s": out.usage.latency_s},  # the A/B's cost figures
             "meta": meta,
         }
 
