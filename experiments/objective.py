@@ -397,6 +397,10 @@ def _record_eval(trial: Any, ev: CandidateEval) -> None:
     trial.set_user_attr("selection_bias", round(ev.selection_bias, 4))
     trial.set_user_attr("rescored", all(s.rescored for s in ev.scores) if ev.scores else False)
     trial.set_user_attr("judge_failures", ev.judge_failures)  # judge replies that could not be read, all tasks
+    from experiments.cost import COST_METRICS, cost_by_task  # per-task cost: the quality-vs-cost plot (issue 34)
+
+    trial.set_user_attr("task_costs", {m: {t: round(v, 4) for t, v in cost_by_task([ev.scores], m).items()}
+                                       for m in COST_METRICS})
 
 
 def make_objective(exp: ExperimentConfig, runner: Runner, tasks: Sequence[Task] | None = None, **kwargs: Any) -> Objective:

@@ -1,5 +1,5 @@
 """PNG plots (matplotlib Agg canvas, no global backend switch). A sweep: optimization history, which mutation
-operator paid, and a per-task score heatmap of the trials. A calibration: scores, differences, power curves.
+operator paid, a per-task score heatmap of the trials, quality against cost with its Pareto front. A calibration: scores, differences, power curves.
 
 The data behind each plot comes from Optuna FrozenTrials (state, value, user attrs) through pure functions
 (`history_points`, `operator_stats`, `score_matrix`) that the tests check directly; the plot functions only draw.
@@ -16,12 +16,14 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from experiments.pareto import pareto_front, quality_cost_points
 from experiments.search_state import BASELINE
 from experiments.stats import bootstrap_ci
 
 HISTORY_PNG = "optimization_history.png"
 OPERATORS_PNG = "operator_importance.png"
 HEATMAP_PNG = "task_heatmap.png"
+QUALITY_COST_PNG = "quality_cost.png"
 OUTCOMES = ("improved", "not improved", "pruned", "failed", "duplicate")
 OUTCOME_COLORS = {"improved": "#2b7bba", "not improved": "#9ecae1", "pruned": "#e08a00", "failed": "#d1495b",
                   "duplicate": "#b0b0b0"}
@@ -298,6 +300,47 @@ def plot_task_heatmap(matrix: ScoreMatrix, path: Path, *, title: str = "", highl
     return path
 
 
+def plot_quality_cost(trials: Sequence[Any], path: Path, *, metric: str = "completion_tokens",
+                      promoted: int | None = None, title: str = "") -> Path:
+    """Quality (trial value) against cost (mean `metric` per task) of every evaluated candidate (colour =
+    operator, triangle = pruned at its partial mean); the Pareto front of the complete trials (higher quality,
+    lower cost) ringed and joined; the baseline and the promoted candidate labelled."""
+    pts = quality_cost_points(trials, metric)
+    done = [p for p in pts if not p.pruned]  # a pruned trial's mean is over fewer tasks: drawn, not on the front
+    front = [done[i] for i in pareto_front([(p.value, p.cost) for p in done])]
+    colors = _colors([p.operator for p in pts])
+    fig = _figure(7.5, 4.8)
+    ax = fig.add_subplot()
+    if front:
+        ax.plot([p.cost for p in front], [p.value for p in front], color="#2b7bba", lw=1.2, ls="--", zorder=1,
+                label="Pareto front (higher quality, lower cost)")
+        ax.scatter([p.cost for p in front], [p.value for p in front], s=150, facecolors="none",
+                   edgecolors="#2b7bba", lw=1.5, zorder=2)
+    for p in pts:
+        c = colors[p.operator]
+        ax.scatter([p.cost], [p.value], marker="v" if p.pruned else "o", s=40, zorder=3, edgecolors=c,
+                   facecolors="none" if p.pruned else c)
+        label = "baseline" if p.operator == BASELINE else f"promoted #{p.number}" if p.number == promoted else None
+        if label:
+            ax.annotate(label, (p.cost, p.value), textcoords="offset points", xytext=(8, 6), fontsize=8,
+                        weight="bold")
+    for op in sorted({p.operator for p in pts}, key=lambda o: (o != BASELINE, o)):
+        ax.scatter([], [], marker="o", color=colors[op], s=40, label=op)
+    if not pts:
+        ax.text(0.5, 0.5, f"no candidate with a recorded {metric} yet", ha="center", va="center",
+                transform=ax.transAxes)
+    ax.set_xlabel(f"cost: mean {metric} per task")
+    ax.set_ylabel("quality: mean composite over train tasks")
+    ax.set_title(f"Quality vs cost{': ' + title if title else ''}  (o complete, v pruned; ringed: Pareto front)",
+                 fontsize=9)
+    ax.grid(alpha=0.3)
+    if pts:
+        ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path)
+    return path
+
+
 def sweep_plots(
     trials: Sequence[Any],
     out_dir: Path,
@@ -309,16 +352,23 @@ def sweep_plots(
     floor: float | None = None,
     highlight: Sequence[int] = (),
     title: str = "",
+    promoted: int | None = None,
+    cost_metric: str = "completion_tokens",
 ) -> dict[str, Path]:
-    """All three sweep plots under out_dir; returns name -> path."""
+    """The sweep plots under out_dir; returns name -> path. The quality-vs-cost plot comes when a trial recorded
+    its cost (task_costs; a study from before issue 34 has none)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     matrix = score_matrix(trials, train_tasks, holdout_tasks, holdout)
-    return {
+    plots = {
         "history": plot_history(trials, out_dir / HISTORY_PNG, baseline=baseline, floor=floor, title=title),
         "operators": plot_operators(trials, out_dir / OPERATORS_PNG, title=title),
         "heatmap": plot_task_heatmap(matrix, out_dir / HEATMAP_PNG, title=title, highlight=highlight),
     }
+    if any(t.user_attrs.get("task_costs") for t in trials):
+        plots["quality_cost"] = plot_quality_cost(trials, out_dir / QUALITY_COST_PNG, metric=cost_metric,
+                                                  promoted=promoted, title=title)
+    return plots
 
 
 # -- a calibration ---------------------------------------------------------------------------------------------

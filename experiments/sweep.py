@@ -323,16 +323,16 @@ class Sweep(SplitRuns):
         if not cost_known and update is None:
             self.progress.on_first_model_task = lambda: self._preflight(study, calls0, update="the first measured task")
 
-    def _plots(self, study, ref: Mapping[str, float], floor: float, highlight: Sequence[int]) -> dict[str, Path]:
-        """History, operator and heatmap PNGs under <sweep_dir>/plots; a plotting error is a warning, not a crash."""
+    def _plots(self, study, ref: Mapping[str, float], floor: float, best, promoted) -> dict[str, Path]:
+        """History, operator, heatmap and quality-vs-cost PNGs under <sweep_dir>/plots; an error is a warning only."""
         try:
             from experiments.plots import sweep_plots
-
             return sweep_plots(
                 study.get_trials(deepcopy=False), self.dir / "plots", train_tasks=[t.id for t in self.train],
-                holdout_tasks=[t.id for t in self.holdout], holdout=study.user_attrs.get("holdout", {}),
-                baseline=(sum(ref.values()) / len(ref)) if ref else None, floor=floor, highlight=highlight,
-                title=self.exp.sweep.name)
+                holdout_tasks=[t.id for t in self.holdout], holdout=study.user_attrs.get("holdout", {}), floor=floor,
+                baseline=(sum(ref.values()) / len(ref)) if ref else None, title=self.exp.sweep.name,
+                highlight=[c.number for c in (best, promoted) if c], promoted=promoted and promoted.number,
+                cost_metric=getattr(self.exp.sweep, "cost_metric", None) or "completion_tokens")
         except Exception as exc:  # the sweep's results stand without their pictures
             self.out(f"[{self.exp.sweep.name}] warning: plots failed: {type(exc).__name__}: {exc}")
             return {}
@@ -378,7 +378,7 @@ class Sweep(SplitRuns):
                              "not evaluated on the holdout"))
             best_scores = (split_scores("train", best.train_scores, ref), split_scores(
                 "holdout", *(getattr(held[h], "scores", None) for h in (best.hash, base_hash)), note=why))
-        plots = self._plots(study, ref, train_floor, highlight=[c.number for c in (best, promoted) if c])
+        plots = self._plots(study, ref, train_floor, best, promoted)
         paths = {
             "ledger": str(self.ledger.path),
             "contexts": str(self.dir / "context") if sw.reuse_context else "(context reuse off)",

@@ -20,6 +20,7 @@ from experiments.plots import (
     HEATMAP_PNG,
     HISTORY_PNG,
     OPERATORS_PNG,
+    QUALITY_COST_PNG,
     history_points,
     operator_stats,
     score_matrix,
@@ -154,7 +155,7 @@ def test_sweep_saves_plots_and_logs_them_on_the_parent_run(make_exp):
     eid = client.get_experiment_by_name(exp.sweep.name).experiment_id
     parent = client.search_runs([eid], "tags.sweep_parent = 'true'")[0]
     logged = {Path(a.path).name for a in client.list_artifacts(parent.info.run_id, "plots")}
-    assert logged == {HISTORY_PNG, OPERATORS_PNG, HEATMAP_PNG}
+    assert logged == {HISTORY_PNG, OPERATORS_PNG, HEATMAP_PNG, QUALITY_COST_PNG}  # trials record their cost
     assert summary.mlflow_url == f"http://127.0.0.1:5000/#/experiments/{eid}/runs?workflowType=machine_learning"
 
 
@@ -196,7 +197,7 @@ def test_summary_block_has_both_splits_with_cis_and_artifact_locations(make_exp)
     best_text = open_study(exp).trials[best].user_attrs["instructions"]
     assert all(f"  [{tt}] {t}" in block for tt, t in best_text.items())
     assert "+Name a concrete tool for every point." in block  # the diff against the baseline
-    assert f"plots: {exp.sweep_dir / 'plots'} ({HISTORY_PNG}, {OPERATORS_PNG}, {HEATMAP_PNG})" in block
+    assert f"plots: {exp.sweep_dir / 'plots'} ({HISTORY_PNG}, {OPERATORS_PNG}, {HEATMAP_PNG}, {QUALITY_COST_PNG})" in block
     assert f"study storage: {exp.storage_url} (study {exp.sweep.name})" in block
     assert f"ledger: {exp.sweep_dir / 'ledger.jsonl'}" in block
     assert re.search(r"MLflow UI: mlflow ui --backend-store-uri sqlite:///\S+\nMLflow runs: http://127\.0\.0\.1:5000/#/"
@@ -229,3 +230,66 @@ def test_a_plotting_error_is_a_warning_not_a_failed_sweep(make_exp, monkeypatch)
     assert summary.trials["total"] == 3
     assert any("warning: plots failed: ValueError: no canvas" in ln for ln in lines)
     assert "plots: (none: plotting failed)" in "\n".join(lines)
+
+
+# -- issue 34 item 1: quality against cost, the Pareto front ----------------------------------------------------
+
+
+@pytest.mark.parametrize("points, front", [
+    ([(5.0, 100.0), (6.0, 200.0), (5.5, 300.0), (4.0, 50.0)], [3, 0, 1]),  # (5.5, 300) is beaten by (6, 200)
+    ([(5.0, 100.0), (5.0, 100.0)], [0, 1]),  # equal points: neither dominates the other
+    ([(5.0, 100.0), (5.0, 120.0), (4.0, 100.0)], [0]),  # same quality dearer / same cost worse: dominated
+    ([(6.0, 100.0)], [0]),
+    ([], []),
+])
+def test_pareto_front_keeps_the_points_nothing_beats_on_both(points, front):
+    from experiments.pareto import pareto_front
+
+    assert pareto_front(points) == front
+
+
+def _costly(number, state, value, tokens, **kw):
+    t = _trial(number, state, value, **kw)
+    if tokens is not None:
+        t.user_attrs["task_costs"] = {"completion_tokens": {"a": tokens - 10, "b": tokens + 10},
+                                      "llm_calls": {"a": 3, "b": 5}}
+    return t
+
+
+COSTLY = [
+    _costly(0, TrialState.COMPLETE, 5.0, 200, op="baseline", h="base", scores={"a": 5.0, "b": 5.0}),
+    _costly(1, TrialState.COMPLETE, 6.0, 400, parent="base", scores={"a": 6.0, "b": 6.0}),  # better, twice as long
+    _costly(2, TrialState.COMPLETE, 5.5, 180, op="noise", parent="base", scores={"a": 5.5, "b": 5.5}),
+    _costly(3, TrialState.COMPLETE, 5.2, 500, op="noise", parent="h1", scores={"a": 5.2, "b": 5.2}),  # dominated
+    _costly(4, TrialState.PRUNED, None, 150, op="noise", parent="h1", scores={"a": 4.0}, partial=4.0),
+    _costly(5, TrialState.COMPLETE, 6.0, 400, h="h1", parent="h3", dup=1),  # a duplicate: #1's text
+    _costly(6, TrialState.COMPLETE, 5.9, None, parent="h1", scores={"a": 5.9, "b": 5.9}),  # no cost recorded
+    _trial(7, TrialState.FAIL, op="crash", parent="h3"),
+]
+
+
+def test_quality_cost_points_and_front_of_a_sweep(tmp_path):
+    from experiments.pareto import pareto_front, quality_cost_points, trial_cost
+
+    pts = quality_cost_points(COSTLY)
+    assert [(p.number, p.value, p.cost, p.pruned) for p in pts] == [
+        (0, 5.0, 200.0, False), (1, 6.0, 400.0, False), (2, 5.5, 180.0, False), (3, 5.2, 500.0, False),
+        (4, 4.0, 150.0, True)]  # no duplicate, no trial without a cost (not 0 tokens), no failed trial
+    assert trial_cost(COSTLY[6], "completion_tokens") is None and trial_cost(COSTLY[0], "llm_calls") == 4.0
+    done = [p for p in pts if not p.pruned]
+    assert [done[i].number for i in pareto_front([(p.value, p.cost) for p in done])] == [2, 1]
+    assert [p.cost for p in quality_cost_points(COSTLY, "llm_calls")] == [4.0] * 5
+
+
+def test_quality_cost_png_is_written_and_joins_the_sweep_plots(tmp_path):
+    from experiments.plots import plot_quality_cost
+
+    path = plot_quality_cost(COSTLY, tmp_path / QUALITY_COST_PNG, promoted=2, title="t")
+    assert path.read_bytes()[:8] == PNG and path.stat().st_size > 10_000
+    paths = sweep_plots(COSTLY, tmp_path / "plots", train_tasks=["a", "b"], highlight=[1, 2], promoted=2,
+                        cost_metric="llm_calls")
+    assert paths["quality_cost"].name == QUALITY_COST_PNG and paths["quality_cost"].read_bytes()[:8] == PNG
+    old = sweep_plots(TRIALS, tmp_path / "old", train_tasks=["a", "b"])  # a study without costs: the three plots
+    assert "quality_cost" not in old
+    empty = plot_quality_cost([], tmp_path / "empty.png")  # nothing measured yet: a picture that says so
+    assert empty.read_bytes()[:8] == PNG
