@@ -230,15 +230,6 @@ def summary_metrics(result: ABResult) -> dict[str, float]:
     return {k: float(v) for k, v in m.items() if isinstance(v, (int, float)) and math.isfinite(float(v))}
 
 
-def cost_lines(name: str, result: ABResult) -> list[str]:
-    """The summary's cost block: per metric, B - A per task with its interval over tasks (CostDiff.line)."""
-    if not result.cost:
-        return []
-    a, b = result.arm_names
-    return [f"[{name}] cost, {b} - {a} per task (paired over tasks):"] + [
-        f"[{name}]   {c.line()}" for c in result.cost.values()]
-
-
 # -- the entry point -------------------------------------------------------------------------------------------
 
 
@@ -366,7 +357,6 @@ def run_ab_from_config(
                         report=report, ui=mlflow.tracker.ui_command(), elapsed_s=time.perf_counter() - t0,
                         children=children, ui_url=mlflow.safe(getattr(mlflow.tracker, "ui_url", lambda: "")) or "",
                         note=power_note(prereg, result.primary.n))
-    summary = "\n".join([summary, *cost_lines(name, result)])
     paths.summary.write_text(summary + "\n", encoding="utf-8")
     mlflow.safe(lambda: mlflow.finish(result, summary, [report, paths.dir / DIFF_PNG, paths.dir / FOREST_PNG,
                                                         paths.prereg], paths.ledger))

@@ -284,6 +284,8 @@ def format_ab(*, name: str, result: Any, prereg: Any, design: Any, smoke: bool, 
     for metric, st in result.secondary.items():
         lines.append(f"secondary {metric}: {num(st.mean_a)} -> {num(st.mean_b)} (diff {num(st.mean_diff, True)}, "
                      f"Holm p={pval(st.p_holm)})")
+    for c in getattr(result, "cost", {}).values():  # per task, B - A paired over tasks, arm A as the baseline
+        lines.append(f"cost (B-A) {c.line()}")
     if note:
         lines.append(f"note: {note}")
     lines += [

@@ -106,6 +106,7 @@ def test_mlflow_metrics_carry_both_arms_and_the_interval(tmp_path):
 
 def test_the_printed_summary_has_the_cost_block(_isolated_results):
     from experiments.config import compose_config, to_experiment
+    from experiments.summaries import AB_BEGIN, AB_END
 
     def arm(name, overrides, task, replication, seed):
         skip = overrides.get("planner.skip_prior_knowledge", False)
@@ -116,11 +117,11 @@ def test_the_printed_summary_has_the_cost_block(_isolated_results):
                                         "ab.allow_underpowered=true", "ab.replications=1", "mlflow.enabled=false"]))
     lines: list[str] = []
     run = run_ab_from_config(exp, run_arm=arm, out=lines.append)
-    summary = run.summary.splitlines()
-    head = next(i for i, ln in enumerate(summary) if "cost, prior_knowledge_off - prior_knowledge_on per task" in ln)
-    block = summary[head + 1:head + 5]
-    assert "completion_tokens -150.0 per task [" in block[0] and "over 5 tasks" in block[0]
-    assert block[1].endswith("prompt_tokens: not measured") and "llm_calls -1.0 per task" in block[2]
+    block = run.summary[run.summary.index(AB_BEGIN):run.summary.index(AB_END)].splitlines()  # inside the block
+    cost = [ln for ln in block if ln.startswith("cost (B-A) ")]
+    assert len(cost) == 4 and cost == [ln for ln in "\n".join(lines).splitlines() if ln.startswith("cost (B-A) ")]  # printed as well
+    assert "completion_tokens -150.0 per task [" in cost[0] and "over 5 tasks" in cost[0]
+    assert cost[1] == "cost (B-A) prompt_tokens: not measured" and "llm_calls -1.0 per task" in cost[2]
     assert run.paths.summary.read_text(encoding="utf-8").rstrip("\n") == run.summary
     assert "## Cost" in run.report.read_text(encoding="utf-8")
 
