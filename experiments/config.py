@@ -84,6 +84,10 @@ class SweepConfig:
     holdout_test: str = "tasks"  # tasks (paired t over holdout tasks, Holm) | bound | floor (fixed-task: never promote)
     holdout_baseline_runs: int = 3  # baseline runs on the holdout (seeds seed, seed+1, ...): its per-task mean
     holdout_candidate_runs: int = 2  # runs of each top-k candidate on the holdout
+    # cost guard (experiments.cost.CostGuard): promote only a candidate whose holdout cost increase over the baseline
+    # is below max_cost_increase (a fraction; None = off) at the quality claim's level
+    cost_metric: str = "completion_tokens"  # completion_tokens | prompt_tokens | llm_calls | wall_s
+    max_cost_increase: float | None = None
     reuse_context: bool = True  # plan + research per task computed once per study and reused by every trial
     freeze_memory: bool = True  # memory read-only for the study
     failure_rate_stop: float = 0.5  # stop when this share of finished trials failed

@@ -131,12 +131,20 @@ def study_fingerprint(exp: Any, backend: Mapping[str, Any], tasks: Iterable[Any]
 # sampler, seed, operators, operator_choice, parent_selection, pruner*, gate_*, max_merges, mutate_task_types,
 # max_chars, failure_rate_stop) stay changeable: they decide which candidates are tried, not how one is judged.
 DECISION_RULE = ("alpha", "baseline_repeats", "race_top", "holdout_top_k", "holdout_test", "holdout_baseline_runs",
-                 "holdout_candidate_runs", "reuse_context")
+                 "holdout_candidate_runs", "reuse_context", "cost_metric", "max_cost_increase")
+# what a study pinned before a setting joined DECISION_RULE ran under: its default (issue 34's cost guard: off)
+DECISION_RULE_DEFAULTS = {"cost_metric": "completion_tokens", "max_cost_increase": None}
 
 
 def decision_rule(exp: Any) -> dict[str, Any]:
     """{"sweep": {setting: value}} for the DECISION_RULE settings of exp.sweep (flattened: sweep.alpha, ...)."""
     return {"sweep": {k: getattr(exp.sweep, k) for k in DECISION_RULE}}
+
+
+def with_rule_defaults(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored decision rule with the settings added since it was pinned filled in at their defaults."""
+    sweep = dict(stored.get("sweep", {})) if isinstance(stored.get("sweep"), Mapping) else {}
+    return {**stored, "sweep": {**DECISION_RULE_DEFAULTS, **sweep}}
 
 
 def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:

@@ -46,6 +46,7 @@ from typing import Any, Mapping, Sequence
 
 from scipy import stats as sps
 
+from experiments.cost import CostDiff, CostGuard, GuardResult
 from experiments.search_state import BASELINE
 from experiments.stats import FLOOR_SE, Comparison, NoiseFloor, bootstrap_ci, compare, holm
 
@@ -196,6 +197,13 @@ class HoldoutRow:
     holdout_rule: str = ""  # HoldoutTest.rule that judged it; "" when not tested (no train claim)
     holdout_df: int | None = None  # degrees of freedom of the test (rule "tasks": holdout tasks - 1)
     holdout_n: int = 0  # holdout tasks both texts have
+    cost: GuardResult | None = None  # the cost guard on its holdout cost (None: not checked, no holdout difference)
+    cost_diffs: Mapping[str, CostDiff] = field(default_factory=dict)  # holdout cost vs the baseline, every metric
+
+    @property
+    def held_by_cost(self) -> bool:
+        """Confirmed on quality but held back by the cost guard."""
+        return self.wins and self.cost is not None and not self.cost.passed
 
     @property
     def fixed_task(self) -> bool:
@@ -267,10 +275,17 @@ def train_filtered(top: Sequence[Candidate], reference: Mapping[str, float], *, 
 
 
 def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_holdout: HoldoutScores | None,
-           holdout: Mapping[str, HoldoutScores], *, train_floor: float, alpha: float, test: HoldoutTest) -> Promotion:
+           holdout: Mapping[str, HoldoutScores], *, train_floor: float, alpha: float, test: HoldoutTest,
+           guard: CostGuard | None = None, costs: Mapping[str, Mapping[str, float]] | None = None,
+           base_key: str = "", cost_diffs: Mapping[str, Mapping[str, CostDiff]] | None = None) -> Promotion:
     """The verdict on the top candidates (see the module docstring). baseline_holdout None: no holdout ran (no
     holdout tasks or no candidate), so no row and no winner; a failed baseline holdout fails every row. `alpha` is
-    the train filter's level; test.alpha the holdout look's."""
+    the train filter's level; test.alpha the holdout look's.
+
+    The cost guard (experiments.cost.CostGuard; sweep.cost_metric, sweep.max_cost_increase): a confirmed candidate
+    is promoted only if its holdout cost per task (`costs`: hash -> task -> cost, the baseline's under `base_key`)
+    is shown below the limit at the holdout claim's level (test.alpha); one held back keeps `wins` (the quality
+    claim stands) and its row says `held_by_cost`. `cost_diffs` (hash -> metric -> CostDiff) are reported only."""
     if baseline_holdout is None or not top:
         return Promotion((), None)
     test = test.pooled([baseline_holdout, *(holdout.get(c.hash) for c in top)])
@@ -292,7 +307,13 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
                                       holdout_n=len(hold.scores))
         rows.append(row)
     rows = _confirm(rows, test)
-    winners = [r for r in rows if r.wins]
+    costs = costs or {}
+    if guard is not None:
+        guard = dataclasses.replace(guard, alpha=test.alpha)  # the confidence the quality claim uses
+        rows = [dataclasses.replace(r, cost=guard.check(costs.get(r.hash, {}), costs.get(base_key, {})))
+                if r.holdout_diff is not None else r for r in rows]
+    rows = [dataclasses.replace(r, cost_diffs=dict((cost_diffs or {}).get(r.hash, {}))) for r in rows]
+    winners = [r for r in rows if r.wins and not r.held_by_cost]
     pick = max(winners, key=lambda r: (r.holdout_mean, -r.trial)) if winners else None
     return Promotion(tuple(rows), pick if test.over_tasks else None, pick)
 

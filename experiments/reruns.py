@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence
 
+from experiments.cost import CostGuard, holdout_cost, holdout_cost_diffs, run_costs, store_holdout_cost
 from experiments.evaluate import TrialFailed, evaluate_candidate
 from experiments.mlflow_traces import log_evaluation_run
 from experiments.holdout_looks import LOOKS_ATTR, Look, next_look, recorded
@@ -38,7 +39,11 @@ class SplitRuns:
             stored = list(study.user_attrs.get(LOOKS_ATTR, []))
             look = next_look(stored, family, sw.alpha) if sw.holdout_test == "tasks" else None
             test = HoldoutTest.of(nf, alpha=look.level if look else sw.alpha, rule=sw.holdout_test)
-            verdict = decide(top, ref, base, held, train_floor=train_floor, alpha=sw.alpha, test=test)
+            costs = {h: holdout_cost_diffs(study.user_attrs, h, base_hash) for h in held}
+            guard = CostGuard(sw.cost_metric, sw.max_cost_increase)  # decide tests it at the look's level
+            cost_of = {h: holdout_cost(study.user_attrs, h, sw.cost_metric) for h in [*held, base_hash]}
+            verdict = decide(top, ref, base, held, train_floor=train_floor, alpha=sw.alpha, test=test,
+                             guard=guard, costs=cost_of, base_key=base_hash, cost_diffs=costs)
             if look is not None and look.new and any(r.holdout_p is not None for r in verdict.rows):
                 study.set_user_attr(LOOKS_ATTR, recorded(stored, look))  # spent: a later look tests at the next level
         if sweep_design_problem(self.exp):  # a design that cannot promote does not (never UNDERPOWERED and PROMOTED)
@@ -68,6 +73,7 @@ class SplitRuns:
         who = "baseline" if key == study.user_attrs.get("baseline_hash") else key
         ev = self._split_run("holdout", self.holdout, key, instructions, contexts, k,
                              f"holdout {who}" + (f" run {k + 1}/{runs}" if runs > 1 else ""))
+        store_holdout_cost(study, key, seed, run_costs(ev.scores))  # beside the scores: the cost guard (issue 34)
         return dict(store_holdout_run(study, key, k, seed, ev.by_task()))
 
     def _split_run(self, kind: str, tasks, key: str, instructions, contexts, k: int, label: str) -> Any:

@@ -21,7 +21,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from experiments.benchmark import load_tasks, split
 from experiments.config import ConfigError, ExperimentConfig
-from experiments.fingerprint import decision_rule, fingerprint_diff
+from experiments.fingerprint import decision_rule, fingerprint_diff, with_rule_defaults
 from experiments.promotion import HoldoutScores
 from experiments.rdb import StaleTrials, mask_url, shared_lock, worker_host
 from experiments.search_state import BASELINE
@@ -159,7 +159,7 @@ def pin_fingerprint(study: optuna.Study, fingerprint: Mapping[str, Any], exp: Ex
 
 def check_decision_rule(stored: Mapping[str, Any] | None, exp: ExperimentConfig) -> None:
     """Refuse (StudyMismatch, one line naming each field) a resume whose decision rule differs from the stored one."""
-    diff = fingerprint_diff(stored, decision_rule(exp)) if stored is not None else []
+    diff = fingerprint_diff(with_rule_defaults(stored), decision_rule(exp)) if stored is not None else []
     if diff:
         raise StudyMismatch(
             f"study {exp.sweep.name!r} in {mask_url(exp.storage_url)} was run under another decision rule, and its "

@@ -7,7 +7,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from experiments.config import ExperimentConfig
 from experiments.power import MAX_TASKS
@@ -156,6 +156,10 @@ def format_sweep(s: SweepSummary) -> str:
             f"{('HOLDS ON THESE TASKS' if row.fixed_task else 'WINS') if row.wins else 'does not win'}"
             + (f" error: {row.error}" if row.error else "")
         )
+        if row.cost is not None and (row.held_by_cost or "off" not in row.cost.reason):
+            lines.append(f"  cost guard: {row.cost.reason}" + (" (HELD BACK BY COST: the quality claim stands, "
+                                                               "the candidate is not promoted)" if row.held_by_cost else ""))
+    lines += cost_block(s.holdout, s.promoted_trial)
     if s.holdout_look:
         lines.append(s.holdout_look)
     if any(r.fixed_task for r in s.holdout):
@@ -417,3 +421,18 @@ def format_calibration(cal: Any, *, smoke_line: str = "", plots: Mapping[str, Pa
     lines.append(f"elapsed: {hms(cal.elapsed_s)}")
     lines.append(CALIBRATION_END)
     return "\n".join(lines)
+
+
+def cost_block(rows: Sequence[Any], promoted_trial: int | None) -> list[str]:
+    """The promoted candidate's (else the first holdout row's) holdout cost against the baseline, every metric
+    paired over tasks (experiments.cost.CostDiff.line): 'cost vs baseline (holdout, 8 tasks):' and one line each."""
+    row = next((r for r in rows if r.trial == promoted_trial and r.cost_diffs), None) if promoted_trial is not None \
+        else None
+    row = row or next((r for r in rows if r.cost_diffs), None)
+    if row is None:
+        return []
+    n = max((d.n for d in row.cost_diffs.values()), default=0)
+    if n == 0:
+        return [f"cost vs baseline (holdout, trial #{row.trial}): not measured (holdout runs stored without cost)"]
+    return ([f"cost vs baseline (holdout, trial #{row.trial}, {n} tasks; candidate - baseline per task, 95% t "
+             f"interval over tasks):"] + [f"  {d.line()}" for d in row.cost_diffs.values()])

@@ -6,6 +6,7 @@ experiments.power) unless allow_underpowered. Entry: experiments.config.validate
 from __future__ import annotations
 
 import logging
+import math
 import re
 from typing import Any, Sequence
 
@@ -223,6 +224,14 @@ def validate(exp: ExperimentConfig) -> ExperimentConfig:
     _check("sweep.holdout_test", sw.holdout_test, HOLDOUT_TESTS)
     _check_range("sweep.holdout_baseline_runs", sw.holdout_baseline_runs, 1)
     _check_range("sweep.holdout_candidate_runs", sw.holdout_candidate_runs, 1)
+    from experiments.cost import COST_METRICS
+
+    _check("sweep.cost_metric", sw.cost_metric, COST_METRICS)
+    mci = sw.max_cost_increase
+    if mci is not None and (isinstance(mci, bool) or not isinstance(mci, (int, float)) or not math.isfinite(mci)
+                            or mci < 0):
+        raise ConfigError(f"sweep.max_cost_increase={mci!r} is out of range; expected a fraction >= 0 (0.1 = at most "
+                          f"10% more per task) or null (off)")
     if sw.max_llm_calls is not None:
         _check_range("sweep.max_llm_calls", sw.max_llm_calls, 1)
     if sw.timeout_s is not None:
