@@ -30,7 +30,8 @@ from typing import Any
 from scipy import stats as sps
 
 __all__ = ["COST_METRICS", "CostDiff", "CostGuard", "GuardResult", "cost_by_task", "paired_cost", "cost_diffs",
-           "run_costs", "store_holdout_cost", "holdout_cost", "holdout_cost_diffs", "train_cost_diffs"]
+           "run_costs", "store_holdout_cost", "holdout_cost", "holdout_cost_diffs", "train_cost_diffs",
+           "BaselineCosts"]
 
 COST_METRICS = ("completion_tokens", "prompt_tokens", "llm_calls", "wall_s")
 _FIELD = {"completion_tokens": "completion_tokens", "prompt_tokens": "prompt_tokens", "llm_calls": "llm_calls",
@@ -245,3 +246,26 @@ def _mean_runs(runs: Sequence[Mapping[str, float]]) -> dict[str, float]:
         for t, v in r.items():
             sums.setdefault(str(t), []).append(float(v))
     return {t: sum(v) / len(v) for t, v in sums.items()}
+
+
+class BaselineCosts:
+    """The tracker's view of the baseline trial's per-task cost (its `task_costs` attr, seen when the tracker logs
+    the baseline trial, which runs first), and each later trial's MLflow metrics against it: cost_diff.<metric>
+    (mean difference per train task) and cost_diff.<metric>_lo / _hi (its 95% t interval over tasks)."""
+
+    def __init__(self) -> None:
+        self.base: Mapping[str, Any] | None = None
+
+    def metrics(self, attrs: Mapping[str, Any]) -> dict[str, float]:
+        if attrs.get("operator") == "baseline":  # search_state.BASELINE
+            self.base = dict(attrs)
+            return {}
+        if not self.base or not attrs.get("task_costs") or not self.base.get("task_costs"):
+            return {}
+        out: dict[str, float] = {}
+        for m, d in train_cost_diffs(attrs, self.base).items():
+            if d.diff is not None:
+                out[f"cost_diff.{m}"] = d.diff
+                if d.ci:
+                    out[f"cost_diff.{m}_lo"], out[f"cost_diff.{m}_hi"] = d.ci
+        return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from harness.logger import append_jsonl, file_lock, read_jsonl
 
@@ -30,8 +30,11 @@ def ledger_status(state: str, value: float | None, best_before: float | None, du
     return "discard"
 
 
-def row_from_trial(trial: Any, best_before: float | None) -> dict[str, Any]:
-    """A ledger row from an Optuna FrozenTrial (everything needed is in its state, value and user attrs)."""
+def row_from_trial(trial: Any, best_before: float | None, base_attrs: Mapping[str, Any] | None = None
+                   ) -> dict[str, Any]:
+    """A ledger row from an Optuna FrozenTrial (everything needed is in its state, value and user attrs). With the
+    baseline trial's attrs, `cost` holds the trial's train cost against the baseline's per metric (issue 34: mean
+    difference per task with a 95% t interval over the tasks both ran, experiments.cost.CostDiff.to_dict)."""
     attrs = trial.user_attrs
     state = trial.state.name
     value = trial.value if state == "COMPLETE" else attrs.get("partial_value")
@@ -52,7 +55,17 @@ def row_from_trial(trial: Any, best_before: float | None) -> dict[str, Any]:
         "gate": attrs.get("gate"),
         "selection_bias": attrs.get("selection_bias"),
         "judge_failures": int(attrs.get("judge_failures") or 0),  # judge replies that could not be read; 0 when none
+        "cost": _cost(attrs, base_attrs),
     }
+
+
+def _cost(attrs: Mapping[str, Any], base_attrs: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """metric -> paired cost difference against the baseline trial; None when either has no recorded cost."""
+    if not base_attrs or not attrs.get("task_costs") or not base_attrs.get("task_costs"):
+        return None
+    from experiments.cost import train_cost_diffs
+
+    return {m: d.to_dict() for m, d in train_cost_diffs(attrs, base_attrs).items()}
 
 
 class Ledger:
@@ -82,11 +95,14 @@ class Ledger:
         have = self.trial_numbers()
         best: float | None = None
         written = 0
-        for t in sorted(trials, key=lambda t: t.number):
+        trials = sorted(trials, key=lambda t: t.number)
+        base = next((t.user_attrs for t in trials if t.user_attrs.get("operator") == "baseline"
+                     and t.state.name == "COMPLETE"), None)  # search_state.BASELINE: each row's cost is against it
+        for t in trials:
             if t.state.name not in ("COMPLETE", "PRUNED", "FAIL"):
                 continue
             if t.number not in have:
-                self.append(row_from_trial(t, best))
+                self.append(row_from_trial(t, best, base))
                 written += 1
             if t.state.name == "COMPLETE" and t.value is not None:
                 best = t.value if best is None else max(best, t.value)

@@ -193,6 +193,8 @@ class Evidence:
     backend: Mapping[str, Any]  # the runner's identity: role -> backend, model, file, ...
     fingerprint: Mapping[str, Any]  # the study's pinned objective fingerprint
     holdout_test: str = ""  # what the holdout p answers (experiments.promotion: over tasks, at the look's level)
+    cost: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # metric -> experiments.cost.CostDiff (holdout)
+    cost_guard: str = ""  # the cost guard's verdict on it (experiments.cost.GuardResult.reason)
 
     def tags(self) -> dict[str, str]:
         roles = sorted(self.backend)
@@ -210,6 +212,10 @@ class Evidence:
             tags |= {f"{sc.split}_n": str(sc.n), f"{sc.split}_mean": _num(sc.mean), f"{sc.split}_ci": _ci(sc.ci),
                      f"{sc.split}_baseline_mean": _num(sc.baseline_mean), f"{sc.split}_diff": _num(sc.diff),
                      f"{sc.split}_diff_ci": _ci(sc.diff_ci)}
+        for m, d in self.cost.items():  # holdout cost vs the baseline per task, paired over tasks (issue 34)
+            tags |= {f"cost_diff.{m}": _num(d.diff), f"cost_diff.{m}_ci": _ci(d.ci), f"cost_ratio.{m}": _num(d.ratio)}
+        if self.cost_guard:
+            tags["cost_guard"] = self.cost_guard
         return tags
 
 
@@ -231,7 +237,8 @@ def sweep_evidence(study: Any, trial: Any, row: Any, ref: Mapping[str, float], b
         dict(backend), dict(study.user_attrs.get("fingerprint", {})),
         f"{row.holdout_rule or 'none'}: one-sided paired t over {row.holdout_n} holdout tasks at level "
         f"{_num(row.holdout_level)} (this look's share of the study's alpha)" if row.holdout_rule == "tasks"
-        else f"{row.holdout_rule or 'none'} (fixed-task statement)")
+        else f"{row.holdout_rule or 'none'} (fixed-task statement)",
+        dict(getattr(row, "cost_diffs", {}) or {}), getattr(getattr(row, "cost", None), "reason", ""))
 
 
 class SweepRegistry:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from experiments.config import ExperimentConfig, experiment_dict
+from experiments.cost import BaselineCosts
 from experiments.mlflow_traces import EVALUATION_RUN, RUN_TYPE_TAG
 from experiments.rdb import mask_secrets, mask_url, shared_lock
 
@@ -153,7 +154,7 @@ class MLflowTracker(NullTracker):
         self.experiment_name = exp.mlflow.experiment or exp.sweep.name
         self.parent_id: str | None = None
         self.smoke = False
-        self.enabled = True
+        self.enabled, self.costs = True, BaselineCosts()  # costs: cost_diff.<metric> vs the baseline trial
 
     def ui_command(self) -> str:
         return ui_command(self.uri)
@@ -306,7 +307,7 @@ class MLflowTracker(NullTracker):
         for key in ("judge_sd", "elapsed_s", "llm_calls", "selection_mean", "selection_bias"):
             if isinstance(attrs.get(key), (int, float)):
                 metrics[key] = attrs[key]
-        metrics["duplicate"] = float(attrs.get("duplicate_of") is not None)
+        metrics |= {"duplicate": float(attrs.get("duplicate_of") is not None), **self.costs.metrics(attrs)}
         ev = getattr(outcome, "evaluation", None)
         if ev is not None:
             metrics["prompt_tokens"] = sum(s.prompt_tokens for s in ev.scores)
