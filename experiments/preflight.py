@@ -262,9 +262,34 @@ def sweep_preflight(exp: ExperimentConfig, study: Any, *, calibration: Any, meas
         lines.append("preflight: " + confirmable_line(exp, sigma=sigma, sigma_source=src, baseline_runs=1,
                                                       candidate_diffs=(), calibration=cal,
                                                       level=level(sw.alpha, looks + 1)))
+    if update is None:
+        lines.append(cost_model_line(cal, baseline_trial(study), proj.task_runs))
     if update is not None:  # the cost line changes, and the proposals a timeout or call cap allows
         lines = [ln.replace("preflight:", "preflight update:", 1) for ln in lines if "detectable effect" not in ln]
     return lines, cost is not None
+
+
+def cost_model_line(calibration: Any, baseline: Any, task_runs: int) -> str:
+    """The cost model the preflight uses (issue 34 item 4): tokens and calls per task run from the calibration,
+    else from the baseline trial's tasks (its `task_costs`: completion and prompt tokens apart), else unknown; and
+    the tokens projected for the design's `task_runs`."""
+    if calibration is not None:
+        co = calibration.cost
+        return (f"preflight: cost model: {co.tokens:.0f} tokens (prompt + completion; the calibration does not split "
+                f"them), {co.llm_calls:.1f} LLM calls ({co.uncached_calls:.1f} uncached) per task run, medians over "
+                f"calibration {calibration.key}'s {co.runs} runs; projected {task_runs * co.tokens:.0f} tokens for "
+                f"{task_runs} task runs")
+    costs = dict(baseline.user_attrs.get("task_costs") or {}) if baseline is not None else {}
+    per = {m: statistics.fmean(v.values()) for m, v in costs.items() if v}
+    if {"completion_tokens", "prompt_tokens", "llm_calls"} <= set(per):
+        n = len(costs["completion_tokens"])
+        tokens = per["completion_tokens"] + per["prompt_tokens"]
+        return (f"preflight: cost model: {per['completion_tokens']:.0f} completion + {per['prompt_tokens']:.0f} prompt "
+                f"tokens, {per['llm_calls']:.1f} LLM calls per task run, means over the baseline trial's {n} tasks; "
+                f"projected {task_runs * tokens:.0f} tokens ({task_runs * per['completion_tokens']:.0f} completion) "
+                f"for {task_runs} task runs")
+    return (f"preflight: cost model: unknown until the baseline runs (no calibration, no baseline trial with a "
+            f"recorded cost); tokens for the {task_runs} task runs follow from its first tasks")
 
 
 # -- what the whole decision can confirm ----------------------------------------------------------------------

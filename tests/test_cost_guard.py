@@ -137,3 +137,20 @@ def test_decide_tests_the_cost_at_the_looks_level_and_a_cost_not_measured_holds_
     blind = decide(top, ref, base, held, guard=CostGuard("completion_tokens", 0.1),
                    costs={k: v for k, v in costs.items() if k != "base"}, **kw)
     assert blind.winner is None and all(r.held_by_cost and "not measured" in r.cost.reason for r in blind.rows)
+
+
+def test_preflight_states_its_cost_model_unknown_first_then_from_the_baseline_trials_tasks(make_exp):
+    from experiments.study import baseline_trial, open_study
+
+    first: list[str] = []
+    _sweep(make_exp("sweep.n_trials=2", "sweep.holdout_top_k=0", operators=("add_tool",)), first)
+    assert any("preflight: cost model: unknown until the baseline runs" in ln for ln in first)
+    exp = make_exp("sweep.n_trials=3", "sweep.holdout_top_k=0", operators=("add_tool",))
+    costs = baseline_trial(open_study(exp)).user_attrs["task_costs"]
+    comp = sum(costs["completion_tokens"].values()) / 8
+    again: list[str] = []
+    _sweep(exp, again)
+    (line,) = [ln for ln in again if "preflight: cost model:" in ln]
+    assert f"{comp:.0f} completion + " in line and "means over the baseline trial's 8 tasks" in line
+    assert "projected " in line and " task runs" in line
+    print(line)
