@@ -13,7 +13,7 @@ from experiments.config import ExperimentConfig
 from experiments.power import MAX_TASKS
 from experiments.promotion import HoldoutRow, SplitScores
 from experiments.stats import Comparison, NoiseFloor, variance_ratio
-from experiments.tracking import instruction_diff
+from experiments.textdiff import instruction_diff
 
 SMOKE_LINE = "SMOKE RUN (embedded model): not research quality"
 SUMMARY_BEGIN = "===== SWEEP SUMMARY ====="

@@ -6,7 +6,6 @@ SQLite backend by default (sqlite:///<results_dir>/mlflow.db) so the UI's compar
 
 from __future__ import annotations
 
-import difflib
 import json
 import logging
 import os
@@ -17,6 +16,7 @@ from experiments.config import ExperimentConfig, experiment_dict
 from experiments.cost import BaselineCosts
 from experiments.mlflow_traces import EVALUATION_RUN, RUN_TYPE_TAG
 from experiments.rdb import mask_secrets, mask_url, shared_lock
+from experiments.textdiff import instruction_diff  # noqa: F401  (tests import it from here too)
 
 log = logging.getLogger("experiments.tracking")
 
@@ -71,22 +71,6 @@ def trial_params(exp: ExperimentConfig) -> dict[str, Any]:
         "memory_frozen": exp.memory.frozen,
         "seed": exp.seed,
     }
-
-
-def instruction_diff(base: Mapping[str, str], cand: Mapping[str, str]) -> str:
-    """Unified diff of a candidate's instructions against the baseline, one block per task type."""
-    chunks = []
-    for tt in sorted(set(base) | set(cand)):
-        a, b = _wrap(base.get(tt, "")), _wrap(cand.get(tt, ""))
-        if a != b:
-            chunks.extend(difflib.unified_diff(a, b, f"baseline/{tt}", f"candidate/{tt}", lineterm=""))
-    return "\n".join(chunks)
-
-
-def _wrap(text: str) -> list[str]:
-    import re
-
-    return [s for s in re.split(r"(?<=[.!?])\s+", " ".join(text.split())) if s]
 
 
 class NullTracker:
