@@ -62,7 +62,10 @@ def test_three_machines_one_study_one_killed(services, env, tmp_path):
     with OllamaStub(models=MODELS, default_reply=gate, delay_s=0.02) as stub:
         cmd = sweep_cmd(stub.url, f"sweep.n_trials={N_TRIALS}", f"sweep.baseline_repeats={REPEATS}",
                         f"sweep.heartbeat_s={HEARTBEAT_S}", f"search.local_corpus=[{env['corpus']}]",
-                        f"sweep.storage={storage}", f"mlflow.tracking_uri={mlflow_url}")
+                        f"sweep.storage={storage}", f"mlflow.tracking_uri={mlflow_url}",
+                        # the default is one holdout run per text (issue 36); repeats here, so that each is shown
+                        # to run once across machines
+                        "sweep.holdout_baseline_runs=2")
         t0 = time.monotonic()
         procs = []
         for i, results in enumerate(machines):
