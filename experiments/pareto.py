@@ -11,14 +11,15 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-__all__ = ["CostPoint", "trial_cost", "quality_cost_points", "pareto_front"]
+__all__ = ["CostPoint", "trial_cost", "trial_operator", "trial_value", "quality_cost_points", "pareto_front"]
 
 
-def _operator(t: Any) -> str:
+def trial_operator(t: Any) -> str:
+    """The operator that made a trial's candidate ('?' when neither attr nor param names it)."""
     return t.user_attrs.get("operator") or t.params.get("operator") or "?"
 
 
-def _trial_value(t: Any) -> float | None:
+def trial_value(t: Any) -> float | None:
     """Final value of a COMPLETE trial, the partial mean of a PRUNED one (as experiments.plots), else None."""
     if t.state.name == "COMPLETE" and t.value is not None:
         return float(t.value)
@@ -49,10 +50,10 @@ def quality_cost_points(trials: Sequence[Any], metric: str = "completion_tokens"
     (their text is another trial's)."""
     out = []
     for t in sorted(trials, key=lambda t: t.number):
-        value, cost = _trial_value(t), trial_cost(t, metric)
+        value, cost = trial_value(t), trial_cost(t, metric)
         if value is None or cost is None or t.user_attrs.get("duplicate_of") is not None:
             continue
-        out.append(CostPoint(t.number, _operator(t), value, cost, t.state.name == "PRUNED"))
+        out.append(CostPoint(t.number, trial_operator(t), value, cost, t.state.name == "PRUNED"))
     return out
 
 

@@ -17,6 +17,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from experiments.pareto import pareto_front, quality_cost_points
+from experiments.pareto import trial_operator as _operator, trial_value as _value
 from experiments.search_state import BASELINE
 from experiments.stats import bootstrap_ci
 
@@ -27,19 +28,6 @@ QUALITY_COST_PNG = "quality_cost.png"
 OUTCOMES = ("improved", "not improved", "pruned", "failed", "duplicate")
 OUTCOME_COLORS = {"improved": "#2b7bba", "not improved": "#9ecae1", "pruned": "#e08a00", "failed": "#d1495b",
                   "duplicate": "#b0b0b0"}
-
-
-def _operator(t: Any) -> str:
-    return t.user_attrs.get("operator") or t.params.get("operator") or "?"
-
-
-def _value(t: Any) -> float | None:
-    """Final value of a COMPLETE trial, the partial mean of a PRUNED one, else None."""
-    if t.state.name == "COMPLETE" and t.value is not None:
-        return float(t.value)
-    if t.state.name == "PRUNED" and isinstance(t.user_attrs.get("partial_value"), (int, float)):
-        return float(t.user_attrs["partial_value"])
-    return None
 
 
 # -- data --------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -153,19 +154,23 @@ def _unit_mde(n: int, alpha: float, alternative: str, test: str, floor_se: float
                   min_mean=min_mean)
     if effect_cv and detection_rate(unit, 1e6, sims=sims) < power:  # the ceiling: noise negligible, spread not
         return float("inf")
-    lo, hi = 0.0, (4.0 + floor_se) / math.sqrt(n) + min_mean
-    for _ in range(40):
-        if detection_rate(unit, hi, sims=sims) >= power:
+    return _smallest(lambda e: detection_rate(unit, e, sims=sims) >= power,
+                     (4.0 + floor_se) / math.sqrt(n) + min_mean, doublings=40)
+
+
+def _smallest(ok: Callable[[float], bool], start: float, *, doublings: int) -> float:
+    """The smallest effect e >= 0 with ok(e) (ok monotone in e), to 0.1%: double from `start` until ok, then
+    bisect; inf when `doublings` doublings never reach it."""
+    lo, hi = 0.0, start
+    for _ in range(doublings):
+        if ok(hi):
             break
         lo, hi = hi, hi * 2
     else:
         return float("inf")
     while hi - lo > 1e-3 * hi:
         mid = (lo + hi) / 2
-        if detection_rate(unit, mid, sims=sims) >= power:
-            hi = mid
-        else:
-            lo = mid
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
     return hi
 
 
@@ -362,18 +367,7 @@ def _joint_mde(filt: Design, conf: Design, power: float, sims: int) -> float:
     def ok(e: float) -> bool:
         return detection_rate(filt, e, sims=sims) * detection_rate(conf, e, sims=sims) >= power
 
-    scale = max(filt.sd_diff + filt.tau, conf.sd_diff + conf.tau, 1e-9)
-    lo, hi = 0.0, scale
-    for _ in range(30):
-        if ok(hi):
-            break
-        lo, hi = hi, hi * 2
-    else:
-        return float("inf")
-    while hi - lo > 1e-3 * hi:
-        mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
-    return hi
+    return _smallest(ok, max(filt.sd_diff + filt.tau, conf.sd_diff + conf.tau, 1e-9), doublings=30)
 
 
 def decision_power(sigma: float, tau: float, *, n_train: int, n_holdout: int, alpha: float, level: float,
