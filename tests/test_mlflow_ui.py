@@ -203,6 +203,25 @@ def compare_url(base: str, experiment_id: str, run_ids: list[str]) -> str:
             "&workflowType=machine_learning")
 
 
+def scrolled_text(browser: DevTools) -> str:
+    """The page's text as every scrollable box shows it from top to bottom: MLflow 3.17's compare view renders the
+    rows of its parameter and metric tables only while they are in view."""
+    seen = []
+    boxes = int(browser.js("(() => { window.__boxes = [...document.querySelectorAll('*')].filter(e => "
+                           "e.scrollHeight > e.clientHeight + 10 && getComputedStyle(e).overflowY.match(/auto|scroll/)); "
+                           "return window.__boxes.length; })()"))
+    for i in range(boxes):
+        for _ in range(40):
+            seen.append(browser.text())
+            moved = browser.js(f"(() => {{ const b = window.__boxes[{i}]; const top = b.scrollTop; "
+                               "b.scrollTop = top + Math.max(100, b.clientHeight - 40); return b.scrollTop > top; })()")
+            time.sleep(0.15)
+            if not moved:
+                seen.append(browser.text())
+                break
+    return "\n".join(seen)
+
+
 CLOSE_ASSISTANT = 'button[data-component-id="mlflow.assistant.chat_panel.close"]'
 EXPAND = 'button[data-component-id*="runnamecellrenderer"]'
 
@@ -231,8 +250,8 @@ def capture(browser: DevTools, base: str, runs_url: str, experiment_id: str, par
     browser.click(CLOSE_ASSISTANT)
     browser.wait_for("!!document.querySelector('.js-plotly-plot .main-svg')", "the parallel coordinates plot")
     time.sleep(0.5)
-    pages["compare"] = browser.text()
     browser.screenshot(out_dir / "compare.png")
+    pages["compare"] = browser.text() + "\n" + scrolled_text(browser)
     browser.js("(() => { const h = [...document.querySelectorAll('h1, h2, h3, span, div')]"
                ".filter(e => e.textContent === 'Run details'); if (h.length) h[h.length - 1].scrollIntoView(); })()")
     time.sleep(0.3)
