@@ -447,9 +447,9 @@ def test_each_llm_operator_returns_new_instruction_and_its_name(name):
 def test_reflect_on_the_embedded_model_never_raises(monkeypatch):
     from harness.config import BackendConfig
     from harness.inference import make_llm
-    from mutators import operators
+    from mutators.operators import _llm
 
-    monkeypatch.setattr(operators, "MAX_TOKENS", 120)
+    monkeypatch.setattr(_llm, "MAX_TOKENS", 120)
     llm = make_llm(BackendConfig(kind="embedded"), "producer")
     c = ctx(feedback=("Items lack concrete version numbers.",), max_chars=400)
     cand = propose("reflect", c, llm)
