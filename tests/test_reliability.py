@@ -727,13 +727,12 @@ def test_redirects_and_dns_answers_to_internal_addresses_never_connect(monkeypat
     import ipaddress
     from urllib.parse import quote
 
-    from harness import security
-    from harness.security import UnsafeURL, fetch_url
+    from harness.security import UnsafeURL, _urls, fetch_url
 
-    strict = security.ip_refusal
-    monkeypatch.setattr(security, "ip_refusal",
+    strict = _urls.ip_refusal
+    monkeypatch.setattr(_urls, "ip_refusal",
                         lambda ip: None if ip == ipaddress.ip_address("127.0.0.1") else strict(ip))
-    real = security._default_resolver
+    real = _urls._default_resolver
     rebinding = {"rebind.example": ["93.184.216.34", "127.0.0.2"], "intranet.example": ["10.1.2.3"],
                  "v6.example": ["::1"]}
     srv = _Redirector()

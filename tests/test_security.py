@@ -25,6 +25,7 @@ from harness.security import (
     safe_path,
     scan_text,
 )
+from harness.security import _urls
 
 # -- prompt injection ----------------------------------------------------------------------------------
 
@@ -441,8 +442,8 @@ def loopback_server(monkeypatch):
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     strict = security.ip_refusal
-    monkeypatch.setattr(
-        security, "ip_refusal", lambda ip: None if ip == ipaddress.ip_address("127.0.0.1") else strict(ip)
+    monkeypatch.setattr(  # patched where _checked looks it up
+        _urls, "ip_refusal", lambda ip: None if ip == ipaddress.ip_address("127.0.0.1") else strict(ip)
     )
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
