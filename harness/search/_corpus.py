@@ -1,11 +1,6 @@
-"""Search providers: DuckDuckGo (ddgs), an offline local corpus (SQLite FTS5 / BM25), a TTL cache, a fallback.
+"""An offline local corpus for search: SQLite FTS5 / BM25 over passages of Python docs or the user's own folders.
 
-`make_search(cfg, results_dir)` picks the stack from config:
-- auto:  CachedSearch(FallbackSearch(DDGSProvider, LocalCorpusProvider))  (degrades offline in < 1 s)
-- ddgs:  CachedSearch(DDGSProvider)
-- local: LocalCorpusProvider  (fast already; not cached, so edits to a user corpus show at once)
-
-The default local corpus is documentation that exists on any Python install: docstrings of a curated set of
+The default corpus is documentation that exists on any Python install: docstrings of a curated set of
 standard-library modules and their public classes and functions, plus the descriptions of installed
 distributions. It is built once (a few seconds) and cached at <results_dir>/search_index/corpus.sqlite with a
 version stamp; users point `search.local_corpus` at their own folders of .md/.txt/.rst/.py/.html files.
@@ -19,7 +14,6 @@ import fcntl
 import hashlib
 import importlib
 import inspect
-import json
 import logging
 import os
 import sqlite3
@@ -27,107 +21,17 @@ import sys
 import threading
 import time
 import urllib.parse
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Protocol, Sequence, runtime_checkable
+from typing import Iterator, Sequence
 
 from harness.chunker import split_chunks
 from harness.fsio import replacing
-from harness.sqlite_store import ThreadLocalSQLite
 from harness.text import fts_query
 
+from ._protocol import SearchResult
+
 log = logging.getLogger("harness.search")
-
-__all__ = [
-    "SearchResult",
-    "SearchProvider",
-    "SearchUnavailable",
-    "DDGSProvider",
-    "LocalCorpusProvider",
-    "CachedSearch",
-    "FallbackSearch",
-    "make_search",
-    "normalize_query",
-    "STDLIB_MODULES",
-    "reset_degradation",
-]
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    title: str
-    url: str
-    snippet: str
-    source: str  # provider name that produced it
-
-    def to_dict(self) -> dict[str, str]:
-        return asdict(self)
-
-
-@runtime_checkable
-class SearchProvider(Protocol):
-    name: str
-
-    def search(self, query: str, max_results: int = 5) -> list[SearchResult]: ...
-
-
-class SearchUnavailable(RuntimeError):
-    """A provider cannot answer (disabled, offline, rate-limited, timed out). The message names it and why."""
-
-
-def normalize_query(query: str) -> str:
-    return " ".join(query.lower().split())
-
-
-# -- DuckDuckGo ------------------------------------------------------------------------------------------
-
-
-class DDGSProvider:
-    """Web search through the `ddgs` package. DDGS_DISABLED=1 makes every call fail at once (tests, offline)."""
-
-    name = "ddgs"
-
-    def __init__(self, timeout_s: float = 5.0, *, region: str = "wt-wt", backend: str = "auto") -> None:
-        self.timeout_s = timeout_s
-        self.region = region
-        self.backend = backend
-        # ddgs logs one INFO line per failed engine (8 DNS errors per query offline); our one "search degraded"
-        # warning says the same. Users who want them can lower the level again after construction.
-        logging.getLogger("ddgs").setLevel(logging.WARNING)
-
-    def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
-        if os.environ.get("DDGS_DISABLED", "").strip().lower() in {"1", "true", "yes", "on"}:
-            raise SearchUnavailable("ddgs: disabled by DDGS_DISABLED=1")
-        box: dict[str, object] = {}
-
-        def work() -> None:
-            try:
-                from ddgs import DDGS
-
-                box["rows"] = DDGS(timeout=max(1, int(self.timeout_s))).text(
-                    query, region=self.region, max_results=max_results, backend=self.backend
-                )
-            except BaseException as exc:  # re-raised in the caller's thread
-                box["error"] = exc
-
-        worker = threading.Thread(target=work, name="ddgs-search", daemon=True)
-        worker.start()
-        worker.join(self.timeout_s)
-        if worker.is_alive():
-            raise SearchUnavailable(f"ddgs: no answer within {self.timeout_s:g} s")
-        if "error" in box:
-            exc = box["error"]
-            raise SearchUnavailable(f"ddgs: {type(exc).__name__}: {str(exc)[:200]}") from exc  # type: ignore[arg-type]
-        rows = box.get("rows") or []
-        out = []
-        for row in rows[:max_results]:  # type: ignore[union-attr]
-            url = str(row.get("href") or row.get("url") or "")
-            if url:
-                out.append(SearchResult(str(row.get("title", "")), url, str(row.get("body", "")), self.name))
-        return out
-
-
-# -- local corpus ----------------------------------------------------------------------------------------
 
 CORPUS_VERSION = "3"
 PASSAGE_CHARS = 800
@@ -397,187 +301,3 @@ class LocalCorpusProvider:
         except sqlite3.Error as exc:
             log.warning("local corpus query %r failed: %s", query, exc)
         return out
-
-
-# -- cache -----------------------------------------------------------------------------------------------
-
-
-class CachedSearch:
-    """A TTL cache (SQLite, WAL) in front of a provider, keyed on provider + normalised query + max_results.
-
-    Empty answers and answers served by a degraded fallback are not stored, so the cache never pins a
-    temporary outage for ttl_hours. `clock` is injectable for tests. One instance serves several worker threads:
-    each has its own connection and the hit/miss counters change under a lock.
-    """
-
-    def __init__(
-        self,
-        inner: SearchProvider,
-        path: str | Path,
-        ttl_hours: float = 24.0,
-        *,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.path = Path(path)
-        self.ttl_s = ttl_hours * 3600.0
-        self.clock = clock
-        self.hits = 0
-        self.misses = 0
-        self._stats_lock = threading.Lock()
-        self._db = ThreadLocalSQLite(self.path)
-        self._conn().execute(
-            "CREATE TABLE IF NOT EXISTS search_cache (key TEXT PRIMARY KEY, provider TEXT, query TEXT, "
-            "results TEXT NOT NULL, created REAL NOT NULL)"
-        )
-
-    @property
-    def degraded_reason(self) -> str | None:
-        return getattr(self.inner, "degraded_reason", None)
-
-    def _conn(self) -> sqlite3.Connection:
-        return self._db.conn()
-
-    def key(self, query: str, max_results: int) -> str:
-        blob = json.dumps([self.inner.name, normalize_query(query), int(max_results)])
-        return hashlib.sha256(blob.encode()).hexdigest()
-
-    def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
-        key = self.key(query, max_results)
-        row = self._conn().execute("SELECT results, created FROM search_cache WHERE key=?", (key,)).fetchone()
-        hit = row is not None and self.clock() - row[1] < self.ttl_s
-        with self._stats_lock:
-            if hit:
-                self.hits += 1
-            else:
-                self.misses += 1
-        if hit:
-            return [SearchResult(**r) for r in json.loads(row[0])]
-        results = self.inner.search(query, max_results)
-        if results and not getattr(self.inner, "last_degraded", False):
-            self._conn().execute(
-                "INSERT OR REPLACE INTO search_cache (key, provider, query, results, created) VALUES (?, ?, ?, ?, ?)",
-                (key, self.inner.name, normalize_query(query), json.dumps([r.to_dict() for r in results]), self.clock()),
-            )
-        return results
-
-    def purge_expired(self) -> int:
-        cur = self._conn().execute("DELETE FROM search_cache WHERE created < ?", (self.clock() - self.ttl_s,))
-        return cur.rowcount
-
-    def stats(self) -> dict[str, int]:
-        with self._stats_lock:
-            return {"hits": self.hits, "misses": self.misses}
-
-
-# -- fallback --------------------------------------------------------------------------------------------
-
-_DOWN: dict[str, str] = {}  # primary provider name -> first failure reason, for the rest of the process
-_UP: set[str] = set()  # primaries that answered once: later calls need not wait for the decision
-_DECIDING: dict[str, threading.Lock] = {}  # one first call per primary; concurrent first calls wait for it
-_DOWN_LOCK = threading.Lock()
-
-
-def reset_degradation() -> None:
-    """Forget recorded primary failures (tests; or a long-running process that wants to retry the web)."""
-    with _DOWN_LOCK:
-        _DOWN.clear()
-        _UP.clear()
-
-
-class FallbackSearch:
-    """Use primary; when it raises (or answers nothing) use fallback and record why in degraded_reason.
-
-    After the primary's first failure it is skipped for the rest of the process (across instances), so an
-    offline machine pays the failure once, not per query. `last_degraded` is per thread: CachedSearch reads it
-    right after its own call, and another worker's answer in between must not decide what gets cached.
-    """
-
-    def __init__(self, primary: SearchProvider, fallback: SearchProvider) -> None:
-        self.primary = primary
-        self.fallback = fallback
-        self.name = f"{primary.name}|{fallback.name}"
-        self.degraded_reason: str | None = None
-        self.fallback_calls = 0
-        self._last = threading.local()
-        self._calls_lock = threading.Lock()
-
-    @property
-    def last_degraded(self) -> bool:
-        """Whether this thread's last answer came from the fallback."""
-        return getattr(self._last, "degraded", False)
-
-    @last_degraded.setter
-    def last_degraded(self, value: bool) -> None:
-        self._last.degraded = bool(value)
-
-    def _primary(self, query: str, max_results: int) -> tuple[list[SearchResult] | None, str | None]:
-        """(results, None) or (None, why it is down). Decided once per process: until the primary has answered
-        once, its calls go one at a time, so the contexts a sweep prepares at once do not each pay (and log)
-        the offline failure; the first failure is logged in one line and every later call skips the primary."""
-        name = self.primary.name
-        with _DOWN_LOCK:
-            down, up = _DOWN.get(name), name in _UP
-            deciding = _DECIDING.setdefault(name, threading.Lock())
-        if down is not None:
-            return None, down
-        with contextlib.nullcontext() if up else deciding:
-            with _DOWN_LOCK:
-                down = _DOWN.get(name)
-            if down is not None:
-                return None, down
-            try:
-                results = self.primary.search(query, max_results)
-            except Exception as exc:
-                text = (str(exc).splitlines() or [""])[0]
-                reason = (text if text.startswith(name) else f"{name}: {type(exc).__name__}: {text}")[:300]
-                with _DOWN_LOCK:
-                    first = name not in _DOWN
-                    down = _DOWN.setdefault(name, reason)
-                if first:
-                    log.warning("search: %s unavailable, using %s for the rest of this process (%s)", name,
-                                self.fallback.name, down[:160])
-                return None, down
-            with _DOWN_LOCK:
-                _UP.add(name)
-            return results, None
-
-    def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
-        results, down = self._primary(query, max_results)
-        if results:
-            self.last_degraded = False
-            return results
-        if down is None:
-            self.degraded_reason = self.degraded_reason or f"{self.primary.name}: no results for {query[:80]!r}"
-        else:
-            self.degraded_reason = down
-        self.last_degraded = True
-        with self._calls_lock:
-            self.fallback_calls += 1
-        return self.fallback.search(query, max_results)
-
-
-# -- registry --------------------------------------------------------------------------------------------
-
-PROVIDERS = ("auto", "ddgs", "local")
-
-
-def make_search(cfg, results_dir: str | Path) -> SearchProvider:
-    """The search stack for a SearchConfig (see module docstring)."""
-    results = Path(results_dir)
-    kind = cfg.provider
-    if kind not in PROVIDERS:
-        raise ValueError(f"search.provider={kind!r} is not a provider; expected one of {', '.join(PROVIDERS)}")
-    cache_path = Path(cfg.cache_path) if cfg.cache_path else results / "search_cache.sqlite"
-
-    def local() -> LocalCorpusProvider:
-        return LocalCorpusProvider(cfg.local_corpus or None, index_dir=results / "search_index")
-
-    if kind == "local":
-        return local()
-    ddgs = DDGSProvider(timeout_s=cfg.ddgs_timeout_s)
-    if kind == "ddgs":
-        return CachedSearch(ddgs, cache_path, cfg.ttl_hours)
-    return CachedSearch(FallbackSearch(ddgs, local()), cache_path, cfg.ttl_hours)
-
