@@ -307,7 +307,7 @@ def test_json_helpers_raise_only_their_error(text):
 @given(replies)
 def test_compressors_never_raise(text):
     from harness.memory import Observation, compress_run
-    from harness.research import _compress
+    from harness.research_compress import compress_round as _compress
     from harness.search import SearchResult
 
     fresh = [SearchResult("asyncio.gather", "pydoc://asyncio.gather", "runs awaitables concurrently", "local")]
