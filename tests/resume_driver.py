@@ -66,9 +66,9 @@ def install() -> None:
                     os.kill(os.getpid(), signal.SIGKILL)
 
         logger.append_jsonl = append
-        import harness.agent
+        from harness.agent import _pipeline
 
-        harness.agent.append_jsonl = append
+        _pipeline.append_jsonl = append
 
     traces = os.environ.get("HARNESS_TEST_KILL_IN_TRACES")
     if traces:  # "<kind tag>:<n>": SIGKILL after the n-th nested run of that kind has its traces (not yet stored)

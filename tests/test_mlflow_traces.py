@@ -466,12 +466,12 @@ def _error_event(span):
 def test_a_failed_ab_cell_is_traced_with_its_error(_isolated_results, monkeypatch):
     """A harness run that raised in a stage: its trace shows the stages up to the failure, that stage ERROR, the
     trace ERROR with the error line. A run_arm that raised before any trace file: a root-only ERROR trace."""
-    import harness.agent
+    from harness.agent import _pipeline
     from harness.logger import read_jsonl
 
     from experiments.runners import HarnessCells
 
-    real_research, real_call = harness.agent.gather_research, HarnessCells.__call__
+    real_research, real_call = _pipeline.gather_research, HarnessCells.__call__
 
     def research(task, *args, **kwargs):
         if "global interpreter lock" in task:
@@ -483,7 +483,7 @@ def test_a_failed_ab_cell_is_traced_with_its_error(_isolated_results, monkeypatc
             raise MemoryError("out of memory loading the arm")
         return real_call(self, arm, overrides, task, replication, seed)
 
-    monkeypatch.setattr(harness.agent, "gather_research", research)
+    monkeypatch.setattr(_pipeline, "gather_research", research)
     monkeypatch.setattr(HarnessCells, "__call__", call)
     lines: list[str] = []
     run = _ab_on_fake_roles(lines)

@@ -1,105 +1,27 @@
-"""The single-focus run lifecycle (seed 003), stage by stage.
-
-    parse_skills -> memory.get_context -> make_plan -> auto_activate -> gather_research      (prepare)
-    -> synthesize (+ count check) -> write output -> wiggum_loop -> run_panel
-    -> post_synthesis skills -> compress_and_store -> runs.jsonl + trace                    (finish)
-
-`prepare` holds everything that does not depend on SYNTH_INSTRUCTION, so an experiment computes it once per task
-and reuses it across trials; `finish` is what a synthesis sweep re-runs. `run` does both under one trace.
-"""
+"""`Harness`, the single-focus pipeline: its stages run as `prepare` (skills, memory, plan, research) and `finish`
+(synthesis, wiggum, panel, memory, the run record), both under one trace in `run`; and `output_name_for`, the
+file a run writes."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from harness import skills as skills_mod
-from harness.config import HarnessConfig, config_hash, to_dict
+from harness.config import HarnessConfig
 from harness.fsio import atomic_write_text, claim_output
 from harness.inference import Roles, context_overflow, make_roles
 from harness.logger import Tracer, append_jsonl, current_tracer, new_run_id, use_tracer
-from harness.planner import Plan, make_plan, plan_from_dict
-from harness.research import ResearchResult, gather_research, memory_match
+from harness.planner import make_plan
+from harness.research import gather_research, memory_match
+
+from ._prepared import _NO_RESEARCH, Prepared, _empty_prepared
+from ._record import RunResult, run_record
 
 _SAVE_TO = re.compile(r"\b(?:save|write|store|output)\b[^.\n]*?\b(?:to|as|in|into)\s+[`'\"]?([\w./-]+\.(?:md|markdown|txt))\b", re.I)
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """Planning and research context of one task: independent of the synthesis instruction."""
-
-    task: str
-    clean_task: str
-    skills: tuple[str, ...]
-    unknown_skills: tuple[str, ...]
-    memory_context: str
-    memory_titles: tuple[str, ...]
-    plan: Plan
-    research: ResearchResult
-    timings: dict[str, float] = field(default_factory=dict)
-    llm_calls: int = 0
-    memory_match: float = 0.0  # best recalled task's word overlap with this task (research.memory_match)
-    # the Chrome trace of the stages that made this context, when they ran apart from the run that finishes it
-    # (a sweep prepares each task once and reuses it): an MLflow trace of that run shows them before synthesis
-    trace_path: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "task": self.task,
-            "clean_task": self.clean_task,
-            "skills": list(self.skills),
-            "unknown_skills": list(self.unknown_skills),
-            "memory_context": self.memory_context,
-            "memory_titles": list(self.memory_titles),
-            "plan": self.plan.to_dict(),
-            "research": self.research.to_dict(),
-            "timings": dict(self.timings),
-            "llm_calls": self.llm_calls,
-            "memory_match": self.memory_match,
-            "trace_path": self.trace_path,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Prepared":
-        return cls(
-            task=d["task"],
-            clean_task=d["clean_task"],
-            skills=tuple(d.get("skills", ())),
-            unknown_skills=tuple(d.get("unknown_skills", ())),
-            memory_context=d.get("memory_context", ""),
-            memory_titles=tuple(d.get("memory_titles", ())),
-            plan=plan_from_dict(d["plan"]),
-            research=ResearchResult.from_dict(d["research"]),
-            timings=dict(d.get("timings", {})),
-            llm_calls=int(d.get("llm_calls", 0)),
-            memory_match=float(d.get("memory_match", 0.0)),
-            trace_path=d.get("trace_path"),
-        )
-
-
-@dataclass(frozen=True)
-class RunResult:
-    run_id: str
-    task: str
-    status: str  # ok | failed
-    output_text: str = ""
-    output_path: str | None = None
-    evaluation: Any = None  # evaluators.composite.Evaluation of the kept round
-    wiggum: Any = None
-    panel: tuple = ()
-    record: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-    smoke: bool = False
-    trace_path: str | None = None
-    sources: tuple = ()  # the research sources the output was written from
-
-    @property
-    def score(self) -> float | None:
-        return None if self.evaluation is None else self.evaluation.composite
 
 
 def output_name_for(task: str) -> str:
@@ -238,7 +160,8 @@ class Harness:
         if overflow and result.status != "failed":
             result = dataclasses.replace(result, status="failed", error=overflow)
         trace_path = tracer.write(self.cfg.traces_dir)
-        record = self._record(prepared, result, state, tracer, time.perf_counter() - t0, trace_path, extra_record)
+        record = run_record(self.cfg, self.roles, prepared, result, state, tracer, time.perf_counter() - t0,
+                            trace_path, extra_record)
         append_jsonl(self.cfg.runs_jsonl, record, unique="run_id")  # a resumed step's run stays one line
         return dataclasses.replace(result, record=record, trace_path=str(trace_path))
 
@@ -261,7 +184,7 @@ class Harness:
         failed = RunResult(run_id=run_id, task=task, status="failed", error=f"{type(exc).__name__}: {exc}",
                            smoke=self.roles.smoke)
         trace_path = tracer.write(self.cfg.traces_dir)
-        record = self._record(_empty_prepared(task), failed, {}, tracer, 0.0, trace_path, None)
+        record = run_record(self.cfg, self.roles, _empty_prepared(task), failed, {}, tracer, 0.0, trace_path, None)
         append_jsonl(self.cfg.runs_jsonl, record, unique="run_id")  # a resumed step's run stays one line
         return dataclasses.replace(failed, record=record, trace_path=str(trace_path))
 
@@ -372,85 +295,6 @@ class Harness:
         body = text if not self.roles.smoke else f"> {self.roles.smoke_label}\n\n{text}"
         atomic_write_text(path, body.rstrip() + "\n")  # two workers writing one output each keep a temp of their own
 
-    def _record(self, prepared, result, state, tracer, finish_s, trace_path, extra) -> dict[str, Any]:
-        plan, research, ev = prepared.plan, prepared.research, result.evaluation
-        stage_s = {**prepared.timings, **{k: round(v, 4) for k, v in tracer.stage_s.items()}}
-        record: dict[str, Any] = {
-            "run_id": result.run_id,
-            "time": time.time(),
-            "task": prepared.task,
-            "clean_task": prepared.clean_task,
-            "status": result.status,
-            "error": result.error,
-            "smoke": result.smoke,
-            "smoke_label": self.roles.smoke_label if result.smoke else None,
-            "backend": self.roles.description,
-            "config_hash": config_hash(self.cfg),
-            "config": to_dict(self.cfg),
-            "skills": list(prepared.skills),
-            "unknown_skills": list(prepared.unknown_skills),
-            "memory_titles": list(prepared.memory_titles),
-            "plan": plan.to_dict(),
-            "research": {
-                "quality": dataclasses.asdict(research.quality) if research.quality else None,
-                "rounds": research.rounds,
-                "search_calls": research.search_calls,
-                "sources": len(research.sources),
-                "from_cache": research.from_cache,
-                "degraded_reason": research.degraded_reason,
-                "flagged": research.flagged,
-                "flags": list(research.flags)[:10],  # patterns, source URL or path, excerpt of what was removed
-                "stop_reason": research.stop_reason,
-                "query_rule": research.query_rule,  # which rule chose the queries (harness.research.QUERY_RULES)
-                "memory_match": research.memory_match,
-                "errors": list(research.errors)[:5],
-            },
-            "synthesis": state.get("synth"),
-            "instruction": state.get("instruction"),
-            "prompt": state.get("prompt"),  # synth.source, the prompt version it resolved to, the text's sha256
-            "stage_s": stage_s,
-            "finish_s": round(finish_s, 4),
-            "llm": {role: dict(u) for role, u in tracer.usage.items()},
-            "llm_calls_by_stage": dict(tracer.calls_by_stage),
-            "llm_calls_prepare": prepared.llm_calls,
-            "cache": self.roles.cache_stats(),
-            "scores": None,
-            "wiggum": None,
-            "panel": [dataclasses.asdict(p) for p in result.panel],
-            "output_path": result.output_path or state.get("output_path"),
-            "memory_stored": state.get("memory_stored", False),
-            "unsourced_urls": state.get("unsourced_urls", []),  # URLs in the output that no gathered source has
-            # judge replies that could not be read in this run (every round, the verify re-score, retries): an A/B
-            # refuses arms that differ in them; 0 when none, or no judge ran
-            "judge_failures": sum(int(e.judge_failures) for e in state.get("judged", ())),
-            "trace": str(trace_path),
-        }
-        if ev is not None:
-            rubric = ev.rubric
-            record["scores"] = {
-                "composite": ev.composite,
-                "mode": getattr(ev, "mode", None),
-                "rubric": None if rubric is None else {
-                    "dimensions": rubric.dimensions,
-                    "weighted": rubric.weighted,
-                    "judge_sd": rubric.judge_sd,
-                    "parser": rubric.parser,
-                },
-                "deterministic": ev.deterministic,
-                "missing": getattr(ev, "fallback", None) if ev.composite is None else None,  # why no score
-            }
-        if result.wiggum is not None:
-            w = result.wiggum
-            record["wiggum"] = w.to_dict()
-            record["wiggum"]["rescored"] = bool(state.get("rescored", False))
-            # the loop's own best (selection) vs the run's score (independent when rescored); None when either
-            # judged score is missing
-            record["wiggum"]["selection_bias"] = (round(w.best_score - ev.composite, 4) if ev is not None
-                                                  and ev.composite is not None and w.best_score is not None else None)
-        if extra:
-            record.update(extra)
-        return record
-
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
@@ -470,15 +314,3 @@ class _Timed:
     def __exit__(self, *exc):
         self.timings[self.name] = round(time.perf_counter() - self._t0, 4)
         return self._cm.__exit__(*exc)
-
-
-_NO_RESEARCH = ResearchResult(
-    context="", sources=(), quality=None, rounds=0, search_calls=0, from_cache=False, degraded_reason=None, flagged=0
-)
-
-
-def _empty_prepared(task: str) -> Prepared:
-    return Prepared(
-        task=task, clean_task=task, skills=(), unknown_skills=(), memory_context="", memory_titles=(),
-        plan=Plan(), research=_NO_RESEARCH,
-    )
