@@ -1,0 +1,65 @@
+"""Persistent memory of finished runs: observations in ChromaDB (semantic) and SQLite FTS5 (keyword).
+
+`get_context` asks both indices and merges the two rankings with reciprocal rank fusion; `compress_and_store`
+has the planner-role model compress a finished run into an observation (title, narrative, key facts) and
+stores it in both. SQLite is the record of truth; the Chroma collection (one per embedding name) is rebuilt
+from it when it lags behind, e.g. after switching `memory.embedding`.
+
+Frozen memory (experiments) never writes and never creates files: reads go to a private snapshot of the
+memory folder, because opening a Chroma store updates its SQLite file even for queries.
+
+- _observation: `Observation`, read from the model's JSON or built from the output, and `format_context`.
+- _compress: `compress_run`, the model call that turns a run into an observation, and its `Compression` record.
+- _recall: `keyword_query`, `clamp_k` and `rrf_merge`, the parts of a recall that need no store.
+- _store: `Memory`, the two indices on disk.
+"""
+
+from ._compress import (
+    COMPRESS_SCHEMA,
+    COMPRESS_SYSTEM,
+    OUTPUT_PROMPT_CHARS,
+    Compression,
+    compress_messages,
+    compress_run,
+)
+from ._observation import (
+    FACT_MAX,
+    FACTS_MAX,
+    NARRATIVE_MAX,
+    TITLE_MAX,
+    Observation,
+    fallback_observation,
+    first_sentences,
+    format_context,
+    list_items,
+    observation_from_model,
+)
+from ._recall import FTS_MAX_TOKENS, MAX_K, MIN_K, RRF_K, clamp_k, keyword_query, rrf_merge
+from ._store import Memory
+
+__all__ = [
+    "RRF_K",
+    "MIN_K",
+    "MAX_K",
+    "TITLE_MAX",
+    "NARRATIVE_MAX",
+    "FACT_MAX",
+    "FACTS_MAX",
+    "OUTPUT_PROMPT_CHARS",
+    "FTS_MAX_TOKENS",
+    "COMPRESS_SCHEMA",
+    "COMPRESS_SYSTEM",
+    "Observation",
+    "Compression",
+    "clamp_k",
+    "rrf_merge",
+    "keyword_query",
+    "list_items",
+    "first_sentences",
+    "fallback_observation",
+    "observation_from_model",
+    "compress_messages",
+    "compress_run",
+    "format_context",
+    "Memory",
+]
