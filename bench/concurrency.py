@@ -39,6 +39,7 @@ TASK = "Research asyncio error handling, compare it with threads, then write a u
 def run_once(n: int, capacity: int, steps: int, latency_s: float, results: Path) -> dict:
     from harness.config import ROLES, BackendConfig, HarnessConfig, OrchestratorConfig, SearchConfig
     from harness.inference import wrap_roles
+    from evaluators import HARNESS_EVALUATOR
     from harness.orchestrator import run_task
 
     warm = results.parent / "warm" / "search_index"
@@ -49,7 +50,7 @@ def run_once(n: int, capacity: int, steps: int, latency_s: float, results: Path)
                         search=SearchConfig(provider="local"),
                         orchestrator=OrchestratorConfig(mode="always", max_parallel=n, max_steps=steps))
     t0 = time.perf_counter()
-    result = run_task(TASK, cfg, wrap_roles({r: sim for r in ROLES}))
+    result = run_task(TASK, cfg, wrap_roles({r: sim for r in ROLES}), evaluator=HARNESS_EVALUATOR)
     wall = time.perf_counter() - t0
     rec = result.record
     par = rec.get("parallel") or {}

@@ -67,18 +67,19 @@ def _roles(sim: SimLLM, results: Path):
 def measure_runs(latency_s: float, runs: int, path: str, base: Path) -> dict:
     """Cold run + `runs` warm runs on one fresh results dir; per-run wall, backend time, calls, stages."""
     from harness.agent import Harness
+    from evaluators import HARNESS_EVALUATOR
     from harness.orchestrator import run_task
 
     results = Path(tempfile.mkdtemp(prefix=f"ovh-{path}-", dir=base))
     sim = SimLLM(latency_s)
     cfg, roles = _config(results), _roles(sim, results)
-    harness = Harness(cfg, roles)
+    harness = Harness(cfg, roles, evaluator=HARNESS_EVALUATOR)
     rows = []
     for i in range(runs + 1):
         task = f"{TASKS[i % len(TASKS)]} (run {i})"
         sim.reset()
         t0 = time.perf_counter()
-        result = run_task(task, cfg, roles) if path == "cli" else harness.run(task)
+        result = run_task(task, cfg, roles, evaluator=HARNESS_EVALUATOR) if path == "cli" else harness.run(task)
         wall = time.perf_counter() - t0
         if result.status != "ok":
             raise RuntimeError(f"run {i} failed: {result.error}")

@@ -73,6 +73,8 @@ class HarnessParts:
 
     def harness(self, cfg: Any) -> Any:
         """A Harness for cfg on the shared roles, memory and search."""
+        from evaluators import HARNESS_EVALUATOR
+
         try:
             from harness.agent import Harness
         except ImportError as exc:
@@ -80,7 +82,7 @@ class HarnessParts:
         mk, sk = "memory" + _key(cfg.memory) + cfg.results_dir, "search" + _key(cfg.search) + cfg.results_dir
         with self._lock:  # memory and search stay lazy: built by the first harness's first use, then shared
             first_m, first_s = self._first.get(mk), self._first.get(sk)
-            h = Harness(cfg, self.roles(cfg), memory=first_m.memory if first_m else None,
+            h = Harness(cfg, self.roles(cfg), evaluator=HARNESS_EVALUATOR, memory=first_m.memory if first_m else None,
                         search=first_s.search if first_s else None)
             self._first.setdefault(mk, h)
             self._first.setdefault(sk, h)

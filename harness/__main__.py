@@ -298,10 +298,11 @@ def main(argv: list[str] | None = None) -> int:
 
             print(plan_preview(task, cfg))
             return EXIT_OK
+        from evaluators import HARNESS_EVALUATOR  # the command line hands the harness its scorer
         from harness.orchestrator import run_task
 
         t0 = time.perf_counter()
-        result = run_task(task, cfg, extra_record={"config_overrides": overrides})
+        result = run_task(task, cfg, evaluator=HARNESS_EVALUATOR, extra_record={"config_overrides": overrides})
         print(summary_block(result))
         print(f"elapsed_s:   {time.perf_counter() - t0:.1f}")
         return EXIT_OK if result.status == "ok" else EXIT_FAILED

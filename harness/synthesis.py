@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evaluators.deterministic import count_items
+from harness.markdown import count_items
 from harness.config import SynthConfig
 from harness.inference import BackendError
 from harness.security import DataMarker

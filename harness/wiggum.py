@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from evaluators.deterministic import prompt_echo_reasons
 from harness.config import EvaluatorConfig, WiggumConfig
 from harness.inference import BackendError
 from harness.logger import current_tracer
@@ -157,6 +156,7 @@ def wiggum_loop(
     *,
     producer: Any,
     evaluate: Callable[[str], Any],
+    echo_reasons: Callable[..., tuple[str, ...]],
     cfg: WiggumConfig,
     temperature: float = 0.3,
     max_tokens: int = 900,
@@ -194,7 +194,7 @@ def wiggum_loop(
             # revision scores above it (or ties it when the draft itself is degenerate)
             degenerate = tuple(getattr(evaluation, "degenerate", None) or ())
             if not degenerate and n > 1:
-                degenerate = prompt_echo_reasons(text, prompt=messages)
+                degenerate = echo_reasons(text, prompt=messages)
             passed = score is not None and score >= cfg.threshold and not degenerate
             current = WiggumRound(
                 n, text, score, passed,

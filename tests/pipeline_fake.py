@@ -171,11 +171,12 @@ def config(tmp_path: Path, **over: Any) -> HarnessConfig:
 
 def make_harness(tmp_path: Path, router: Router, *, latency_s: float = 0.0, backend: str = "fake",
                  search: ListSearch | None = None, cfg: HarnessConfig | None = None, **over: Any):
+    from evaluators import HARNESS_EVALUATOR
     from harness.agent import Harness
 
     cfg = cfg if cfg is not None else config(tmp_path, **over)
     roles = fake_roles(pipeline_llm(router, latency_s=latency_s, backend=backend))
-    return Harness(cfg, roles, search=search if search is not None else ListSearch())
+    return Harness(cfg, roles, evaluator=HARNESS_EVALUATOR, search=search if search is not None else ListSearch())
 
 
 def read_trace(path: str | Path) -> list[dict[str, Any]]:

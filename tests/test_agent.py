@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from evaluators import HARNESS_EVALUATOR
 from harness.agent import Harness, output_name_for
 from harness.config import MemoryConfig, ResearchConfig, WiggumConfig, apply_env, config_hash
 from harness.inference import BackendError, ROLES, SMOKE_LABEL
@@ -137,7 +138,8 @@ def test_failure_before_synthesis_is_recorded_too(tmp_path):
         def get_context(self, query):
             raise RuntimeError("memory store locked")
 
-    h = Harness(config(tmp_path), make_harness(tmp_path, Router()).roles, memory=BrokenMemory(), search=ListSearch())
+    h = Harness(config(tmp_path), make_harness(tmp_path, Router()).roles, evaluator=HARNESS_EVALUATOR,
+                memory=BrokenMemory(), search=ListSearch())
     result = h.run(TASK)
     assert result.status == "failed" and "memory store locked" in result.error
     rec = read_jsonl(h.cfg.runs_jsonl)[-1]
@@ -354,5 +356,5 @@ def test_different_seeds_are_different_cache_keys(tmp_path):
     router = Router()
     roles = fake_roles(pipeline_llm(router), cache=cache)
     for seed in (0, 1):
-        Harness(config(tmp_path / str(seed), seed=seed), roles, search=ListSearch()).run(TASK)
+        Harness(config(tmp_path / str(seed), seed=seed), roles, evaluator=HARNESS_EVALUATOR, search=ListSearch()).run(TASK)
     assert router.calls["synth"] == 2  # the second seed was not served the first seed's synthesis from cache

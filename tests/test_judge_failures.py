@@ -20,6 +20,7 @@ from pipeline_fake import Router, judge_json, make_harness, numbered
 from scripted_harness import EDITS, ScriptedRunner, scripted_propose
 
 from evaluators.composite import evaluate
+from evaluators.deterministic import prompt_echo_reasons
 from experiments.benchmark import Task, load_tasks
 from experiments.evaluate import TrialFailed, evaluate_candidate
 from experiments.ledger import Ledger
@@ -86,7 +87,7 @@ def test_the_wiggum_loop_never_keeps_a_round_because_its_judge_failed():
     producer = FakeLLM([revised])
     result = wiggum_loop(TASK, ANSWER, producer=producer,
                          evaluate=lambda text: evaluate(TASK, text, judge, EvaluatorConfig(), expected_count=5),
-                         cfg=WiggumConfig(max_rounds=2, threshold=7.0))
+                         echo_reasons=prompt_echo_reasons, cfg=WiggumConfig(max_rounds=2, threshold=7.0))
     r1, r2 = result.rounds
     assert r1.score == pytest.approx(6.252, abs=1e-3) and r2.score is None and not r2.passed
     # 6cbf984: round 2 scored its deterministic 9.x, passed and was kept
@@ -101,7 +102,7 @@ def test_a_draft_whose_judge_failed_is_replaced_by_the_first_scored_round():
     revised = ANSWER.replace("Use asyncio.run()", "Prefer TaskGroup first")
     result = wiggum_loop(TASK, ANSWER, producer=FakeLLM([revised]),
                          evaluate=lambda text: evaluate(TASK, text, judge, EvaluatorConfig(), expected_count=5),
-                         cfg=WiggumConfig(max_rounds=2))
+                         echo_reasons=prompt_echo_reasons, cfg=WiggumConfig(max_rounds=2))
     assert [r.score is None for r in result.rounds] == [True, False]
     assert result.best_round == 2 and result.best_score == result.rounds[1].score
 

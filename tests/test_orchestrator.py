@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from evaluators import HARNESS_EVALUATOR
 from harness.config import OrchestratorConfig, WiggumConfig
 from harness.inference import BackendError
 from harness.logger import read_jsonl
@@ -107,7 +108,7 @@ def test_unknown_mode_is_rejected_with_the_choices():
 def test_mode_off_runs_the_single_focus_pipeline(tmp_path):
     router = compound_router()
     cfg = config(tmp_path, orchestrator=OrchestratorConfig(mode="off"))
-    result = run_task(COMPOUND, cfg, make_harness(tmp_path, router).roles)
+    result = run_task(COMPOUND, cfg, make_harness(tmp_path, router).roles, evaluator=HARNESS_EVALUATOR)
     assert result.status == "ok" and router.calls["graph"] == 0
     assert "mode" not in result.record and "steps" not in result.record
 

@@ -25,6 +25,8 @@ import pytest
 from ollama_stub import OllamaStub, free_port
 from workers import run_workers
 
+from evaluators import HARNESS_EVALUATOR
+
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ["glm4:9b", "qwen2.5:32b", "gemma3:27b"]  # the default role models (the judge is another family)
 # A reply every stage can use: a numbered list of 3 (the enumerated tasks ask for 3), no JSON (planner -> defaults).
@@ -412,7 +414,7 @@ def _stub_harness(stub, results: Path, corpus: str, **backend):
         research=ResearchConfig(max_rounds=1, compress=False, enrich_urls=0), memory=MemoryConfig(enabled=False),
         wiggum=WiggumConfig(max_rounds=2), evaluator=EvaluatorConfig(composite="deterministic", rubric_weight=0.0),
         orchestrator=OrchestratorConfig(mode="off"), results_dir=str(results))
-    return Harness(cfg)
+    return Harness(cfg, evaluator=HARNESS_EVALUATOR)
 
 
 TASK = "List 3 Python modules for data formats."
@@ -486,7 +488,7 @@ def _fake_harness(results: Path, **research):
         memory=MemoryConfig(enabled=False), wiggum=WiggumConfig(max_rounds=1),
         evaluator=EvaluatorConfig(composite="deterministic", rubric_weight=0.0),
         orchestrator=OrchestratorConfig(mode="off"), results_dir=str(results))
-    return Harness(cfg, fake_roles(fake)), fake
+    return Harness(cfg, fake_roles(fake), evaluator=HARNESS_EVALUATOR), fake
 
 
 def test_forbidden_and_missing_task_files_never_reach_a_prompt(env, tmp_path, monkeypatch):

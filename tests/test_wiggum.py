@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evaluators.composite import evaluate
+from evaluators.deterministic import prompt_echo_reasons
 from harness.config import EvaluatorConfig, WiggumConfig
 from harness.inference import BackendError, FakeLLM
 from harness.logger import Tracer, use_tracer
@@ -51,7 +52,7 @@ def run(scores, revisions, *, max_rounds=3, threshold=7.0, degenerate=()):
     evaluator = ScriptedEvaluator(scores, degenerate)
     tracer = Tracer("t")
     with use_tracer(tracer):
-        result = wiggum_loop("Task T", "d0", producer=producer, evaluate=evaluator,
+        result = wiggum_loop("Task T", "d0", producer=producer, evaluate=evaluator, echo_reasons=prompt_echo_reasons,
                              cfg=WiggumConfig(max_rounds=max_rounds, threshold=threshold), seed=5)
     return result, producer, evaluator, tracer
 
@@ -114,7 +115,7 @@ def test_revision_backend_error_ends_loop_keeping_best():
             raise BackendError("fake: server down")
 
     evaluator = ScriptedEvaluator({"d0": 4.0})
-    result = wiggum_loop("T", "d0", producer=Down(), evaluate=evaluator, cfg=WiggumConfig())
+    result = wiggum_loop("T", "d0", producer=Down(), evaluate=evaluator, echo_reasons=prompt_echo_reasons, cfg=WiggumConfig())
     assert result.stop_reason == "revision_error" and "server down" in result.error
     assert result.best_text == "d0" and len(result.rounds) == 1 and not result.passed
 
@@ -129,7 +130,7 @@ def test_first_evaluation_error_propagates_later_one_is_recorded():
         raise BackendError("judge down")
 
     with pytest.raises(BackendError):
-        wiggum_loop("T", "d0", producer=FakeLLM(), evaluate=broken, cfg=WiggumConfig())
+        wiggum_loop("T", "d0", producer=FakeLLM(), evaluate=broken, echo_reasons=prompt_echo_reasons, cfg=WiggumConfig())
 
     calls = []
 
@@ -139,13 +140,14 @@ def test_first_evaluation_error_propagates_later_one_is_recorded():
             raise BackendError("judge down")
         return FakeEval(3.0)
 
-    result = wiggum_loop("T", "d0", producer=FakeLLM(["d1"]), evaluate=flaky, cfg=WiggumConfig())
+    result = wiggum_loop("T", "d0", producer=FakeLLM(["d1"]), evaluate=flaky, echo_reasons=prompt_echo_reasons, cfg=WiggumConfig())
     assert result.stop_reason == "evaluation_error" and result.best_text == "d0" and len(result.rounds) == 1
 
 
 def test_invalid_config_refused():
     with pytest.raises(ValueError, match="max_rounds"):
-        wiggum_loop("T", "d0", producer=FakeLLM(), evaluate=ScriptedEvaluator({}), cfg=WiggumConfig(max_rounds=0))
+        wiggum_loop("T", "d0", producer=FakeLLM(), evaluate=ScriptedEvaluator({}),
+                    echo_reasons=prompt_echo_reasons, cfg=WiggumConfig(max_rounds=0))
 
 
 def test_revision_prompt_lists_weaknesses():
@@ -163,7 +165,7 @@ def test_with_real_evaluator_and_fake_judge():
                         "2. **Use TaskGroup.** It cancels the sibling tasks when one of them fails."])
     result = wiggum_loop("List 2 things", "first draft: use asyncio.run() as the entry point", producer=producer,
                          evaluate=lambda text: evaluate("List 2 things", text, judge, cfg, expected_count=2),
-                         cfg=WiggumConfig())
+                         echo_reasons=prompt_echo_reasons, cfg=WiggumConfig())
     assert [r.score for r in result.rounds] == [4.0, 9.0] and result.passed and result.best_round == 2
     assert "add items" in producer.calls[0].messages[1]["content"]
     json.dumps(result.to_dict())
@@ -204,7 +206,7 @@ def test_echo_of_the_revise_prompt_is_caught_by_the_loop_even_when_the_evaluator
     echo = FakeLLM(keyed={"": lambda messages: messages[1]["content"]})
     scores = {"d0": 5.0}
     evaluator = lambda text: FakeEval(scores.get(text, 9.5))  # noqa: E731
-    result = wiggum_loop("Task T", "d0", producer=echo, evaluate=evaluator, cfg=WiggumConfig(max_rounds=3))
+    result = wiggum_loop("Task T", "d0", producer=echo, evaluate=evaluator, echo_reasons=prompt_echo_reasons, cfg=WiggumConfig(max_rounds=3))
     assert [r.score for r in result.rounds] == [5.0, 9.5, 9.5] and not any(r.passed for r in result.rounds[1:])
     assert result.best_round == 1 and result.best_text == "d0" and not result.passed
 
@@ -218,7 +220,7 @@ def test_revision_copying_the_prompt_lines_is_not_kept():
     def evaluator(text):
         return FakeEval(5.0 if text == "d0" else 9.0, feedback=feedback, weaknesses=weaknesses)
 
-    result = wiggum_loop("Task T", "d0", producer=FakeLLM([copy]), evaluate=evaluator, cfg=WiggumConfig(max_rounds=2))
+    result = wiggum_loop("Task T", "d0", producer=FakeLLM([copy]), evaluate=evaluator, echo_reasons=prompt_echo_reasons, cfg=WiggumConfig(max_rounds=2))
     assert result.best_text == "d0" and not result.passed and result.rounds[1].score == 9.0
 
 
@@ -256,7 +258,7 @@ def test_real_evaluator_round_one_is_kept_when_revisions_degenerate(name, revise
     producer = FakeLLM(keyed={"": revise})
     result = wiggum_loop(task, DRAFT, producer=producer,
                          evaluate=lambda text: evaluate(task, text, judge, EvaluatorConfig(), expected_count=5),
-                         cfg=WiggumConfig(max_rounds=3), seed=1)
+                         echo_reasons=prompt_echo_reasons, cfg=WiggumConfig(max_rounds=3), seed=1)
     draft_score = result.rounds[0].score
     assert 5.0 < draft_score < 7.0  # the judge's 5 blended with the draft's deterministic criteria
     assert [r.score for r in result.rounds[1:]] == [1.0, 1.0]  # the judge said 9; capped

@@ -8,67 +8,18 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harness.markdown import ANY_LIST as _ANY_LIST
+from harness.markdown import HEADING as _HEADING
+from harness.markdown import LINE_PREFIX as _LINE_PREFIX
+from harness.markdown import URL as _URL
+from harness.markdown import count_items
+from harness.markdown import lines_outside_code as _lines_outside_code
 from harness.text import is_fence_line
 
 from ._degenerate import cap_degenerate, degenerate_reasons
 from ._grounding import grounding_score
-from ._markdown import _ANY_LIST, _HEADING, _LINE_PREFIX, _URL, _lines_outside_code
 
-_NUMBERED_HEADING = re.compile(r"^#{1,6}\s+(?:\*\*|__)?\s*\d{1,3}\s*[.):]\s*\S")
-_NUMBERED_ITEM = re.compile(r"^ ?(?:\*\*|__)?\d{1,3}[.)](?:\*\*|__)?\s+\S")
-_H2 = re.compile(r"^##\s+(.+?)\s*#*\s*$")
-_BULLET = re.compile(r"^[-*+]\s+\S")
 _BOLD_TITLE = re.compile(r"^\s*(?:[-*+]\s+|\d{1,3}[.)]\s+)?(\*\*|__)[^*_]{2,}\1")
-
-_FRAME_SECTIONS = {
-    "introduction", "intro", "overview", "background", "conclusion", "conclusions", "summary", "final thoughts",
-    "key takeaways", "takeaways", "references", "sources", "bibliography", "further reading", "notes", "tl;dr",
-    "tldr", "resources", "citations",
-}
-_SOURCE_SECTIONS = {"references", "sources", "bibliography", "further reading", "resources", "citations"}
-
-
-# -- counting ------------------------------------------------------------------------------------------------------
-
-
-def _heading_title(text: str) -> str:
-    title = re.sub(r"[*_`#]", "", text).strip().rstrip(":").strip().lower()
-    return re.sub(r"^\d{1,3}[.):]\s*", "", title)
-
-
-def count_items(markdown: str) -> int:
-    """Number of top-level items in a Markdown answer.
-
-    In order of preference: numbered headings (`## 1. ...`), top-level numbered list items, `##` headings other
-    than framing sections (introduction, conclusion, references ...), top-level bullets. Lines inside code
-    fences and items under a references/sources heading are ignored.
-    """
-    if not isinstance(markdown, str) or not markdown.strip():
-        return 0
-    numbered_headings = numbered_items = h2 = bullets = 0
-    in_sources = False
-    for line in _lines_outside_code(markdown):
-        heading = _HEADING.match(line)
-        if heading:
-            title = _heading_title(heading.group(2))
-            in_sources = title in _SOURCE_SECTIONS
-            if in_sources:
-                continue
-            if _NUMBERED_HEADING.match(line.lstrip()):
-                numbered_headings += 1
-            elif _H2.match(line.lstrip()) and title not in _FRAME_SECTIONS:
-                h2 += 1
-            continue
-        if in_sources:
-            continue
-        if _NUMBERED_ITEM.match(line):
-            numbered_items += 1
-        elif _BULLET.match(line):
-            bullets += 1
-    for n in (numbered_headings, numbered_items, h2, bullets):
-        if n:
-            return n
-    return 0
 
 
 # -- individual criteria -------------------------------------------------------------------------------------------

@@ -7,9 +7,12 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from harness.markdown import ANY_LIST as _ANY_LIST
+from harness.markdown import HEADING as _HEADING
+from harness.markdown import LINE_PREFIX as _LINE_PREFIX
+from harness.markdown import lines_outside_code as _lines_outside_code
 from harness.text import code_marks
 
-from ._markdown import _ANY_LIST, _HEADING, _LINE_PREFIX, _lines_outside_code
 
 DEGENERATE_CAP = 1.0  # the most any criterion (and the composite) scores for a degenerate output
 

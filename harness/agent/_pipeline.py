@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from harness import skills as skills_mod
 from harness.config import HarnessConfig
+from harness.evaluator import Evaluator, NoEvaluator
 from harness.fsio import atomic_write_text, claim_output
 from harness.inference import Roles, context_overflow, make_roles
 from harness.logger import Tracer, append_jsonl, current_tracer, new_run_id, use_tracer
@@ -36,8 +37,10 @@ def output_name_for(task: str) -> str:
 class Harness:
     """One configured harness: backends, memory and search built once, reused across runs."""
 
-    def __init__(self, cfg: HarnessConfig, roles: Roles | None = None, *, memory=None, search=None) -> None:
+    def __init__(self, cfg: HarnessConfig, roles: Roles | None = None, *, evaluator: Evaluator | None = None,
+                 memory=None, search=None) -> None:
         self.cfg = cfg
+        self.evaluator = evaluator  # the scorer (evaluators.HARNESS_EVALUATOR); None: this harness only plans
         self.roles = roles if roles is not None else make_roles(cfg.backend, cfg.results_dir)
         self._memory = memory
         self._search = search
@@ -190,13 +193,16 @@ class Harness:
 
     # -- internals -----------------------------------------------------------------------------------
     def _finish(self, prepared, run_id, instructions, criteria, output_name, state) -> RunResult:
-        from evaluators.composite import evaluate
         from harness.panel import run_panel
         from harness.security import safe_output_path, unsourced_urls
         from harness.synthesis import instruction_for, instruction_provenance, synthesize
         from harness.wiggum import RESCORE_SEED_OFFSET, rescore_config, rescore_samples, wiggum_loop
 
         cfg, roles, plan, research = self.cfg, self.roles, prepared.plan, prepared.research
+        if self.evaluator is None:
+            raise NoEvaluator("this Harness was built without an evaluator, so it cannot score an answer; pass "
+                              "evaluator=evaluators.HARNESS_EVALUATOR")
+        evaluate = self.evaluator.evaluate
         tracer = current_tracer()
         active = frozenset(prepared.skills)
         task = prepared.clean_task
@@ -245,8 +251,8 @@ class Harness:
         with tracer.stage("wiggum_loop"):
             # seed + round: a revision of the same best draft with the same feedback is a new sample, not the
             # previous round's cached reply
-            wig = wiggum_loop(task, synth.text, producer=roles.producer, evaluate=_evaluate, cfg=cfg.wiggum,
-                              seed=cfg.seed)
+            wig = wiggum_loop(task, synth.text, producer=roles.producer, evaluate=_evaluate,
+                              echo_reasons=self.evaluator.echo_reasons, cfg=cfg.wiggum, seed=cfg.seed)
             text = wig.best_text
             evaluation = wig.best_evaluation or _evaluate(text)
             if rescore_samples(cfg.evaluator):

@@ -12,6 +12,7 @@ from typing import Any
 
 from harness.agent import Harness, RunResult
 from harness.config import HarnessConfig
+from harness.evaluator import Evaluator
 from harness.inference import Roles
 from harness.logger import Tracer, current_tracer, new_run_id, use_tracer
 from harness.research import ResearchQuality, ResearchResult
@@ -41,7 +42,8 @@ class Orchestrator:
                 # a step's score is no objective (nothing reads it): no verify re-score call per step
                 evaluator=dataclasses.replace(cfg.evaluator, rescore=False),
             )
-            self._sub = Harness(sub_cfg, self.harness.roles, memory=self.harness.memory, search=self.harness.search)
+            self._sub = Harness(sub_cfg, self.harness.roles, evaluator=self.harness.evaluator,
+                                memory=self.harness.memory, search=self.harness.search)
         return self._sub
 
     def run(self, task: str, *, extra_record: dict[str, Any] | None = None) -> RunResult:
@@ -215,11 +217,11 @@ def _sources_of(result: RunResult) -> tuple:
     return tuple(getattr(result, "sources", ()) or ())
 
 
-def run_task(task: str, cfg: HarnessConfig, roles: Roles | None = None, *,
+def run_task(task: str, cfg: HarnessConfig, roles: Roles | None = None, *, evaluator: Evaluator | None = None,
              extra_record: dict[str, Any] | None = None) -> RunResult:
-    """The CLI's entry: route single-focus vs orchestrated per cfg.orchestrator.mode; extra_record's fields
-    (e.g. the CLI's config_overrides) go into the run record."""
-    harness = Harness(cfg, roles)
+    """The CLI's entry: route single-focus vs orchestrated per cfg.orchestrator.mode, scoring with `evaluator`;
+    extra_record's fields (e.g. the CLI's config_overrides) go into the run record."""
+    harness = Harness(cfg, roles, evaluator=evaluator)
     if cfg.orchestrator.mode == "off":
         return harness.run(task, extra_record=extra_record)
     return Orchestrator(harness).run(task, extra_record=extra_record)
