@@ -7,14 +7,14 @@ is its difficulty (uniform 4.5-7) + the instruction's effect + run noise (sd --n
 task x seed), judge noise sd 0.15 on a re-score. The harmful instruction costs 2 points; an instruction carrying
 "[effect +x]" gains x on every task. The benchmark has the default's shape: 8 train + 4 holdout tasks.
 
-1. One calibration exactly as `python -m experiments.run +sweep=calibrate` runs it (experiments.calibrate.
+1. One calibration exactly as `python -m experiments.run +sweep=calibrate` runs it (experiments.calibration.
    run_calibration with the shipped conf/sweep/calibrate.yaml: 4 tasks, r=2, k=3, paired t; MLflow off). It
    reports sigma, the noise floor and the sweep's minimum detectable effect (MDE: 8 train tasks, one baseline
    run, one-sided exact Wilcoxon and mean difference above the floor, alpha 0.05, power 0.8).
 2. A/A, --runs times: a baseline run and a candidate run of the SAME configuration (other seeds) on the 8 train
    tasks, judged by the sweep's own rule (experiments.stats.compare with the calibration's floor): the
    false-positive rate. Also the calibration's own A/A check (two generator runs on its 4 tasks, paired t
-   two-sided, experiments.calibrate.paired_check) repeated --runs times on new seeds.
+   two-sided, experiments.calibration.paired_check) repeated --runs times on new seeds.
 3. Planted effect equal to the reported MDE, --runs times: candidate = baseline instruction + "[effect +MDE]",
    the same rule: the detection rate (the claim: about 0.8). The same at the MDE computed from the true sigma
    separates the method from the noise of one calibration's sigma estimate (4 degrees of freedom). Then an effect
@@ -82,7 +82,7 @@ class World:
         return gain - (2.0 if HARM in instr.lower() else 0.0)
 
     def finish(self, prepared, *, instructions, run_id=None, criteria=None, seed=0):
-        from experiments.outcome import TaskOutcome, Usage
+        from experiments.runs import TaskOutcome, Usage
 
         self.calls += 1
         instr = instructions[prepared["task_type"]]
@@ -93,7 +93,7 @@ class World:
                            output_text=f"{instr}|{prepared['task']}|{seed}", rescored=True)
 
     def rescore(self, prepared, output_text, *, criteria=None, seed=0):
-        from experiments.outcome import TaskOutcome, Usage
+        from experiments.runs import TaskOutcome, Usage
 
         self.calls += 1
         score = self.difficulty[prepared["task"]] + self.judge_noise * _gauss("judge", output_text, seed)
@@ -105,7 +105,7 @@ class World:
 
     def run(self, tasks, instructions, seed) -> dict[str, float]:
         """One candidate run over tasks, through the sweep's evaluate_candidate."""
-        from experiments.evaluate import evaluate_candidate
+        from experiments.runs import evaluate_candidate
 
         contexts = {t.id: self.prepare(t.task) for t in tasks}
         return evaluate_candidate(instructions, tasks, self, contexts=contexts, seed=seed).by_task()
@@ -157,9 +157,9 @@ def run(tmp: Path) -> None:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    from experiments.benchmark import load_tasks, split
-    from experiments.calibrate import paired_check, pick_tasks, run_calibration
-    from experiments.power import mde, sweep_design
+    from experiments.config import load_tasks, split
+    from experiments.calibration import paired_check, pick_tasks, run_calibration
+    from experiments.stats import mde, sweep_design
     from experiments.stats import wilcoxon_test
     from experiments.stats import compare, noise_floor
 
@@ -274,7 +274,7 @@ def run(tmp: Path) -> None:
         diffs = [statistics.fmean(r[t.id] for r in b) - statistics.fmean(r[t.id] for r in a) for t in tasks]
         test = wilcoxon_test(diffs)
         sig = test.pvalue < alpha
-        # 'supported' (experiments.verdict): significant, B higher by the signed ranks, mean reaching ab.min_effect
+        # 'supported' (experiments.stats): significant, B higher by the signed ranks, mean reaching ab.min_effect
         return sig, sig and test.w_plus > test.w_minus and statistics.fmean(diffs) >= exp.ab.min_effect
 
     ab_fp = [ab_test(World(60_000 + i, tasks, noise), 0.0, i)[0] for i in range(args.runs)]

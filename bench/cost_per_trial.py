@@ -128,7 +128,7 @@ class CountingRunner:
 
 def run_arm(name: str, overrides: list[str], results: Path, trials: int, benchmark: str) -> dict:
     from experiments.config import to_harness_config
-    from experiments.runners import HarnessRunner
+    from experiments.runs import HarnessRunner
     from experiments.sweep import run_sweep
     from harness.config import ROLES
     from harness.inference import ResponseCache, wrap_roles
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> dict:
         p.unlink(missing_ok=True)
     rows.append(run_arm("rerun", ARMS["reuse+cache"], done, args.trials, args.benchmark))
 
-    from experiments.benchmark import load_tasks, split
+    from experiments.config import load_tasks, split
     from experiments.config import compose_config, to_experiment
 
     tasks = load_tasks(to_experiment(compose_config([f"benchmark={args.benchmark}"]), environ={}).benchmark)

@@ -12,8 +12,8 @@ Two designs at the same budget of task runs (baseline, its repeat, the candidate
   today  6cbf984: 8 train + 4 holdout tasks; the baseline run 3 times and the top candidate twice on the holdout;
          the holdout confirms by rule "bound" (SE from run noise alone); every conclusion at the full alpha
   new    16 train + 8 holdout tasks; one run of each text per holdout task; rule "tasks" (one-sided paired t over
-         the holdout tasks) at the look's level alpha / 2^k (experiments/holdout_looks.py)
-Both go through experiments.promotion.decide, the sweep's own verdict (today's rule "bound" through
+         the holdout tasks) at the look's level alpha / 2^k (experiments/stats/)
+Both go through experiments.sweep.decide, the sweep's own verdict (today's rule "bound" through
 Promotion.pick, the row it would have promoted). Each candidate runs once on every train task; the best train
 mean is tested (holdout_top_k 1). Scenarios:
   null     every mu_k = 0: an edit that is no better over tasks; a promotion is false
@@ -36,9 +36,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from experiments.holdout_looks import level  # noqa: E402
-from experiments.promotion import Candidate, HoldoutScores, HoldoutTest, decide  # noqa: E402
-from experiments.stats import noise_floor  # noqa: E402
+from experiments.stats import level
+from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, decide
+from experiments.stats import noise_floor
 
 RATIOS = (0.0, 1.0, 4.0, 15.0)
 ALPHA = 0.05

@@ -48,8 +48,8 @@ def one_study(seed: int, trials: int, resume_trials: int, effect: float = 0.0) -
     """Conclude, resume and conclude again, then try a changed alpha: what each step decided."""
     from scripted_harness import ScriptedRunner, scripted_propose
 
-    from experiments.benchmark import load_tasks
-    from experiments.study import StudyMismatch
+    from experiments.config import load_tasks
+    from experiments.sweep import StudyMismatch
     from experiments.sweep import run_sweep
 
     with tempfile.TemporaryDirectory() as tmp:

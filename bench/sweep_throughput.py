@@ -1,10 +1,10 @@
-"""Sweep throughput: the tasks of one trial run N at once (experiments.pool.RunPool) against a backend that
+"""Sweep throughput: the tasks of one trial run N at once (experiments.runs.RunPool) against a backend that
 serves C requests at once with a fixed latency; trial wall time, backend utilisation and speed-up against N.
 
     python bench/sweep_throughput.py [--quick] [--capacity 4] [--latency-ms 100] [--tasks 8] [--workers 1 2 4 8] [--json]
     python bench/sweep_throughput.py --gate 3 --capacity 2 --workers 1 2   # a gated trial: one queue vs two phases
 
-What runs is the sweep's real evaluation path: experiments.evaluate.evaluate_candidate over `--tasks` tasks
+What runs is the sweep's real evaluation path: experiments.runs.evaluate_candidate over `--tasks` tasks
 (the train tasks of conf/benchmark/asyncio_practices.yaml, then its holdout tasks, then numbered variants if
 more are asked for) with pool=RunPool(N), each task a HarnessRunner.finish -> harness.agent.Harness.finish
 (synthesis, wiggum rounds, the judge and the independent re-score) sharing one Harness, its roles, memory and
@@ -103,7 +103,7 @@ def load_tasks(n: int):
     """n benchmark tasks: train, then holdout, then numbered variants of them (new texts, new contexts)."""
     import yaml
 
-    from experiments.benchmark import task_from_spec
+    from experiments.config import task_from_spec
 
     specs = yaml.safe_load(BENCHMARK.read_text())["tasks"]
     base = [task_from_spec(s) for s in specs if s.get("split", "train") == "train"]
@@ -125,7 +125,7 @@ def build(results: Path, sim: SimLLM):
     from harness.config import ROLES, BackendConfig, HarnessConfig, MemoryConfig, SearchConfig
     from harness.inference import wrap_roles
 
-    from experiments.runners import HarnessRunner
+    from experiments.runs import HarnessRunner
 
     meter = BusyMeter(sim)
     cfg = HarnessConfig(results_dir=str(results), backend=BackendConfig(kind="sim", cache=False),
@@ -215,8 +215,8 @@ def main(argv: list[str] | None = None) -> dict:
     load0 = os.getloadavg()
     mach = machine()
 
-    from experiments.evaluate import evaluate_candidate
-    from experiments.pool import RunPool
+    from experiments.runs import evaluate_candidate
+    from experiments.runs import RunPool
 
     latency = args.latency_ms / 1e3
     C = args.capacity
@@ -333,8 +333,8 @@ def main(argv: list[str] | None = None) -> dict:
 
 def gated_trials(args, runner, sim, tasks, contexts, instructions, workers, mach, load0) -> dict:
     """--gate K: per N and gate outcome, a trial's wall time as two phases and as one queue (module docstring)."""
-    from experiments.evaluate import CandidateEval, evaluate_candidate
-    from experiments.pool import RunPool
+    from experiments.runs import CandidateEval, evaluate_candidate
+    from experiments.runs import RunPool
 
     k = args.gate
     print(f"gated trial: the first {k} of {len(tasks)} tasks are the gate; wall s (x the same trial at N=1), "

@@ -16,23 +16,23 @@ import hydra
 from omegaconf import DictConfig
 
 from experiments.config import ConfigError, ExperimentConfig, to_experiment, to_harness_config, validate
+from harness.checks import warn_judge
 from harness.sqlite_store import StoreError
 
 
 def make_runner(exp: ExperimentConfig) -> Any:
     """The real harness behind the runner protocol, built from the experiment's harness config."""
-    from experiments.runners import HarnessRunner
+    from experiments.runs import HarnessRunner
 
     return HarnessRunner(to_harness_config(exp))
 
 
 def run_single(exp: ExperimentConfig, runner: Any, *, tracker: Any = None, out: Callable[[str], None] = print) -> dict[str, float]:
     """One run of the configured instructions on every benchmark task; per-task scores logged to MLflow."""
-    from experiments.benchmark import load_tasks, task_types
-    from experiments.calibration_store import label_for
-    from experiments.evaluate import TrialFailed, evaluate_candidate
-    from experiments.objective import baseline_instructions
-    from experiments.summaries import SMOKE_LINE
+    from experiments.config import load_tasks, task_types
+    from experiments.runs import TrialFailed, baseline_instructions, evaluate_candidate
+    from experiments.stats import SMOKE_LINE
+    from experiments.storage import label_for
     from experiments.tracking import make_tracker
 
     tasks = load_tasks(exp.benchmark)
@@ -77,14 +77,26 @@ def run_single(exp: ExperimentConfig, runner: Any, *, tracker: Any = None, out: 
 
 
 def run_ab(cfg: DictConfig | ExperimentConfig) -> Any:
-    from experiments.ab_entry import run_ab_from_config
+    from experiments.ab import run_ab_from_config
 
     return run_ab_from_config(cfg)
 
 
+def checked(exp: ExperimentConfig) -> ExperimentConfig:
+    """exp validated (experiments.config.validate) and, for an A/B, its design checked (experiments.ab.check_ab_design:
+    the metric exists and the test can reach alpha): everything refused before anything is written."""
+    validate(exp, warn=False)
+    if exp.sweep.kind == "ab":
+        from experiments.ab import check_ab_design
+
+        check_ab_design(exp)
+    warn_judge(exp.backend)  # after every check: a config refused makes no backend probe
+    return exp
+
+
 def main(cfg: DictConfig | ExperimentConfig, *, runner: Any = None, out: Callable[[str], None] = print) -> Any:
     """Validate, build the runner, dispatch on sweep.kind (single | synth_mutation | ab | calibrate)."""
-    exp = validate(to_experiment(cfg))
+    exp = checked(to_experiment(cfg))
     kind = exp.sweep.kind
     if runner is None:
         from harness.backends import preflight
@@ -94,7 +106,7 @@ def main(cfg: DictConfig | ExperimentConfig, *, runner: Any = None, out: Callabl
             from harness.readiness import require_ready
 
             require_ready(exp.backend, out=out)
-    from experiments.rdb import check_services
+    from experiments.storage import check_services
 
     check_services(exp)  # the study's database and the MLflow store: driver missing / unreachable, one line
     if kind == "ab":
@@ -103,7 +115,7 @@ def main(cfg: DictConfig | ExperimentConfig, *, runner: Any = None, out: Callabl
     if kind == "single":
         return run_single(exp, runner, out=out)
     if kind == "calibrate":
-        from experiments.calibrate import run_calibration
+        from experiments.calibration import run_calibration
 
         return run_calibration(exp, runner, out=out)
     from experiments.sweep import run_sweep
@@ -169,9 +181,10 @@ def _precheck(argv: list[str]) -> None:
     from experiments.config import compose_config
 
     try:
-        exp = validate(to_experiment(compose_config(overrides)))  # bad values too: rejected before Hydra writes its folder
+        exp = checked(to_experiment(compose_config(overrides)))  # bad values too: rejected before Hydra writes its folder
         if exp.sweep.kind == "synth_mutation":
-            from experiments.study import check_decision_rule, stored_decision_rule
+            from experiments.sweep import check_decision_rule, stored_decision_rule
+
             # a resume under another decision rule: refused up front
             check_decision_rule(stored_decision_rule(exp), exp)
     except ConfigError as exc:

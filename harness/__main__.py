@@ -178,12 +178,10 @@ def command_line_environ(overrides: Sequence[str], environ: Mapping[str, str]) -
 
 def compose_harness_config(overrides: Sequence[str], environ: Mapping[str, str] | None = None):
     """The HarnessConfig `python -m experiments.run <overrides>` would hand the harness, environment applied
-    (command line first). Raises experiments.config.ConfigError (one line) on a bad override or value."""
-    from experiments.config import compose_config, to_experiment, to_harness_config, validate
+    (command line first). Raises harness.config.ConfigError (one line) on a bad override or value."""
+    from harness.compose import harness_config
 
-    env = command_line_environ(overrides, os.environ if environ is None else environ)
-    exp = validate(to_experiment(compose_config(list(overrides)), env))
-    return to_harness_config(exp, env)
+    return harness_config(overrides, command_line_environ(overrides, os.environ if environ is None else environ))
 
 
 def summary_block(result) -> str:

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 ROLES = ("planner", "producer", "evaluator", "compressor")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -133,7 +135,7 @@ class SynthConfig:
     max_tokens: int = 700
     count_retry: bool = True
     # MLflow Prompt Registry texts for `instructions`, resolved when experiments/ builds the config
-    # (experiments.registry.resolve_synth): prompts:/<prefix>-synth-<task_type>@<alias> or .../<version> (one task
+    # (experiments.sweep.resolve_synth): prompts:/<prefix>-synth-<task_type>@<alias> or .../<version> (one task
     # type), prompts:/<prefix>@<alias> (every task type registered under <prefix>). They win over `instructions`.
     source: str | None = None
     resolved: dict[str, str] = field(default_factory=dict)  # set by the resolver: task_type -> prompts:/<name>/<version>
@@ -262,3 +264,72 @@ def config_hash(cfg: Any) -> str:
     data = to_dict(cfg) if dataclasses.is_dataclass(cfg) else cfg
     blob = json.dumps(data, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:12]
+
+
+# -- allowed values and the errors a bad one raises ---------------------------------------------------------
+
+
+TASK_TYPES = ("enumerated", "best_practices", "research")
+
+
+PLANNER_MODES = ("two_pass", "single_pass")
+
+
+SEARCH_PROVIDERS = ("auto", "ddgs", "local")
+
+
+COMPOSITES = ("rubric", "deterministic", "blend")
+
+
+ORCHESTRATOR_MODES = ("off", "auto", "always")
+
+
+class ConfigError(ValueError):
+    """An invalid configuration value. The message is one line naming the key, the value and what is allowed."""
+
+
+@dataclass
+class MLflowConfig:
+    enabled: bool = True
+    tracking_uri: str | None = None  # default: $MLFLOW_TRACKING_URI, else sqlite:///<results_dir>/mlflow.db
+    experiment: str | None = None  # default: the sweep name
+    # Prompt Registry names <prefix>-synth-<task_type> (experiments/sweep/): one champion lineage per prefix
+    prompt_prefix: str = "harness"
+
+
+MAX_WORKERS = 64
+
+
+def resolve_concurrency(setting: Any, backend_kind: str, *, slots: int = 1, parallel_default: int = 4,
+                        environ: Mapping[str, str] | None = None) -> tuple[int, str]:
+    """(workers, why) for `backend.concurrency`; raises ValueError on a setting that is neither auto nor >= 1."""
+    import os
+
+    env = os.environ if environ is None else environ
+    text = str(setting).strip().lower()
+    if text != "auto":
+        try:
+            n = int(text)
+        except ValueError:
+            raise ValueError(f"backend.concurrency must be 'auto' or an integer >= 1, got {setting!r}") from None
+        if n < 1:
+            raise ValueError(f"backend.concurrency must be 'auto' or an integer >= 1, got {setting!r}")
+        return min(n, MAX_WORKERS), f"backend.concurrency={n}"
+    kind = str(backend_kind)
+    if kind == "embedded":
+        return max(int(slots), 1), f"auto: the embedded backend's {slots} slot(s) (backend.embedded_slots)"
+    if kind == "ollama":
+        raw = env.get("OLLAMA_NUM_PARALLEL", "").strip()
+        if raw:
+            try:
+                n = int(raw)
+            except ValueError:
+                n = 0
+            if n >= 1:
+                return min(n, MAX_WORKERS), f"auto: OLLAMA_NUM_PARALLEL={n}"
+            log.warning("OLLAMA_NUM_PARALLEL=%r is not a positive integer; using backend.parallel_default", raw)
+        return parallel_default, (f"auto: backend.parallel_default={parallel_default} (OLLAMA_NUM_PARALLEL not set; "
+                                  f"set it to the server's value)")
+    if kind == "openai":
+        return parallel_default, f"auto: backend.parallel_default={parallel_default} for an OpenAI-compatible server"
+    return 1, f"auto: backend {kind!r} serves one request at a time"

@@ -34,7 +34,7 @@ FUNCTION_WORDS = frozenset(
 # Words that carry no topic of their own in a task or a query: keyword queries (memory FTS, research query
 # reformulation, chunk ranking), research novelty and the grounding score skip them. The grounding score also
 # skips the filler of advice prose ("important", "practices", "approach"), which a query may still need:
-# "asyncio best practices" searches better than "asyncio" (evaluators/deterministic.py, _CLAIM_FILLER).
+# "asyncio best practices" searches better than "asyncio" (evaluators/deterministic/, _CLAIM_FILLER).
 STOPWORDS = FUNCTION_WORDS | frozenset(
     " ".join(
         (

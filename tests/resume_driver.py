@@ -73,7 +73,7 @@ def install() -> None:
     traces = os.environ.get("HARNESS_TEST_KILL_IN_TRACES")
     if traces:  # "<kind tag>:<n>": SIGKILL after the n-th nested run of that kind has its traces (not yet stored)
         kind, n = traces.rsplit(":", 1)
-        from experiments import mlflow_traces
+        from experiments.tracking import _traces as mlflow_traces
 
         real_traces, count = mlflow_traces.log_run_traces, [0]
 

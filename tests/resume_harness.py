@@ -111,7 +111,7 @@ def outcome(folder: Path, kind: str = "sweep") -> Outcome:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     trials = optuna.load_study(study_name=SWEEP, storage=f"sqlite:///{results / 'optuna.db'}").get_trials()
-    # the trials a copy replaced (experiments.rdb.requeued, read here so that an older tree's runs read back too)
+    # the trials a copy replaced (experiments.storage.requeued, read here so that an older tree's runs read back too)
     gone = {int(n) for t in trials for n in t.system_attrs.get("retry_history", ())}
     values = sorted((int(t.user_attrs.get("slot", t.number)), t.state.name, None if t.value is None else
                      round(t.value, 6)) for t in trials if t.number not in gone)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import random
 
-from experiments.outcome import TaskOutcome, Usage
+from experiments.runs import TaskOutcome, Usage
 from mutators.base import Candidate as MCandidate
 from mutators.base import instruction_hash
 

@@ -7,18 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from experiments.ab import (
-    ABDesign,
-    PreregistrationMismatch,
-    arm_order,
-    blind_label,
-    pair_seed,
-    prereg_path,
-    run_ab,
-)
-from experiments.ab_analysis import load_result
-from experiments.report import DIFF_PNG, FOREST_PNG, write_report
-from experiments.verdict import Preregistration
+from experiments.ab import ABDesign, PreregistrationMismatch, arm_order, pair_seed, prereg_path, run_ab
+from experiments.runs import blind_label
+from experiments.ab import load_result
+from experiments.ab import DIFF_PNG, FOREST_PNG, write_report
+from experiments.stats import Preregistration
 from harness.logger import read_jsonl
 
 TASKS = tuple(f"task-{i}" for i in range(8))

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from experiments.ab import ABDesign, run_ab
-from experiments.ab_analysis import load_result
-from experiments.ab_entry import run_ab_from_config, summary_metrics
-from experiments.report import render_markdown
-from experiments.verdict import Preregistration
+from experiments.ab import load_result
+from experiments.ab import run_ab_from_config, summary_metrics
+from experiments.ab import render_markdown
+from experiments.stats import Preregistration
 from harness.logger import read_jsonl
 
 TASKS = tuple(f"task-{i}" for i in range(6))
@@ -106,7 +106,7 @@ def test_mlflow_metrics_carry_both_arms_and_the_interval(tmp_path):
 
 def test_the_printed_summary_has_the_cost_block(_isolated_results):
     from experiments.config import compose_config, to_experiment
-    from experiments.summaries import AB_BEGIN, AB_END
+    from experiments.ab import AB_BEGIN, AB_END
 
     def arm(name, overrides, task, replication, seed):
         skip = overrides.get("planner.skip_prior_knowledge", False)

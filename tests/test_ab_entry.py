@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from experiments.ab import prereg_path
-from experiments.ab_design import arm_configs, cell_plan, design_from_config
-from experiments.ab_entry import run_ab_from_config
+from experiments.ab import arm_configs, cell_plan, design_from_config
+from experiments.ab import run_ab_from_config
 from experiments.config import ConfigError, compose_config, to_experiment
-from experiments.report import DIFF_PNG, FOREST_PNG, REPORT_NAME
-from experiments.runners import HarnessCells
-from experiments.power import min_attainable_p
-from experiments.summaries import AB_BEGIN, AB_END
+from experiments.ab import DIFF_PNG, FOREST_PNG, REPORT_NAME
+from experiments.runs import HarnessCells
+from experiments.stats import min_attainable_p
+from experiments.ab import AB_BEGIN, AB_END
 from harness.logger import read_jsonl
 
 ON, OFF = "prior_knowledge_on", "prior_knowledge_off"
@@ -306,7 +306,8 @@ def test_champion_ab_verdict_says_its_tasks_chose_the_champion(_isolated_results
     # verdict "supported" with no word of it.
     from mlflow import MlflowClient
 
-    from experiments.registry import CHAMPION, PREVIOUS, prompt_name, register_texts
+    from harness.prompts import CHAMPION, PREVIOUS, prompt_name
+    from experiments.sweep import register_texts
     from experiments.tracking import NullTracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"  # the store _isolated_results points MLFLOW_TRACKING_URI at
@@ -342,7 +343,7 @@ def test_champion_ab_verdict_says_its_tasks_chose_the_champion(_isolated_results
 
 
 def test_an_ab_without_the_champion_carries_no_caveat():
-    from experiments.ab_design import selection_note
+    from experiments.ab import selection_note
 
     exp = _exp()
     design, _ = design_from_config(exp)

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from experiments.ab import ABDesign, PreregistrationMismatch, prereg_path, run_ab
-from experiments.ab_design import ab_metrics, check_ab_design
-from experiments.ab_entry import run_ab_from_config, summary_metrics
+from experiments.ab import ab_metrics, check_ab_design
+from experiments.ab import run_ab_from_config, summary_metrics
 from experiments.config import ConfigError, compose_config, to_experiment
-from experiments.report import REPORT_NAME
-from experiments.verdict import Preregistration
+from experiments.ab import REPORT_NAME
+from experiments.stats import Preregistration
 from harness.logger import read_jsonl
 
 ON, OFF = "prior_knowledge_on", "prior_knowledge_off"
@@ -53,7 +53,7 @@ class SplitVerdictArm:
 
 
 def test_preregistered_dimension_drives_primary_stats_interim_looks_and_verdict(tmp_path):
-    # Fails on the experiments/ab.py of 76958cb (HEAD before this change, ab.py as in 72dcb4e): there the primary
+    # Fails on the experiments/ab/ of 76958cb (HEAD before this change, ab.py as in 72dcb4e): there the primary
     # statistics and the interim looks were the composite ("score", B better by +1, so look 1 stopped for efficacy),
     # only relabelled, while the verdict read depth.
     tasks = tuple(f"task-{i}" for i in range(8))
@@ -154,11 +154,11 @@ def test_metric_names_follow_the_evaluator(overrides, ok):
         assert "no rubric runs" in str(info.value) and not set(exp.evaluator.dimensions) & set(ab_metrics(exp))
 
 
-def test_validate_refuses_a_misspelt_metric():
-    from experiments.config import validate
+def test_the_command_line_check_refuses_a_misspelt_metric():
+    from experiments.run import checked  # config.validate, then the A/B's design (check_ab_design)
 
     with pytest.raises(ConfigError, match=r"^ab\.metric='dpeth' is not allowed"):
-        validate(_exp("benchmark=asyncio_practices", "ab.metric=dpeth"))
+        checked(_exp("benchmark=asyncio_practices", "ab.metric=dpeth"))
 
 
 # -- (c) designs that cannot reach alpha are refused unless allowed ---------------------------------------------
@@ -385,9 +385,9 @@ def test_a_ledger_without_judge_failures_counts_none(tmp_path):
 def test_the_ab_power_model_is_the_verdicts_rule_at_a_true_effect_equal_to_min_effect():
     # On 6cbf984 the model said the design detects an effect of min_effect almost surely (ab_design had no
     # min_effect: P = 1.00) while the verdict called it 'supported' about half the time.
-    from experiments.ab_analysis import paired_stats
-    from experiments.power import ab_design, detection_rate, mde, replications_for_effect
-    from experiments.verdict import verdict
+    from experiments.ab import paired_stats
+    from experiments.stats import ab_design, detection_rate, mde, replications_for_effect
+    from experiments.stats import verdict
 
     sigma, n, reps, min_effect = 0.1, 12, 2, 0.3  # sd of one task's diff: 0.1 (per-task means of 2 runs per arm)
     prereg = Preregistration("B higher", min_effect=min_effect, direction="greater", n_tasks=n, replications=reps)
@@ -419,10 +419,10 @@ def test_the_ab_power_model_is_the_verdicts_rule_at_a_true_effect_equal_to_min_e
 def test_ab_preflight_warns_that_a_true_effect_of_min_effect_is_a_coin_flip(make_exp):
     from scripted_harness import BASE, BOOST, ScriptedRunner
 
-    from experiments.benchmark import load_tasks
-    from experiments.calibrate import run_calibration
+    from experiments.config import load_tasks
+    from experiments.calibration import run_calibration
     from experiments.config import validate
-    from experiments.preflight import ab_preflight_lines
+    from experiments.sweep import ab_preflight_lines
 
     exp = make_exp()
     exp.synth.instructions = {k: f"{v} Name a {BOOST} for every point." for k, v in BASE.items()}  # control hurts

@@ -19,15 +19,16 @@ import optuna
 import pytest
 from scripted_harness import BASE, BOOST, ScriptedRunner, scripted_propose
 
-from experiments.benchmark import load_tasks
-from experiments.calibrate import CalibrationFailed, pick_tasks, run_calibration
-from experiments.calibration_store import Cost, find_calibration
+from experiments.config import load_tasks
+from experiments.calibration import CalibrationFailed, pick_tasks, run_calibration
+from experiments.storage import Cost, find_calibration
 from experiments.config import ConfigError, compose_config, to_experiment, validate
-from experiments.power import Design, _normals, detection_rate, mde, tasks_for_effect
-from experiments.preflight import ab_preflight_lines, preflight_lines, project_sweep
+from experiments.stats import Design, detection_rate, mde, tasks_for_effect
+from experiments.stats._power import _normals
+from experiments.sweep import ab_preflight_lines, preflight_lines, project_sweep
 from experiments.stats import wilcoxon_reject
-from experiments.study import open_study
-from experiments.summaries import CALIBRATION_BEGIN, CALIBRATION_END, format_calibration
+from experiments.sweep import open_study
+from experiments.calibration import CALIBRATION_BEGIN, CALIBRATION_END, format_calibration
 from experiments.sweep import run_sweep
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -93,7 +94,7 @@ def test_harmful_instruction_is_detected_and_identical_arms_are_not_significant(
     # one MLflow parent run with the plots as artifacts
     from mlflow.tracking import MlflowClient
 
-    from experiments.tracking import tracking_uri
+    from experiments.config import tracking_uri
 
     client = MlflowClient(tracking_uri(exp))
     runs = client.search_runs([client.get_experiment_by_name("calibrate").experiment_id])
@@ -218,9 +219,9 @@ def test_calibration_runs_are_runs_of_their_own_not_the_sweeps_baseline_runs_aga
     """Issue 31 item 8c. Before (6cbf984) generator run j used seed `seed + j`, the seed of the sweep's baseline trial
     (j = 0), its repeats and its holdout runs; with the response cache keyed on the seed those were the same runs,
     so a sweep pooling the calibration's sigma with its holdout repeats counted them twice."""
-    from experiments.calibrate import generator_seed
-    from experiments.evaluate import evaluate_candidate
-    from experiments.objective import baseline_instructions
+    from experiments.calibration import generator_seed
+    from experiments.runs import evaluate_candidate
+    from experiments.runs import baseline_instructions
 
     exp = make_exp("sweep.n_trials=2", operators=("add_tool",))
     exp.synth.instructions = dict(TOOLS)
@@ -312,7 +313,7 @@ def test_a_failed_task_run_stops_the_calibration_and_stores_nothing(make_exp):
     assert not (Path(exp.results_dir) / "calibration").exists()
     from mlflow.tracking import MlflowClient
 
-    from experiments.tracking import tracking_uri
+    from experiments.config import tracking_uri
 
     assert MlflowClient(tracking_uri(exp)).get_experiment_by_name("calibrate") is None
 
@@ -393,7 +394,7 @@ def test_harness_runner_rescore_scores_a_fixed_text_with_the_evaluator_alone(tmp
     from pipeline_fake import Router, judge_json, make_harness, numbered
 
     from evaluators.composite import evaluate
-    from experiments.runners import HarnessRunner
+    from experiments.runs import HarnessRunner
 
     router = Router(judge=[judge_json(7), judge_json(4)])
     h = make_harness(tmp_path, router)
@@ -433,7 +434,7 @@ EMBEDDED = {"producer": {"backend": "embedded", "model": "qwen-1.5b", "file": "q
 def test_label_names_the_file_and_stays_smoke_unless_the_judge_detected_the_control(make_exp):
     import dataclasses
 
-    from experiments.calibration_store import Check, run_label
+    from experiments.storage import Check, run_label
 
     exp = make_exp()
     exp.synth.instructions = dict(TOOLS)
@@ -451,7 +452,7 @@ def test_label_names_the_file_and_stays_smoke_unless_the_judge_detected_the_cont
     assert blind.control.status == "pass" and not blind.judge_discriminates
     assert run_label(EMBEDDED, blind).startswith("SMOKE RUN (embedded qwen-1.5b.gguf)")
     stored = json.loads(Path(cal.path).read_text())
-    from experiments.calibration_store import Calibration
+    from experiments.storage import Calibration
 
     assert Calibration.from_dict(stored).judge_control == cal.judge_control  # stored and read back
 
@@ -469,7 +470,7 @@ def test_the_reported_mde_is_predictive_over_sigmas_uncertainty(make_exp):
     estimate allows, which bench/calibration_sim.py measures at ~0.79 (4 df) and ~0.82 (12 df)."""
     import dataclasses
 
-    from experiments.power import sweep_design
+    from experiments.stats import sweep_design
 
     known = sweep_design(0.5, 8, alpha=0.05)
     few, many = dataclasses.replace(known, sigma_df=4), dataclasses.replace(known, sigma_df=400)
@@ -489,7 +490,7 @@ def test_the_reported_mde_is_predictive_over_sigmas_uncertainty(make_exp):
 
 
 def test_a_spread_effect_needs_more_tasks_and_a_large_spread_has_no_mde_on_few_tasks():
-    from experiments.power import sweep_design
+    from experiments.stats import sweep_design
 
     uniform = sweep_design(0.3, 8, alpha=0.05)
     mild, wild = dataclasses.replace(uniform, effect_cv=0.5), dataclasses.replace(uniform, effect_cv=1.3)
@@ -504,7 +505,7 @@ def test_a_spread_effect_needs_more_tasks_and_a_large_spread_has_no_mde_on_few_t
 
 
 def test_heterogeneity_removes_the_noise_share_of_the_spread():
-    from experiments.power import heterogeneity
+    from experiments.stats import heterogeneity
 
     # the 1.5B model's subtle control (docs/BENCHMARKS.md): -3.93, -4.45, -2.87, +2.03 with noise sigma 0.203
     h = heterogeneity([-3.93, -4.45, -2.87, 2.03], 0.203 ** 2 * (1 / 1 + 1 / 2))

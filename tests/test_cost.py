@@ -1,4 +1,4 @@
-"""experiments.cost: paired cost differences over tasks and the promotion rule's cost guard."""
+"""experiments.stats: paired cost differences over tasks and the promotion rule's cost guard."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import random
 import pytest
 from scipy import stats as sps
 
-from experiments.cost import COST_METRICS, CostGuard, cost_by_task, cost_diffs, paired_cost
-from experiments.evaluate import TaskScore
+from experiments.stats import COST_METRICS, CostGuard, cost_by_task, cost_diffs, paired_cost
+from experiments.runs import TaskScore
 
 
 def _ts(task: str, completion: int, calls: int = 5, latency: float = 1.0, prompt: int = 900) -> TaskScore:

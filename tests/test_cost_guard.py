@@ -10,8 +10,8 @@ import hashlib
 import pytest
 
 from experiments.config import ConfigError
-from experiments.cost import CostGuard
-from experiments.promotion import Candidate, HoldoutScores, HoldoutTest, decide
+from experiments.stats import CostGuard
+from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, decide
 
 from scripted_harness import BOOST, ScriptedRunner, scripted_propose
 
@@ -27,7 +27,7 @@ class LongRunner(ScriptedRunner):
 
 
 def _sweep(exp, lines):
-    from experiments.benchmark import load_tasks
+    from experiments.config import load_tasks
     from experiments.sweep import run_sweep
 
     return run_sweep(exp, LongRunner(load_tasks(exp.benchmark)), propose=scripted_propose, out=lines.append)
@@ -65,8 +65,8 @@ def _figures_beside_the_summary(exp, s, row):
 
     from mlflow.tracking import MlflowClient
 
-    from experiments.registry import sweep_evidence
-    from experiments.study import frozen_trial, open_study
+    from experiments.sweep import sweep_evidence
+    from experiments.sweep import frozen_trial, open_study
 
     rows = [json.loads(line) for line in (exp.sweep_dir / "ledger.jsonl").read_text().splitlines()]
     tool = [r for r in rows if r["operator"] == "add_tool"]
@@ -94,7 +94,7 @@ def _figures_beside_the_summary(exp, s, row):
 ])
 def test_a_bad_cost_setting_is_a_one_line_error(override, needle):
     from experiments.config import compose_config, to_experiment
-    from experiments.validation import validate
+    from experiments.config import validate
 
     with pytest.raises(ConfigError) as err:
         validate(to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", override])))
@@ -103,7 +103,7 @@ def test_a_bad_cost_setting_is_a_one_line_error(override, needle):
 
 def test_the_cost_guard_is_pinned_in_the_decision_rule_and_an_older_study_reads_as_guard_off():
     from experiments.config import compose_config, to_experiment
-    from experiments.fingerprint import decision_rule, fingerprint_diff, with_rule_defaults
+    from experiments.config import decision_rule, fingerprint_diff, with_rule_defaults
 
     exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake"]))
     rule = decision_rule(exp)
@@ -140,7 +140,7 @@ def test_decide_tests_the_cost_at_the_looks_level_and_a_cost_not_measured_holds_
 
 
 def test_preflight_states_its_cost_model_unknown_first_then_from_the_baseline_trials_tasks(make_exp):
-    from experiments.study import baseline_trial, open_study
+    from experiments.sweep import baseline_trial, open_study
 
     first: list[str] = []
     _sweep(make_exp("sweep.n_trials=2", "sweep.holdout_top_k=0", operators=("add_tool",)), first)

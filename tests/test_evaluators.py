@@ -360,7 +360,7 @@ def test_degenerate_text_is_capped_on_every_criterion(text, repeats):
 
 
 def test_deterministic_criteria_names_unchanged_by_degeneracy():
-    """experiments.ab_entry reads the criteria names from deterministic_scores("", task=""): still the same five."""
+    """experiments.ab reads the criteria names from deterministic_scores("", task=""): still the same five."""
     assert tuple(deterministic_scores("", task="")) == ("count", "terms", "structure", "specificity", "grounding")
     assert deterministic_scores(GOOD, task=TASK, expected_count=5, prompt="# Task\nx") == deterministic_scores(
         GOOD, task=TASK, expected_count=5)

@@ -6,14 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.config import (
-    ConfigError,
-    ExperimentConfig,
-    compose_config,
-    to_experiment,
-    to_harness_config,
-    validate,
-)
+from experiments.config import ConfigError, ExperimentConfig, compose_config, to_experiment, to_harness_config, validate
 from harness.config import HarnessConfig
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -159,7 +152,7 @@ def test_main_rejects_bad_config_before_running():
 def test_single_run_with_scripted_runner():
     from scripted_harness import ScriptedRunner
 
-    from experiments.benchmark import load_tasks
+    from experiments.config import load_tasks
     from experiments.run import main
 
     exp = to_experiment(compose_config(["+sweep=single", "mlflow.enabled=false"]))

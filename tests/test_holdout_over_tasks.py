@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from experiments.promotion import Candidate, HoldoutScores, HoldoutTest, decide, race
+from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, decide, race
 from experiments.stats import Comparison, noise_floor
 
 TRAIN = [f"t{i}" for i in range(8)]
@@ -103,7 +103,7 @@ def test_with_one_baseline_run_the_holdout_is_still_measured_over_tasks_and_a_no
 
 
 def test_each_new_look_of_a_study_tests_at_half_the_level_of_the_one_before_and_a_repeat_spends_nothing():
-    from experiments.holdout_looks import next_look, recorded
+    from experiments.stats import next_look, recorded
 
     stored: list = []
     levels = []
@@ -121,7 +121,7 @@ def test_five_conclusions_of_one_study_promote_a_no_better_candidate_at_most_alp
     """Monte Carlo: one holdout (8 tasks, one baseline run) concluded five times, each with a new no-better
     candidate (zero mean effect over tasks, tau = sigma) that passed the train filter, each at its look's level.
     6cbf984 tested each at full alpha: 4.7% -> 17.2% over five conclusions (issue 36)."""
-    from experiments.holdout_looks import next_look, recorded
+    from experiments.stats import next_look, recorded
 
     rng = np.random.default_rng(5)
     hold = [f"h{i}" for i in range(8)]
@@ -146,7 +146,7 @@ def test_five_conclusions_of_one_study_promote_a_no_better_candidate_at_most_alp
 
 
 def test_the_train_line_says_it_is_a_filter_over_the_candidates_compared():
-    from experiments.summaries import SweepSummary, format_sweep
+    from experiments.sweep import SweepSummary, format_sweep
 
     cmp = Comparison(0.8, 0.004, 0.3, 8, 0.05, True, 1 / 256)
     assert cmp.filter_reason(12).startswith("passes: +0.800 > floor 0.300 and p=0.0040 < 0.05")
@@ -174,7 +174,7 @@ def test_a_candidate_whose_race_run_failed_does_not_keep_its_lucky_one_run_mean_
 def _sweep(exp, lines):
     from scripted_harness import ScriptedRunner, scripted_propose
 
-    from experiments.benchmark import load_tasks
+    from experiments.config import load_tasks
     from experiments.sweep import run_sweep
 
     return run_sweep(exp, ScriptedRunner(load_tasks(exp.benchmark)), propose=scripted_propose, out=lines.append)
@@ -195,7 +195,7 @@ def test_an_underpowered_sweep_never_says_promoted(make_exp):
 def test_a_resumed_study_concludes_at_the_next_looks_level_and_stores_the_look(make_exp):
     """A study that already spent look 1 on another candidate tests its new one at alpha / 4; 6cbf984 tested every
     conclusion at the full alpha 0.05."""
-    from experiments.study import open_study
+    from experiments.sweep import open_study
 
     exp = make_exp("sweep.n_trials=3", "sweep.holdout_top_k=1", operators=("add_tool",))
     study = open_study(exp)
@@ -218,7 +218,7 @@ def test_a_resumed_study_concludes_at_the_next_looks_level_and_stores_the_look(m
 
 
 def test_the_task_spread_is_estimated_from_the_sweeps_candidates_and_raises_what_the_design_can_confirm():
-    from experiments.power import decision_power, spread_from_trials
+    from experiments.stats import decision_power, spread_from_trials
 
     # two candidates' per-task differences: sums of squares 4 and 8 on 3 df each, pooled variance 2; noise 0.5
     tau, df = spread_from_trials([[1.0, -1.0, 1.0, -1.0], [0.0, 2.0, 0.0, -2.0]], 0.5)
@@ -237,7 +237,7 @@ def test_the_task_spread_is_estimated_from_the_sweeps_candidates_and_raises_what
 
 def test_the_default_benchmark_has_24_offline_tasks_and_the_holdout_runs_each_text_once():
     from experiments.config import compose_config, to_experiment
-    from experiments.promotion import holdout_runs
+    from experiments.sweep import holdout_runs
 
     exp = to_experiment(compose_config(["+sweep=synth_mutation"]))
     assert exp.benchmark.name == "asyncio_practices"

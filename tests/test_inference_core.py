@@ -115,7 +115,7 @@ def test_chat_result_is_frozen():
 
 
 def test_a_run_scope_counts_its_uncached_calls_and_a_stopped_one_makes_no_call(tmp_path):
-    """harness.inference.RunScope (set per pooled run by experiments.pool): RoleLLM counts the run's uncached calls
+    """harness.inference.RunScope (set per pooled run by experiments.runs): RoleLLM counts the run's uncached calls
     (a cache hit is not one) and, once stop is set, raises RunAbandoned before the cache or the backend is asked."""
     import contextvars
 

@@ -60,7 +60,7 @@ def test_bad_values_are_one_line_exit_2_and_nothing_written(tmp_path, override, 
 
 
 def test_task_from_spec_refuses_a_missing_or_blank_id_or_task():
-    from experiments.benchmark import task_from_spec
+    from experiments.config import task_from_spec
 
     for spec, key in (({"task": "x"}, "id"), ({"id": "a"}, "task"), ({"id": "a", "task": "  "}, "task")):
         with pytest.raises(ValueError, match=f"{key}=.* is missing or empty") as info:
@@ -117,7 +117,7 @@ def test_results_dir_and_sweep_name_are_checked_like_output_paths(tmp_path, fold
 
 
 def test_the_search_index_opens_in_a_folder_with_uri_characters(tmp_path):
-    """Item 7, harness/search.py: the read-only index was opened as file:{path}?mode=ro unquoted, so in a folder
+    """Item 7, harness/search/: the read-only index was opened as file:{path}?mode=ro unquoted, so in a folder
     named with '#', '?' or '%' SQLite opened another file and every local search found nothing."""
     from harness.search import LocalCorpusProvider
 

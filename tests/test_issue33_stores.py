@@ -105,7 +105,7 @@ def _sweep_exp(results: Path, corpus: str):
 
 def _trial_values(results: Path, corpus: str, cache: ResponseCache, monkeypatch) -> tuple[list, FakeLLM]:
     from experiments.config import to_harness_config
-    from experiments.runners import HarnessRunner
+    from experiments.runs import HarnessRunner
     from experiments.sweep import run_sweep
     from harness.inference import fake_roles
 
@@ -220,8 +220,8 @@ def test_garbled_llm_cache_stops_the_sweep_with_one_line_naming_the_file(_isolat
                                     json.dumps({"task": "another task", "prepared": {"x": 1}}),
                                     json.dumps({"task": "List 3 modules", "prepared": {"wrong": "shape"}})])
 def test_a_rotten_context_file_is_prepared_again_and_overwritten(tmp_path, rotten):
-    from experiments.benchmark import Task
-    from experiments.context_cache import ContextCache
+    from experiments.config import Task
+    from experiments.storage import ContextCache
 
     def load(d):
         return {"plan": d["plan"]}  # a loader that refuses a shape it does not know (KeyError)

@@ -21,12 +21,12 @@ from scripted_harness import EDITS, ScriptedRunner, scripted_propose
 
 from evaluators.composite import evaluate
 from evaluators.deterministic import prompt_echo_reasons
-from experiments.benchmark import Task, load_tasks
-from experiments.evaluate import TrialFailed, evaluate_candidate
-from experiments.ledger import Ledger
-from experiments.outcome import TaskOutcome, outcome_from_result
-from experiments.runners import HarnessRunner
-from experiments.study import open_study
+from experiments.config import Task, load_tasks
+from experiments.runs import TrialFailed, evaluate_candidate
+from experiments.storage import Ledger
+from experiments.runs import TaskOutcome, outcome_from_result
+from experiments.runs import HarnessRunner
+from experiments.sweep import open_study
 from experiments.sweep import run_sweep
 from harness.config import EvaluatorConfig, MemoryConfig, WiggumConfig
 from harness.inference import ChatResult, FakeLLM, fake_roles

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-import experiments.validation as validation
+from harness import checks as validation
 from experiments.config import compose_config, to_experiment, validate
 from harness.config import BackendConfig
 from test_cli import cli, router  # noqa: F401  (the CLI's scripted backend and its fixture)
@@ -36,34 +36,34 @@ def test_judge_warnings_table(backend, expected):
 
 
 def test_validate_logs_the_warning_once_and_still_returns_the_config(caplog):
-    caplog.set_level(logging.WARNING, logger="experiments.validation")
+    caplog.set_level(logging.WARNING, logger="harness.checks")
     same = ["backend=ollama", "backend.evaluator_model=qwen2.5:32b"]  # the shipped config's judge is another family
     exp = to_experiment(compose_config(same))
     assert validate(exp) is exp
     assert validate(to_experiment(compose_config(same))) is not None  # a second config: no repeat
-    lines = [r.getMessage() for r in caplog.records if r.name == "experiments.validation"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "harness.checks"]
     assert len(lines) == 1 and "backend.evaluator_model='qwen2.5:32b'" in lines[0] and "self-preference" in lines[0]
 
 
 def test_another_judge_validates_silently(caplog):
-    caplog.set_level(logging.WARNING, logger="experiments.validation")
+    caplog.set_level(logging.WARNING, logger="harness.checks")
     validate(to_experiment(compose_config(["backend=ollama", "backend.evaluator_model=llama3.3:70b"])))
-    assert [r for r in caplog.records if r.name == "experiments.validation"] == []
+    assert [r for r in caplog.records if r.name == "harness.checks"] == []
 
 
 def test_the_harness_command_warns_and_runs_on(tmp_path, router, caplog, capsys):  # noqa: F811
-    caplog.set_level(logging.WARNING, logger="experiments.validation")
+    caplog.set_level(logging.WARNING, logger="harness.checks")
     assert cli(tmp_path, "--plan-preview", "List 5 best practices for Python asyncio",
                "backend.evaluator_model=qwen2.5:32b") == 0
-    assert any("self-preference" in r.getMessage() for r in caplog.records if r.name == "experiments.validation")
+    assert any("self-preference" in r.getMessage() for r in caplog.records if r.name == "harness.checks")
     assert "Plan preview (dry run: nothing executed)" in capsys.readouterr().out  # the warning stopped nothing
 
 
 def test_no_configured_logging_defers_the_warning_to_the_next_validation(monkeypatch):
-    bare = logging.Logger("experiments.validation.bare")  # no handlers, no parent: logging not configured
+    bare = logging.Logger("experiments.config.bare")  # no handlers, no parent: logging not configured
     records: list[str] = []
     monkeypatch.setattr(validation, "log", bare)
-    validation._warn_once(["judge is the producer"])
+    validation.warn_once(["judge is the producer"])
     assert validation._WARNED == set()  # not spent: the run's own validation still warns
 
     class Keep(logging.Handler):
@@ -71,6 +71,6 @@ def test_no_configured_logging_defers_the_warning_to_the_next_validation(monkeyp
             records.append(record.getMessage())
 
     bare.addHandler(Keep())
-    validation._warn_once(["judge is the producer"])
-    validation._warn_once(["judge is the producer"])
+    validation.warn_once(["judge is the producer"])
+    validation.warn_once(["judge is the producer"])
     assert records == ["judge is the producer"]

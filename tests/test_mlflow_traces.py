@@ -1,4 +1,4 @@
-"""experiments.mlflow_traces: each harness run of a trial becomes an MLflow trace (spans from its Chrome trace, the
+"""experiments.tracking: each harness run of a trial becomes an MLflow trace (spans from its Chrome trace, the
 evaluator's scores as assessments) linked to the trial's run, which the UI lists as an evaluation run."""
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments.mlflow_traces import (
-    EVALUATION_RUN, RUN_TYPE_TAG, TOKEN_USAGE, assessments, read_chrome_trace, span_attributes, span_tree)
-from experiments.evaluate import TaskScore
+from experiments.tracking import EVALUATION_RUN, RUN_TYPE_TAG, TOKEN_USAGE, assessments, read_chrome_trace, span_attributes, span_tree
+from experiments.runs import TaskScore
 
 
 def _ev(name, ts, dur, tid=1, cat="stage", **args):
@@ -62,13 +61,13 @@ def test_a_trace_file_is_placed_in_wall_time(tmp_path):
 
 
 def _chrome(events, ts0_s, run_id="r"):
-    from experiments.mlflow_traces import ChromeTrace
+    from experiments.tracking import ChromeTrace
 
     return ChromeTrace(tuple(events), ts0_s * 1e6, run_id)
 
 
 def test_a_reused_context_is_grafted_just_before_the_run_at_its_own_durations():
-    from experiments.mlflow_traces import with_context
+    from experiments.tracking import with_context
 
     run = _chrome([_ev("synthesize", 10, 50), _ev("llm.producer", 12, 40, cat="llm")], ts0_s=1000.0)
     # prepared 400 s earlier: planning with its model call, then research on two threads
@@ -128,8 +127,8 @@ def pipeline_sweep(exp, lines: list[str], workers: int = 2):
     from test_pool import _router
 
     from experiments.config import to_harness_config
-    from experiments.runners import HarnessRunner
-    from experiments.pool import RunPool
+    from experiments.runs import HarnessRunner
+    from experiments.runs import RunPool
     from experiments.sweep import run_sweep
 
     cache = ResponseCache(Path(exp.results_dir) / "llm_cache.sqlite")
@@ -156,7 +155,7 @@ def _trial_runs(exp):
 @pytest.fixture
 def on_threads(monkeypatch):
     """Records the thread each trial's traces were logged on."""
-    import experiments.mlflow_traces as mt
+    from experiments.tracking import _traces as mt
 
     seen: list[str] = []
     real = mt.log_trial_traces
@@ -304,9 +303,9 @@ def _assert_run_traced(client, experiment_id, run, task_ids, records):
 
 
 def test_trace_logging_that_fails_warns_once_and_loses_nothing_else(make_exp, tmp_path, monkeypatch):
-    import experiments.mlflow_traces as mt
-    from experiments.ledger import Ledger
-    from experiments.study import open_study
+    from experiments.tracking import _traces as mt
+    from experiments.storage import Ledger
+    from experiments.sweep import open_study
 
     real, calls = mt.start_task_trace, []
 
@@ -342,7 +341,7 @@ def test_exporting_to_puts_the_environment_back_exactly(monkeypatch, tmp_path):
     sweep must not leave it there, or every later tracker in the process logs to the stale store."""
     import mlflow
 
-    from experiments.mlflow_traces import exporting_to
+    from experiments.tracking import exporting_to
 
     stale, mine, env = (f"sqlite:///{tmp_path / n}.db" for n in ("stale", "mine", "env"))
     mlflow.set_tracking_uri(stale)  # an earlier sweep in this process left its store as the global URI
@@ -382,7 +381,7 @@ def _ab_on_fake_roles(lines: list[str], *overrides: str, llm=None):
     from harness.inference import fake_roles
     from test_ab_entry import _exp, _fake_llm
 
-    from experiments.ab_entry import run_ab_from_config
+    from experiments.ab import run_ab_from_config
 
     exp = _exp("ab.replications=1", "ab.split=train", "wiggum.max_rounds=1", "research.max_rounds=1",
                "research.enrich_urls=0", "search.provider=local", "orchestrator.mode=off", *overrides)
@@ -437,7 +436,7 @@ def test_each_ab_cell_run_holds_its_harness_run_as_a_trace_with_the_cells_tags(_
 
 
 def test_an_ab_cell_trace_that_fails_warns_and_the_cell_run_is_logged_once(_isolated_results, monkeypatch):
-    import experiments.mlflow_traces as mt
+    from experiments.tracking import _traces as mt
 
     real = mt.start_task_trace
 
@@ -469,7 +468,7 @@ def test_a_failed_ab_cell_is_traced_with_its_error(_isolated_results, monkeypatc
     from harness.agent import _pipeline
     from harness.logger import read_jsonl
 
-    from experiments.runners import HarnessCells
+    from experiments.runs import HarnessCells
 
     real_research, real_call = _pipeline.gather_research, HarnessCells.__call__
 

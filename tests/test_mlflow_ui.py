@@ -345,7 +345,7 @@ def scripted_sweep(out: Path, prefix: str, *, n_train: int, n_tasks: int, own_st
     import optuna
     from scripted_harness import BASE, ScriptedRunner, scripted_propose
 
-    from experiments.benchmark import load_tasks
+    from experiments.config import load_tasks
     from experiments.config import BenchmarkConfig, TaskSpec, compose_config, to_experiment
     from experiments.sweep import run_sweep
 
@@ -519,7 +519,7 @@ def prompt_aliases(client, name: str) -> dict[str, int]:
 
 def champion_prompt(client) -> str | None:
     """The first registered prompt with a champion alias (else the first prompt, else None)."""
-    from experiments.registry import CHAMPION
+    from harness.prompts import CHAMPION
 
     names = sorted(p.name for p in client.search_prompts(max_results=100))
     return next((n for n in names if CHAMPION in prompt_aliases(client, n)), names[0] if names else None)
@@ -547,7 +547,7 @@ def test_mlflow_ui_shows_the_promoted_prompt_with_versions_and_aliases(chromium,
     from mlflow.tracking import MlflowClient
     from scripted_harness import BASE
 
-    from experiments.registry import CHAMPION, PREVIOUS, prompt_name
+    from harness.prompts import CHAMPION, PREVIOUS, prompt_name
 
     exp, summary = promoted_sweep_store(tmp_path / "store")
     assert summary.promoted

@@ -17,8 +17,8 @@ import optuna
 import pytest
 from scripted_harness import ScriptedRunner, scripted_propose
 
-from experiments.benchmark import load_tasks
-from experiments.study import StudyMismatch, open_study
+from experiments.config import load_tasks
+from experiments.sweep import StudyMismatch, open_study
 from experiments.sweep import run_sweep
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -1,4 +1,4 @@
-"""The search decisions (experiments/optimizer.py) and the sweep that uses them: Pareto front and parent sampling,
+"""The search decisions (experiments/sweep/) and the sweep that uses them: Pareto front and parent sampling,
 the minibatch gate (recorded in Optuna, the ledger and MLflow), merge of two front candidates, operator credit."""
 
 from __future__ import annotations
@@ -10,21 +10,11 @@ import optuna
 import pytest
 from scripted_harness import BASE, BOOST, ScriptedRunner, scripted_propose
 
-from experiments.benchmark import load_tasks
-from experiments.ledger import Ledger
-from experiments.objective import Objective
-from experiments.search_state import Evaluated, SearchState, candidate_hash, state_from_trials
-from experiments.optimizer import (
-    Credit,
-    credit_from,
-    gate,
-    merge_pair,
-    pareto_leads,
-    pocock_p,
-    pruner_threshold,
-    sample_parent,
-    thompson_choice,
-)
+from experiments.config import load_tasks
+from experiments.storage import Ledger
+from experiments.sweep import Objective
+from experiments.sweep import Evaluated, SearchState, candidate_hash, state_from_trials
+from experiments.sweep import Credit, credit_from, gate, merge_pair, pareto_leads, pocock_p, pruner_threshold, sample_parent, thompson_choice
 from experiments.sweep import run_sweep
 from mutators.operators import three_way_merge
 
@@ -147,7 +137,7 @@ def test_gated_trial_reaches_mlflow(make_exp):
     exp = _gate_exp(make_exp, "harm", mlflow=True)
     exp.sweep.n_trials = 2
     run_sweep(exp, HarmRunner(load_tasks(exp.benchmark)), propose=harm_propose, out=lambda s: None)
-    from experiments.tracking import tracking_uri
+    from experiments.config import tracking_uri
 
     client = MlflowClient(tracking_uri(exp))
     xp = client.get_experiment_by_name(exp.sweep.name)
@@ -335,7 +325,7 @@ class HeldGateRunner(ScriptedRunner):
         return sum(1 for c in self.fake.calls if c.messages[0]["content"].startswith(task + " #"))
 
     def finish(self, prepared, **kw):
-        from experiments.outcome import Usage
+        from experiments.runs import Usage
 
         task = prepared["task"]
         with self.lock:
@@ -358,8 +348,8 @@ def test_the_rest_of_a_trial_starts_while_the_gate_runs_and_a_stop_drops_it_as_a
     stop, the run in flight ends at its next model call and is dropped, counted with the calls it made; the
     scores, and what the checkpoint saw, are those of concurrency 1, where nothing after the gate starts before
     its decision."""
-    from experiments.evaluate import evaluate_candidate
-    from experiments.pool import RunPool
+    from experiments.runs import evaluate_candidate
+    from experiments.runs import RunPool
 
     exp = _gate_exp(make_exp, "add_tool")
     tasks = load_tasks(exp.benchmark)
@@ -398,7 +388,7 @@ def test_the_rest_of_a_trial_starts_while_the_gate_runs_and_a_stop_drops_it_as_a
 def test_a_gated_sweep_decides_the_same_at_concurrency_1_and_3(make_exp):
     """The gate's speculative start changes nothing recorded but the dropped runs: states, values, task scores,
     gate decisions and ledger rows of a sweep with gated-out and passing trials are those of concurrency 1."""
-    from experiments.pool import RunPool
+    from experiments.runs import RunPool
 
     def sweep(workers):
         exp = _gate_exp(make_exp, "add_tool", "harm")

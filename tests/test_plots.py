@@ -15,20 +15,11 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 from scripted_harness import ScriptedRunner, scripted_propose
 
-from experiments.benchmark import load_tasks
-from experiments.plots import (
-    HEATMAP_PNG,
-    HISTORY_PNG,
-    OPERATORS_PNG,
-    QUALITY_COST_PNG,
-    history_points,
-    operator_stats,
-    score_matrix,
-    sweep_plots,
-)
-from experiments.promotion import split_scores
-from experiments.study import open_study
-from experiments.summaries import SUMMARY_BEGIN, SUMMARY_END, format_sweep
+from experiments.config import load_tasks
+from experiments.tracking import HEATMAP_PNG, HISTORY_PNG, OPERATORS_PNG, QUALITY_COST_PNG, history_points, operator_stats, score_matrix, sweep_plots
+from experiments.sweep import split_scores
+from experiments.sweep import open_study
+from experiments.sweep import SUMMARY_BEGIN, SUMMARY_END, format_sweep
 from experiments.sweep import run_sweep
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -149,7 +140,7 @@ def test_sweep_saves_plots_and_logs_them_on_the_parent_run(make_exp):
 
     from mlflow.tracking import MlflowClient
 
-    from experiments.tracking import tracking_uri
+    from experiments.config import tracking_uri
 
     client = MlflowClient(tracking_uri(exp))
     eid = client.get_experiment_by_name(exp.sweep.name).experiment_id
@@ -219,12 +210,12 @@ def test_holdout_not_evaluated_is_said_plainly(make_exp):
 
 
 def test_a_plotting_error_is_a_warning_not_a_failed_sweep(make_exp, monkeypatch):
-    import experiments.plots
+    import experiments.tracking
 
     def broken(*a, **k):
         raise ValueError("no canvas")
 
-    monkeypatch.setattr(experiments.plots, "sweep_plots", broken)
+    monkeypatch.setattr(experiments.tracking, "sweep_plots", broken)
     exp = make_exp("sweep.n_trials=3", "sweep.pruner=none", mlflow=False)
     summary, lines = _run(exp)
     assert summary.trials["total"] == 3
@@ -243,7 +234,7 @@ def test_a_plotting_error_is_a_warning_not_a_failed_sweep(make_exp, monkeypatch)
     ([], []),
 ])
 def test_pareto_front_keeps_the_points_nothing_beats_on_both(points, front):
-    from experiments.pareto import pareto_front
+    from experiments.stats import pareto_front
 
     assert pareto_front(points) == front
 
@@ -269,7 +260,7 @@ COSTLY = [
 
 
 def test_quality_cost_points_and_front_of_a_sweep(tmp_path):
-    from experiments.pareto import pareto_front, quality_cost_points, trial_cost
+    from experiments.stats import pareto_front, quality_cost_points, trial_cost
 
     pts = quality_cost_points(COSTLY)
     assert [(p.number, p.value, p.cost, p.pruned) for p in pts] == [
@@ -282,7 +273,7 @@ def test_quality_cost_points_and_front_of_a_sweep(tmp_path):
 
 
 def test_quality_cost_png_is_written_and_joins_the_sweep_plots(tmp_path):
-    from experiments.plots import plot_quality_cost
+    from experiments.tracking import plot_quality_cost
 
     path = plot_quality_cost(COSTLY, tmp_path / QUALITY_COST_PNG, promoted=2, title="t")
     assert path.read_bytes()[:8] == PNG and path.stat().st_size > 10_000

@@ -1,4 +1,4 @@
-"""experiments.pool: the bounded executor for independent harness runs, and results that do not depend on it."""
+"""experiments.runs: the bounded executor for independent harness runs, and results that do not depend on it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from experiments.pool import RunPool, resolve_concurrency, runner_pool
+from experiments.runs import RunPool, runner_pool
+from harness.config import resolve_concurrency
 
 
 class Meter:
@@ -145,7 +146,7 @@ def _sweep(make_exp, tmp_path, name: str, workers: int):
     from scripted_harness import scripted_propose
 
     from experiments.config import to_harness_config
-    from experiments.runners import HarnessRunner
+    from experiments.runs import HarnessRunner
     from experiments.sweep import run_sweep
 
     exp = make_exp(f"sweep.name={name}", "sweep.n_trials=4", "sweep.baseline_repeats=2", "sweep.holdout_top_k=1",
@@ -168,8 +169,8 @@ def _cache_rows(cache) -> dict[str, str]:
 
 
 def test_a_sweep_gives_identical_results_at_concurrency_1_and_4(make_exp, tmp_path):
-    from experiments.ledger import Ledger
-    from experiments.study import open_study
+    from experiments.storage import Ledger
+    from experiments.sweep import open_study
     from experiments.tracking import MLflowTracker
 
     runs = {n: _sweep(make_exp, tmp_path, f"conc{n}", n) for n in (1, 4)}
@@ -220,7 +221,7 @@ def test_ctrl_c_with_tasks_in_flight_stops_the_sweep_and_the_resume_reissues_no_
     from scripted_harness import scripted_propose
 
     from experiments.config import to_harness_config
-    from experiments.runners import HarnessRunner
+    from experiments.runs import HarnessRunner
     from experiments.sweep import run_sweep
 
     exp = make_exp("sweep.name=ctrlc", "sweep.n_trials=2", "sweep.baseline_repeats=2", "sweep.holdout_top_k=1",
@@ -276,10 +277,10 @@ def test_a_dropped_harness_run_ends_at_its_next_model_call_recorded_and_counted(
     from pipeline_fake import pipeline_llm
     from scripted_harness import BASE
 
-    from experiments.benchmark import load_tasks, split
+    from experiments.config import load_tasks, split
     from experiments.config import to_harness_config
-    from experiments.evaluate import evaluate_candidate
-    from experiments.runners import HarnessRunner
+    from experiments.runs import evaluate_candidate
+    from experiments.runs import HarnessRunner
 
     exp = make_exp("wiggum.max_rounds=1", "research.max_rounds=1", "research.enrich_urls=0", "evaluator.repeats=1",
                    n_train=6, n_holdout=2)

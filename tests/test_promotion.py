@@ -11,16 +11,7 @@ import random
 import numpy as np
 from scipy import stats as sps
 
-from experiments.promotion import (
-    Candidate,
-    HoldoutScores,
-    HoldoutTest,
-    candidates,
-    decide,
-    holdout_runs,
-    race,
-    race_runs,
-)
+from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, candidates, decide, holdout_runs, race, race_runs
 from experiments.stats import noise_floor
 
 TRAIN = [f"t{i}" for i in range(8)]

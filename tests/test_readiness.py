@@ -101,18 +101,18 @@ def test_require_ready_raises_one_line_before_an_experiment(tmp_path):
 
 
 def test_the_shipped_ollama_config_does_not_warn_about_itself(caplog):
-    import experiments.validation as validation
+    from harness import checks as validation
     from experiments.config import compose_config, to_experiment, validate
 
     validation._WARNED.clear()
-    caplog.set_level(logging.WARNING, logger="experiments.validation")
+    caplog.set_level(logging.WARNING, logger="experiments.config")
     exp = validate(to_experiment(compose_config(["backend=ollama"])))
-    assert [r.getMessage() for r in caplog.records if r.name == "experiments.validation"] == []
+    assert [r.getMessage() for r in caplog.records if r.name == "experiments.config"] == []
     assert validation.model_family(exp.backend.producer_model) != validation.model_family(exp.backend.evaluator_model)
 
 
 def test_the_warning_speaks_of_the_backend_actually_resolved(monkeypatch):
-    import experiments.validation as validation
+    from harness import checks as validation
     from harness.backends import auto
 
     auto.reset()

@@ -1,4 +1,4 @@
-"""The MLflow Prompt Registry (experiments/registry.py): a sweep registers its baseline and its promoted winner,
+"""The MLflow Prompt Registry (experiments/sweep/): a sweep registers its baseline and its promoted winner,
 aliases move only on promotion, an unwritable registry loses nothing; synth.source resolves prompt URIs for the
 sweep baseline, A/B arms and harness runs, whose record names the version."""
 
@@ -13,20 +13,15 @@ import pytest
 from mlflow import MlflowClient
 from scripted_harness import BASE, BOOST, ScriptedRunner, scripted_propose
 
-from experiments.benchmark import load_tasks
+from experiments.config import load_tasks
 from experiments.config import ConfigError, compose_config, to_experiment
-from experiments.fingerprint import harness_hash
-from experiments.objective import baseline_instructions
-from experiments.registry import (
-    CHAMPION,
-    PREVIOUS,
-    SweepRegistry,
-    _digest,
-    prompt_name,
-    register_texts,
-    registry_uri,
-)
-from experiments.study import open_study
+from experiments.config import harness_hash
+from experiments.runs import baseline_instructions
+from experiments.config import registry_uri
+from harness.prompts import CHAMPION, PREVIOUS, prompt_name
+from experiments.sweep import SweepRegistry, register_texts
+from experiments.sweep._registry import _digest
+from experiments.sweep import open_study
 from experiments.sweep import run_sweep
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -307,7 +302,7 @@ def test_sweep_baseline_from_a_source_and_its_resume_after_the_alias_moved(make_
 
 
 def test_champion_ab_arms_resolve_their_aliases(seeded):
-    from experiments.ab_design import arm_configs
+    from experiments.ab import arm_configs
 
     exp = _compose("+sweep=champion_ab")
     arms = arm_configs(exp)
@@ -321,7 +316,7 @@ def test_champion_ab_arms_resolve_their_aliases(seeded):
 
 
 def test_champion_ab_is_one_command_to_a_verdict(seeded):
-    from experiments.ab_entry import run_ab_from_config
+    from experiments.ab import run_ab_from_config
     from experiments.tracking import NullTracker
 
     def arm(name, overrides, task, replication, seed):  # the champion scores 1 point more, little noise

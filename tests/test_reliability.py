@@ -380,7 +380,7 @@ def _harness_sweep_exp(tmp_path, corpus):
 def test_backend_down_while_preparing_contexts_caches_nothing(env, tmp_path):
     """make_plan never raises (defaults on a backend error); a sweep must not cache such a context for every trial."""
     from experiments.config import to_harness_config
-    from experiments.runners import HarnessRunner
+    from experiments.runs import HarnessRunner
     from experiments.sweep import run_sweep
     from harness.inference import BackendUnavailable, FakeLLM, fake_roles
 
@@ -644,7 +644,7 @@ def _optuna_worker(worker: int, storage: str) -> None:
     import optuna
 
     from experiments.config import compose_config, to_experiment
-    from experiments.study import open_study
+    from experiments.sweep import open_study
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", f"sweep.storage={storage}",

@@ -227,7 +227,7 @@ def test_unusable_store_is_one_line_before_anything_runs(env, tmp_path, override
 
 
 def test_mask_url_hides_only_the_password():
-    from experiments.rdb import mask_secrets, mask_url
+    from experiments.storage import mask_secrets, mask_url
 
     cases = [
         ("postgresql://alice:pw@db:5432/optuna", "postgresql://alice:***@db:5432/optuna"),
@@ -245,12 +245,12 @@ def test_shared_lock_excludes_across_processes(services, tmp_path):
     """The study's advisory lock: a second process waits while the first holds it, and gets it when the holder
     dies (SIGKILL closes its connection)."""
     storage = services["storage"]
-    code = ("import sys, time; from experiments.rdb import shared_lock\n"
+    code = ("import sys, time; from experiments.storage import shared_lock\n"
             "with shared_lock(sys.argv[1], 'test/lock'):\n    print('held', flush=True); time.sleep(60)\n")
     e = dict(os.environ, PYTHONPATH=str(ROOT))
     holder = subprocess.Popen([sys.executable, "-c", code, storage], env=e, stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"
-    from experiments.rdb import shared_lock
+    from experiments.storage import shared_lock
 
     t0 = time.monotonic()
     try:

@@ -6,8 +6,8 @@ import time
 
 import optuna
 
-from experiments.promotion import HoldoutScores
-from experiments.study import holdout_run, open_store, store_holdout_run, stored_holdout
+from experiments.sweep import HoldoutScores
+from experiments.sweep import holdout_run, open_store, store_holdout_run, stored_holdout
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -49,7 +49,7 @@ def test_holdout_runs_are_stored_once_per_text_and_seed_and_averaged_per_task():
 def _sweep(exp, runner=None):
     from scripted_harness import ScriptedRunner, scripted_propose
 
-    from experiments.benchmark import load_tasks
+    from experiments.config import load_tasks
     from experiments.sweep import run_sweep
 
     runner = runner or ScriptedRunner(load_tasks(exp.benchmark), effect=0.3)
@@ -67,8 +67,8 @@ def test_a_resume_under_another_alpha_is_refused_naming_the_field_and_runs_nothi
     import pytest
     from scripted_harness import ScriptedRunner
 
-    from experiments.benchmark import load_tasks
-    from experiments.study import StudyMismatch
+    from experiments.config import load_tasks
+    from experiments.sweep import StudyMismatch
 
     exp = make_exp("sweep.n_trials=4", "sweep.alpha=0.01", "sweep.holdout_top_k=2", operators=("add_tool",))
     first, _ = _sweep(exp)
@@ -89,8 +89,8 @@ def test_a_resume_under_another_alpha_is_refused_naming_the_field_and_runs_nothi
 def test_every_decision_field_is_pinned_and_budget_and_search_fields_are_not(make_exp):
     import pytest
 
-    from experiments.fingerprint import DECISION_RULE
-    from experiments.study import StudyMismatch
+    from experiments.config import DECISION_RULE
+    from experiments.sweep import StudyMismatch
 
     exp = make_exp("sweep.n_trials=2", operators=("add_tool",))
     _sweep(exp)
@@ -119,7 +119,7 @@ def test_a_study_from_before_the_pinned_rule_is_pinned_now_with_a_note(make_exp)
     lines: list[str] = []
     from scripted_harness import ScriptedRunner, scripted_propose
 
-    from experiments.benchmark import load_tasks
+    from experiments.config import load_tasks
     from experiments.sweep import run_sweep
 
     run_sweep(_with(exp, n_trials=3, alpha=0.1), ScriptedRunner(load_tasks(exp.benchmark)), propose=scripted_propose,

@@ -10,16 +10,16 @@ import optuna
 import pytest
 from scripted_harness import BASE, BOOST, ScriptedRunner, scripted_propose
 
-from experiments.benchmark import load_tasks
+from experiments.config import load_tasks
 from experiments.config import BenchmarkConfig, TaskSpec
-from experiments.ledger import Ledger
-from experiments.evaluate import TrialFailed
-from experiments.objective import make_objective
-from experiments.promotion import HoldoutScores, HoldoutTest
-from experiments.search_state import candidate_hash
+from experiments.storage import Ledger
+from experiments.runs import TrialFailed
+from experiments.sweep import make_objective
+from experiments.sweep import HoldoutScores, HoldoutTest
+from experiments.sweep import candidate_hash
 from experiments.stats import compare, noise_floor
-from experiments.study import open_study
-from experiments.summaries import SUMMARY_BEGIN
+from experiments.sweep import open_study
+from experiments.sweep import SUMMARY_BEGIN
 from experiments.sweep import run_sweep
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -154,7 +154,7 @@ def test_the_final_race_reruns_the_leaders_once_ranks_on_their_mean_and_a_resume
     reruns = study.user_attrs["train_reruns"]
     assert len(reruns) == 2 and all(list(v) == ["1"] for v in reruns.values())
     # the ranking the holdout took its top from is the mean of each leader's trial run and its re-run
-    from experiments.promotion import candidates, race
+    from experiments.sweep import candidates, race
 
     ranked = race(candidates(study.trials, study.user_attrs["baseline_hash"]),
                   {h: list(v.values()) for h, v in reruns.items()})
@@ -262,7 +262,7 @@ def test_duplicate_candidate_reuses_value(make_exp):
 @pytest.mark.embedded
 def test_two_trial_sweep_on_the_embedded_model(make_exp):
     """Real harness, SmolLM2-135M: structure only (it finishes, resumes, logs to MLflow, says SMOKE)."""
-    from experiments.runners import HarnessRunner
+    from experiments.runs import HarnessRunner
     from experiments.config import to_harness_config
     from experiments.tracking import MLflowTracker
 

@@ -1,4 +1,4 @@
-"""Thread safety of the harness objects that concurrent runs share (experiments.pool.RunPool workers): cache
+"""Thread safety of the harness objects that concurrent runs share (experiments.runs.RunPool workers): cache
 counters, SQLite stores opened at once, trace files of one run id, per-thread state of shared search and memory
 objects, and the embedded backend's bounded prompt cache."""
 

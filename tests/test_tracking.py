@@ -7,7 +7,8 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
 from experiments.config import compose_config, to_experiment
-from experiments.tracking import MLflowTracker, instruction_diff, tracking_uri, ui_command
+from experiments.tracking import MLflowTracker, instruction_diff, ui_command
+from experiments.config import tracking_uri
 
 
 @pytest.fixture

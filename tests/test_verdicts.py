@@ -19,11 +19,11 @@ import pytest
 from pipeline_fake import Router, judge_json, make_harness, read_trace
 from scripted_harness import ScriptedRunner, scripted_propose
 
-from experiments.benchmark import load_tasks
+from experiments.config import load_tasks
 from experiments.config import ConfigError, compose_config, to_experiment, validate
-from experiments.ledger import Ledger
-from experiments.outcome import TaskOutcome, outcome_from_result
-from experiments.study import StudyMismatch, open_study
+from experiments.storage import Ledger
+from experiments.runs import TaskOutcome, outcome_from_result
+from experiments.sweep import StudyMismatch, open_study
 from experiments.sweep import run_sweep
 from harness.config import EvaluatorConfig
 
@@ -152,7 +152,7 @@ def test_real_propose_never_repeats_a_tried_instruction_and_credits_the_fallback
 
 
 def test_scripted_propose_fallback_is_credited_in_ledger_and_plots(make_exp):
-    from experiments.plots import operator_stats
+    from experiments.tracking import operator_stats
 
     exp = make_exp("sweep.n_trials=4", "sweep.pruner=none", operators=("add_tool",))
     _sweep(exp)
@@ -249,7 +249,7 @@ def test_a_greedy_judge_s_kept_text_is_rescored_by_a_sample(tmp_path):
 
 
 def test_runner_must_return_a_task_outcome(make_exp):
-    from experiments.evaluate import TrialFailed, evaluate_candidate
+    from experiments.runs import TrialFailed, evaluate_candidate
 
     class Untyped(ScriptedRunner):
         def finish(self, prepared, **kw):
@@ -257,11 +257,11 @@ def test_runner_must_return_a_task_outcome(make_exp):
 
     exp = make_exp()
     tasks = load_tasks(exp.benchmark)
-    with pytest.raises(TypeError, match="must return experiments.outcome.TaskOutcome, got dict"):
+    with pytest.raises(TypeError, match="must return experiments.runs.TaskOutcome, got dict"):
         evaluate_candidate({"enumerated": "x", "research": "y"}, tasks[:1], Untyped(tasks))
     bad = TaskOutcome.failed("boom")
     with pytest.raises(TrialFailed, match="boom"):
-        from experiments.evaluate import task_score
+        from experiments.runs import task_score
 
         task_score(tasks[0], bad)
     with pytest.raises(ValueError, match="needs a numeric score"):

@@ -12,7 +12,7 @@ class RunAbandoned(RuntimeError):
 
 
 class RunScope:
-    """One pooled run (experiments.pool): a stop flag its model calls obey, and the uncached calls it made.
+    """One pooled run (experiments.runs): a stop flag its model calls obey, and the uncached calls it made.
 
     Set for the run's thread with `run_scope` (a contextvar, so concurrent runs each see their own). When `stop`
     is set, the run's next model call raises RunAbandoned instead of reaching the cache or the backend, so a

@@ -1,0 +1,433 @@
+"""Paired, replicated, resumable A/B runs of two config variants.
+
+Every (task, replication) pair runs in both arms with one seed derived from (design seed, task, replication); the
+arm order within a pair is drawn from a seeded generator and recorded. Each finished cell is one JSONL line in the
+ledger, keyed by (task, arm, replication): a rerun skips completed cells and retries failed ones. A failed cell
+removes its pair from the statistics (the pair is reported), and a failure is an outcome of its arm: arms that
+differ in failed cells, or in judge replies that could not be read, get no verdict (experiments.ab). The
+harness is injected as `run_arm(arm_name, arm_overrides, task, replication, seed) -> dict` returning
+{"score", "dimensions", "secondary", "status", "error"}, optionally "judge_failures" (how many judge replies of the
+run could not be read; absent = 0), "usage" (what the run cost, any of USAGE_FIELDS: completion_tokens,
+prompt_tokens, llm_calls, latency_s = seconds in uncached model calls; a field absent, as in older ledgers, is not
+measured, never 0; experiments.stats) and "meta" (JSON-able run details kept in the ledger, e.g. run id, output
+path, whether the backend was a smoke model).
+
+One metric runs through the whole test: the pre-registered one (Preregistration.metric). Its statistics are the
+primary ones, the interim looks of a sequential design test it, the verdict is decided on it, and the per-task
+table and plots show it. Where a cell holds it: "composite" (or "score", the older name) -> the cell's "score";
+a secondary metric (SECONDARY) -> "secondary"[name]; anything else (a rubric dimension, det_<criterion>) ->
+"dimensions"[name]. Every dimension and every secondary metric is also analysed as its own Holm family
+(experiments.ab).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from experiments.runs import SERIAL, RunPool
+from experiments.stats import Decision, PairedStats, Preregistration, sequential_decision
+from harness.fsio import atomic_write_json
+from harness.logger import append_jsonl, read_jsonl
+
+RunArm = Callable[[str, Mapping[str, Any], Any, int, int], Mapping[str, Any]]
+SECONDARY = ("search_calls", "tokens", "wall_s", "gaps")
+COMPOSITE = ("composite", "score")  # the composite score; "score" is the cells' field and the older prereg name
+USAGE_FIELDS = ("completion_tokens", "prompt_tokens", "llm_calls", "latency_s")  # a cell's "usage"
+
+
+def metric_family(metric: str, secondary: Sequence[str] = SECONDARY) -> str:
+    """Where a ledger cell holds a metric: "score" (the composite), "secondary"[metric] or "dimensions"[metric]."""
+    if metric in COMPOSITE:
+        return "score"
+    if metric in secondary:
+        return "secondary"
+    return "dimensions"
+
+
+def metric_kind(metric: str) -> str:
+    """What a metric is, in words (for summaries and reports)."""
+    if metric in COMPOSITE:
+        return "composite score"
+    if metric in SECONDARY:
+        return "secondary metric"
+    if metric.startswith("det_"):
+        return "deterministic criterion"
+    return "rubric dimension"
+
+
+class PreregistrationMismatch(RuntimeError):
+    """The ledger was started under a different pre-registration or design."""
+
+
+def task_id(task: Any) -> str:
+    """A task's stable id: the string itself, task['id'] or task.id."""
+    if isinstance(task, str):
+        return task
+    if isinstance(task, Mapping) and "id" in task:
+        return str(task["id"])
+    if hasattr(task, "id"):
+        return str(task.id)
+    raise ValueError(f"a task must be a string, a mapping with 'id' or have an .id attribute; got {task!r}")
+
+
+def _digest(*parts: Any) -> int:
+    blob = "|".join(json.dumps(p, sort_keys=True, default=str) for p in parts).encode()
+    return int.from_bytes(hashlib.sha256(blob).digest()[:4], "big")
+
+
+def pair_seed(design_seed: int, task: str, replication: int) -> int:
+    """The seed both arms of one (task, replication) pair share; independent of task order."""
+    return _digest("pair", design_seed, task, replication)
+
+
+def arm_order(arms: Sequence[str], seed: int, randomise: bool = True) -> tuple[str, ...]:
+    """The order the arms run in for one pair (seeded shuffle)."""
+    if not randomise:
+        return tuple(arms)
+    perm = np.random.default_rng(seed).permutation(len(arms))
+    return tuple(arms[i] for i in perm)
+
+
+@dataclass(frozen=True)
+class ABDesign:
+    tasks: tuple[Any, ...]
+    arms: Mapping[str, Mapping[str, Any]]  # exactly two, first = A (control), second = B
+    replications: int = 3
+    seed: int = 0
+    randomise_order: bool = True
+    n_boot: int = 2000
+    ci_method: str = "bca"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tasks", tuple(self.tasks))
+        if not isinstance(self.arms, Mapping) or len(self.arms) != 2:
+            got = list(self.arms) if isinstance(self.arms, Mapping) else type(self.arms).__name__
+            raise ValueError(f"ABDesign.arms must map exactly two arm names to overrides, got {got}")
+        object.__setattr__(self, "arms", {str(k): dict(v) for k, v in self.arms.items()})
+        if not self.tasks:
+            raise ValueError("ABDesign.tasks is empty; an A/B test needs at least one task (two to test)")
+        ids = [task_id(t) for t in self.tasks]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"task ids must be unique, got {ids}")
+        if self.replications < 1:
+            raise ValueError(f"replications must be >= 1, got {self.replications}")
+
+    @property
+    def arm_names(self) -> tuple[str, str]:
+        a, b = self.arms
+        return a, b
+
+    @property
+    def task_ids(self) -> tuple[str, ...]:
+        return tuple(task_id(t) for t in self.tasks)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"arms": self.arms, "seed": self.seed, "randomise_order": self.randomise_order,
+                "task_ids": list(self.task_ids), "replications": self.replications}
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    task: str
+    n_pairs: int
+    reps_a: tuple[float, ...]
+    reps_b: tuple[float, ...]
+    mean_a: float
+    mean_b: float
+    diff: float
+
+
+@dataclass(frozen=True)
+class ABResult:
+    arm_names: tuple[str, str]
+    tasks: tuple[TaskResult, ...]
+    primary: PairedStats
+    dimensions: dict[str, PairedStats]
+    secondary: dict[str, PairedStats]
+    excluded_pairs: tuple[dict[str, Any], ...]  # {"task", "replication", "reason"}
+    excluded_tasks: tuple[str, ...]  # no complete pair at all
+    decision: Decision | None
+    looks: tuple[Decision, ...]
+    orders: dict[str, list[str]]  # "task#rep" -> arm order
+    cells_run: int
+    cells_skipped: int
+    verdict: str = "inconclusive"
+    verdict_reason: str = ""
+    ledger_path: str = ""
+    failed_cells: dict[str, int] = field(default_factory=dict)  # arm -> failed cells over the analysed tasks
+    judge_failures: dict[str, int] = field(default_factory=dict)  # arm -> judge replies that could not be read
+    cost: dict[str, Any] = field(default_factory=dict)  # cost metric -> experiments.stats.CostDiff (B against A)
+
+    def stats_for(self, metric: str) -> PairedStats:
+        """The statistics of a metric: the primary (pre-registered) one, else a dimension or secondary metric.
+
+        The primary metric's own statistics win over its entry in the dimension or secondary family: that entry
+        carries the family's Holm adjustment, the pre-registered test is a family of one.
+        """
+        if metric == self.primary.metric or (metric in COMPOSITE and self.primary.metric in COMPOSITE):
+            return self.primary
+        if metric in self.dimensions:
+            return self.dimensions[metric]
+        if metric in self.secondary:
+            return self.secondary[metric]
+        known = [self.primary.metric, *self.dimensions, *self.secondary]
+        raise KeyError(f"no statistics for metric {metric!r}; known: {known}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# -- pre-registration file ----------------------------------------------------------------------------------------
+
+
+def prereg_path(ledger_path: str | Path) -> Path:
+    ledger_path = Path(ledger_path)
+    return ledger_path.with_name(ledger_path.stem + ".prereg.json")
+
+
+def _plain(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, default=str))
+
+
+def _write_json(path: Path, data: Mapping[str, Any]) -> None:
+    atomic_write_json(path, data, indent=2, default=str)
+
+
+def write_or_check_prereg(
+    prereg: Preregistration,
+    design: ABDesign,
+    ledger_path: str | Path,
+    *,
+    backend: Mapping[str, Any] | None = None,
+    new_test: str = "use a new ledger path",
+) -> Path:
+    """Write the pre-registration beside the ledger before any data, or check that it has not changed.
+
+    `backend` ({arm: {role: identity}}, experiments.config.backend_identity per arm) is registered with it;
+    None leaves it unchecked. A file written before backends were registered has no such field: it is taken as
+    "not recorded", accepted, and the identity is added (with its own `backend_recorded_at`). Any difference
+    raises PreregistrationMismatch listing the differing fields ('field: registered -> this run') and `new_test`.
+    """
+    from experiments.config import fingerprint_diff
+
+    path = prereg_path(ledger_path)
+    want: dict[str, Any] = {"preregistration": prereg.to_dict(), "design": design.fingerprint()}
+    if backend is not None:
+        want["backend"] = dict(backend)
+    if not path.exists():
+        _write_json(path, {**want, "registered_at": time.time()})
+        return path
+    have = json.loads(path.read_text(encoding="utf-8"))
+    diffs = [f"{key}.{line}" for key in ("preregistration", "design")
+             for line in fingerprint_diff(_plain(have.get(key)) or {}, _plain(want[key]))]
+    if diffs:
+        raise PreregistrationMismatch(
+            f"{path} was registered with a different hypothesis or design than this run "
+            f"({'; '.join(diffs)}): the hypothesis and design cannot change mid-test; run with the registered "
+            f"settings to resume, or {new_test}"
+        )
+    if backend is None:
+        return path
+    if "backend" not in have:  # registered before backends were recorded: not recorded, so nothing to compare
+        _write_json(path, {**have, "backend": want["backend"], "backend_recorded_at": time.time()})
+        return path
+    diffs = [f"backend.{line}" for line in fingerprint_diff(_plain(have["backend"]) or {}, _plain(want["backend"]))]
+    if diffs:
+        raise PreregistrationMismatch(
+            f"{path} was registered with other backends or models than this run ({'; '.join(diffs)}): "
+            f"the backend and models cannot change mid-test; run with the registered backend to resume, "
+            f"or {new_test}"
+        )
+    return path
+
+
+# -- running ------------------------------------------------------------------------------------------------------
+
+
+def cell_key(task: str, arm: str, rep: int) -> tuple[str, str, int]:
+    """A ledger cell's key: (task id, arm, replication)."""
+    return task, arm, int(rep)
+
+
+def load_cells(ledger_path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """Latest record per cell; an ok record is never replaced by a later failure of the same cell."""
+    cells: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for rec in read_jsonl(ledger_path):
+        if rec.get("kind") != "cell":
+            continue
+        k = cell_key(rec["task"], rec["arm"], rec["replication"])
+        if cells.get(k, {}).get("status") == "ok" and rec.get("status") != "ok":
+            continue
+        cells[k] = rec
+    return cells
+
+
+def _number(value: Any, what: str) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a number, got {value!r}") from None
+    if not math.isfinite(x):
+        raise ValueError(f"{what} must be finite, got {value!r}")
+    return x
+
+
+def judge_failures_of(rec: Mapping[str, Any]) -> int:
+    """How many judge replies of a cell's run could not be read: the cell's "judge_failures", else its meta's
+    (a runner may keep it there), else 0 (a ledger written before the count existed)."""
+    value = rec.get("judge_failures")
+    if value is None:
+        value = (rec.get("meta") or {}).get("judge_failures")
+    return int(value or 0)
+
+
+def _count(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != int(value):
+        raise ValueError(f"{what} must be a count (an integer >= 0), got {value!r}")
+    return int(value)
+
+
+def _normalise(out: Any) -> dict[str, Any]:
+    """Validate run_arm's return value at the boundary."""
+    if not isinstance(out, Mapping):
+        raise ValueError(f"run_arm must return a dict with score/dimensions/secondary/status, got {type(out).__name__}")
+    status = out.get("status", "ok")
+    if status not in ("ok", "failed"):
+        raise ValueError(f"run_arm status must be 'ok' or 'failed', got {status!r}")
+    meta = out.get("meta") or {}
+    if not isinstance(meta, Mapping):
+        raise ValueError(f"run_arm meta must be a dict, got {type(meta).__name__}")
+    extra = {"meta": json.loads(json.dumps(dict(meta), default=str))} if meta else {}
+    judged = out.get("judge_failures")
+    if judged is not None:  # kept at the top of the cell record: the A/B counts them per arm
+        extra["judge_failures"] = _count(judged, "judge_failures")
+    usage = out.get("usage")
+    if usage is not None:  # what the run cost (experiments.stats); a field left out is not measured
+        if not isinstance(usage, Mapping) or set(usage) - set(USAGE_FIELDS):
+            raise ValueError(f"run_arm usage must be a dict with keys among {', '.join(USAGE_FIELDS)}, got {usage!r}")
+        extra["usage"] = {k: _number(v, f"usage {k!r}") for k, v in usage.items() if v is not None}
+        if any(v < 0 for v in extra["usage"].values()):
+            raise ValueError(f"run_arm usage values must be >= 0, got {dict(usage)!r}")
+    if status == "failed":
+        return {"status": "failed", "error": str(out.get("error") or "run_arm reported failure"), **extra}
+    dims = out.get("dimensions") or {}
+    sec = out.get("secondary") or {}
+    if not isinstance(dims, Mapping) or not isinstance(sec, Mapping):
+        raise ValueError(f"dimensions and secondary must be dicts, got {type(dims).__name__}, {type(sec).__name__}")
+    return {
+        "status": "ok",
+        "error": None,
+        "score": _number(out.get("score"), "score"),
+        "dimensions": {str(k): _number(v, f"dimension {k!r}") for k, v in dims.items()},
+        "secondary": {str(k): _number(v, f"secondary {k!r}") for k, v in sec.items() if v is not None},
+        **extra,
+    }
+
+
+def _looks(n_tasks: int, n_looks: int) -> list[int]:
+    """Task counts after which each interim look happens (equally spaced, last = all tasks)."""
+    return sorted({max(1, math.ceil(k * n_tasks / n_looks)) for k in range(1, n_looks + 1)})
+
+
+def run_ab(
+    design: ABDesign,
+    prereg: Preregistration,
+    run_arm: RunArm,
+    *,
+    ledger_path: str | Path,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+    backend: Mapping[str, Any] | None = None,
+    new_test: str = "use a new ledger path",
+    pool: RunPool | None = None,
+) -> ABResult:
+    """Run (or resume) the A/B test and analyse it; see the module docstring.
+
+    `backend` is the arms' backend identity, registered with the pre-registration (see write_or_check_prereg).
+    """
+    if prereg.n_tasks != len(design.tasks) or prereg.replications != design.replications:
+        raise ValueError(
+            f"design does not match the pre-registration: registered n_tasks={prereg.n_tasks}, "
+            f"replications={prereg.replications}; design has {len(design.tasks)} tasks, "
+            f"{design.replications} replications"
+        )
+    from ._analysis import analyse, family_of, task_results
+
+    ledger_path = Path(ledger_path)
+    write_or_check_prereg(prereg, design, ledger_path, backend=backend, new_test=new_test)
+    cells = load_cells(ledger_path)
+    names = design.arm_names
+    ids = design.task_ids
+    total = len(ids) * design.replications * 2
+    look_points = _looks(len(ids), prereg.sequential) if prereg.sequential > 1 else []
+    run = skipped = done = 0
+    started = time.perf_counter()
+    orders: dict[str, list[str]] = {}
+    looks: list[Decision] = []
+    decision: Decision | None = None
+    plan = []  # every cell in the sequential order: (task number j, task, id, replication, pair seed, arm order, position, arm)
+    for j, (task, tid) in enumerate(zip(design.tasks, ids), start=1):
+        for rep in range(design.replications):
+            seed = pair_seed(design.seed, tid, rep)
+            order = arm_order(names, seed, design.randomise_order)
+            plan.extend((j, task, tid, rep, seed, order, position, arm) for position, arm in enumerate(order))
+    last_of_task = {cell[0]: i for i, cell in enumerate(plan)}
+    already = {k for k, c in cells.items() if c.get("status") == "ok"}  # done in an earlier invocation
+
+    def run_cell(cell: tuple) -> tuple[dict[str, Any] | None, float]:
+        j, task, tid, rep, seed, order, position, arm = cell
+        if cell_key(tid, arm, rep) in already:
+            return None, 0.0
+        t0 = time.perf_counter()
+        try:
+            rec = _normalise(run_arm(arm, design.arms[arm], task, rep, seed))
+        except Exception as exc:  # a failed cell is data
+            rec = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"[:500]}
+        return rec, time.perf_counter() - t0
+
+    # cells run (pool or SERIAL).workers at once; their ledger rows, progress and looks follow the plan's order on
+    # this thread, so the ledger and every decision are those of concurrency 1
+    with (pool or SERIAL).ordered(run_cell, plan) as results:
+        for i, ((j, task, tid, rep, seed, order, position, arm), fut) in enumerate(results):
+            orders[f"{tid}#{rep}"] = list(order)
+            done += 1
+            rec, elapsed = fut.result()
+            if rec is None:
+                skipped += 1
+            else:
+                if rec["status"] == "ok":
+                    rec["secondary"].setdefault("wall_s", elapsed)
+                rec = {"kind": "cell", "task": tid, "arm": arm, "replication": rep, "pair_seed": seed,
+                       "order": list(order), "position": position, "elapsed_s": elapsed, **rec}
+                append_jsonl(ledger_path, rec)
+                cells[cell_key(tid, arm, rep)] = rec
+                run += 1
+                if on_progress is not None:
+                    on_progress({"cell": done, "cells": total, "task": j, "tasks": len(ids), "task_id": tid,
+                                 "arm": arm, "replication": rep, "status": rec["status"], "score": rec.get("score"),
+                                 "error": rec.get("error"), "elapsed_s": time.perf_counter() - started,
+                                 "skipped": skipped})
+            if i != last_of_task[j] or not (look_points and j in look_points):
+                continue
+            look = look_points.index(j) + 1
+            family = family_of(prereg.metric, cells)
+            diffs = [t.diff for t in task_results(cells, ids[:j], names, design.replications, prereg.metric,
+                                                   family)[0]]
+            decision = sequential_decision(diffs, look=look, n_looks=len(look_points), alpha=prereg.alpha,
+                                           min_effect=prereg.min_effect, direction=prereg.direction)
+            looks.append(decision)
+            append_jsonl(ledger_path, {"kind": "look", **dataclasses.asdict(decision)})
+            if decision.stop:
+                results.cancel()  # cells of later tasks in flight finish; their results are not recorded
+                break
+    analysed = ids[: look_points[len(looks) - 1]] if looks else ids
+    return analyse(cells, design, prereg, task_ids=analysed, decision=decision, looks=tuple(looks),
+                   orders=orders, cells_run=run, cells_skipped=skipped, ledger_path=str(ledger_path))

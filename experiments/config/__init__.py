@@ -1,0 +1,41 @@
+"""The experiment's configuration: the schema Hydra validates conf/ against, benchmarks, fingerprints, the
+prompt and store locations, and the checks a config passes before anything runs."""
+
+from __future__ import annotations
+
+from ._benchmark import Task, load_tasks, split, task_from_spec, task_types
+from ._fingerprint import (DECISION_RULE, backend_identity, decision_rule, fingerprint_diff, harness_hash,
+                           model_identity, study_fingerprint, with_rule_defaults)
+from ._schema import (BASELINE, HOLDOUT_TESTS, BenchmarkConfig, ConfigError, ExperimentConfig, TaskSpec,
+                      apply_overrides, compose_config, experiment_dict, to_experiment, to_harness_config, validate)
+from ._sources import registry_uri, tracking_uri
+
+__all__ = [
+    "BASELINE",
+    "BenchmarkConfig",
+    "ConfigError",
+    "DECISION_RULE",
+    "ExperimentConfig",
+    "HOLDOUT_TESTS",
+    "Task",
+    "TaskSpec",
+    "apply_overrides",
+    "backend_identity",
+    "compose_config",
+    "decision_rule",
+    "experiment_dict",
+    "fingerprint_diff",
+    "harness_hash",
+    "load_tasks",
+    "model_identity",
+    "registry_uri",
+    "split",
+    "study_fingerprint",
+    "task_from_spec",
+    "task_types",
+    "to_experiment",
+    "to_harness_config",
+    "tracking_uri",
+    "validate",
+    "with_rule_defaults",
+]

@@ -1,0 +1,299 @@
+"""Structured experiment configuration: the schema Hydra validates conf/*.yaml against.
+
+`ExperimentConfig` extends harness.config.HarnessConfig (every harness node, inherited) with the experiment
+nodes (benchmark, sweep, ab, calibrate, mlflow). DictConfig stops here: `to_experiment` turns a composed config
+into plain dataclasses with the seeds' environment toggles folded in, and `to_harness_config` hands the harness
+its part (HarnessConfig.of).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+from harness.compose import compose_config as compose
+from harness.config import TASK_TYPES  # noqa: F401  (the experiment's task types are the harness's: on the face)
+from harness.config import ConfigError, HarnessConfig, MLflowConfig, apply_env
+
+SPLITS = ("train", "holdout")
+SWEEP_KINDS = ("single", "synth_mutation", "ab", "calibrate")
+# "median" was removed: MedianPruner compares a trial's best task so far with other trials at the same step, and
+# the steps are task ids (WilcoxonPruner's contract), evaluated in a shuffled order: the comparison meant nothing.
+PRUNERS = ("wilcoxon", "none")
+SAMPLERS = ("tpe", "random")
+DEFAULT_OPERATORS = ("opro", "reflect", "crossover", "add_constraint", "drop_sentence", "reorder")
+
+
+@dataclass
+class TaskSpec:
+    id: str = "???"
+    task: str = "???"
+    task_type: str = "research"
+    expected_count: int | None = None
+    required_terms: list[str] = field(default_factory=list)
+    split: str = "train"
+
+
+@dataclass
+class BenchmarkConfig:
+    name: str = "smoke"
+    description: str = ""
+    tasks: list[TaskSpec] = field(default_factory=list)
+
+
+@dataclass
+class SweepConfig:
+    kind: str = "single"  # single | synth_mutation | ab
+    name: str = "single"  # study name, MLflow experiment, results/<name>/
+    n_trials: int = 12  # total for the study, baseline trial included (resume continues to this count)
+    timeout_s: float | None = None  # wall-clock limit for this invocation
+    max_llm_calls: int | None = None  # uncached LLM calls allowed in this invocation
+    storage: str | None = None  # any Optuna RDB URL; default sqlite:///<results_dir>/optuna.db
+    sampler: str = "tpe"  # tpe | random
+    pruner: str = "wilcoxon"  # wilcoxon | none
+    pruner_p: float = 0.1  # WilcoxonPruner p_threshold
+    pruner_startup_steps: int = 2
+    pruner_correction: str = "none"  # none | pocock: p per look that keeps pruner_p over one trial's repeated looks
+    parent_selection: str = "best"  # best (best train mean) | pareto (per-task front, drawn by tasks led)
+    operator_choice: str = "tpe"  # tpe (on the operator asked for) | bandit (Thompson on the operator used)
+    gate_tasks: int = 0  # minibatch gate: train tasks a new candidate runs first (0 = off; off on a smaller train split)
+    gate_z: float = 1.0  # gate out when mean(child - parent) + gate_z * sigma * sqrt(2 / gate_tasks) < 0
+    max_merges: int = 0  # merges of two front candidates over a common ancestor, after a trial beat its parent
+    operators: list[str] = field(default_factory=lambda: list(DEFAULT_OPERATORS))
+    mutate_task_types: list[str] = field(default_factory=list)  # empty: every task_type in the train split
+    max_chars: int = 1200  # instruction length bound passed to mutators
+    baseline_repeats: int = 3  # r: baseline runs (different seeds) that measure the noise floor
+    alpha: float = 0.05  # paired Wilcoxon (one-sided, over tasks) significance level
+    allow_underpowered: bool = False  # run a design whose test cannot reach alpha (a first look; it can never promote)
+    race_top: int = 0  # final race: the top race_top candidates run once more on the train split before the holdout
+    holdout_top_k: int = 2
+    holdout_test: str = "tasks"  # tasks (paired t over holdout tasks, Holm) | bound | floor (fixed-task: never promote)
+    holdout_baseline_runs: int = 3  # baseline runs on the holdout (seeds seed, seed+1, ...): its per-task mean
+    holdout_candidate_runs: int = 2  # runs of each top-k candidate on the holdout
+    # cost guard (experiments.stats.CostGuard): promote only a candidate whose holdout cost increase over the baseline
+    # is below max_cost_increase (a fraction; None = off) at the quality claim's level
+    cost_metric: str = "completion_tokens"  # completion_tokens | prompt_tokens | llm_calls | wall_s
+    max_cost_increase: float | None = None
+    reuse_context: bool = True  # plan + research per task computed once per study and reused by every trial
+    freeze_memory: bool = True  # memory read-only for the study
+    failure_rate_stop: float = 0.5  # stop when this share of finished trials failed
+    min_trials_for_failure_stop: int = 3
+    heartbeat_s: int = 60  # Optuna heartbeat; trials silent for 2x this are failed by other workers
+    seed: int = 0
+
+
+@dataclass
+class ABConfig:
+    # Arm overrides: a mapping of dotted keys or group options ({planner.skip_prior_knowledge: true},
+    # {synth: concise}) or the same as a "key=value,key=value" string. Typed Any so that a command-line
+    # `ab.a={synth:concise}` replaces a string default instead of merging into it; to_experiment makes it a dict.
+    a: Any = None
+    b: Any = None
+    a_name: str = "A"
+    b_name: str = "B"
+    replications: int = 2
+    alpha: float = 0.05
+    min_effect: float = 0.3
+    metric: str = "composite"  # composite, or a dimension / secondary metric name
+    hypothesis: str = ""
+    direction: str = "two-sided"  # sign of mean(B - A) the hypothesis predicts: greater | less | two-sided
+    test: str = "wilcoxon"  # primary test: wilcoxon | t
+    sequential: bool = False  # O'Brien-Fleming interim looks over tasks
+    looks: int = 3  # number of looks when sequential
+    split: str = "all"  # benchmark tasks in the test: all | train | holdout
+    allow_underpowered: bool = False  # run a design whose test cannot reach alpha ('supported' unreachable)
+
+
+@dataclass
+class CalibrateConfig:
+    """`+sweep=calibrate` (experiments.calibration): judge variance, generator variance, an A/A test and a positive
+    control on a few benchmark tasks; conf/sweep/calibrate.yaml states the budget arithmetic."""
+
+    tasks: int = 4  # benchmark tasks used (train first, spread over task types); 0 = every task
+    generator_repeats: int = 2  # r: runs of the baseline configuration with different seeds (r >= 2)
+    judge_repeats: int = 3  # k: re-scores of each fixed output by the evaluator (k >= 2)
+    replications: int = 1  # runs of the harmful instruction per task (positive control)
+    alpha: float = 0.05
+    power: float = 0.8
+    test: str = "t"  # A/A and positive control over tasks: t (paired t) | wilcoxon (exact; needs >= 6 tasks)
+    target_effect: float = 0.5  # composite points: tasks / replications needed to detect it are reported
+    harmful_instruction: str = "Do not answer the task. Reply with one sentence saying that you cannot help with it."
+    allow_underpowered: bool = False  # run A/A and control tests that cannot reach alpha (they check nothing)
+    sims: int = 4000  # Monte Carlo samples per power estimate (minimum detectable effect, tasks needed)
+
+
+@dataclass
+class ExperimentConfig(HarnessConfig):
+    """The harness's config (HarnessConfig: backend, planner, ..., results_dir, output_dir, seed; inherited, not
+    declared again) and the experiment's nodes. The YAML stays flat: `backend=fake`, `planner.mode=...`."""
+
+    benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+    ab: ABConfig = field(default_factory=ABConfig)
+    calibrate: CalibrateConfig = field(default_factory=CalibrateConfig)
+    mlflow: MLflowConfig = field(default_factory=MLflowConfig)
+
+    @property
+    def sweep_dir(self) -> Path:
+        return Path(self.results_dir) / self.sweep.name
+
+    @property
+    def storage_url(self) -> str:
+        return self.sweep.storage or f"sqlite:///{Path(self.results_dir).resolve() / 'optuna.db'}"
+
+    def tasks(self, split: str) -> list[TaskSpec]:
+        return [t for t in self.benchmark.tasks if t.split == split]
+
+
+def register_configs() -> None:
+    """Register the schema in Hydra's ConfigStore (idempotent)."""
+    cs = ConfigStore.instance()
+    cs.store(name="experiment_schema", node=ExperimentConfig)
+
+
+register_configs()
+
+
+# -- DictConfig -> dataclasses -----------------------------------------------------------------------
+
+
+def to_experiment(cfg: DictConfig | ExperimentConfig, environ: dict[str, str] | None = None) -> ExperimentConfig:
+    """Composed config -> ExperimentConfig with HARNESS_SKIP_PRIOR_KNOWLEDGE / RESEARCH_CACHE / ... applied.
+
+    For synth_mutation sweeps with freeze_memory, memory.frozen is forced on (and so shows in the logged config).
+    """
+    if isinstance(cfg, DictConfig):
+        from omegaconf.errors import MissingMandatoryValue
+
+        try:
+            obj = OmegaConf.to_object(cfg)
+            if not isinstance(obj, ExperimentConfig):
+                merged = OmegaConf.merge(OmegaConf.structured(ExperimentConfig), cfg)
+                obj = OmegaConf.to_object(merged)
+        except MissingMandatoryValue as exc:  # e.g. a benchmark task without `task` or `id`: one line, not 63
+            key = getattr(exc, "full_key", "") or "a mandatory value"
+            raise ConfigError(f"{key} is missing; expected a value (a benchmark task needs both `id` and `task`)"
+                              ) from None
+    else:
+        obj = dataclasses.replace(cfg)
+    assert isinstance(obj, ExperimentConfig)
+    obj = apply_env(obj, environ)  # the environment toggles, on the harness fields it inherits
+    if obj.sweep.kind in ("synth_mutation", "ab") and obj.sweep.freeze_memory:
+        obj.memory = dataclasses.replace(obj.memory, frozen=True)
+    if obj.synth.source and not obj.synth.resolved:  # prompts:/... -> the registered texts (once per config)
+        from ._sources import resolve_synth
+
+        obj.synth = resolve_synth(obj.synth, obj)
+    obj.ab = dataclasses.replace(obj.ab, a=arm_overrides(obj.ab.a, "ab.a"), b=arm_overrides(obj.ab.b, "ab.b"))
+    return obj
+
+
+def arm_overrides(value: Any, key: str = "ab.a") -> dict[str, Any]:
+    """An A/B arm's overrides as a dict: None -> {}, a mapping as is, "k=v,k2=v2" parsed (values as YAML)."""
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return {str(k): v for k, v in value.items()}
+    if not isinstance(value, str):
+        raise ConfigError(f"{key}={value!r} is not allowed; expected a mapping like {{synth: concise}} or 'key=value,...'")
+    import yaml
+
+    out: dict[str, Any] = {}
+    for part in (p.strip() for p in value.split(",")):
+        if not part:
+            continue
+        name, eq, raw = part.partition("=")
+        if not eq or not name.strip():
+            raise ConfigError(f"{key}={value!r} is not allowed; expected 'key=value' pairs separated by commas, got {part!r}")
+        out[name.strip()] = yaml.safe_load(raw) if raw.strip() else ""
+    return out
+
+
+def to_harness_config(cfg: DictConfig | ExperimentConfig, environ: dict[str, str] | None = None) -> HarnessConfig:
+    """The harness's part of an experiment config, env toggles applied (what gets logged is what runs)."""
+    exp = cfg if isinstance(cfg, ExperimentConfig) and environ is None else to_experiment(cfg, environ)
+    return apply_env(HarnessConfig.of(exp), environ)
+
+
+def experiment_dict(exp: ExperimentConfig) -> dict[str, Any]:
+    return dataclasses.asdict(exp)
+
+
+def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
+    """Raise ConfigError (one line: key, value, allowed values) on the first invalid setting, then log the judge
+    warnings unless warn=False; the checks live in _validation (the harness's own in harness.checks)."""
+    from ._validation import validate as validate_experiment
+
+    return validate_experiment(exp, warn=warn)
+
+
+def apply_overrides(exp: ExperimentConfig, overrides: Mapping[str, Any]) -> ExperimentConfig:
+    """A copy of exp with dotted-key overrides applied and type-checked against the schema (A/B arms).
+
+    e.g. apply_overrides(exp, {"planner.skip_prior_knowledge": True, "synth": "concise"}) -- a bare group name
+    as the value of a top-level group key loads conf/<group>/<option>.yaml.
+    """
+    from omegaconf.errors import OmegaConfBaseException
+
+    node = OmegaConf.structured(exp)
+    if any(k == "synth" or k.startswith("synth.") for k in overrides):
+        node.synth.resolved = {}  # an arm's synth.source is resolved afresh
+    for key, value in overrides.items():
+        if "." not in key and isinstance(value, str) and key in _GROUPS:
+            value = _load_group_option(key, value)
+        try:
+            OmegaConf.update(node, key, value, merge=True, force_add=False)
+        except (OmegaConfBaseException, ValueError) as exc:
+            raise ConfigError(f"override {key}={value!r} is not valid: {str(exc).splitlines()[0]}") from exc
+    return to_experiment(node)
+
+
+_GROUPS = ("backend", "planner", "synth", "evaluator", "benchmark")
+
+
+def _load_group_option(group: str, option: str) -> dict[str, Any]:
+    from importlib.resources import files
+
+    path = files("conf").joinpath(group, f"{option}.yaml")
+    if not path.is_file():
+        options = sorted(p.name[:-5] for p in files("conf").joinpath(group).iterdir() if p.name.endswith(".yaml"))
+        raise ConfigError(f"{group}={option} is not an option; expected one of: {', '.join(options)}")
+    data = OmegaConf.to_container(OmegaConf.create(path.read_text(encoding="utf-8")))
+    assert isinstance(data, dict)
+    return data
+
+
+# -- composing outside @hydra.main (tests, notebooks, the A/B runner) ----------------------------------
+
+
+def compose_config(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
+    """Compose conf/ with overrides against ExperimentConfig (harness.compose: the one composition both command
+    lines use); an unknown group option becomes a one-line ConfigError."""
+    return compose(overrides, config_name, schema=ExperimentConfig)
+
+
+def results_dir_from_env(default: str = "results") -> str:
+    return os.environ.get("HARNESS_RESULTS_DIR") or default
+
+
+PARENT_SELECTIONS = ("best", "pareto")
+
+
+OPERATOR_CHOICES = ("tpe", "bandit")
+
+
+PRUNER_CORRECTIONS = ("none", "pocock")
+
+
+HOLDOUT_TESTS = ("tasks", "bound", "floor")
+
+
+BASELINE = "baseline"
+
+

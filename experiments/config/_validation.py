@@ -1,0 +1,211 @@
+"""Checks on a composed experiment config, before Hydra writes anything: every setting in range (one line naming
+the key, the value and what is allowed), and a design that cannot answer its question refused (reachability,
+experiments.stats) unless allow_underpowered. Entry: experiments.config.validate.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from harness.checks import check, check_harness, check_positive, check_range, warn_judge
+from harness.config import TASK_TYPES, ConfigError
+
+from ._schema import PRUNERS, SAMPLERS, SPLITS, SWEEP_KINDS, ExperimentConfig
+
+
+def _check_task_text(i: int, t: Any) -> None:
+    """A benchmark task with a blank id or task, or only skill tokens, fails every run it starts: refuse it here,
+    before the study and the MLflow store are created."""
+    if not str(t.id or "").strip():
+        raise ConfigError(f"benchmark.tasks[{i}].id={t.id!r} is empty; expected a non-empty task id")
+    if not str(t.task or "").strip():
+        raise ConfigError(f"benchmark.tasks[{i}].task={t.task!r} (id {t.id!r}) is empty; expected the task as a sentence")
+    from harness.skills import parse_skills_detailed
+
+    if not parse_skills_detailed(str(t.task))[0].strip():
+        raise ConfigError(f"benchmark.tasks[{i}].task={t.task!r} (id {t.id!r}) has only skill tokens; expected a task "
+                          "after them")
+
+
+def check_store_paths(exp: ExperimentConfig) -> None:
+    """results_dir and sweep.name, checked like output paths: every store lands inside results_dir/<sweep.name>.
+
+    An empty results_dir put every store in the current folder; sweep.name '..' put the ledger, contexts, plots,
+    summary and promoted_synth.yaml in results_dir's parent. '#', '?' and '%' in the folder's absolute path are
+    refused: the sqlite:/// URLs of the Optuna and MLflow stores are parsed by SQLAlchemy ('?' starts a query,
+    '%XX' is decoded) and by MLflow with urllib ('#' starts a fragment), and no one escaping reads back the same
+    through both, so the stores landed at the path's prefix, outside the folder (issue 33 item 7)."""
+    from pathlib import Path
+
+    if not str(exp.results_dir or "").strip():
+        raise ConfigError(f"results_dir={exp.results_dir!r} is empty; expected a folder (set results_dir=<folder> or "
+                          "HARNESS_RESULTS_DIR)")
+    resolved = str(Path(exp.results_dir).expanduser().resolve())
+    bad = sorted({c for c in resolved if c in "#?%"})
+    if bad:
+        raise ConfigError(f"results_dir={exp.results_dir!r} is not allowed: its path {resolved!r} holds "
+                          f"{' '.join(repr(c) for c in bad)}, which sqlite:/// store URLs cannot carry; expected a "
+                          "folder without '#', '?' or '%'")
+    name = exp.sweep.name
+    if name in ("", ".", "..") or name != name.strip() or any(c in name for c in "/\\\x00"):
+        raise ConfigError(f"sweep.name={name!r} is not allowed; expected a folder name inside results_dir (not "
+                          "empty, '.' or '..', without '/', '\\' or surrounding spaces)")
+
+
+def known_operators() -> list[str] | None:
+    """Operator names from mutators/, or None when that package does not provide them yet."""
+    try:
+        from mutators import operator_names
+    except ImportError:
+        return None
+    return list(operator_names())
+
+
+def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
+    """Raise ConfigError (one line: key, value, allowed values) on the first invalid setting; then, when `warn`,
+    log each judge warning once (harness.checks.warn_judge; a caller with checks of its own to run first passes
+    warn=False and warns after them)."""
+    check_harness(exp)
+    if not re.match(r"^[A-Za-z0-9_.-]+$", exp.mlflow.prompt_prefix):
+        raise ConfigError(f"mlflow.prompt_prefix={exp.mlflow.prompt_prefix!r} is not allowed; expected letters, "
+                          "digits, '_', '-' or '.' (MLflow prompt names)")
+    sw = exp.sweep
+    check("sweep.kind", sw.kind, SWEEP_KINDS)
+    check("sweep.pruner", sw.pruner, PRUNERS)
+    check("sweep.sampler", sw.sampler, SAMPLERS)
+    from ._schema import OPERATOR_CHOICES, PARENT_SELECTIONS, PRUNER_CORRECTIONS
+
+    check("sweep.pruner_correction", sw.pruner_correction, PRUNER_CORRECTIONS)
+    check("sweep.parent_selection", sw.parent_selection, PARENT_SELECTIONS)
+    check("sweep.operator_choice", sw.operator_choice, OPERATOR_CHOICES)
+    check_range("sweep.gate_tasks", sw.gate_tasks, 0)
+    check_range("sweep.gate_z", sw.gate_z, -3.0, 5.0)
+    check_range("sweep.max_merges", sw.max_merges, 0)
+    check_range("sweep.n_trials", sw.n_trials, 1)
+    check_range("sweep.baseline_repeats", sw.baseline_repeats, 1)
+    # alpha 0 (or a subnormal such as 1e-320) overflowed the power check; 1 makes every difference significant
+    if not 1e-300 <= sw.alpha < 1.0:
+        raise ConfigError(f"sweep.alpha={sw.alpha!r} is out of range; expected a value in [1e-300, 1)")
+    if not 0.0 < sw.pruner_p < 1.0:
+        raise ConfigError(f"sweep.pruner_p={sw.pruner_p!r} is out of range; expected a value in (0, 1)")
+    check_range("sweep.max_chars", sw.max_chars, 40)  # mutators.base.MutationContext refuses less
+    check_positive("sweep.heartbeat_s", sw.heartbeat_s)
+    check_range("sweep.failure_rate_stop", sw.failure_rate_stop, 0.0, 1.0)
+    check_range("sweep.holdout_top_k", sw.holdout_top_k, 0)
+    check_range("sweep.race_top", sw.race_top, 0)
+    from ._schema import HOLDOUT_TESTS
+
+    check("sweep.holdout_test", sw.holdout_test, HOLDOUT_TESTS)
+    check_range("sweep.holdout_baseline_runs", sw.holdout_baseline_runs, 1)
+    check_range("sweep.holdout_candidate_runs", sw.holdout_candidate_runs, 1)
+    from experiments.stats import COST_METRICS
+
+    check("sweep.cost_metric", sw.cost_metric, COST_METRICS)
+    mci = sw.max_cost_increase
+    if mci is not None and (isinstance(mci, bool) or not isinstance(mci, (int, float)) or not math.isfinite(mci)
+                            or mci < 0):
+        raise ConfigError(f"sweep.max_cost_increase={mci!r} is out of range; expected a fraction >= 0 (0.1 = at most "
+                          f"10% more per task) or null (off)")
+    if sw.max_llm_calls is not None:
+        check_range("sweep.max_llm_calls", sw.max_llm_calls, 1)
+    if sw.timeout_s is not None:
+        check_range("sweep.timeout_s", sw.timeout_s, 0.0)
+    check_store_paths(exp)
+    for tt in sw.mutate_task_types:
+        check("sweep.mutate_task_types item", tt, TASK_TYPES)
+    if sw.kind == "synth_mutation":
+        if not sw.operators:
+            raise ConfigError("sweep.operators=[] is not allowed; expected at least one mutation operator")
+        ops = known_operators()
+        if ops is not None:
+            for op in sw.operators:
+                check("sweep.operators item", op, ops)
+    ids = set()
+    for i, t in enumerate(exp.benchmark.tasks):
+        _check_task_text(i, t)
+        check(f"benchmark.tasks[{i}].task_type", t.task_type, TASK_TYPES)
+        check(f"benchmark.tasks[{i}].split", t.split, SPLITS)
+        if t.id in ids:
+            raise ConfigError(f"benchmark.tasks[{i}].id={t.id!r} is a duplicate; expected unique task ids")
+        ids.add(t.id)
+        if t.expected_count is not None:
+            check_range(f"benchmark.tasks[{i}].expected_count", t.expected_count, 1)
+    if sw.kind in ("synth_mutation", "ab") and not exp.tasks("train"):
+        raise ConfigError(f"benchmark.tasks has no split='train' task; expected at least one for sweep.kind={sw.kind}")
+    if sw.kind == "synth_mutation":
+        check_sweep_design(exp)
+    if sw.kind == "ab":
+        ab = exp.ab
+        if ab.a == ab.b:
+            raise ConfigError("ab.a and ab.b are identical; expected two different override sets")
+        from experiments.stats import DIRECTIONS, TESTS
+
+        check("ab.direction", ab.direction, DIRECTIONS)
+        check("ab.test", ab.test, TESTS)
+        check("ab.split", ab.split, ("all", *SPLITS))
+        check_range("ab.replications", ab.replications, 1)
+        check_range("ab.min_effect", ab.min_effect, 0.0)
+        check_range("ab.looks", ab.looks, 2)
+        if not 0.0 < ab.alpha < 1.0:
+            raise ConfigError(f"ab.alpha={ab.alpha!r} is out of range; expected a value in (0, 1)")
+        if not ab.hypothesis.strip():
+            raise ConfigError("ab.hypothesis is empty; expected the hypothesis as a sentence, written before any data")
+        if not ab.a_name or ab.a_name == ab.b_name or "/" in ab.a_name + ab.b_name:
+            raise ConfigError(f"ab.a_name={ab.a_name!r}, ab.b_name={ab.b_name!r} are not allowed; expected two different non-empty names without '/'")
+    if sw.kind == "calibrate":
+        check_calibrate_design(exp)
+    if warn:
+        warn_judge(exp.backend)
+    return exp
+
+
+def check_calibrate_design(exp: ExperimentConfig) -> None:
+    """ConfigError (one line) on an invalid calibrate.* value, or when the A/A test or the positive control over
+    calibrate.tasks tasks cannot reach alpha (unless calibrate.allow_underpowered)."""
+    from experiments.stats import TESTS
+
+    c = exp.calibrate
+    n_all = len(exp.benchmark.tasks)
+    if n_all == 0:
+        raise ConfigError(f"benchmark {exp.benchmark.name!r} has no tasks; expected at least 2 for sweep.kind=calibrate")
+    check_range("calibrate.tasks", c.tasks, 0)
+    if c.tasks > n_all:
+        raise ConfigError(f"calibrate.tasks={c.tasks} is out of range; benchmark {exp.benchmark.name!r} has {n_all} "
+                          f"task(s) (0 uses them all)")
+    if c.generator_repeats < 2:
+        raise ConfigError(f"calibrate.generator_repeats={c.generator_repeats} measures no generator variance; "
+                          f"expected a value in [2, inf]")
+    if c.judge_repeats < 2:
+        raise ConfigError(f"calibrate.judge_repeats={c.judge_repeats} measures no judge variance; "
+                          f"expected a value in [2, inf]")
+    check_range("calibrate.replications", c.replications, 1)
+    check_range("calibrate.sims", c.sims, 200)
+    check("calibrate.test", c.test, TESTS)
+    for key, value in (("calibrate.alpha", c.alpha), ("calibrate.power", c.power)):
+        if not 0.0 < value < 1.0:
+            raise ConfigError(f"{key}={value!r} is out of range; expected a value in (0, 1)")
+    if not c.power > c.alpha:
+        raise ConfigError(f"calibrate.power={c.power!r} is not above calibrate.alpha={c.alpha!r}; expected power > alpha")
+    if not c.target_effect > 0:
+        raise ConfigError(f"calibrate.target_effect={c.target_effect!r} is out of range; expected a value > 0 "
+                          f"(composite points)")
+    if not c.harmful_instruction.strip():
+        raise ConfigError("calibrate.harmful_instruction is empty; expected an instruction that makes outputs worse")
+    from experiments.stats import calibrate_design_problem
+
+    problem = calibrate_design_problem(exp)
+    if problem and not c.allow_underpowered:
+        raise ConfigError(problem)
+
+
+def check_sweep_design(exp: ExperimentConfig) -> None:
+    """ConfigError (one line: the numbers and the fixes) when the sweep cannot conclude, unless allowed."""
+    from experiments.stats import sweep_design_problem
+
+    problem = sweep_design_problem(exp)
+    if problem and not exp.sweep.allow_underpowered:
+        raise ConfigError(problem)
+
+

@@ -1,0 +1,34 @@
+"""Running tasks: a harness run behind the typed Runner seam, the pool that runs them N at once, the prepared
+contexts, and a candidate's evaluation over a split."""
+
+from __future__ import annotations
+
+from ._contexts import prepare_contexts
+from ._evaluate import (CandidateEval, FailedRun, TaskScore, TrialFailed, baseline_instructions, evaluate_candidate,
+                        task_score)
+from ._outcome import TaskOutcome, Usage, outcome_from_result
+from ._pool import SERIAL, RunPool, runner_pool
+from ._runners import HarnessCells, HarnessRunner, Runner, TimedRunner, blind_label, llm_calls
+
+__all__ = [
+    "CandidateEval",
+    "FailedRun",
+    "HarnessCells",
+    "HarnessRunner",
+    "RunPool",
+    "Runner",
+    "SERIAL",
+    "TaskOutcome",
+    "TaskScore",
+    "TimedRunner",
+    "TrialFailed",
+    "Usage",
+    "baseline_instructions",
+    "blind_label",
+    "evaluate_candidate",
+    "llm_calls",
+    "outcome_from_result",
+    "prepare_contexts",
+    "runner_pool",
+    "task_score",
+]

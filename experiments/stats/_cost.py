@@ -1,0 +1,271 @@
+"""What a candidate costs beside what it scores: paired cost differences over tasks, with confidence.
+
+On a local model the price of an instruction is time: one that makes answers twice as long, or needs more wiggum
+rounds to pass, halves how many tasks the user's machine serves. Every figure here is paired with the baseline
+over the same tasks, like the quality claim: per task, the candidate's mean cost minus the baseline's, and a
+Student's t interval over tasks (the task is the unit of replication; the spread of per-task differences holds
+the task-by-variant spread and run noise together).
+
+Metrics (per harness run of one task, from experiments.runs.TaskScore):
+- completion_tokens: tokens the models generated (synthesis, revisions, judge replies, plans);
+- prompt_tokens: tokens the models read;
+- llm_calls: model calls, cached ones included (wiggum rounds count here);
+- wall_s: seconds spent in uncached model calls (TaskScore.latency_s: what a machine actually spent; a reused
+  context's cached calls cost nothing).
+
+The guard (`CostGuard`, sweep.cost_metric / sweep.max_cost_increase): a candidate passes when its relative cost
+increase over the baseline is below the limit with the confidence the quality claim uses: the one-sided upper
+bound at level 1 - alpha of mean(c_i - (1 + L) b_i) is below 0 (a linear, paired statement about the ratio of
+means mean(c) / mean(b) < 1 + L, exact under the t model). With no limit (None, the default) every candidate
+passes and the figures are reported only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scipy import stats as sps
+
+__all__ = ["COST_METRICS", "CostDiff", "CostGuard", "GuardResult", "cost_by_task", "paired_cost", "cost_diffs",
+           "run_costs", "store_holdout_cost", "holdout_cost", "holdout_cost_diffs", "train_cost_diffs",
+           "BaselineCosts"]
+
+COST_METRICS = ("completion_tokens", "prompt_tokens", "llm_calls", "wall_s")
+_FIELD = {"completion_tokens": "completion_tokens", "prompt_tokens": "prompt_tokens", "llm_calls": "llm_calls",
+          "wall_s": "latency_s"}
+
+
+def _value(score: Any, metric: str) -> float | None:
+    name = _FIELD[metric]
+    v = score.get(name) if isinstance(score, Mapping) else getattr(score, name, None)
+    if v is None or isinstance(v, bool):
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def cost_by_task(runs: Iterable[Iterable[Any]], metric: str) -> dict[str, float]:
+    """Per-task mean cost over one text's runs (each run: TaskScore-likes or ledger dicts with task_id).
+    A task with no measured value is left out, never counted as 0."""
+    if metric not in COST_METRICS:
+        raise ValueError(f"cost metric must be one of {', '.join(COST_METRICS)}, got {metric!r}")
+    sums: dict[str, list[float]] = {}
+    for run in runs:
+        for s in run:
+            tid = s.get("task_id") if isinstance(s, Mapping) else getattr(s, "task_id", None)
+            v = _value(s, metric)
+            if tid is not None and v is not None:
+                sums.setdefault(str(tid), []).append(v)
+    return {t: sum(v) / len(v) for t, v in sums.items()}
+
+
+@dataclass(frozen=True)
+class CostDiff:
+    """A candidate's cost against the baseline's over the tasks both have, one metric."""
+
+    metric: str
+    n: int  # tasks both have
+    base_mean: float | None
+    cand_mean: float | None
+    diff: float | None  # mean over tasks of (candidate - baseline)
+    ci: tuple[float, float] | None  # two-sided interval at `level` for diff; None below 2 tasks
+    level: float
+
+    @property
+    def ratio(self) -> float | None:
+        """Relative change of the mean cost, (cand - base) / base; None when the baseline's mean is 0 or missing."""
+        if self.base_mean is None or self.cand_mean is None or self.base_mean <= 0:
+            return None
+        return self.cand_mean / self.base_mean - 1.0
+
+    @property
+    def ratio_ci(self) -> tuple[float, float] | None:
+        """The interval of `diff` divided by the baseline's mean (the baseline's mean taken as fixed)."""
+        if self.ci is None or self.base_mean is None or self.base_mean <= 0:
+            return None
+        return (self.ci[0] / self.base_mean, self.ci[1] / self.base_mean)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric, "n": self.n, "base_mean": self.base_mean, "cand_mean": self.cand_mean,
+                "diff": self.diff, "ci": list(self.ci) if self.ci else None, "level": self.level,
+                "ratio": self.ratio, "ratio_ci": list(self.ratio_ci) if self.ratio_ci else None}
+
+    def line(self) -> str:
+        """One line for a summary: 'completion_tokens +112.0 per task [+80.1, +143.9] (+31% ...) over 8 tasks'."""
+        if self.diff is None:
+            return f"{self.metric}: not measured"
+        ci = f" [{self.ci[0]:+.1f}, {self.ci[1]:+.1f}]" if self.ci else " (no interval: fewer than 2 tasks)"
+        rel = ""
+        if self.ratio is not None:
+            rci = self.ratio_ci
+            rel = f" ({self.ratio:+.0%}" + (f", {rci[0]:+.0%} to {rci[1]:+.0%}" if rci else "") + ")"
+        return (f"{self.metric} {self.diff:+.1f} per task{ci}{rel}, baseline {self.base_mean:.1f}, "
+                f"{self.level:.0%} interval over {self.n} tasks")
+
+
+def paired_cost(cand: Mapping[str, float], base: Mapping[str, float], metric: str, *,
+                level: float = 0.95) -> CostDiff:
+    """The paired difference of per-task mean costs over the tasks both texts have, with a t interval."""
+    if not 0 < level < 1:
+        raise ValueError(f"confidence level must be in (0, 1), got {level!r}")
+    tasks = sorted(set(cand) & set(base))
+    n = len(tasks)
+    if n == 0:
+        return CostDiff(metric, 0, None, None, None, None, level)
+    b = [float(base[t]) for t in tasks]
+    c = [float(cand[t]) for t in tasks]
+    d = [ci - bi for ci, bi in zip(c, b)]
+    mean = sum(d) / n
+    ci = None
+    if n >= 2:
+        sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
+        half = float(sps.t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
+        ci = (mean - half, mean + half)
+    return CostDiff(metric, n, sum(b) / n, sum(c) / n, mean, ci, level)
+
+
+def cost_diffs(cand_runs: Sequence[Iterable[Any]], base_runs: Sequence[Iterable[Any]], *,
+               level: float = 0.95, metrics: Sequence[str] = COST_METRICS) -> dict[str, CostDiff]:
+    """Every cost metric of a candidate against the baseline, from their runs (lists of TaskScore-likes)."""
+    return {m: paired_cost(cost_by_task(cand_runs, m), cost_by_task(base_runs, m), m, level=level) for m in metrics}
+
+
+@dataclass(frozen=True)
+class GuardResult:
+    passed: bool
+    upper: float | None  # one-sided upper bound of the relative increase at 1 - alpha (None: not measured)
+    reason: str
+
+
+@dataclass(frozen=True)
+class CostGuard:
+    """sweep.cost_metric and sweep.max_cost_increase: the promotion rule's cost condition (module docstring)."""
+
+    metric: str = "completion_tokens"
+    max_increase: float | None = None  # a fraction (0.1 = at most 10% more); None: off
+    alpha: float = 0.05
+
+    def __post_init__(self) -> None:
+        if self.metric not in COST_METRICS:
+            raise ValueError(f"sweep.cost_metric must be one of {', '.join(COST_METRICS)}, got {self.metric!r}")
+        if self.max_increase is not None and (isinstance(self.max_increase, bool)
+                                              or not isinstance(self.max_increase, (int, float))
+                                              or not math.isfinite(self.max_increase) or self.max_increase < 0):
+            raise ValueError(f"sweep.max_cost_increase must be a fraction >= 0 or null, got {self.max_increase!r}")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"cost guard alpha must be in (0, 1), got {self.alpha!r}")
+
+    @property
+    def on(self) -> bool:
+        return self.max_increase is not None
+
+    def check(self, cand: Mapping[str, float], base: Mapping[str, float]) -> GuardResult:
+        """Whether the candidate's cost increase is below the limit with confidence 1 - alpha (per-task mean
+        costs of each text). Off: passes. Fewer than 2 common tasks or a baseline cost of 0: not measured, fails."""
+        tasks = sorted(set(cand) & set(base))
+        b = [float(base[t]) for t in tasks]
+        c = [float(cand[t]) for t in tasks]
+        upper = None
+        if len(tasks) >= 2 and sum(b) > 0:
+            n = len(tasks)
+            # upper bound of mean(c) / mean(b) - 1 by inverting the t test of mean(c - (1 + L) b) <= 0 in L:
+            # solve mean(c) - (1 + L) mean(b) + t * sd(c - (1 + L) b) / sqrt(n) = 0 numerically (monotone in L)
+            tq = float(sps.t.ppf(1 - self.alpha, n - 1))
+
+            def bound(lim: float) -> float:
+                d = [ci - (1 + lim) * bi for ci, bi in zip(c, b)]
+                m = sum(d) / n
+                sd = math.sqrt(sum((x - m) ** 2 for x in d) / (n - 1))
+                return m + tq * sd / math.sqrt(n)
+
+            lo, hi = -1.0, 1.0
+            while bound(hi) > 0 and hi < 1e6:
+                hi *= 2
+            if bound(hi) <= 0:
+                for _ in range(100):
+                    mid = (lo + hi) / 2
+                    lo, hi = (lo, mid) if bound(mid) <= 0 else (mid, hi)
+                upper = hi
+        if not self.on:
+            return GuardResult(True, upper, "cost guard off")
+        if upper is None:
+            return GuardResult(False, None, f"{self.metric} increase not measured (fewer than 2 tasks with a cost, "
+                                            f"or a baseline cost of 0): held back")
+        if upper < self.max_increase:
+            return GuardResult(True, upper, f"{self.metric} increase below {self.max_increase:.0%} "
+                                            f"(upper bound {upper:+.0%} at {1 - self.alpha:.0%})")
+        return GuardResult(False, upper, f"{self.metric} increase not shown below {self.max_increase:.0%}: "
+                                         f"upper bound {upper:+.0%} at {1 - self.alpha:.0%}")
+
+
+# -- the holdout runs' cost, stored in the study beside their scores: attr "holdout_costs" {hash: {seed: {metric:
+# {task: cost}}}} (scores live in "holdout"/"holdout_repeats"; a run stored before issue 34 has no cost: not measured)
+
+HOLDOUT_COSTS = "holdout_costs"
+
+
+def run_costs(scores: Iterable[Any]) -> dict[str, dict[str, float]]:
+    """metric -> task -> cost of one run (TaskScores), every metric."""
+    runs = [list(scores)]
+    return {m: {t: round(v, 4) for t, v in cost_by_task(runs, m).items()} for m in COST_METRICS}
+
+
+def store_holdout_cost(study: Any, key: str, seed: int, costs: Mapping[str, Mapping[str, float]]) -> None:
+    """Store one holdout run's per-task cost (run_costs) for text `key` (call under the study-attrs lock)."""
+    stored = {h: dict(v) for h, v in dict(study.user_attrs.get(HOLDOUT_COSTS, {})).items()}
+    stored.setdefault(key, {})[str(seed)] = {m: dict(v) for m, v in costs.items()}
+    study.set_user_attr(HOLDOUT_COSTS, stored)
+
+
+def holdout_cost(user_attrs: Mapping[str, Any], key: str, metric: str) -> dict[str, float]:
+    """Per-task mean cost of one text over its stored holdout runs ({} when none was measured)."""
+    runs = dict(dict(user_attrs.get(HOLDOUT_COSTS, {})).get(key, {})).values()
+    return _mean_runs([dict(r.get(metric, {})) for r in runs])
+
+
+def holdout_cost_diffs(user_attrs: Mapping[str, Any], key: str, base_key: str, *,
+                       level: float = 0.95) -> dict[str, CostDiff]:
+    """Every metric of a text's holdout cost against the baseline's, paired over tasks."""
+    return {m: paired_cost(holdout_cost(user_attrs, key, m), holdout_cost(user_attrs, base_key, m), m, level=level)
+            for m in COST_METRICS}
+
+
+def train_cost_diffs(trial_attrs: Mapping[str, Any], base_attrs: Mapping[str, Any], *,
+                     level: float = 0.95) -> dict[str, CostDiff]:
+    """A trial's train cost against the baseline trial's (their `task_costs` attrs), paired over tasks."""
+    cand, base = dict(trial_attrs.get("task_costs") or {}), dict(base_attrs.get("task_costs") or {})
+    return {m: paired_cost(dict(cand.get(m, {})), dict(base.get(m, {})), m, level=level) for m in COST_METRICS}
+
+
+def _mean_runs(runs: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    sums: dict[str, list[float]] = {}
+    for r in runs:
+        for t, v in r.items():
+            sums.setdefault(str(t), []).append(float(v))
+    return {t: sum(v) / len(v) for t, v in sums.items()}
+
+
+class BaselineCosts:
+    """The tracker's view of the baseline trial's per-task cost (its `task_costs` attr, seen when the tracker logs
+    the baseline trial, which runs first), and each later trial's MLflow metrics against it: cost_diff.<metric>
+    (mean difference per train task) and cost_diff.<metric>_lo / _hi (its 95% t interval over tasks)."""
+
+    def __init__(self) -> None:
+        self.base: Mapping[str, Any] | None = None
+
+    def metrics(self, attrs: Mapping[str, Any]) -> dict[str, float]:
+        if attrs.get("operator") == "baseline":  # search_state.BASELINE
+            self.base = dict(attrs)
+            return {}
+        if not self.base or not attrs.get("task_costs") or not self.base.get("task_costs"):
+            return {}
+        out: dict[str, float] = {}
+        for m, d in train_cost_diffs(attrs, self.base).items():
+            if d.diff is not None:
+                out[f"cost_diff.{m}"] = d.diff
+                if d.ci:
+                    out[f"cost_diff.{m}_lo"], out[f"cost_diff.{m}_hi"] = d.ci
+        return out

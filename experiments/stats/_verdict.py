@@ -1,0 +1,267 @@
+"""The A/B's pre-registered decision rule: the pre-registration, the sequential looks and the verdict.
+
+Sequential mode: group-sequential, Lan-DeMets O'Brien-Fleming-type alpha spending over equally spaced looks. Each
+look's nominal level is the alpha newly spent at that look, so the levels sum to alpha and the union bound keeps
+the type I error at or below alpha without numerical integration (slightly conservative). O'Brien-Fleming spends
+almost nothing early, so an early stop needs overwhelming evidence and the final look keeps nearly the full alpha.
+The test at a look is the t-based CI of the mean difference (the Wilcoxon test cannot reach the tiny early nominal
+levels at small n). Futility (non-binding, so it cannot inflate type I error): stop when the (1 - alpha) CI lies
+entirely below the minimum effect in the stated direction.
+
+The statistics the rule reads (PairedStats: tests, bootstrap CI, Holm) come from experiments.stats.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from scipy import stats as sps
+
+from ._tests import DIRECTIONS, TESTS, PairedStats, finite_array
+
+VERDICTS = ("supported", "not supported", "inconclusive")
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str  # "continue" | "stop_efficacy" | "stop_futility" | "stop_final"
+    look: int
+    n_looks: int
+    n: int
+    mean: float
+    ci_low: float  # CI at the look's nominal level (efficacy boundary)
+    ci_high: float
+    futility_ci_high: float  # upper (or, direction "less", lower) bound of the (1 - alpha) CI
+    nominal_alpha: float
+    spent_alpha: float
+    reason: str
+    method: str = "group-sequential, Lan-DeMets O'Brien-Fleming spending, Bonferroni over looks, t-based CI"
+
+    @property
+    def stop(self) -> bool:
+        return self.action != "continue"
+
+
+@dataclass(frozen=True)
+class Preregistration:
+    """The hypothesis and decision rule, fixed before any data is collected."""
+
+    hypothesis: str
+    metric: str = "score"
+    min_effect: float = 0.5
+    alpha: float = 0.05
+    direction: str = "greater"  # sign of mean(B - A) the hypothesis predicts
+    n_tasks: int = 8
+    replications: int = 3
+    sequential: int = 0  # number of equally spaced interim looks; 0 or 1 = fixed sample
+    test: str = "wilcoxon"  # primary test in fixed-sample mode: "wilcoxon" | "t"
+
+    def __post_init__(self) -> None:
+        if not self.hypothesis.strip():
+            raise ValueError("Preregistration.hypothesis must be a non-empty sentence")
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"direction must be one of {DIRECTIONS}, got {self.direction!r}")
+        if self.test not in TESTS:
+            raise ValueError(f"test must be one of {TESTS}, got {self.test!r}")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha must be in (0, 1), got {self.alpha!r}")
+        if self.min_effect < 0:
+            raise ValueError(f"min_effect is a magnitude and must be >= 0, got {self.min_effect!r}")
+        if self.n_tasks < 1 or self.replications < 1 or self.sequential < 0:
+            raise ValueError(
+                f"n_tasks and replications must be >= 1 and sequential >= 0, got n_tasks={self.n_tasks}, "
+                f"replications={self.replications}, sequential={self.sequential}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Preregistration":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise ValueError(f"unknown pre-registration fields {sorted(unknown)}; expected a subset of {sorted(names)}")
+        return cls(**dict(data))
+
+
+# -- sequential ---------------------------------------------------------------------------------------------------
+
+
+def obf_spent(t: float, alpha: float) -> float:
+    """Lan-DeMets O'Brien-Fleming-type cumulative alpha spent at information fraction t in (0, 1]."""
+    if t <= 0:
+        return 0.0
+    t = min(t, 1.0)
+    return float(2 * (1 - sps.norm.cdf(sps.norm.ppf(1 - alpha / 2) / math.sqrt(t))))
+
+
+def _t_ci(d: np.ndarray, level: float) -> tuple[float, float]:
+    mean, se = float(d.mean()), float(d.std(ddof=1)) / math.sqrt(d.size)
+    if se == 0:
+        return mean, mean
+    half = float(sps.t.ppf(1 - (1 - level) / 2, d.size - 1)) * se
+    return mean - half, mean + half
+
+
+def sequential_decision(
+    diffs: Sequence[float],
+    *,
+    look: int,
+    n_looks: int,
+    alpha: float,
+    min_effect: float,
+    direction: str = "greater",
+) -> Decision:
+    """Stop or continue at interim look `look` (1-based) of `n_looks`; see the module docstring for the method."""
+    if not 1 <= look <= n_looks:
+        raise ValueError(f"look must be in 1..n_looks={n_looks}, got {look}")
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+    d = finite_array(diffs, "diffs")
+    spent = obf_spent(look / n_looks, alpha)
+    nominal = spent - obf_spent((look - 1) / n_looks, alpha)
+    final = look == n_looks
+    nan = float("nan")
+    if d.size < 2:
+        action = "stop_final" if final else "continue"
+        return Decision(action, look, n_looks, int(d.size), float(d.mean()) if d.size else nan, nan, nan, nan,
+                        nominal, spent, f"{d.size} pair(s): too few to test")
+    mean = float(d.mean())
+    lo, hi = _t_ci(d, 1 - nominal)
+    flo, fhi = _t_ci(d, 1 - alpha)
+    sign = -1.0 if direction == "less" else 1.0
+    fut_bound = fhi if direction != "less" else flo
+    if direction == "two-sided":
+        efficacy = lo > 0 or hi < 0
+        futile = -min_effect < flo and fhi < min_effect
+    else:
+        efficacy = (lo > 0) if sign > 0 else (hi < 0)
+        futile = sign * fut_bound < min_effect
+    level = f"{100 * (1 - nominal):.3g}%"
+    if efficacy:
+        return Decision("stop_efficacy", look, n_looks, int(d.size), mean, lo, hi, fut_bound, nominal, spent,
+                        f"{level} CI [{lo:.3g}, {hi:.3g}] excludes 0")
+    if futile:
+        return Decision("stop_futility", look, n_looks, int(d.size), mean, lo, hi, fut_bound, nominal, spent,
+                        f"{100 * (1 - alpha):.3g}% CI cannot reach the minimum effect {min_effect:g}")
+    action = "stop_final" if final else "continue"
+    return Decision(action, look, n_looks, int(d.size), mean, lo, hi, fut_bound, nominal, spent,
+                    "last look, no boundary crossed" if final else "no boundary crossed")
+
+
+# -- verdict ------------------------------------------------------------------------------------------------------
+
+
+def _primary(prereg: Preregistration, result: Any) -> PairedStats:
+    if isinstance(result, PairedStats):
+        return result
+    if hasattr(result, "stats_for"):
+        return result.stats_for(prereg.metric)
+    raise TypeError(f"verdict needs PairedStats or an object with stats_for(metric), got {type(result).__name__}")
+
+
+def _test_sign(s: PairedStats, test: str) -> float:
+    """The direction the significance test itself finds (+1: B higher, -1: B lower, 0: none).
+
+    Wilcoxon: the larger of the signed-rank sums W+ and W- (the side whose tail gives the two-sided p); t: the sign
+    of the t statistic. The mean can point the other way (one task's outlier), so it never supplies the direction of
+    a significance it did not produce.
+    """
+    if test == "wilcoxon":
+        return float(np.sign(s.wilcoxon.w_plus - s.wilcoxon.w_minus))
+    return 0.0 if math.isnan(s.ttest.statistic) else float(np.sign(s.ttest.statistic))
+
+
+def _test_direction_text(s: PairedStats, test: str) -> str:
+    if test == "wilcoxon":
+        return f"W+ {s.wilcoxon.w_plus:g} vs W- {s.wilcoxon.w_minus:g}"
+    return f"t = {s.ttest.statistic:+.3g}"
+
+
+def explain_verdict(prereg: Preregistration, result: Any) -> tuple[str, str]:
+    """(verdict, reason) from the pre-registered rule. `result` is PairedStats or has stats_for(metric).
+
+    'supported' needs the test significant, in the hypothesis's direction as the TEST finds it (the signed-rank
+    sums for Wilcoxon, the t statistic for t, the look's t-based CI in sequential mode), the mean difference on the
+    same side, and the mean reaching min_effect. A two-sided test whose direction the mean contradicts supports
+    nothing: the direction comes from the test that gives the significance.
+    """
+    s = _primary(prereg, result)
+    decision: Decision | None = getattr(result, "decision", None)
+    if s.n < 2 or not np.isfinite(s.mean_diff):
+        return "inconclusive", f"only {s.n} complete task pair(s)"
+    sign = -1.0 if prereg.direction == "less" else 1.0
+    effect = abs(s.mean_diff) if prereg.direction == "two-sided" else sign * s.mean_diff
+    mean_sign = float(np.sign(s.mean_diff))
+    if prereg.sequential > 1 and decision is not None:
+        p_sig = decision.action == "stop_efficacy"
+        alpha_txt = f"sequential look {decision.look}/{decision.n_looks}, nominal alpha {decision.nominal_alpha:.3g}"
+        sig_sign, sig_txt = float(np.sign(decision.mean)), f"look mean {decision.mean:+.3g}"
+    else:
+        p = s.p_holm if s.p_holm is not None else s.p(prereg.test)
+        p_sig = p < prereg.alpha
+        alpha_txt = f"{prereg.test} p (Holm) = {p:.3g} vs alpha {prereg.alpha:g}"
+        sig_sign, sig_txt = _test_sign(s, prereg.test), _test_direction_text(s, prereg.test)
+    right_way = prereg.direction == "two-sided" or sig_sign == sign
+    agree = sig_sign == mean_sign
+    if p_sig and right_way and agree and effect >= prereg.min_effect:
+        return "supported", f"{alpha_txt}; mean diff {s.mean_diff:+.3g} meets the minimum effect {prereg.min_effect:g}"
+    if p_sig and not right_way:
+        return "not supported", (f"{alpha_txt}; significant in the opposite direction ({sig_txt}; mean diff "
+                                 f"{s.mean_diff:+.3g})")
+    if p_sig and not agree:
+        return "inconclusive", (f"{alpha_txt}; the test finds B {'higher' if sig_sign > 0 else 'lower'} ({sig_txt}) "
+                                f"but the mean diff {s.mean_diff:+.3g} points the other way: no direction to claim")
+    lo, hi = s.ci.low, s.ci.high
+    if np.isfinite(lo) and np.isfinite(hi):
+        if prereg.direction == "two-sided":
+            smaller = -prereg.min_effect < lo and hi < prereg.min_effect
+        else:
+            smaller = (hi if sign > 0 else -lo) < prereg.min_effect
+        if smaller:
+            return "not supported", (
+                f"{100 * s.ci.level:.3g}% CI [{lo:.3g}, {hi:.3g}] excludes the minimum effect {prereg.min_effect:g}"
+            )
+    if decision is not None and decision.action == "stop_futility":
+        return "not supported", f"stopped for futility at look {decision.look}: {decision.reason}"
+    if p_sig:
+        return "inconclusive", f"{alpha_txt}; but mean diff {s.mean_diff:+.3g} is below the minimum effect"
+    return "inconclusive", f"{alpha_txt}; CI [{lo:.3g}, {hi:.3g}] still includes the minimum effect"
+
+
+def missing_imbalance(arms: Sequence[str], failed: Mapping[str, int], judge_failures: Mapping[str, int],
+                      failed_tasks: Mapping[str, Sequence[str]] | None = None) -> str | None:
+    """Why the arms' missing values refuse a verdict, or None when both arms miss the same number.
+
+    A failed cell, or a judge reply that could not be read, is an outcome of its arm, not noise: an arm that fails
+    on the hard tasks leaves only its easy ones in the complete pairs, and a verdict on those pairs would credit the
+    failing arm. Equal counts leave no arm favoured by what is missing.
+    """
+    a, b = arms
+    parts = []
+    if failed.get(a, 0) != failed.get(b, 0):
+        where = {arm: sorted(set((failed_tasks or {}).get(arm, ()))) for arm in (a, b)}
+        shown = "".join(f"; {arm} failed on {', '.join(where[arm])}" for arm in (a, b) if where[arm])
+        parts.append(f"failed cells differ between arms ({a} {failed.get(a, 0)}, {b} {failed.get(b, 0)}{shown})")
+    if judge_failures.get(a, 0) != judge_failures.get(b, 0):
+        parts.append(f"judge replies that could not be read differ between arms ({a} {judge_failures.get(a, 0)}, "
+                     f"{b} {judge_failures.get(b, 0)})")
+    if not parts:
+        return None
+    return (f"{' and '.join(parts)}: a failure is an outcome of its arm, so the complete pairs are a sample it "
+            "chose; rerun the same command to retry failed cells")
+
+
+def verdict(prereg: Preregistration, result: Any) -> str:
+    """'supported' | 'not supported' | 'inconclusive' from the pre-registered rule."""
+    return explain_verdict(prereg, result)[0]
+

@@ -1,0 +1,220 @@
+"""A stored calibration: what it measured (noise, checks, power, cost), where it lives, and finding it again.
+
+results/calibration/<key>.json, key: hash of the objective fingerprint of experiments.config.study_fingerprint
+without sweep_kind (backend identity, evaluator, benchmark, harness config). A sweep or A/B whose fingerprint
+matches reads it (find_calibration) when its checks passed; experiments.calibration writes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from experiments.config import ExperimentConfig, fingerprint_diff, study_fingerprint
+from experiments.stats import NoiseFloor
+
+CAL_DIR = "calibration"
+VERSION = 2  # 2: generator runs have seeds of their own (1 reused a sweep's baseline seeds: its runs were those)
+PASS, FAIL, UNREACHABLE = "pass", "fail", "unreachable"
+
+
+@dataclass(frozen=True)
+class Check:
+    """The A/A test or the positive control."""
+
+    name: str
+    test: str
+    alternative: str
+    n: int
+    mean_diff: float
+    p: float
+    min_p: float
+    status: str  # pass | fail | unreachable
+    detail: str = ""
+
+    def line(self, alpha: float) -> str:
+        side = "two-sided" if self.alternative == "two-sided" else "one-sided"
+        if self.status == UNREACHABLE:
+            verdict = f"UNCHECKED: {self.n} tasks cannot reach alpha (smallest p {self.min_p:.3g})"
+        elif self.name == "A/A":
+            verdict = "not significant: PASS" if self.status == PASS else f"significant (p < {alpha:g}): FAIL"
+        else:
+            verdict = "detected: PASS" if self.status == PASS else "NOT detected: FAIL"
+        return f"{self.name} ({self.detail}; {side} {self.test}): diff {self.mean_diff:+.3f}, p={self.p:.3g}: {verdict}"
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one task run costs (medians over the calibration's runs), and a context preparation and a re-score."""
+
+    llm_calls: float  # per task run, cached included
+    uncached_calls: float  # per task run: what sweep.max_llm_calls counts
+    tokens: float  # prompt + completion per task run
+    wall_s: float  # per task run (Runner.finish)
+    prepare_calls: float = 0.0  # uncached calls per context preparation
+    prepare_s: float = 0.0
+    rescore_s: float = 0.0
+    runs: int = 0
+
+
+@dataclass(frozen=True)
+class Calibration:
+    fingerprint: dict[str, Any]
+    key: str
+    created: str
+    design: dict[str, Any]
+    tasks: tuple[str, ...]
+    sigma: float  # generator variance: pooled within-task SD of the composite over `repeats` runs
+    repeats: int
+    n_tasks: int
+    range_of_means: float
+    per_task_sd: dict[str, float]
+    sigma_ci: tuple[float, float]
+    judge_sigma: float
+    judge_dimensions: dict[str, float]
+    generator_dimensions: dict[str, float]
+    aa: Check
+    control: Check
+    mde: dict[str, dict[str, Any]]
+    needed: dict[str, Any]
+    cost: Cost
+    smoke: bool = False
+    runs: dict[str, Any] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+    path: str = ""
+    # the positive control on the LLM judge's rubric dimensions alone (None: no rubric ran): a control detected
+    # by the deterministic criteria only says nothing about the judge
+    judge_control: Check | None = None
+    # the positive control's spread across tasks (experiments.stats.heterogeneity; None: fewer than 3 tasks)
+    heterogeneity: dict[str, float] | None = None
+
+    @property
+    def effect_cv(self) -> float:
+        """The control's spread across tasks relative to its mean (0: none measured)."""
+        return float((self.heterogeneity or {}).get("effect_cv") or 0.0)
+
+    @property
+    def judge_discriminates(self) -> bool:
+        return self.judge_control is not None and self.judge_control.status == PASS
+
+    @property
+    def passed(self) -> bool:
+        """No check failed (an unreachable check, allowed by calibrate.allow_underpowered, is not a failure)."""
+        return FAIL not in (self.aa.status, self.control.status)
+
+    @property
+    def failed_out(self) -> bool:  # the CLI exits 1 on a failed check
+        return not self.passed
+
+    @property
+    def stop_reason(self) -> str:
+        bad = [c.name for c in (self.aa, self.control) if c.status == FAIL]
+        return f"calibration checks failed: {', '.join(bad)}; a sweep will not use this calibration" if bad else ""
+
+    def noise_floor(self) -> NoiseFloor:
+        """The sweep's NoiseFloor from the generator variance (repeats = the calibration's runs)."""
+        return NoiseFloor(self.sigma, self.repeats, self.n_tasks, self.range_of_means, dict(self.per_task_sd))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["version"] = VERSION
+        d["passed"] = self.passed
+        d.pop("path")
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], path: str = "") -> "Calibration":
+        d = dict(d)
+        version = d.pop("version", None)
+        if version != VERSION:
+            raise ValueError(f"calibration format version {version} is not {VERSION}" + (
+                " (version 1 ran a sweep's own baseline seeds: run +sweep=calibrate again)" if version == 1 else ""))
+        d["aa"], d["control"], d["cost"] = Check(**d["aa"]), Check(**d["control"]), Cost(**d["cost"])
+        d["judge_control"] = Check(**d["judge_control"]) if d.get("judge_control") else None
+        d["tasks"], d["sigma_ci"] = tuple(d["tasks"]), tuple(d["sigma_ci"])
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names}, path=path)
+
+
+def run_label(identity: Mapping[str, Mapping[str, Any]], calibration: "Calibration | None" = None) -> str | None:
+    """The line every output, record and report of a run on an embedded model carries (None: no embedded role).
+
+    It names the model file actually loaded. Results on an embedded model are a smoke run unless a calibration on
+    the same fingerprint showed that the judge discriminates (the positive control detected on the rubric
+    dimensions alone); then the line says so and names that calibration."""
+    files = sorted({str(i.get("file") or i.get("model")) for i in identity.values() if i.get("backend") == "embedded"})
+    if not files:
+        return None
+    names = ", ".join(files)
+    if calibration is not None and calibration.judge_discriminates:
+        jc = calibration.judge_control
+        return (f"EMBEDDED MODEL ({names}): its judge discriminates per calibration {calibration.key} (positive "
+                f"control on the rubric: diff {jc.mean_diff:+.2f}, p={jc.p:.3g}); a small local model, not a "
+                f"production judge")
+    return f"SMOKE RUN (embedded {names}): not research quality"
+
+
+def label_for(exp: ExperimentConfig, identity: Mapping[str, Any], tasks: Sequence[Any]) -> str | None:
+    """run_label with the stored calibration of this fingerprint, if one passed its checks."""
+    if not any(i.get("backend") == "embedded" for i in identity.values()):
+        return None
+    return run_label(identity, find_calibration(exp, identity, tasks)[0])
+
+
+def calibration_fingerprint(exp: ExperimentConfig, identity: Mapping[str, Any], tasks: Sequence[Any]) -> dict[str, Any]:
+    """experiments.config.study_fingerprint without sweep_kind: what a calibration and a sweep or A/B share
+    (backend identity, evaluator, benchmark tasks, harness config)."""
+    fp = study_fingerprint(exp, identity, tasks)
+    fp.pop("sweep_kind", None)
+    return json.loads(json.dumps(fp, default=str))  # the form it has once stored
+
+
+def fingerprint_key(fp: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(fp, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def calibration_dir(exp: ExperimentConfig) -> Path:
+    return Path(exp.results_dir) / CAL_DIR
+
+
+def load_calibration(path: Path) -> Calibration:
+    return Calibration.from_dict(json.loads(path.read_text(encoding="utf-8")), str(path))
+
+
+def find_calibration(exp: ExperimentConfig, identity: Mapping[str, Any],
+                     tasks: Sequence[Any]) -> tuple[Calibration | None, str]:
+    """(the stored calibration of this fingerprint, or None; one line saying what was found and why).
+
+    A calibration whose A/A or positive control failed is found but not returned (the line says so); with none
+    for this fingerprint, the line names the nearest stored one and the fields that differ."""
+    fp = calibration_fingerprint(exp, identity, tasks)
+    key = fingerprint_key(fp)
+    folder = calibration_dir(exp)
+    path = folder / f"{key}.json"
+    if path.is_file():
+        try:
+            cal = load_calibration(path)
+        except (ValueError, KeyError, TypeError) as exc:
+            return None, f"calibration {path} is unreadable ({type(exc).__name__}: {exc}); ignored"
+        if fingerprint_diff(cal.fingerprint, fp):
+            return None, f"calibration {path} does not match this fingerprint after all; ignored"
+        if not cal.passed:
+            bad = " and ".join(ch.name for ch in (cal.aa, cal.control) if ch.status == FAIL)
+            return None, f"calibration {key} ({path}) is ignored: its {bad} check failed"
+        return cal, f"calibration {key} ({path}, {cal.created[:19]})"
+    others = []
+    for p in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            stored = json.loads(p.read_text(encoding="utf-8")).get("fingerprint") or {}
+        except (OSError, ValueError):
+            continue
+        others.append((len(fingerprint_diff(stored, fp)), p, fingerprint_diff(stored, fp)))
+    if not others:
+        return None, "no stored calibration (run +sweep=calibrate first to know the noise before the sweep)"
+    n, p, diff = min(others, key=lambda o: o[0])
+    return None, (f"none of the {len(others)} stored calibration(s) matches this fingerprint; the nearest ({p.name}) "
+                  f"differs in {n} field(s): {'; '.join(diff[:3])}{'; ...' if n > 3 else ''}")

@@ -1,0 +1,232 @@
+"""Search decisions of the sweep, as pure functions on scores: which parent to mutate, whether a new candidate
+earns a full evaluation, which operator to ask for, which two candidates to merge, and the pruner's threshold.
+
+The objective (experiments/sweep/) calls these on the state it reads from the study's trials; the
+simulation (bench/optimizer_sim.py) calls the same functions on its own state, so what the benchmark measured
+is what the sweep runs. Nothing here touches Optuna, the harness or a file.
+
+- Parent selection (GEPA, arXiv 2507.19457, Algorithm 2): a candidate stays on the per-task Pareto front while
+  it has the best score on some task; candidates whose every lead is shared with another front member are
+  dropped (gepa_utils.remove_dominated_programs); the parent is drawn with probability proportional to the
+  number of tasks it leads.
+- Minibatch gate: the child runs on a few tasks and is compared with its parent's stored scores on the same
+  tasks. GEPA passes a child whose sum is strictly higher (no test of noise, and it re-runs the parent). Here a
+  child is gated out only when the one-sided upper bound of the mean paired difference lies below zero at the
+  noise floor: mean(d) + z * sigma * sqrt(2 / g) < 0, sigma the run-to-run sd of one task score (baseline
+  repeats or a calibration). Each difference holds two runs, hence sqrt(2). bench/optimizer_sim.py chose z.
+- Operator choice: Thompson sampling on a Beta(1 + wins, 1 + losses) per operator, credited to the operator
+  that made the text (a fallback credits the fallback), a win being a child that beat its parent on the full
+  train split. TPE on a single categorical with a handful of trials is mostly its random start-up, and it
+  credits the operator asked for.
+- Merge: two front members that share an ancestor and are not each other's ancestor (gepa/proposer/merge.py).
+- Pruner: WilcoxonPruner tests after every task; Optuna's docs ask for a Pocock-corrected p for the nominal
+  false-prune rate over those repeated looks (pocock_p).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Hashable, Iterable, Mapping, Sequence, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+
+# -- parent selection -------------------------------------------------------------------------------
+
+
+def pareto_leads(scores: Mapping[K, Mapping[str, float]], *, tol: float = 1e-9) -> dict[K, int]:
+    """Candidate -> number of tasks on which it has the best score, over the candidates that stay on the front.
+
+    A task's front is every candidate at its maximum (ties included). A candidate is dropped when, on every task
+    where it is on the front, another remaining front member is there too (GEPA's remove_dominated_programs,
+    tried lowest mean first). Tasks missing from a candidate's scores do not count for it."""
+    tasks = sorted({t for s in scores.values() for t in s})
+    fronts: dict[str, set[K]] = {}
+    for t in tasks:
+        have = {k: s[t] for k, s in scores.items() if t in s}
+        if have:
+            top = max(have.values())
+            fronts[t] = {k for k, v in have.items() if v >= top - tol}
+    members = {k for f in fronts.values() for k in f}
+    means = {k: sum(scores[k].values()) / len(scores[k]) for k in members}
+    order = sorted(members, key=lambda k: (means[k], str(k)))
+    dropped: set[K] = set()
+    changed = True
+    while changed:
+        changed = False
+        for k in order:
+            if k in dropped:
+                continue
+            others = members - dropped - {k}
+            if all(f & others for f in fronts.values() if k in f):
+                dropped.add(k)
+                changed = True
+                break
+    kept = members - dropped
+    return {k: sum(k in f for f in fronts.values()) for k in sorted(kept, key=str)}
+
+
+def sample_parent(leads: Mapping[K, int], rng: random.Random) -> K:
+    """One candidate drawn with probability proportional to the tasks it leads."""
+    if not leads:
+        raise ValueError("sample_parent needs at least one front member; got none")
+    keys = sorted(leads, key=str)
+    return rng.choices(keys, weights=[leads[k] for k in keys], k=1)[0]
+
+
+# -- the minibatch gate -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    passed: bool
+    diff: float  # mean over the gate tasks of child - parent
+    bound: float  # one-sided upper bound of the mean difference (diff when no sigma is known)
+    n: int
+    sigma: float | None
+    z: float
+    tasks: tuple[str, ...] = ()
+
+    @property
+    def reason(self) -> str:
+        how = (f"upper bound {self.bound:+.3f} (z {self.z:g}, sigma {self.sigma:.3f})" if self.sigma
+               else "no noise floor known: strict mean")
+        verdict = "passed" if self.passed else "gated out"
+        return f"{verdict} on {self.n} task(s): mean difference to the parent {self.diff:+.3f}; {how}"
+
+    def as_attr(self) -> dict:
+        return {"passed": self.passed, "diff": round(self.diff, 4), "bound": round(self.bound, 4), "n": self.n,
+                "sigma": None if self.sigma is None else round(self.sigma, 4), "z": self.z,
+                "tasks": list(self.tasks)}
+
+
+def gate(child: Mapping[str, float], parent: Mapping[str, float], *, sigma: float | None, z: float) -> GateDecision:
+    """Pass unless the child is worse than its parent beyond the noise: mean(d) + z * sigma * sqrt(2 / n) >= 0.
+
+    Without a known sigma (no repeats, no calibration) the rule falls back to GEPA's strict one: mean(d) > 0."""
+    tasks = tuple(sorted(set(child) & set(parent)))
+    if not tasks:
+        raise ValueError("gate needs scores of the child and the parent on the same tasks; got no common task")
+    d = [child[t] - parent[t] for t in tasks]
+    diff = sum(d) / len(d)
+    if sigma is not None and sigma > 0:
+        bound = diff + z * sigma * math.sqrt(2.0 / len(d))
+        return GateDecision(bound >= 0.0, diff, bound, len(d), sigma, z, tasks)
+    return GateDecision(diff > 0.0, diff, diff, len(d), None, z, tasks)
+
+
+def gate_tasks(task_ids: Sequence[str], n: int, rng: random.Random) -> list[str]:
+    """n task ids drawn without replacement (all of them when n covers the split)."""
+    ids = list(task_ids)
+    return ids if n >= len(ids) else rng.sample(ids, n)
+
+
+# -- operator credit ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Credit:
+    wins: int = 0
+    tries: int = 0
+
+
+def credit_from(outcomes: Iterable[tuple[str, bool]], operators: Sequence[str]) -> dict[str, Credit]:
+    """Operator -> Credit from (operator used, won) pairs. A label joined with '+' (types made by different
+    operators) credits each of its operators; names outside `operators` (merge, none, baseline) are skipped."""
+    tally = {op: [0, 0] for op in operators}
+    for used, won in outcomes:
+        for op in set(str(used).split("+")):
+            if op in tally:
+                tally[op][0] += bool(won)
+                tally[op][1] += 1
+    return {op: Credit(w, n) for op, (w, n) in tally.items()}
+
+
+def thompson_choice(credit: Mapping[str, Credit], operators: Sequence[str], rng: random.Random) -> str:
+    """The operator with the highest draw from Beta(1 + wins, 1 + tries - wins)."""
+    if not operators:
+        raise ValueError("thompson_choice needs at least one operator; got none")
+    draws = {op: rng.betavariate(1 + credit.get(op, Credit()).wins,
+                                 1 + credit.get(op, Credit()).tries - credit.get(op, Credit()).wins)
+             for op in operators}
+    return max(operators, key=lambda op: draws[op])
+
+
+# -- merge pairs ---------------------------------------------------------------------------------------
+
+
+def ancestors(node: K, parents: Mapping[K, Sequence[K]]) -> set[K]:
+    """Every ancestor of node through `parents` (node -> its parents), node excluded."""
+    seen: set[K] = set()
+    stack = list(parents.get(node, ()))
+    while stack:
+        p = stack.pop()
+        if p is not None and p not in seen:
+            seen.add(p)
+            stack.extend(parents.get(p, ()))
+    return seen
+
+
+def merge_pair(front: Sequence[K], parents: Mapping[K, Sequence[K]], means: Mapping[K, float],
+               rng: random.Random, *, done: Iterable[tuple] = ()) -> tuple[K, K, K] | None:
+    """(a, b, ancestor) for two front members with a common ancestor that neither is descended from the other
+    and that scores no higher than either (GEPA's filter), not merged before; None when no pair qualifies.
+    The ancestor is drawn weighted by its mean (GEPA); pairs are tried in a seeded order."""
+    tried = {tuple(x[:2]) for x in done}
+    pairs = [(a, b) for i, a in enumerate(sorted(front, key=str)) for b in sorted(front, key=str)[i + 1:]]
+    rng.shuffle(pairs)
+    for a, b in pairs:
+        if (a, b) in tried or (b, a) in tried:
+            continue
+        anc_a, anc_b = ancestors(a, parents), ancestors(b, parents)
+        if a in anc_b or b in anc_a:
+            continue
+        common = [c for c in sorted(anc_a & anc_b, key=str) if means.get(c, -math.inf) <= min(means[a], means[b])]
+        if common:
+            low = min(means.get(c, 0.0) for c in common)
+            weights = [means.get(c, 0.0) - low + 1e-6 for c in common]
+            return a, b, rng.choices(common, weights=weights, k=1)[0]
+    return None
+
+
+# -- the pruner over repeated looks ----------------------------------------------------------------------
+
+
+@lru_cache(maxsize=64)
+def pocock_p(alpha: float, looks: int) -> float:
+    """Nominal one-sided p per look that keeps the overall false-prune rate at alpha over `looks` equally spaced
+    looks (Pocock 1977): the boundary c with P(max_k Z_k > c) = alpha for the standardised Gaussian partial sums Z_k
+    (correlation sqrt(i / j)). One look returns alpha."""
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"pocock_p needs alpha in (0, 1); got {alpha!r}")
+    if looks <= 1:
+        return alpha
+    import numpy as np
+    from scipy.stats import norm
+
+    # the boundary is the (1 - alpha) quantile of max_k S_k / sqrt(k) over Gaussian random walks (seeded Monte
+    # Carlo, 400k walks: about +-0.001 on p near 0.02; a 13-dimensional Genz integral took over 30 s)
+    steps = np.random.default_rng(0).standard_normal((400_000, looks))
+    z_max = (np.cumsum(steps, axis=1) / np.sqrt(np.arange(1, looks + 1))).max(axis=1)
+    return float(1.0 - norm.cdf(np.quantile(z_max, 1.0 - alpha)))
+
+
+def pruner_looks(n_tasks: int, startup_steps: int) -> int:
+    """Tests WilcoxonPruner makes on one trial of n tasks: after each report once max(2, startup) paired steps
+    exist, up to the second-to-last task (the objective does not ask after the last one)."""
+    return max(n_tasks - max(2, startup_steps), 1)
+
+
+def pruner_threshold(p: float, n_tasks: int, startup_steps: int, correction: str) -> float:
+    """WilcoxonPruner's p_threshold: p as given, or Pocock-corrected for the looks one trial gets."""
+    if correction == "pocock":
+        return pocock_p(p, pruner_looks(n_tasks, startup_steps))
+    return p
+
+
+def earliest_prune(p_threshold: float) -> int:
+    """Fewest tasks at which a one-sided Wilcoxon test can reach p < p_threshold (its smallest p is 0.5^k)."""
+    return next(k for k in range(1, 128) if 0.5 ** k < p_threshold)

@@ -1,0 +1,341 @@
+"""Preflight: what the rest of a sweep's budget (or an A/B) will cost and detect, before a trial runs.
+
+The cost per task run comes from the stored calibration of the fingerprint (experiments.storage), else
+from the first measured task; the detectable effect from experiments.stats.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from experiments.config import ExperimentConfig
+from experiments.stats import (ab_design, decision_power, decision_power_line, detection_rate, hms, mde, num,
+                               spread_from_trials, sweep_design)
+from experiments.storage import Cost, find_calibration
+
+from ._promotion import holdout_runs, race_runs
+
+HANDFUL = 5  # fewer proposals than this and the preflight warns
+
+
+@dataclass(frozen=True)
+class Projection:
+    trials_left: int
+    baseline_pending: bool
+    proposals: int  # search trials the budget allows (n_trials, then timeout / LLM-call caps when the cost is known)
+    limited_by: str
+    task_runs: int
+    llm_calls: float | None  # uncached (what sweep.max_llm_calls counts), mutation calls included
+    tokens: float | None
+    wall_s: float | None
+    source: str  # where the cost per task run comes from
+    at_once: int = 1  # task runs side by side (concurrency, at most the train tasks)
+
+
+def project_sweep(exp: ExperimentConfig, *, finished: int, baseline_done: bool, repeats_left: int,
+                  holdout_left: int, cost: Cost | None, source: str, used_calls: int = 0, elapsed_s: float = 0.0,
+                  mutation_calls: int = 0, concurrency: int = 1) -> Projection:
+    """Task runs, LLM calls, tokens and wall time the rest of a sweep's budget will take (an upper bound: a pruned
+    trial stops early and a duplicate costs nothing), and how many proposals it allows. With `concurrency` N the
+    tasks of a trial run N at once: wall time is divided by min(N, train tasks), which assumes the backend serves
+    N requests at once as fast as one (a measured cost per task run taken at concurrency N already includes the
+    slow-down of sharing it)."""
+    sw = exp.sweep
+    n_train = len(exp.tasks("train"))
+    left = max(sw.n_trials - finished, 0)
+    pending = (not baseline_done) and left > 0
+    proposals, limited = max(left - int(pending), 0), f"n_trials={sw.n_trials}"
+    fixed_runs = (int(pending) + repeats_left) * n_train
+    at_once = max(min(int(concurrency), n_train), 1)
+    if cost is not None:
+        per_trial_calls = n_train * cost.uncached_calls + mutation_calls
+        per_trial_s = n_train * cost.wall_s / at_once
+        if sw.max_llm_calls is not None and per_trial_calls > 0:
+            room = sw.max_llm_calls - used_calls - fixed_runs * cost.uncached_calls
+            cap = max(math.ceil(room / per_trial_calls), 0)
+            if cap < proposals:
+                proposals, limited = cap, f"max_llm_calls={sw.max_llm_calls}"
+        if sw.timeout_s is not None and per_trial_s > 0:
+            room = sw.timeout_s - elapsed_s - fixed_runs * cost.wall_s / at_once
+            cap = max(math.ceil(room / per_trial_s), 0)
+            if cap < proposals:
+                proposals, limited = cap, f"timeout_s={sw.timeout_s:g}"
+    runs = fixed_runs + proposals * n_train + holdout_left
+    if cost is None:
+        return Projection(left, pending, proposals, limited, runs, None, None, None, source)
+    return Projection(left, pending, proposals, limited, runs, runs * cost.uncached_calls + proposals * mutation_calls,
+                      runs * cost.tokens, runs * cost.wall_s / at_once, source, at_once)
+
+
+def _spread_line(exp: ExperimentConfig, design: Any, effect_cv: float, unit: str, what: str) -> str:
+    """The detectable effect of `design` for an effect that varies across tasks as the calibration's positive
+    control did (experiments.stats.Design.effect_cv)."""
+    m = mde(dataclasses.replace(design, effect_cv=effect_cv), power=exp.calibrate.power, sims=exp.calibrate.sims)
+    size = f"{num(m)}{' ' + unit if unit else ''}" if math.isfinite(m) else f"none at any size on {design.n} {what}"
+    return (f"preflight: detectable effect if it varies across tasks as the calibration's positive control did "
+            f"({effect_cv:.2f}x its mean): {size}")
+
+
+def preflight_lines(exp: ExperimentConfig, proj: Projection, *, sigma: float | None, baseline_runs: int,
+                    noise_source: str, effect_cv: float = 0.0) -> list[str]:
+    """The preflight block: budget, projected cost, detectable effect, and a warning on a tiny budget.
+
+    effect_cv > 0 (a calibration's positive control varied across tasks): the detectable effect is also given for
+    an effect that varies as much (experiments.stats.Design.effect_cv)."""
+    sw = exp.sweep
+    n_train = len(exp.tasks("train"))
+    lines = [f"preflight: budget n_trials={sw.n_trials} ({proj.trials_left} left: "
+             f"{'baseline + ' if proj.baseline_pending else ''}{proj.proposals} proposal(s)), timeout_s="
+             f"{sw.timeout_s if sw.timeout_s is not None else 'none'}, max_llm_calls="
+             f"{sw.max_llm_calls if sw.max_llm_calls is not None else 'none'}"]
+    if proj.llm_calls is None:
+        lines.append(f"preflight: {proj.task_runs} task runs projected; LLM calls, tokens and wall time follow from "
+                     f"the first measured task ({proj.source})")
+    else:
+        side = f", {proj.at_once} at once" if proj.at_once > 1 else ""
+        lines.append(f"preflight: {proj.task_runs} task runs: ~{proj.llm_calls:.0f} uncached LLM calls, "
+                     f"~{proj.tokens:.0f} tokens, wall ~{hms(proj.wall_s or 0.0)} (cost per task run from "
+                     f"{proj.source}{side}; an upper bound: a pruned trial stops early)")
+    if sigma is not None and n_train:
+        d = sweep_design(sigma, n_train, alpha=sw.alpha, baseline_runs=baseline_runs)
+        m = mde(d, power=exp.calibrate.power, sims=exp.calibrate.sims)
+        lines.append(f"preflight: detectable effect {num(m)} composite points at power {exp.calibrate.power:g} "
+                     f"({n_train} train tasks, one-sided wilcoxon p < {sw.alpha:g} and diff > floor {d.floor:.3f}; "
+                     f"noise sigma {sigma:.3f} from {noise_source})")
+        if effect_cv > 0:
+            lines.append(_spread_line(exp, d, effect_cv, "composite points", "train tasks"))
+    else:
+        lines.append("preflight: detectable effect not known yet (no calibration for this fingerprint): it follows "
+                     "from the baseline repeats; run +sweep=calibrate first to know it before a sweep")
+    if proj.proposals < HANDFUL:
+        lines.append(f"preflight: WARNING: the budget allows only {proj.proposals} proposal(s) (limited by "
+                     f"{proj.limited_by}), fewer than a handful ({HANDFUL}): the search can barely move; raise "
+                     f"sweep.n_trials" + (" or the cap that limits it" if not proj.limited_by.startswith("n_trials")
+                                          else ""))
+    return lines
+
+
+def ab_preflight_lines(exp: ExperimentConfig, identity: Mapping[str, Any], tasks: Sequence[Any], *, n_tasks: int,
+                       replications: int | None = None, cells_prepare: bool = True) -> list[str]:
+    """For the A/B runner (experiments/ab/, before its first cell): the same preflight for an A/B.
+
+    `identity` is the runner's (or arm A's) backend identity and `tasks` the benchmark's tasks, as for a sweep;
+    n_tasks: tasks in the test. Projects 2 arms x n_tasks x replications task runs (each with a context
+    preparation when cells_prepare), and the detectable effect of the pre-registered test from the stored
+    calibration: the effect at which 'supported' (significant AND mean diff >= ab.min_effect) has probability
+    power, with a warning that a true effect of ab.min_effect itself is detected with less (half at best)."""
+    ab = exp.ab
+    reps = replications or ab.replications
+    cal, note = find_calibration(exp, identity, tasks)
+    runs = 2 * n_tasks * reps
+    lines = [f"preflight: A/B {n_tasks} tasks x 2 arms x {reps} replication(s) = {runs} task runs"]
+    if cal is None:
+        lines.append(f"preflight: cost and detectable effect unknown ({note})")
+        return lines
+    co = cal.cost
+    per_run_s = co.wall_s + (co.prepare_s if cells_prepare else 0.0)
+    per_run_calls = co.uncached_calls + (co.prepare_calls if cells_prepare else 0.0)
+    lines.append(f"preflight: ~{runs * per_run_calls:.0f} uncached LLM calls, ~{runs * co.tokens:.0f} tokens, wall "
+                 f"~{hms(runs * per_run_s)} (from calibration {cal.key})")
+    power = exp.calibrate.power
+    d = ab_design(cal.sigma, n_tasks, alpha=ab.alpha, replications=reps, test=ab.test, min_effect=ab.min_effect)
+    m = mde(d, power=power, sims=exp.calibrate.sims)
+    lines.append(f"preflight: detectable effect {num(m)} at power {power:g} ('supported': two-sided {ab.test} "
+                 f"p < {ab.alpha:g} and mean diff >= min_effect {ab.min_effect:g}; sigma {cal.sigma:.3f} from "
+                 f"calibration {cal.key})")
+    if cal.effect_cv > 0:
+        lines.append(_spread_line(exp, d, cal.effect_cv, "", "tasks"))
+    at_min = detection_rate(d, ab.min_effect, sims=exp.calibrate.sims) if ab.min_effect > 0 else None
+    if at_min is not None and at_min < power:
+        lines.append(f"preflight: WARNING: the pre-registered minimum effect {ab.min_effect:g}, as the true effect, "
+                     f"is called 'supported' with probability {at_min:.2f} only (the observed mean must reach it); "
+                     f"effects of {num(m)} or more are detected at power {power:g}: add tasks or replications to "
+                     f"bring that down, or pre-register a min_effect below the effect that matters")
+    return lines
+
+
+# -- a sweep's noise source and preflight -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NoiseSource:
+    calibration: Any  # the calibration_store.Calibration whose noise floor the study uses, or None (its repeats)
+    note: str  # the summary's "noise source" line
+    line: str  # what the sweep prints when it starts
+
+
+def pin_noise_source(study: Any, exp: ExperimentConfig, identity: Mapping[str, Any], tasks: Sequence[Any]) -> NoiseSource:
+    """The stored calibration whose noise floor this study uses instead of baseline repeats, or none.
+
+    Pinned to the study when it starts (study attr noise_source), so a resumed study keeps one source: a study
+    that measured its own repeats keeps them even if a calibration appears later."""
+    cal, note = find_calibration(exp, identity, tasks)
+    pinned = study.user_attrs.get("noise_source")
+    if pinned is None:
+        if cal is not None and study.user_attrs.get("baseline_runs"):  # repeats measured before it existed
+            note, cal = f"{note} exists, but this study measured its own baseline repeats; keeping them", None
+        study.set_user_attr("noise_source", {"calibration": cal.key if cal is not None else None})
+    elif pinned.get("calibration") is None:
+        if cal is not None:
+            note = f"{note} exists, but this study started without it; keeping its own baseline repeats"
+        cal = None
+    elif cal is None or cal.key != pinned["calibration"]:
+        note = f"the calibration this study started with is gone ({note}); measuring baseline repeats now"
+        study.set_user_attr("noise_source", {"calibration": None})
+        cal = None
+    r = exp.sweep.baseline_repeats
+    if cal is not None:
+        return NoiseSource(cal, f"calibration {cal.key} ({cal.path}): sigma {cal.sigma:.3f} over {cal.repeats} runs x "
+                                f"{cal.n_tasks} tasks; baseline repeats not run",
+                           f"noise floor from {note}: sigma {cal.sigma:.3f} over {cal.repeats} runs x {cal.n_tasks} "
+                           f"tasks; the {r - 1} baseline repeat(s) are not run")
+    return NoiseSource(None, f"{r} baseline runs of this study ({note})",
+                       f"calibration: {note}; the noise floor comes from {r} baseline runs")
+
+
+def noise_measured_line(exp: ExperimentConfig, runs: Sequence[Mapping[str, float]], n_train: int) -> str:
+    """The detectable effect, once a study's baseline repeats have measured the noise."""
+    from experiments.stats import noise_floor
+
+    nf = noise_floor(runs)
+    d = sweep_design(nf.sigma, n_train, alpha=exp.sweep.alpha, baseline_runs=len(runs))
+    m = mde(d, power=exp.calibrate.power, sims=exp.calibrate.sims)
+    return (f"noise measured from {len(runs)} baseline runs: sigma {nf.sigma:.3f}, floor {d.floor:.3f}; detectable "
+            f"effect {m:.3f} composite points at power {exp.calibrate.power:g}")
+
+
+def mutation_calls(exp: ExperimentConfig, mutate_types: Sequence[str]) -> int:
+    """Upper bound of LLM calls one proposal spends in the mutators: one per mutated task type when any
+    configured operator asks the model."""
+    try:
+        from mutators.operators import LLM_OPERATORS
+    except ImportError:
+        return len(mutate_types)
+    return len(mutate_types) if set(exp.sweep.operators) & set(LLM_OPERATORS) else 0
+
+
+def sweep_preflight(exp: ExperimentConfig, study: Any, *, calibration: Any, measured: Sequence[tuple[int, int, float]],
+                    n_holdout: int, update: str | None, used_calls: int, elapsed_s: float, mutation_calls: int,
+                    concurrency: int, n_train: int = 0) -> tuple[list[str], bool]:
+    """(lines, whether the cost per task run is known): projected LLM calls, tokens and wall time for the rest of
+    the budget, the detectable effect, and a warning on a budget of fewer than a handful of proposals. Before the
+    first trial (update None) the cost comes from the calibration, else it is not known yet; an update (after the
+    first measured task, after the first trial) takes it from the task runs measured here ((uncached calls,
+    tokens, seconds) each) and prints nothing when none reached the model."""
+    from ._study import baseline_trial, finished_trials
+
+    sw, cal = exp.sweep, calibration
+    m = [x for x in measured if x[0] > 0]  # task runs that reached the model (a cache hit costs ~0)
+    if update is not None and not m:
+        return [], True
+    if update is not None:
+        update = f"{update}: {len(m)} task run(s) measured here"
+        cost, source = Cost(0.0, statistics.median(x[0] for x in m), statistics.median(x[1] for x in m),
+                            statistics.median(x[2] for x in m), runs=len(m)), update
+    elif cal is not None:
+        cost, source = cal.cost, f"calibration {cal.key}"
+    else:
+        cost, source = None, "no calibration"
+    stored = dict(study.user_attrs.get("baseline_runs", {}))
+    repeats_left = 0 if cal is not None else sum(str(exp.seed + k) not in stored for k in range(1, sw.baseline_repeats))
+    done_runs = len(study.user_attrs.get("holdout", {})) + sum(
+        len(v) for v in study.user_attrs.get("holdout_repeats", {}).values())
+    holdout_left = max(holdout_runs(sw, n_holdout) - done_runs * n_holdout, 0)
+    raced = sum(len(v) for v in study.user_attrs.get("train_reruns", {}).values())
+    holdout_left += max(race_runs(sw, n_train) - raced * n_train, 0)  # the final race: task runs after the search
+    proj = project_sweep(exp, finished=len(finished_trials(study)), baseline_done=baseline_trial(study) is not None,
+                         repeats_left=repeats_left, holdout_left=holdout_left, cost=cost, source=source,
+                         used_calls=used_calls, elapsed_s=elapsed_s, mutation_calls=mutation_calls,
+                         concurrency=concurrency)
+    sigma, src = (cal.sigma, f"calibration {cal.key}") if cal is not None else (None, "no calibration")
+    # with a calibration the sweep compares each candidate with its one baseline run (no repeats)
+    lines = preflight_lines(exp, proj, sigma=sigma, baseline_runs=1, noise_source=src,
+                            effect_cv=cal.effect_cv if cal is not None else 0.0)
+    if sigma is not None and update is None and sw.holdout_test == "tasks" and len(exp.tasks("holdout")) >= 2:
+        from experiments.stats import LOOKS_ATTR, level
+
+        looks = len(study.user_attrs.get(LOOKS_ATTR, []))  # the next conclusion is look looks + 1
+        lines.append("preflight: " + confirmable_line(exp, sigma=sigma, sigma_source=src, baseline_runs=1,
+                                                      candidate_diffs=(), calibration=cal,
+                                                      level=level(sw.alpha, looks + 1)))
+    if update is None:
+        lines.append(cost_model_line(cal, baseline_trial(study), proj.task_runs))
+    if update is not None:  # the cost line changes, and the proposals a timeout or call cap allows
+        lines = [ln.replace("preflight:", "preflight update:", 1) for ln in lines if "detectable effect" not in ln]
+    return lines, cost is not None
+
+
+def cost_model_line(calibration: Any, baseline: Any, task_runs: int) -> str:
+    """The cost model the preflight uses (issue 34 item 4): tokens and calls per task run from the calibration,
+    else from the baseline trial's tasks (its `task_costs`: completion and prompt tokens apart), else unknown; and
+    the tokens projected for the design's `task_runs`."""
+    if calibration is not None:
+        co = calibration.cost
+        return (f"preflight: cost model: {co.tokens:.0f} tokens (prompt + completion; the calibration does not split "
+                f"them), {co.llm_calls:.1f} LLM calls ({co.uncached_calls:.1f} uncached) per task run, medians over "
+                f"calibration {calibration.key}'s {co.runs} runs; projected {task_runs * co.tokens:.0f} tokens for "
+                f"{task_runs} task runs")
+    costs = dict(baseline.user_attrs.get("task_costs") or {}) if baseline is not None else {}
+    per = {m: statistics.fmean(v.values()) for m, v in costs.items() if v}
+    if {"completion_tokens", "prompt_tokens", "llm_calls"} <= set(per):
+        n = len(costs["completion_tokens"])
+        tokens = per["completion_tokens"] + per["prompt_tokens"]
+        return (f"preflight: cost model: {per['completion_tokens']:.0f} completion + {per['prompt_tokens']:.0f} prompt "
+                f"tokens, {per['llm_calls']:.1f} LLM calls per task run, means over the baseline trial's {n} tasks; "
+                f"projected {task_runs * tokens:.0f} tokens ({task_runs * per['completion_tokens']:.0f} completion) "
+                f"for {task_runs} task runs")
+    return (f"preflight: cost model: unknown until the baseline runs (no calibration, no baseline trial with a "
+            f"recorded cost); tokens for the {task_runs} task runs follow from its first tasks")
+
+
+# -- what the whole decision can confirm ----------------------------------------------------------------------
+
+
+def spread_estimate(candidate_diffs: Sequence[Sequence[float]], sigma: float, baseline_runs: int,
+                    calibration: Any) -> tuple[float, str]:
+    """tau and where it came from: the sweep's own candidates (their per-task train differences, run noise
+    sigma^2 (1 + 1/b) taken out), else the calibration's positive control, else 0 ("not measured")."""
+    own = spread_from_trials(candidate_diffs, sigma ** 2 * (1.0 + 1.0 / max(baseline_runs, 1)))
+    if own is not None:
+        return own[0], f"this sweep's {len(candidate_diffs)} candidate(s) ({own[1]} df)"
+    het = getattr(calibration, "heterogeneity", None) if calibration is not None else None
+    if het and het.get("tau") is not None:
+        return float(het["tau"]), f"calibration {calibration.key}'s positive control ({het['n']} tasks)"
+    return 0.0, "nothing yet (taken as 0: an optimistic figure)"
+
+
+def confirmable_line(exp: ExperimentConfig, *, sigma: float, sigma_source: str, baseline_runs: int,
+                     candidate_diffs: Sequence[Sequence[float]], calibration: Any, level: float) -> str:
+    """The summary's (and preflight's) line: the mean effect this design promotes with probability
+    calibrate.power, the train filter and the confirmation over tasks together, with tau from the sweep's own
+    trials or the calibration (experiments.stats.decision_power)."""
+    sw = exp.sweep
+    tau, tau_source = spread_estimate(candidate_diffs, sigma, baseline_runs, calibration)
+    dp = decision_power(sigma, tau, n_train=len(exp.tasks("train")), n_holdout=len(exp.tasks("holdout")),
+                        alpha=sw.alpha, level=level, baseline_runs=baseline_runs,
+                        holdout_runs=(sw.holdout_candidate_runs, sw.holdout_baseline_runs), power=exp.calibrate.power,
+                        target_effect=exp.calibrate.target_effect, sims=min(exp.calibrate.sims, 1000))
+    return decision_power_line(dp, tau_source=tau_source, sigma_source=sigma_source)
+
+
+def sweep_confirmable(exp: ExperimentConfig, *, noise: Any, baseline_runs: int, cands: Sequence[Any],
+                      reference: Mapping[str, float], calibration: Any, stored_looks: int, look: Any) -> str:
+    """The end-of-sweep confirmable line (confirmable_line) from what the sweep holds: its noise floor (noise:
+    stats.NoiseFloor), its candidates (promotion.Candidate, one train run each) against the baseline reference,
+    and the level of the look it made (else of its next one). "" when the design does not confirm over tasks or
+    no noise was measured."""
+    from experiments.stats import level
+
+    sw = exp.sweep
+    if sw.holdout_test != "tasks" or len(exp.tasks("holdout")) < 2 or noise.repeats < 2:
+        return ""
+    diffs = [[float(c.train_scores[t]) - float(reference[t]) for t in c.train_scores if t in reference]
+             for c in cands]
+    source = f"calibration {calibration.key}" if calibration is not None else f"{baseline_runs} baseline runs"
+    return confirmable_line(exp, sigma=noise.sigma, sigma_source=source, baseline_runs=baseline_runs,
+                            candidate_diffs=diffs, calibration=calibration,
+                            level=look.level if look is not None else level(sw.alpha, stored_looks + 1))

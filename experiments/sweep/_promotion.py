@@ -1,0 +1,377 @@
+"""Which candidate a sweep promotes, and the evidence for it: pure functions on typed values, no I/O.
+
+The rule: rank the complete, distinct, non-baseline candidates by train mean; the final race (`race`: the top
+`race_top` re-run once more on the train split by the sweep) re-ranks them on comparable evidence; the top
+`holdout_top_k` are run on the holdout (by the sweep, before `decide`): each candidate `holdout_candidate_runs`
+times, the baseline `holdout_baseline_runs` times, with different seeds. A candidate wins when its train
+comparison passes the filter (experiments.stats.compare: mean difference above the noise floor and one-sided
+Wilcoxon p < alpha) AND its holdout difference confirms it over tasks (HoldoutTest, rule "tasks"). Among the
+winners the best holdout mean is promoted (the earlier trial on a tie); with none, the baseline is kept.
+
+The question is the user's: "is this variant better on tasks like mine?". Its unit of replication is the task.
+
+- The holdout alone confirms. Train scores select the candidate, and selection inflates them (the winner's curse),
+  so they are never pooled into the holdout statistic. The train comparison is a filter: it decides, before any
+  holdout run, which candidates are tested, and its p is not corrected for the number of candidates it chose from.
+- Model: task i's holdout difference (candidate mean over c runs minus baseline mean over b runs) is
+  d_i = mu + u_i + e_i, with u_i the task's own deviation from the mean effect mu (the task x variant
+  interaction, sd tau) and e_i run noise (variance sigma^2 (1/c + 1/b)). Holdout tasks stand for a population of
+  tasks, so the claim is about mu, and the spread that matters is var(d_i) = tau^2 + sigma^2 (1/c + 1/b).
+- Test (rule "tasks", the default): the one-sided paired t over the m holdout tasks on the per-task mean
+  differences, SE = sd(d) / sqrt(m), m - 1 degrees of freedom; p = P(T > mean(d) / SE). sd(d) measures tau and
+  the run noise together, so the chance of confirming a candidate whose mean effect over tasks is zero stays at
+  the level whatever tau / sigma (bench/holdout_sim.py), and it is measured even with one run of each text (no
+  sigma needed). The t, not a Wilcoxon: the claim is about the mean, and a rank test answers for a skewed
+  zero-mean spread (one task far down, many a little up) with p far below alpha. Fewer than 2 holdout tasks test
+  nothing: experiments.stats.sweep_design_problem refuses that design before it spends anything.
+- Multiplicity: the family is the top-k candidates the train filter passed (fixed by train data before the
+  holdout runs). Holm's step-down over their holdout p-values at the look's level (experiments.stats:
+  every conclusion a study ever made spends from one alpha) keeps the chance that any candidate without a real
+  mean improvement is promoted at or below alpha over the study's life.
+
+Rules "bound" and "floor" are fixed-task statements, kept for comparison (bench/optimizer_sim.py's "today"):
+"bound" takes its SE from run noise alone (sigma from the noise floor, pooled with the holdout's own repeats) and
+"floor" asks diff > 2 SE. They say whether these m tasks, as they are, scored higher than run noise explains; a
+task x variant interaction counts as effect. Their rows are labelled so, `Promotion.pick` names their choice, and
+`Promotion.winner` (the one that moves a registry alias) is None under them. With no noise measured (sigma 0 and
+no holdout repeats) "bound" tests nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from scipy import stats as sps
+
+from experiments.config import BASELINE, HOLDOUT_TESTS
+from experiments.stats import (FLOOR_SE, Comparison, CostDiff, CostGuard, GuardResult, NoiseFloor, bootstrap_ci,
+                               compare, holm)
+
+FIXED_TASK_RULES = ("bound", "floor")  # statements about the holdout tasks as they are: they promote nothing
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A complete search trial as promotion sees it."""
+
+    number: int
+    hash: str
+    operator: str
+    train_mean: float
+    train_scores: Mapping[str, float] = field(default_factory=dict)
+    instructions: Mapping[str, str] = field(default_factory=dict)
+    runs: int = 1  # train runs behind train_scores (more after the final race)
+
+
+@dataclass(frozen=True)
+class HoldoutScores:
+    """A candidate's (or the baseline's) per-task holdout scores, averaged over `runs` runs, or why there are none."""
+
+    scores: Mapping[str, float] | None
+    error: str | None = None
+    runs: int = 1
+    within_ss: float = 0.0  # sum over tasks of the squared deviations of each run from the task's mean
+    within_df: int = 0  # its degrees of freedom: tasks x (runs - 1)
+
+    @property
+    def mean(self) -> float | None:
+        return sum(self.scores.values()) / len(self.scores) if self.scores else None
+
+    @classmethod
+    def of_runs(cls, runs: Sequence[Mapping[str, float]]) -> "HoldoutScores":
+        """Per-task means over the runs (the tasks every run has), and the run-to-run spread around them."""
+        tasks = sorted(set.intersection(*(set(r) for r in runs))) if runs else []
+        if not tasks:
+            return cls(None, "no holdout scores")
+        means = {t: sum(float(r[t]) for r in runs) / len(runs) for t in tasks}
+        ss = sum((float(r[t]) - means[t]) ** 2 for r in runs for t in tasks)
+        return cls(means, None, len(runs), ss, len(tasks) * (len(runs) - 1))
+
+
+@dataclass(frozen=True)
+class HoldoutTest:
+    """How a holdout difference confirms a candidate (module docstring): rule "tasks" (one-sided paired t over the
+    holdout tasks at `alpha`, Holm over the train-filtered candidates), or the fixed-task statements "bound"
+    (one-sided t at the run noise) and "floor" (diff > 2 SE). `alpha` is the level of this look (the study's
+    budget spent so far taken out: experiments.stats)."""
+
+    sigma: float  # run-to-run sd of one task score (rules "bound" and "floor")
+    df: int | None  # degrees of freedom of sigma's estimate; None: sigma taken as known (normal quantiles)
+    alpha: float
+    rule: str = "tasks"
+
+    def __post_init__(self) -> None:
+        if self.rule not in HOLDOUT_TESTS:
+            raise ValueError(f"holdout test rule must be one of {HOLDOUT_TESTS}, got {self.rule!r}")
+
+    @property
+    def over_tasks(self) -> bool:
+        """True when a confirmation is a claim about tasks like these (and may move an alias)."""
+        return self.rule == "tasks"
+
+    @classmethod
+    def of(cls, nf: NoiseFloor, *, alpha: float, rule: str = "tasks") -> "HoldoutTest":
+        """The test at the sweep's noise floor: sigma and its df from the runs that measured it."""
+        df = nf.n_tasks * (nf.repeats - 1)
+        return cls(nf.sigma if nf.repeats >= 2 else 0.0, df if df > 0 else None, alpha, rule)
+
+    def se(self, n_tasks: int, candidate_runs: int, baseline_runs: int) -> float:
+        """Standard error of the mean holdout difference from run noise alone (the fixed-task rules)."""
+        if n_tasks < 1:
+            return float("inf")
+        return self.sigma * math.sqrt((1.0 / max(candidate_runs, 1) + 1.0 / max(baseline_runs, 1)) / n_tasks)
+
+    def pooled(self, scores: Sequence[HoldoutScores]) -> "HoldoutTest":
+        """The "bound" test with sigma pooled over the noise floor's runs and the holdout's own repeated runs.
+
+        Each text's runs on a holdout task scatter around that text's task mean by run noise alone, so the within-
+        task sums of squares estimate sigma^2 with tasks x (runs - 1) more degrees of freedom. Under normal noise a
+        sample variance is independent of the sample means (Cochran), so t = diff / SE keeps its Student's t law
+        with the pooled df. With no noise floor measured (sigma 0, df None: one baseline run) the holdout's repeats
+        alone estimate sigma (issue 31: discarding them left SE 0 and anything confirmed). A known sigma (df None,
+        sigma > 0) and the other rules are returned as they are."""
+        extra_ss = sum(s.within_ss for s in scores if s is not None and s.scores)
+        extra_df = sum(s.within_df for s in scores if s is not None and s.scores)
+        if self.rule != "bound" or extra_df < 1:
+            return self
+        if not self.df:
+            if self.sigma > 0:
+                return self
+            return dataclasses.replace(self, sigma=math.sqrt(extra_ss / extra_df), df=extra_df)
+        sigma = math.sqrt((self.sigma ** 2 * self.df + extra_ss) / (self.df + extra_df))
+        return dataclasses.replace(self, sigma=sigma, df=self.df + extra_df)
+
+    def p_value(self, diff: float, se: float) -> float | None:
+        """One-sided p of diff > 0 given its standard error (Student's t with df, normal without); None when the
+        standard error was not measured (0): an unmeasured noise confirms nothing."""
+        if se <= 0:
+            return None
+        t = diff / se
+        return float(sps.t.sf(t, self.df) if self.df else sps.norm.sf(t))
+
+
+@dataclass(frozen=True)
+class TaskDiffs:
+    """The paired t over holdout tasks (rule "tasks") on per-task mean differences."""
+
+    n: int
+    mean: float | None
+    se: float | None  # sd(d) / sqrt(n): task x variant spread and run noise together
+    df: int
+    p: float | None  # one-sided p of mean > 0; None below 2 tasks (nothing measured)
+
+    @classmethod
+    def of(cls, cand: Mapping[str, float] | None, base: Mapping[str, float] | None) -> "TaskDiffs":
+        tasks = sorted(set(cand or {}) & set(base or {}))
+        d = [float(cand[t]) - float(base[t]) for t in tasks]
+        n = len(d)
+        if n < 2:
+            return cls(n, (d[0] if d else None), None, 0, None)
+        mean = sum(d) / n
+        sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
+        se = sd / math.sqrt(n)
+        if se <= 1e-12 * max(1.0, abs(mean)):  # every task moved by the same amount: a measured spread of 0
+            return cls(n, mean, 0.0, n - 1, 0.0 if mean > 0 else 1.0)
+        return cls(n, mean, se, n - 1, float(sps.t.sf(mean / se, n - 1)))
+
+
+@dataclass(frozen=True)
+class HoldoutRow:
+    trial: int | None  # None for the baseline
+    hash: str
+    operator: str
+    train_mean: float
+    holdout_mean: float | None
+    holdout_diff: float | None
+    train: Comparison | None
+    wins: bool
+    error: str | None = None
+    holdout_se: float | None = None  # standard error of holdout_diff from run noise
+    holdout_p: float | None = None  # one-sided p of the holdout difference (rule "bound")
+    holdout_level: float | None = None  # the level it had to reach: Holm's alpha / (family left), or the 2-SE floor
+    runs: tuple[int, int] = (1, 1)  # holdout runs (candidate, baseline)
+    holdout_rule: str = ""  # HoldoutTest.rule that judged it; "" when not tested (no train claim)
+    holdout_df: int | None = None  # degrees of freedom of the test (rule "tasks": holdout tasks - 1)
+    holdout_n: int = 0  # holdout tasks both texts have
+    cost: GuardResult | None = None  # the cost guard on its holdout cost (None: not checked, no holdout difference)
+    cost_diffs: Mapping[str, CostDiff] = field(default_factory=dict)  # holdout cost vs the baseline, every metric
+
+    @property
+    def held_by_cost(self) -> bool:
+        """Confirmed on quality but held back by the cost guard."""
+        return self.wins and self.cost is not None and not self.cost.passed
+
+    @property
+    def fixed_task(self) -> bool:
+        """Judged by a fixed-task rule: a statement about these holdout tasks only, which promotes nothing."""
+        return self.holdout_rule in FIXED_TASK_RULES
+
+
+@dataclass(frozen=True)
+class Promotion:
+    rows: tuple[HoldoutRow, ...]
+    winner: HoldoutRow | None  # None: the baseline is kept (always under a fixed-task rule)
+    pick: HoldoutRow | None = None  # the best winning row under any rule (a fixed-task rule's choice, for comparison)
+
+
+def candidates(trials: Sequence[Any], baseline_hash: str) -> list[Candidate]:
+    """COMPLETE trials that are not the baseline, not a duplicate and not the baseline's text, best train mean
+    first (the earlier trial on a tie). `trials` are Optuna FrozenTrials."""
+    out = [Candidate(t.number, t.user_attrs.get("instruction_hash", ""), t.user_attrs.get("operator", "?"), t.value,
+                     dict(t.user_attrs.get("task_scores", {})), dict(t.user_attrs.get("instructions", {})))
+           for t in trials
+           if t.state.name == "COMPLETE" and t.user_attrs.get("operator") != BASELINE
+           and t.user_attrs.get("duplicate_of") is None and t.user_attrs.get("instruction_hash") != baseline_hash]
+    return ranked(out)
+
+
+def holdout_runs(sweep: Any, n_holdout: int) -> int:
+    """Task runs the holdout confirmation spends (sweep: SweepConfig): the baseline's runs and each top-k
+    candidate's, on every holdout task."""
+    if n_holdout < 1 or sweep.holdout_top_k < 1:
+        return 0
+    return n_holdout * (sweep.holdout_baseline_runs + sweep.holdout_top_k * sweep.holdout_candidate_runs)
+
+
+def ranked(cands: Sequence[Candidate]) -> list[Candidate]:
+    """Best train mean first, the earlier trial on a tie: the order the top-k for the holdout is taken in."""
+    return sorted(cands, key=lambda c: (-c.train_mean, c.number))
+
+
+def race_runs(sweep: Any, n_train: int) -> int:
+    """Task runs the final race spends: each of the top race_top candidates once more on every train task."""
+    return max(sweep.race_top, 0) * n_train if n_train > 0 else 0
+
+
+def race(cands: Sequence[Candidate], reruns: Mapping[str, Sequence[Mapping[str, float]]]) -> list[Candidate]:
+    """The candidates re-ranked after the final race on comparable evidence: a candidate with re-runs (hash -> runs
+    on the train split) is scored by the per-task mean of its trial's run and those re-runs, over the tasks every
+    run has; candidates are ranked among those with as many runs (more runs first), then by that mean.
+
+    Why: the top of a search ranking is where its noise collects (the best of many one-run means is high partly by
+    luck). Re-running the leaders shrinks both their run noise and that selection luck; a candidate left with one
+    run (not raced, or its race run failed) keeps a selection-inflated mean and so cannot overtake a raced one on
+    it (the raced ones led it on one run each). The averaged scores are also what the train filter tests; the
+    holdout still confirms alone."""
+    out = []
+    for c in cands:
+        more = [r for r in reruns.get(c.hash, ()) if r]
+        both = HoldoutScores.of_runs([c.train_scores, *more]) if more else None  # per-task means, common tasks
+        if both is not None and both.scores:
+            c = dataclasses.replace(c, train_mean=both.mean, train_scores=both.scores, runs=both.runs)
+        out.append(c)
+    return sorted(out, key=lambda c: (-c.runs, -c.train_mean, c.number))
+
+
+def train_filtered(top: Sequence[Candidate], reference: Mapping[str, float], *, train_floor: float,
+                   alpha: float) -> tuple[str, ...]:
+    """The hashes of the top candidates whose train comparison passes the filter: the family the holdout tests
+    (known before any holdout run, so the look's level is fixed before the test)."""
+    return tuple(c.hash for c in top if compare(c.train_scores, reference, floor=train_floor, alpha=alpha).claimed)
+
+
+def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_holdout: HoldoutScores | None,
+           holdout: Mapping[str, HoldoutScores], *, train_floor: float, alpha: float, test: HoldoutTest,
+           guard: CostGuard | None = None, costs: Mapping[str, Mapping[str, float]] | None = None,
+           base_key: str = "", cost_diffs: Mapping[str, Mapping[str, CostDiff]] | None = None) -> Promotion:
+    """The verdict on the top candidates (see the module docstring). baseline_holdout None: no holdout ran (no
+    holdout tasks or no candidate), so no row and no winner; a failed baseline holdout fails every row. `alpha` is
+    the train filter's level; test.alpha the holdout look's.
+
+    The cost guard (experiments.stats.CostGuard; sweep.cost_metric, sweep.max_cost_increase): a confirmed candidate
+    is promoted only if its holdout cost per task (`costs`: hash -> task -> cost, the baseline's under `base_key`)
+    is shown below the limit at the holdout claim's level (test.alpha); one held back keeps `wins` (the quality
+    claim stands) and its row says `held_by_cost`. `cost_diffs` (hash -> metric -> CostDiff) are reported only."""
+    if baseline_holdout is None or not top:
+        return Promotion((), None)
+    test = test.pooled([baseline_holdout, *(holdout.get(c.hash) for c in top)])
+    rows = []
+    for c in top:
+        hold = holdout.get(c.hash) if baseline_holdout.scores else HoldoutScores(None, baseline_holdout.error)
+        hold = hold or HoldoutScores(None, "not evaluated on the holdout")
+        mean, bmean = hold.mean, baseline_holdout.mean
+        diff = (mean - bmean) if (mean is not None and bmean is not None) else None
+        cmp = compare(c.train_scores, reference, floor=train_floor, alpha=alpha)
+        row = HoldoutRow(c.number, c.hash, c.operator, c.train_mean, mean, diff, cmp, False, hold.error,
+                         runs=(hold.runs, baseline_holdout.runs))
+        if diff is not None and test.over_tasks:
+            td = TaskDiffs.of(hold.scores, baseline_holdout.scores)
+            row = dataclasses.replace(row, holdout_se=td.se, holdout_p=td.p, holdout_df=td.df, holdout_n=td.n)
+        elif diff is not None:
+            se = test.se(len(hold.scores), hold.runs, baseline_holdout.runs)
+            row = dataclasses.replace(row, holdout_se=se, holdout_p=test.p_value(diff, se), holdout_df=test.df,
+                                      holdout_n=len(hold.scores))
+        rows.append(row)
+    rows = _confirm(rows, test)
+    costs = costs or {}
+    if guard is not None:
+        guard = dataclasses.replace(guard, alpha=test.alpha)  # the confidence the quality claim uses
+        rows = [dataclasses.replace(r, cost=guard.check(costs.get(r.hash, {}), costs.get(base_key, {})))
+                if r.holdout_diff is not None else r for r in rows]
+    rows = [dataclasses.replace(r, cost_diffs=dict((cost_diffs or {}).get(r.hash, {}))) for r in rows]
+    winners = [r for r in rows if r.wins and not r.held_by_cost]
+    pick = max(winners, key=lambda r: (r.holdout_mean, -r.trial)) if winners else None
+    return Promotion(tuple(rows), pick if test.over_tasks else None, pick)
+
+
+def _confirm(rows: list[HoldoutRow], test: HoldoutTest) -> list[HoldoutRow]:
+    """Which rows win: train filter passed and the holdout confirms, by Holm over the train-filtered family at the
+    look's level ("tasks", "bound") or by the 2-SE floor ("floor"). A row without a measured p never wins."""
+    family = [i for i, r in enumerate(rows) if r.train is not None and r.train.claimed]
+    out = list(rows)
+    if test.rule == "floor":
+        for i in family:
+            r = rows[i]
+            level = FLOOR_SE * r.holdout_se if r.holdout_se is not None else None
+            out[i] = dataclasses.replace(r, holdout_level=level, holdout_rule=test.rule,
+                                         wins=r.holdout_diff is not None and level is not None and level > 0
+                                         and r.holdout_diff > level)
+        return out
+    ps = [rows[i].holdout_p if rows[i].holdout_p is not None else 1.0 for i in family]
+    order = sorted(range(len(family)), key=lambda j: ps[j])  # Holm: the j-th smallest p meets alpha / (F - j)
+    adjusted = holm(ps)
+    for rank, j in enumerate(order):
+        i = family[j]
+        out[i] = dataclasses.replace(rows[i], holdout_level=test.alpha / (len(family) - rank), holdout_rule=test.rule,
+                                     wins=rows[i].holdout_p is not None and adjusted[j] <= test.alpha)
+    return out
+
+
+# -- evidence: a candidate's scores next to the baseline's -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SplitScores:
+    """A candidate's scores on one split next to the baseline's, each with a 95% bootstrap CI over tasks."""
+
+    split: str
+    n: int
+    mean: float | None = None
+    ci: tuple[float, float] | None = None
+    baseline_mean: float | None = None
+    baseline_ci: tuple[float, float] | None = None
+    diff: float | None = None
+    diff_ci: tuple[float, float] | None = None
+    note: str = ""  # why there are no scores (holdout not evaluated, ...)
+
+
+def split_scores(split_name: str, cand: Mapping[str, float] | None, base: Mapping[str, float] | None,
+                 *, note: str = "") -> SplitScores:
+    """Means and paired differences over the tasks both have, with bootstrap CIs (undefined below 2 tasks)."""
+    tasks = sorted(set(cand or {}) & set(base or {}))
+    if not tasks:
+        return SplitScores(split_name, 0, note=note or "not evaluated")
+
+    def mean_ci(values: list[float]) -> tuple[float, tuple[float, float] | None]:
+        ci = bootstrap_ci(values, method="percentile", seed=0)
+        return sum(values) / len(values), ((ci.low, ci.high) if math.isfinite(ci.low) else None)
+
+    c = [float(cand[t]) for t in tasks]
+    b = [float(base[t]) for t in tasks]
+    m, mci = mean_ci(c)
+    bm, bci = mean_ci(b)
+    d, dci = mean_ci([x - y for x, y in zip(c, b)])
+    return SplitScores(split_name, len(tasks), m, mci, bm, bci, d, dci, note)

@@ -1,0 +1,106 @@
+"""Runs of one text on a split after the search, each stored in the study once so that a resume re-runs none:
+the holdout confirmation (the baseline and the top-k candidates, seeds cfg.seed + k) and the final race (the top
+race_top candidates once more on the train split, seed cfg.seed + 1). A mixin of experiments.sweep.Sweep: it uses
+the sweep's exp, runner, pool, progress, tracker, train, holdout, dir, out and _safe."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+from experiments.runs import TrialFailed, evaluate_candidate
+from experiments.stats import (LOOKS_ATTR, CostGuard, Look, NoiseFloor, holdout_cost, holdout_cost_diffs, next_look,
+                               recorded, run_costs, store_holdout_cost, sweep_design_problem)
+from experiments.storage import shared_lock
+from experiments.tracking import log_evaluation_run
+
+from ._preflight import sweep_confirmable
+from ._promotion import HoldoutScores, HoldoutTest, Promotion, decide, race, train_filtered
+from ._study import holdout_run, store_holdout_run, store_train_rerun, train_reruns
+
+
+class SplitRuns:
+    """The sweep's runs after the search: `_race` (the final race), `_holdout` (the confirmation's runs) and
+    `_promotion` (the holdout runs, then the verdict at this look's level)."""
+
+    def _promotion(self, study, top, ref, nf: NoiseFloor, train_floor: float, base_hash: str, baseline,
+                   contexts) -> tuple[Promotion, HoldoutScores | None, Look | None]:
+        """Run the holdout for the baseline and the top candidates (stored in the study), then decide at the level
+        of this look (experiments.stats: every conclusion of the study spends from one alpha)."""
+        if not (self.holdout and top):
+            return Promotion((), None), None, None
+        sw = self.exp.sweep
+        base = self._holdout(study, base_hash, baseline, contexts, sw.holdout_baseline_runs)
+        held = ({c.hash: self._holdout(study, c.hash, c.instructions, contexts, sw.holdout_candidate_runs)
+                 for c in top} if base.scores else {})
+        family = train_filtered(top, ref, train_floor=train_floor, alpha=sw.alpha)
+        with shared_lock(self.exp.storage_url, f"{sw.name}/study_attrs", self.dir / ".study_attrs.lock"):
+            stored = list(study.user_attrs.get(LOOKS_ATTR, []))
+            look = next_look(stored, family, sw.alpha) if sw.holdout_test == "tasks" else None
+            test = HoldoutTest.of(nf, alpha=look.level if look else sw.alpha, rule=sw.holdout_test)
+            costs = {h: holdout_cost_diffs(study.user_attrs, h, base_hash) for h in held}
+            guard = CostGuard(sw.cost_metric, sw.max_cost_increase)  # decide tests it at the look's level
+            cost_of = {h: holdout_cost(study.user_attrs, h, sw.cost_metric) for h in [*held, base_hash]}
+            verdict = decide(top, ref, base, held, train_floor=train_floor, alpha=sw.alpha, test=test,
+                             guard=guard, costs=cost_of, base_key=base_hash, cost_diffs=costs)
+            if look is not None and look.new and any(r.holdout_p is not None for r in verdict.rows):
+                study.set_user_attr(LOOKS_ATTR, recorded(stored, look))  # spent: a later look tests at the next level
+        if sweep_design_problem(self.exp):  # a design that cannot promote does not (never UNDERPOWERED and PROMOTED)
+            verdict = dataclasses.replace(verdict, winner=None)
+        return verdict, base, look
+
+    def _confirmable(self, study, cands: Sequence[Any], nf: NoiseFloor, baseline_runs: int, ref, look) -> str:
+        """The summary's design power line (experiments.sweep.sweep_confirmable)."""
+        return sweep_confirmable(self.exp, noise=nf, baseline_runs=max(baseline_runs, 1), reference=ref, look=look,
+                                 cands=cands, calibration=self.calibration,
+                                 stored_looks=len(study.user_attrs.get(LOOKS_ATTR, [])))
+
+    def _holdout(self, study, key: str, instructions, contexts, runs: int) -> HoldoutScores:
+        """`runs` holdout runs of one text (seeds cfg.seed + k), each stored once; their per-task means."""
+        with shared_lock(self.exp.storage_url, f"{self.exp.sweep.name}/study_attrs", self.dir / ".study_attrs.lock"):
+            try:
+                return HoldoutScores.of_runs([self._holdout_run(study, key, instructions, contexts, k, runs)
+                                              for k in range(runs)])
+            except TrialFailed as exc:
+                return HoldoutScores(None, str(exc))
+
+    def _holdout_run(self, study, key: str, instructions, contexts, k: int, runs: int) -> dict[str, float]:
+        seed = self.exp.seed + k
+        have = holdout_run(study, key, k, seed)
+        if have is not None:
+            return dict(have)
+        who = "baseline" if key == study.user_attrs.get("baseline_hash") else key
+        ev = self._split_run("holdout", self.holdout, key, instructions, contexts, k,
+                             f"holdout {who}" + (f" run {k + 1}/{runs}" if runs > 1 else ""))
+        store_holdout_cost(study, key, seed, run_costs(ev.scores))  # beside the scores: the cost guard (issue 34)
+        return dict(store_holdout_run(study, key, k, seed, ev.by_task()))
+
+    def _split_run(self, kind: str, tasks, key: str, instructions, contexts, k: int, label: str) -> Any:
+        """One run (seed cfg.seed + k) of a text on a split, with its progress line and MLflow run."""
+        seed, tag, name = self.exp.seed + k, (f"-s{self.exp.seed + k}" if k else ""), self.exp.sweep.name
+        self.progress.begin(label, f"{name}-{kind}-{key}{tag}", len(tasks))
+        ev = evaluate_candidate(instructions, tasks, self.runner, contexts=contexts, seed=seed,
+                                run_prefix=f"{name}-{kind}-{key}{tag}", pool=self.pool)
+        self._safe(lambda: log_evaluation_run(self.tracker, f"{kind}-{key}" + (f"-seed{seed}" if k else ""), {
+            "kind": kind, "instruction_hash": key, **({"seed": str(seed)} if k else {})}, ev))
+        return ev
+
+    def _race(self, study, ranked: Sequence[Any], contexts) -> list[Any]:
+        """The final race: the top race_top candidates run once more on the train split (seed cfg.seed + 1, each
+        run stored once), then every candidate is ranked among those with as many runs on the mean of its runs
+        (promotion.race): a candidate whose race run failed does not keep its lucky one-run mean at the top."""
+        sw, seed = self.exp.sweep, self.exp.seed + 1
+        if sw.race_top < 1 or len(ranked) < 2 or not self.train:
+            return list(ranked)
+        with shared_lock(self.exp.storage_url, f"{sw.name}/study_attrs", self.dir / ".study_attrs.lock"):
+            for i, c in enumerate(ranked[: sw.race_top]):
+                if str(seed) not in train_reruns(study.user_attrs, c.hash):
+                    try:
+                        ev = self._split_run("race", self.train, c.hash, c.instructions, contexts, 1,
+                                             f"final race {i + 1}/{min(sw.race_top, len(ranked))}: {c.hash}")
+                    except TrialFailed as exc:  # one run left: it ranks below every raced candidate (race)
+                        self.out(f"[{sw.name}] final race run of {c.hash} failed: {exc}")
+                        continue
+                    store_train_rerun(study, c.hash, seed, ev.by_task())
+        stored = study.user_attrs  # one read of the study's attrs (a query on RDB storage), not one per candidate
+        return race(ranked, {c.hash: list(train_reruns(stored, c.hash).values()) for c in ranked})

@@ -1,0 +1,162 @@
+"""What the search has tried: candidate identity, and the search state the mutators read, built from the trials.
+
+Everything lives in the Optuna trials' user attrs (instructions, hash, parents, scores, feedback), so a resumed
+process rebuilds the same state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from experiments.config import BASELINE
+
+# -- candidate identity ------------------------------------------------------------------------------
+
+
+def instruction_hashes(instructions: Mapping[str, str]) -> dict[str, str]:
+    """task_type -> mutators' instruction_hash of its text: the hash `propose` checks `seen` against."""
+    from mutators.base import instruction_hash
+
+    return {tt: instruction_hash(text) for tt, text in sorted(instructions.items())}
+
+
+def candidate_hash(instructions: Mapping[str, str]) -> str:
+    """Hash of a full candidate (task_type -> instruction), built from the per-instruction hashes, so the
+    de-duplication of candidates and of the instructions `propose` makes uses one hash function."""
+    return hashlib.sha256(json.dumps(instruction_hashes(instructions), sort_keys=True).encode()).hexdigest()[:12]
+
+
+# -- search state for the mutators ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    number: int
+    instructions: dict[str, str]
+    hash: str
+    value: float
+    feedback: tuple[tuple[str, str, float, str], ...] = ()  # (task_id, task_type, score, feedback), worst first
+    scores: dict[str, float] = field(default_factory=dict)  # task_id -> score on the train split
+
+
+@dataclass(frozen=True)
+class SearchState:
+    baseline: dict[str, str]
+    evaluated: tuple[Evaluated, ...] = ()
+    # task_type -> instruction_hash of every text tried for it (any trial state, the baseline included): what
+    # `propose` must not return again. The same hash function builds candidate_hash.
+    seen: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    hash_values: dict[str, tuple[int, float]] = field(default_factory=dict)  # hash -> (trial, value) of COMPLETE
+    lineage: dict[str, tuple[str, ...]] = field(default_factory=dict)  # candidate hash -> its parents' hashes
+    # (operator used, beat its parent on the full train split) per finished search trial, in trial order
+    outcomes: tuple[tuple[str, bool], ...] = ()
+    merged: tuple[tuple[str, ...], ...] = ()  # parent pairs of the merge trials so far
+
+    def parent(self) -> Evaluated | None:
+        """The candidate with the best train mean (the earliest of equals)."""
+        return max(self.evaluated, key=lambda e: (e.value, -e.number), default=None)
+
+    def by_hash(self, h: str | None) -> Evaluated | None:
+        return next((e for e in self.evaluated if e.hash == h), None)
+
+    def front(self) -> dict[str, int]:
+        """Candidate hash -> train tasks it leads, over the per-task Pareto front (experiments.sweep)."""
+        from ._optimizer import pareto_leads
+
+        return pareto_leads({e.hash: e.scores for e in self.evaluated if e.scores})
+
+    def choose_parent(self, selection: str, rng: random.Random) -> Evaluated | None:
+        """best: the best train mean; pareto: a front member drawn by the number of tasks it leads."""
+        from ._optimizer import sample_parent
+
+        front = self.front() if selection == "pareto" else {}
+        return self.by_hash(sample_parent(front, rng)) if front else self.parent()
+
+    def merge_pair(self, rng: random.Random) -> tuple[Evaluated, Evaluated, Evaluated] | None:
+        """Two front members with a common ancestor (experiments.sweep.merge_pair), not merged before."""
+        from ._optimizer import merge_pair
+
+        front = self.front()
+        means = {e.hash: e.value for e in self.evaluated}
+        pair = merge_pair(list(front), self.lineage, means, rng, done=self.merged)
+        if pair is None:
+            return None
+        a, b, anc = (self.by_hash(h) for h in pair)
+        return (a, b, anc) if a and b and anc else None
+
+    def offered(self, operators: Sequence[str], task_types: Sequence[str], *, max_chars: int) -> list[str]:
+        """The operators that can apply to every mutated task type (mutators.cannot_apply on the contexts of the
+        best parent): one that would fall back every time, such as crossover while the pool holds one distinct
+        instruction, is not offered. In the order given."""
+        from mutators import MutationContext, cannot_apply
+
+        ctxs = [MutationContext(**mutation_context_args(self, tt, seed=0, max_chars=max_chars)) for tt in task_types]
+        return [op for op in operators if all(cannot_apply(op, ctx) is None for ctx in ctxs)]
+
+    @property
+    def last_won(self) -> bool:
+        """The last finished search trial beat its parent (GEPA schedules a merge after such an iteration)."""
+        return bool(self.outcomes) and self.outcomes[-1][1]
+
+    def seen_for(self, task_type: str) -> frozenset[str]:
+        return frozenset(self.seen.get(task_type, frozenset()))
+
+
+def state_from_trials(trials: Sequence[Any], baseline: Mapping[str, str]) -> SearchState:
+    """SearchState from Optuna FrozenTrials (instructions, hash, parents, scores and feedback live in user attrs).
+
+    A search trial's outcome for operator credit: COMPLETE with a value above its parent's (the better parent for
+    a merge) is a win; PRUNED (gated out or pruned) is a loss; failed, duplicate and running trials do not count."""
+    evaluated, values, lineage, outcomes, merged = [], {}, {}, [], []
+    seen: dict[str, set[str]] = {tt: {h} for tt, h in instruction_hashes(baseline).items()}
+    for t in sorted(trials, key=lambda t: t.number):
+        attrs = t.user_attrs
+        for tt, ih in instruction_hashes(attrs.get("instructions") or {}).items():
+            seen.setdefault(tt, set()).add(ih)
+        h = attrs.get("instruction_hash")
+        parents = tuple(attrs.get("parent_hashes") or ((attrs["parent_hash"],) if attrs.get("parent_hash") else ()))
+        if h and t.state.name in ("COMPLETE", "PRUNED"):
+            lineage.setdefault(h, parents)
+        if attrs.get("operator_requested") == "merge" and t.state.name in ("COMPLETE", "PRUNED", "FAIL"):
+            merged.append(parents)
+        search = attrs.get("operator") not in (None, BASELINE) and attrs.get("duplicate_of") is None
+        if search and t.state.name in ("COMPLETE", "PRUNED"):
+            before = [values[p][1] for p in parents if p in values]
+            won = t.state.name == "COMPLETE" and t.value is not None and bool(before) and t.value > max(before)
+            outcomes.append((str(attrs["operator"]), won))
+        if t.state.name != "COMPLETE" or t.value is None or not attrs.get("instructions"):
+            continue
+        if attrs.get("duplicate_of") is None:
+            fb = tuple(tuple(x) for x in attrs.get("feedback", ()))
+            evaluated.append(Evaluated(t.number, dict(attrs["instructions"]), h, float(t.value), fb,
+                                       {k: float(v) for k, v in (attrs.get("task_scores") or {}).items()}))
+        values.setdefault(h, (t.number, float(t.value)))
+    return SearchState(dict(baseline), tuple(evaluated), {tt: frozenset(v) for tt, v in seen.items()}, values,
+                       lineage, tuple(outcomes), tuple(merged))
+
+
+def mutation_context_args(state: SearchState, task_type: str, *, seed: int, max_chars: int,
+                          n_feedback: int = 3, pool_size: int = 5, parent: Evaluated | None = None) -> dict[str, Any]:
+    """Keyword arguments for mutators.MutationContext for one task type; the parent is the best train mean unless
+    one is given (SearchState.choose_parent)."""
+    parent = parent if parent is not None else state.parent()
+    base = (parent.instructions if parent else state.baseline).get(task_type) or state.baseline[task_type]
+    history, seen_text = [], set()
+    for e in sorted(state.evaluated, key=lambda e: e.value):
+        text = e.instructions.get(task_type)
+        if text and text not in seen_text:
+            seen_text.add(text)
+            history.append((text, round(e.value, 3)))
+    feedback: list[str] = []
+    if parent:
+        ranked = sorted(parent.feedback, key=lambda f: (f[1] != task_type, f[2]))
+        for task_id, _tt, score, text in ranked[:n_feedback]:
+            if text:
+                feedback.append(f"[{task_id}, score {score:.1f}] {text}")
+    pool = [t for t, _ in reversed(history)][:pool_size]
+    return {"base": base, "history": tuple(history), "feedback": tuple(feedback), "pool": tuple(pool),
+            "task_type": task_type, "seed": seed, "max_chars": max_chars}

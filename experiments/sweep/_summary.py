@@ -1,0 +1,225 @@
+"""Text for people: the greppable end-of-run blocks of the sweep, the A/B test and the calibration, and the number
+formats they share (3 decimals, "n/a" for a missing or non-finite number, H:MM:SS)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from experiments.config import ExperimentConfig
+from experiments.stats import SMOKE_LINE, Comparison, NoiseFloor, ci_text, hms, num, pval
+from experiments.tracking import instruction_diff
+
+from ._promotion import HoldoutRow, SplitScores
+
+SUMMARY_BEGIN = "===== SWEEP SUMMARY ====="
+SUMMARY_END = "===== END SWEEP SUMMARY ====="
+
+
+# -- numbers ---------------------------------------------------------------------------------------------------------
+
+
+# -- the sweep -------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    sweep: str
+    storage: str
+    stop_reason: str
+    trials: dict[str, int]
+    new_trials: int
+    baseline_train: float | None
+    noise: NoiseFloor
+    train_floor: float
+    best_trial: int | None
+    best_operator: str | None
+    best_value: float | None
+    best_comparison: Comparison | None
+    holdout: tuple[HoldoutRow, ...]
+    baseline_holdout: float | None
+    promoted_trial: int | None
+    promoted_hash: str
+    promoted: bool
+    best_instructions: dict[str, str]
+    baseline_instructions: dict[str, str]
+    llm_calls: int
+    llm_calls_prepare: int
+    calls_per_trial: float | None
+    contexts: dict[str, int]
+    smoke: bool
+    paths: dict[str, str]
+    mlflow_ui: str
+    elapsed_s: float
+    controls: dict[str, bool] = field(default_factory=dict)
+    best_scores: tuple[SplitScores, ...] = ()
+    mlflow_url: str = ""
+    promoted_instructions: dict[str, str] = field(default_factory=dict)
+    failed_out: bool = False  # stopped because too many trials failed: the CLI exits non-zero
+    unconcluded: tuple[str, ...] = ()  # steps after the search that did not conclude (a failed race or holdout run)
+    selection_bias: float | None = None  # mean over evaluated trials of (wiggum best - independent re-score)
+    rescored: bool = False  # trial values are independent re-scores (a sampled judgement of each kept text)
+    judge_failures: int = 0  # judge replies that could not be read, summed over the trials (user attr judge_failures)
+    underpowered: str | None = None  # why this design cannot promote (run anyway: sweep.allow_underpowered)
+    label: str | None = None  # experiments.storage.run_label: the embedded model file, smoke or calibrated
+    noise_source: str = ""  # where sigma came from: a stored calibration, or this study's baseline repeats
+    registry: str = ""  # the Prompt Registry after promotion, or what was not registered and why (one line)
+    best_runs: int = 1  # train runs behind best_value (2 when the final race re-ran it)
+    train_candidates: int = 1  # candidates the best was chosen from (the train line is a filter over them)
+    holdout_look: str = ""  # experiments.stats.Look.line: this conclusion's share of the study's alpha
+    confirmable: str = ""  # what effect this design could have confirmed (experiments.stats.design_power_line)
+
+
+def format_sweep(s: SweepSummary) -> str:
+    """The greppable end-of-sweep block."""
+    lines = [SUMMARY_BEGIN]
+    if s.label or s.smoke:
+        lines.append(s.label or SMOKE_LINE)
+    if s.underpowered:
+        lines.append(f"UNDERPOWERED (sweep.allow_underpowered=true): nothing can be promoted; {s.underpowered}")
+    t = s.trials
+    lines += [
+        f"sweep: {s.sweep}  storage: {s.storage}",
+        f"stopped: {s.stop_reason}",
+        f"trials: {t.get('total', 0)} total ({t.get('complete', 0)} complete, {t.get('pruned', 0)} pruned, "
+        f"{t.get('failed', 0)} failed, {t.get('duplicate', 0)} duplicate"
+        + (f"; {t['gated']} of the pruned gated out" if t.get("gated") else "") + f"), {s.new_trials} new in this run",
+        f"baseline train mean: {num(s.baseline_train)}",
+        f"noise floor (train): {s.train_floor:.3f}  [sigma {s.noise.sigma:.3f} over {s.noise.repeats} "
+        f"{'calibration' if s.noise_source.startswith('calibration') else 'baseline'} runs, "
+        f"{s.noise.n_tasks} tasks; range of run means {s.noise.range_of_means:.3f}]",
+    ]
+    if s.noise_source:
+        lines.append(f"noise source: {s.noise_source}")
+    if s.best_trial is not None:
+        lines.append(f"best trial: #{s.best_trial} ({s.best_operator}) train mean {num(s.best_value)}"
+                     + (f" (mean of {s.best_runs} runs: the final race)" if s.best_runs > 1 else ""))
+        if s.best_comparison is not None:
+            lines.append(f"best vs baseline (train filter): {s.best_comparison.filter_reason(s.train_candidates)}")
+    else:
+        lines.append("best trial: none beyond the baseline")
+    if s.best_scores:
+        lines.append(f"best trial #{s.best_trial} scores vs baseline (mean [95% bootstrap CI over tasks]):")
+        for sc in s.best_scores:
+            if sc.n == 0:
+                lines.append(f"  {sc.split:<8} {sc.note}")
+                continue
+            lines.append(f"  {sc.split:<8} n={sc.n}: best {num(sc.mean)} {ci_text(sc.ci)}  baseline {num(sc.baseline_mean)} "
+                         f"{ci_text(sc.baseline_ci)}  diff {num(sc.diff, signed=True)} {ci_text(sc.diff_ci, signed=True)}")
+    lines.append(f"holdout baseline mean: {num(s.baseline_holdout)}")
+    for row in s.holdout:
+        lines.append(
+            f"holdout trial #{row.trial} ({row.operator}, {row.hash}): train {num(row.train_mean)} holdout "
+            f"{num(row.holdout_mean)} diff {num(row.holdout_diff, signed=True)}{holdout_test_text(row)} "
+            f"{('HOLDS ON THESE TASKS' if row.fixed_task else 'WINS') if row.wins else 'does not win'}"
+            + (f" error: {row.error}" if row.error else "")
+        )
+        if row.cost is not None and (row.held_by_cost or "off" not in row.cost.reason):
+            lines.append(f"  cost guard: {row.cost.reason}" + (" (HELD BACK BY COST: the quality claim stands, "
+                                                               "the candidate is not promoted)" if row.held_by_cost else ""))
+    lines += cost_block(s.holdout, s.promoted_trial)
+    if s.holdout_look:
+        lines.append(s.holdout_look)
+    if any(r.fixed_task for r in s.holdout):
+        lines.append("holdout rule is a fixed-task statement (sweep.holdout_test=bound|floor): it says whether these "
+                     "holdout tasks as they are scored above run noise, not whether tasks like them gain; it promotes "
+                     "nothing (sweep.holdout_test=tasks does)")
+    if s.confirmable:
+        lines.append(s.confirmable)
+    if s.promoted:
+        lines.append(f"PROMOTED: trial #{s.promoted_trial} (hash {s.promoted_hash})")
+    else:
+        lines.append(f"PROMOTED: baseline (no change kept; hash {s.promoted_hash})")
+    if s.registry:
+        lines.append(f"registry: {s.registry}")
+    lines.append(f"LLM calls: {s.llm_calls} uncached in this run ({s.llm_calls_prepare} for contexts); "
+                 f"per search trial: {num(s.calls_per_trial)}; contexts {s.contexts.get('hits', 0)} reused, "
+                 f"{s.contexts.get('computed', 0)} computed")
+    if s.contexts.get("prepare_calls_train") is not None:
+        lines.append(f"context reuse: saves {s.contexts['prepare_calls_train']} planning/research LLM calls per trial "
+                     f"(counted when the train contexts were prepared)")
+    lines.append(f"controls: reuse_context={s.controls.get('reuse_context')} memory_frozen={s.controls.get('memory_frozen')}")
+    if s.selection_bias is not None and s.rescored:
+        lines.append(f"selection bias (wiggum best round - trial value), mean over trials: "
+                     f"{num(s.selection_bias, signed=True)}; trial values are independent re-scores of each kept text "
+                     f"(a judge sample apart from the one that chose the round)")
+    elif s.selection_bias is not None:
+        lines.append("selection bias (wiggum best round - trial value): not measured (evaluator.rescore=false): trial "
+                     "values are the loop's own best-round scores, flattered by the choice of that round")
+    lines.append(f"judge failures: {s.judge_failures} judge replies could not be read over the trials (a task whose "
+                 f"judged score stayed missing failed its trial)")
+    lines.append(f"elapsed: {hms(s.elapsed_s)}")
+    lines.append("best instruction:")
+    for tt, text in sorted(s.best_instructions.items()):
+        lines.append(f"  [{tt}] {text}")
+    diff = instruction_diff(s.baseline_instructions, s.best_instructions)
+    lines.append("diff vs baseline:" + ("\n" + diff if diff else " (identical)"))
+    if s.promoted and s.promoted_trial != s.best_trial and s.promoted_instructions:
+        lines.append(f"promoted instruction (trial #{s.promoted_trial}, best on the holdout among the winners):")
+        for tt, text in sorted(s.promoted_instructions.items()):
+            lines.append(f"  [{tt}] {text}")
+        diff = instruction_diff(s.baseline_instructions, s.promoted_instructions)
+        lines.append("promoted diff vs baseline:" + ("\n" + diff if diff else " (identical)"))
+    for name, path in s.paths.items():
+        lines.append(f"{name}: {path}")
+    lines.append(f"MLflow UI: {s.mlflow_ui}")
+    if s.mlflow_url:
+        lines.append(f"MLflow runs: {s.mlflow_url}")
+    lines.append(SUMMARY_END)
+    return "\n".join(lines)
+
+
+def holdout_test_text(row: HoldoutRow) -> str:
+    """What the holdout test saw: runs (candidate/baseline), SE, and the p against its Holm level or the floor."""
+    if row.holdout_se is None and row.holdout_p is None:
+        if row.holdout_rule == "tasks" or (row.holdout_n and row.holdout_n < 2):
+            return f" [runs {row.runs[0]}/{row.runs[1]}, {row.holdout_n} holdout task(s): nothing measured]"
+        return ""
+    se = f", se {num(row.holdout_se)}" if row.holdout_se is not None else ", se not measured"
+    text = f" [runs {row.runs[0]}/{row.runs[1]}{se}"
+    if row.holdout_rule == "tasks" or (not row.holdout_rule and row.holdout_df is not None
+                                       and row.holdout_df == row.holdout_n - 1):
+        text = f" [over {row.holdout_n} tasks (paired t, {row.holdout_df} df), runs {row.runs[0]}/{row.runs[1]}{se}"
+    if row.holdout_level is None:  # not in the family: the train comparison did not claim
+        return text + f", p {pval(row.holdout_p)}; not tested: did not pass the train filter]"
+    if row.holdout_rule == "floor":
+        return text + f", floor {num(row.holdout_level)}; fixed-task statement]"
+    fixed = "; fixed-task statement" if row.fixed_task else ""
+    return text + f", one-sided p {pval(row.holdout_p)} vs Holm level {num(row.holdout_level, fmt='.4f')}{fixed}]"
+
+
+def synth_yaml(exp: ExperimentConfig, instructions: Mapping[str, str], s: SweepSummary) -> str:
+    """The promoted instructions as a conf/synth/<name>.yaml file (copy it there to use it)."""
+    from omegaconf import OmegaConf
+
+    node = {
+        "variant": f"{s.sweep}-{s.promoted_hash}" if s.promoted else exp.synth.variant,
+        "temperature": exp.synth.temperature,
+        "max_tokens": exp.synth.max_tokens,
+        "count_retry": exp.synth.count_retry,
+        "instructions": {**exp.synth.instructions, **dict(instructions)},
+    }
+    head = (f"# Promoted by sweep {s.sweep}: trial #{s.promoted_trial}\n" if s.promoted
+            else f"# Sweep {s.sweep}: no candidate cleared the noise floor and the holdout; the baseline is kept\n")
+    return head + OmegaConf.to_yaml(OmegaConf.create(node))
+
+
+# -- the A/B test ------------------------------------------------------------------------------------------------
+
+
+# -- the calibration ---------------------------------------------------------------------------------------------
+
+
+def cost_block(rows: Sequence[Any], promoted_trial: int | None) -> list[str]:
+    """The promoted candidate's (else the first holdout row's) holdout cost against the baseline, every metric
+    paired over tasks (experiments.stats.CostDiff.line): 'cost vs baseline (holdout, 8 tasks):' and one line each."""
+    row = next((r for r in rows if r.trial == promoted_trial and r.cost_diffs), None) if promoted_trial is not None \
+        else None
+    row = row or next((r for r in rows if r.cost_diffs), None)
+    if row is None:
+        return []
+    n = max((d.n for d in row.cost_diffs.values()), default=0)
+    if n == 0:
+        return [f"cost vs baseline (holdout, trial #{row.trial}): not measured (holdout runs stored without cost)"]
+    return ([f"cost vs baseline (holdout, trial #{row.trial}, {n} tasks; candidate - baseline per task, 95% t "
+             f"interval over tasks):"] + [f"  {d.line()}" for d in row.cost_diffs.values()])

@@ -1,0 +1,413 @@
+"""MLflow tracking: one parent run per sweep (found again by tag on resume), one nested child run per trial.
+
+SQLite backend by default (sqlite:///<results_dir>/mlflow.db) so the UI's compare view works; artifacts under
+<results_dir>/mlartifacts. Everything goes through MlflowClient (no global active-run state).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from experiments.config import ExperimentConfig, experiment_dict, tracking_uri
+from experiments.stats import BaselineCosts
+from experiments.storage import mask_secrets, mask_url, shared_lock
+from harness.prompts import enable_wal, sqlite_db, store_lock
+
+from ._textdiff import instruction_diff
+from ._traces import EVALUATION_RUN, RUN_TYPE_TAG
+
+log = logging.getLogger("experiments.tracking")
+
+PARENT_TAG = "sweep_parent"
+UI_ADDRESS = "http://127.0.0.1:5000"  # where `mlflow ui` serves by default
+
+
+def ui_command(uri: str) -> str:
+    if uri.startswith(("http://", "https://")):  # a tracking server serves its own UI
+        return f"open {mask_url(uri)}"
+    return f"mlflow ui --backend-store-uri {mask_url(uri)}"
+
+
+def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def trial_params(exp: ExperimentConfig) -> dict[str, Any]:
+    """Config params logged on every trial run (variant names, toggles, backend, models)."""
+    b = exp.backend
+    return {
+        "synth_variant": exp.synth.variant,
+        "planner_mode": exp.planner.mode,
+        "skip_prior_knowledge": exp.planner.skip_prior_knowledge,
+        "research_cache": exp.research.reuse_cache,
+        "wiggum_rounds": exp.wiggum.max_rounds,
+        "panel": exp.panel.enabled,
+        "evaluator_composite": exp.evaluator.composite,
+        "evaluator_repeats": exp.evaluator.repeats,
+        "backend": b.kind,
+        "planner_model": b.planner_model,
+        "producer_model": b.producer_model,
+        "evaluator_model": b.evaluator_model,
+        "benchmark": exp.benchmark.name,
+        "reuse_context": exp.sweep.reuse_context,
+        "memory_frozen": exp.memory.frozen,
+        "seed": exp.seed,
+    }
+
+
+class NullTracker:
+    """mlflow.enabled=false: same interface, records nothing."""
+
+    uri = ""
+    parent_id: str | None = None
+    enabled = False  # an MLflow store is written
+
+    def start(self, exp: ExperimentConfig, *, smoke: bool = False) -> None: ...
+
+    def log_trial(self, trial: Any, outcome: Any = None, *, baseline: Mapping[str, str] | None = None) -> None: ...
+
+    def log_trial_once(self, trial: Any, outcome: Any = None, *, baseline: Mapping[str, str] | None = None) -> bool:
+        return False
+
+    def sync(self, trials: Iterable[Any], baseline: Mapping[str, str] | None = None) -> int:
+        return 0
+
+    def log_child(self, name: str, tags: Mapping[str, str], metrics: Mapping[str, float],
+                  texts: Mapping[str, str] = {}, *, params: Mapping[str, Any] | None = None,
+                  status: str | None = "FINISHED") -> str | None:
+        return None
+
+    def logged_child(self, name: str, tags: Mapping[str, str]) -> bool:
+        return False
+
+    def end_child(self, run_id: str | None, status: str = "FINISHED") -> None: ...
+
+    def log_parent(self, *, params: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None,
+                   texts: Mapping[str, str] | None = None) -> None: ...
+
+    def child_runs(self, kind: str) -> list[Any]:
+        return []
+
+    def kill(self) -> None: ...
+
+    def finish(self, metrics: Mapping[str, float], texts: Mapping[str, str], *, status: str = "FINISHED") -> None: ...
+
+    def log_files(self, paths: Iterable[Path | str], artifact_path: str) -> None: ...
+
+    def trial_runs(self) -> list[Any]:
+        return []
+
+    def ui_command(self) -> str:
+        return "(MLflow tracking disabled: mlflow.enabled=false)"
+
+    def ui_url(self) -> str:
+        return ""
+
+
+class MLflowTracker(NullTracker):
+    def __init__(self, exp: ExperimentConfig) -> None:
+        from mlflow.tracking import MlflowClient
+
+        self.exp = exp
+        self.uri = tracking_uri(exp)
+        # SQLite: the client creates / migrates the tables, and start() finds or creates the parent run; both run
+        # under a file lock (two workers starting together race both otherwise), on a WAL database
+        self._db = sqlite_db(self.uri)
+        with store_lock(self._db):
+            if self._db is not None:
+                enable_wal(self._db)
+            self.client = MlflowClient(tracking_uri=self.uri)
+        self.experiment_name = exp.mlflow.experiment or exp.sweep.name
+        self.parent_id: str | None = None
+        self.smoke = False
+        self.enabled, self.costs = True, BaselineCosts()  # costs: cost_diff.<metric> vs the baseline trial
+
+    def ui_command(self) -> str:
+        return ui_command(self.uri)
+
+    def ui_url(self) -> str:
+        """The sweep's runs table (parent with nested trials) in the UI that ui_command() serves; MLflow 3 opens
+        on its GenAI views unless workflowType says otherwise."""
+        if getattr(self, "experiment_id", None) is None:
+            return ""
+        base = self.uri.rstrip("/") if self.uri.startswith(("http://", "https://")) else UI_ADDRESS  # a server's own UI
+        return f"{base}/#/experiments/{self.experiment_id}/runs?workflowType=machine_learning"
+
+    def _experiment_id(self) -> str:
+        found = self.client.get_experiment_by_name(self.experiment_name)
+        if found is not None:
+            return found.experiment_id
+        artifacts = (Path(self.exp.results_dir) / "mlartifacts").resolve().as_uri()
+        if self.uri.startswith(("http://", "https://")):  # the server's artifact store, not this machine's disk
+            artifacts = None
+        return self.client.create_experiment(self.experiment_name, artifact_location=artifacts)
+
+    def log_files(self, paths: Iterable[Path | str], artifact_path: str) -> None:
+        """Files (plots) as artifacts of the parent run under artifact_path/."""
+        if self.parent_id is None:
+            return
+        for path in paths:
+            self.client.log_artifact(self.parent_id, str(path), artifact_path)
+
+    def start(self, exp: ExperimentConfig, *, smoke: bool = False) -> None:
+        """Find the sweep's parent run by tag (resume) or create it; log the resolved config.
+
+        For a SQLite store the find-or-create runs under a file lock: two workers starting together would otherwise
+        create two parent runs.
+        """
+        self.smoke = smoke
+        # a tracking server or database: the study's lock, so workers on several machines find one parent run
+        with store_lock(self._db) if self._db is not None else shared_lock(exp.storage_url, f"{exp.sweep.name}/mlflow"):
+            self._start(exp, smoke)
+
+    def _start(self, exp: ExperimentConfig, smoke: bool) -> None:
+        self.experiment_id = self._experiment_id()
+        runs = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.{PARENT_TAG} = 'true' and tags.sweep = '{exp.sweep.name}'",
+            max_results=1,
+        )
+        if runs:
+            self.parent_id = runs[0].info.run_id
+            if runs[0].info.status != "RUNNING":
+                self.client.update_run(self.parent_id, status="RUNNING")
+        else:
+            tags = {PARENT_TAG: "true", "sweep": exp.sweep.name, "kind": exp.sweep.kind,
+                    "mlflow.runName": f"{exp.sweep.name}", "benchmark": exp.benchmark.name,
+                    RUN_TYPE_TAG: EVALUATION_RUN}  # the UI lists it (and its trials) under "Evaluation runs"
+            if smoke:
+                tags["smoke"] = "true"
+            run = self.client.create_run(self.experiment_id, tags=tags)
+            self.parent_id = run.info.run_id
+            params = {**trial_params(exp), "sweep.kind": exp.sweep.kind, "sweep.n_trials": exp.sweep.n_trials,
+                      "sweep.pruner": exp.sweep.pruner, "sweep.sampler": exp.sweep.sampler,
+                      "sweep.operators": ",".join(exp.sweep.operators),
+                      "sweep.baseline_repeats": exp.sweep.baseline_repeats, "sweep.alpha": exp.sweep.alpha,
+                      "sweep.holdout_top_k": exp.sweep.holdout_top_k, "sweep.holdout_test": exp.sweep.holdout_test,
+                      "sweep.holdout_baseline_runs": exp.sweep.holdout_baseline_runs,
+                      "sweep.holdout_candidate_runs": exp.sweep.holdout_candidate_runs,
+                      "sweep.storage": mask_url(exp.storage_url)}
+            self._log_params(self.parent_id, params)
+        # sweep.storage / tracking_uri passwords stay out of MLflow
+        self.client.log_text(self.parent_id, mask_secrets(json.dumps(experiment_dict(exp), indent=2, default=str)),
+                             "config/resolved_config.json")
+
+    def _log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(k, str(v)[:6000]) for k, v in params.items()]
+        for i in range(0, len(items), 100):
+            self.client.log_batch(run_id, params=items[i:i + 100])
+
+    def _log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int = 0) -> None:
+        import time
+
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        items = [Metric(_metric_key(k), float(v), now, step) for k, v in metrics.items()
+                 if isinstance(v, (int, float)) and v == v]
+        for i in range(0, len(items), 500):
+            self.client.log_batch(run_id, metrics=items[i:i + 500])
+
+    def child_runs(self, kind: str) -> list[Any]:
+        """The parent's nested runs tagged kind=`kind` (trial, ab_cell, ...)."""
+        if self.parent_id is None:
+            return []
+        return self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.mlflow.parentRunId = '{self.parent_id}' and tags.kind = '{kind}'",
+            max_results=10000,
+        )
+
+    def trial_runs(self) -> list[Any]:
+        return self.child_runs("trial")
+
+    def _logged_trials(self) -> set[int]:
+        return {int(r.data.tags["trial_number"]) for r in self.trial_runs() if "trial_number" in r.data.tags}
+
+    def _trials_lock(self) -> Any:
+        """The study's lock for trial runs, held by one worker at a time on any machine (experiments.storage.shared_lock):
+        a run is checked for and created under it, so a worker's sync at start and another's log after tell never
+        both log a trial (measured without it: a duplicate baseline run with three workers under load)."""
+        return shared_lock(self.exp.storage_url, f"{self.exp.sweep.name}/mlflow_trials",
+                           self.exp.sweep_dir / ".mlflow_trials.lock")
+
+    def log_trial_once(self, trial: Any, outcome: Any = None, *, baseline: Mapping[str, str] | None = None) -> bool:
+        """log_trial unless the trial has a run already (another worker's sync may have logged it between this
+        worker's tell and now). True when it logged."""
+        with self._trials_lock():
+            if trial.number in self._logged_trials():
+                return False
+            self.log_trial(trial, outcome, baseline=baseline)
+            return True
+
+    def log_trial(self, trial: Any, outcome: Any = None, *, baseline: Mapping[str, str] | None = None) -> None:
+        """One nested run for a finished Optuna trial; artifacts from the outcome when this process ran it."""
+        attrs, state = trial.user_attrs, trial.state.name
+        status = {"COMPLETE": "FINISHED", "PRUNED": "KILLED", "FAIL": "FAILED"}.get(state, "FAILED")
+        tags = {"mlflow.parentRunId": self.parent_id, "kind": "trial", "trial_number": str(trial.number),
+                "state": state, "sweep": self.exp.sweep.name,
+                "mlflow.runName": f"trial-{trial.number:03d}-{attrs.get('operator', '?')}"}
+        if self.smoke or attrs.get("smoke"):
+            tags["smoke"] = "true"
+        if attrs.get("duplicate_of") is not None:
+            tags["duplicate_of"] = str(attrs["duplicate_of"])
+        if attrs.get("fail_reason"):
+            tags["fail_reason"] = str(attrs["fail_reason"])[:4000]
+        run = self.client.create_run(self.experiment_id, tags=tags)
+        rid = run.info.run_id
+        params = {**trial_params(self.exp), "operator": attrs.get("operator") or trial.params.get("operator"),
+                  "operator_requested": attrs.get("operator_requested") or trial.params.get("operator"),
+                  "instruction_hash": attrs.get("instruction_hash"), "parent_hash": attrs.get("parent_hash"),
+                  "trial_number": trial.number}
+        self._log_params(rid, params)
+        metrics: dict[str, float] = {}
+        value = trial.value if state == "COMPLETE" else attrs.get("partial_value")
+        if value is not None:
+            metrics["composite"] = value
+        for k, v in (attrs.get("dimensions") or {}).items():
+            metrics[f"dim.{k}"] = v
+        for k, v in (attrs.get("task_scores") or {}).items():
+            metrics[f"task.{k}"] = v
+        for key in ("judge_sd", "elapsed_s", "llm_calls", "selection_mean", "selection_bias"):
+            if isinstance(attrs.get(key), (int, float)):
+                metrics[key] = attrs[key]
+        metrics |= {"duplicate": float(attrs.get("duplicate_of") is not None), **self.costs.metrics(attrs)}
+        ev = getattr(outcome, "evaluation", None)
+        if ev is not None:
+            metrics["prompt_tokens"] = sum(s.prompt_tokens for s in ev.scores)
+            metrics["completion_tokens"] = sum(s.completion_tokens for s in ev.scores)
+            metrics["latency_s"] = sum(s.latency_s for s in ev.scores)
+            metrics["cache_hits"] = sum(s.cached_calls for s in ev.scores)
+            metrics["harness_llm_calls"] = sum(s.llm_calls for s in ev.scores)
+        self._log_metrics(rid, metrics)
+        for step, v in sorted(trial.intermediate_values.items()):
+            self._log_metrics(rid, {"task_score_by_step": v}, step=int(step))
+        instructions = attrs.get("instructions") or {}
+        for tt, text in instructions.items():
+            self.client.log_text(rid, text + "\n", f"instructions/{tt}.md")
+        if baseline and instructions:
+            self.client.log_text(rid, instruction_diff(baseline, instructions) + "\n", "instructions/diff_vs_baseline.patch")
+        if attrs.get("note"):
+            self.client.log_text(rid, str(attrs["note"]) + "\n", "mutation_note.txt")
+        if ev is not None:
+            for s in ev.scores:
+                if s.output_text:
+                    self.client.log_text(rid, s.output_text, f"outputs/{s.task_id}.md")
+        self.client.set_terminated(rid, status=status)
+        failed = getattr(outcome, "failed_run", None)
+        if ev is not None or failed is not None:
+            self._log_traces(rid, trial.number, ev.scores if ev is not None else (), failed=(failed,) if failed else ())
+
+    def _log_traces(self, run_id: str, number: int, scores: Iterable[Any], failed: Iterable[Any] = ()) -> None:
+        """Each task run of the trial as an MLflow trace with the evaluator's assessments, and the run that failed
+        the trial as one with status ERROR, linked to the trial's run (experiments.tracking). Runs after the
+        trial's run is complete: a failure raises TraceLoggingError, which the sweep's guard prints as one warning
+        line, and loses nothing else."""
+        from experiments.config import load_tasks
+
+        from ._traces import log_trial_traces
+
+        requests = {t.id: {"task": t.task, "task_id": t.id, "task_type": t.task_type}
+                    for t in load_tasks(self.exp.benchmark)}
+        log_trial_traces(self.client, self.uri, experiment_id=self.experiment_id, run_id=run_id, scores=list(scores),
+                         requests=requests, default_judge=self.exp.backend.evaluator_model,
+                         tags={"sweep": self.exp.sweep.name, "trial_number": str(number)}, failed=list(failed))
+
+    def sync(self, trials: Iterable[Any], baseline: Mapping[str, str] | None = None) -> int:
+        """Log finished trials that have no child run yet (a crash between tell and logging); idempotent."""
+        n = 0
+        with self._trials_lock():
+            have = self._logged_trials()
+            for t in sorted(trials, key=lambda t: t.number):
+                if t.state.name in ("COMPLETE", "PRUNED", "FAIL") and t.number not in have:
+                    self.log_trial(t, None, baseline=baseline)
+                    n += 1
+        return n
+
+    def log_child(self, name: str, tags: Mapping[str, str], metrics: Mapping[str, float],
+                  texts: Mapping[str, str] = {}, *, params: Mapping[str, Any] | None = None,
+                  status: str | None = "FINISHED") -> str | None:
+        """A nested non-trial run (baseline repeats, holdout confirmations, A/B cells); its run id. status None
+        leaves it RUNNING for the caller to add to and end (end_child)."""
+        all_tags = {"mlflow.parentRunId": self.parent_id, "mlflow.runName": name, "sweep": self.exp.sweep.name,
+                    **tags}
+        if self.smoke:
+            all_tags["smoke"] = "true"
+        rid = self.client.create_run(self.experiment_id, tags=all_tags).info.run_id
+        self._log_metrics(rid, metrics)
+        if params:
+            self._log_params(rid, params)
+        for path, text in texts.items():
+            self.client.log_text(rid, text, path)
+        if status is not None:
+            self.client.set_terminated(rid, status=status)
+        return rid
+
+    def end_child(self, run_id: str | None, status: str = "FINISHED") -> None:
+        if run_id is not None:
+            self.client.set_terminated(run_id, status=status)
+
+    def logged_child(self, name: str, tags: Mapping[str, str]) -> bool:
+        """Whether the parent has an ended nested run of this name and tags (a step a killed process logged before
+        the study stored it: logged once). One it left unended (killed mid-logging) is deleted, to be logged again."""
+        found = [r for r in self.child_runs(tags["kind"]) if r.data.tags.get("mlflow.runName") == name
+                 and all(r.data.tags.get(k) == v for k, v in tags.items())]
+        ended = [r for r in found if r.info.status != "RUNNING"]
+        for r in found:
+            if r.info.status == "RUNNING":
+                self.client.delete_run(r.info.run_id)
+        return bool(ended)
+
+    def log_parent(self, *, params: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None,
+                   texts: Mapping[str, str] | None = None, files: Iterable[Path | str] = (),
+                   artifact_path: str = "") -> None:
+        """Params (those the parent does not have yet: a logged param cannot change), tags, texts and files
+        on the parent run."""
+        if self.parent_id is None:
+            return
+        if params:
+            have = self.client.get_run(self.parent_id).data.params
+            new = {k: v for k, v in params.items() if k not in have}
+            if new:
+                self._log_params(self.parent_id, new)
+        for k, v in (tags or {}).items():
+            self.client.set_tag(self.parent_id, k, v)
+        for path, text in (texts or {}).items():
+            self.client.log_text(self.parent_id, text, path)
+        for f in files:
+            self.client.log_artifact(self.parent_id, str(f), artifact_path or None)
+
+    def kill(self) -> None:
+        """Mark the parent run KILLED (an interrupted run; the next start sets it RUNNING again)."""
+        if self.parent_id is not None:
+            self.client.set_terminated(self.parent_id, status="KILLED")
+
+    def finish(self, metrics: Mapping[str, float], texts: Mapping[str, str], *, status: str = "FINISHED") -> None:
+        if self.parent_id is None:
+            return
+        self._log_metrics(self.parent_id, metrics)
+        for path, text in texts.items():
+            self.client.log_text(self.parent_id, text, path)
+        self.client.set_terminated(self.parent_id, status=status)
+
+
+def _metric_key(key: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_\-. /]", "_", key)[:250]
+
+
+def make_tracker(exp: ExperimentConfig) -> NullTracker:
+    return MLflowTracker(exp) if exp.mlflow.enabled else NullTracker()

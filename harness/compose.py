@@ -1,0 +1,107 @@
+"""Configuration from conf/ for both command lines: Hydra composes conf/config.yaml with the overrides typed beside
+the command, checked against a schema. `python -m experiments.run` composes against experiments.config's
+ExperimentConfig; `python -m harness` against HarnessConf (the harness's nodes, typed; the experiment's nodes, which
+conf/ also holds, taken as they are) and keeps its HarnessConfig: the harness imports nothing of experiments.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+from harness.checks import check_harness, warn_judge
+from harness.config import ConfigError, HarnessConfig, MLflowConfig, apply_env
+
+SCHEMA_NAME = "experiment_schema"  # the schema conf/config.yaml's defaults list names
+
+
+@dataclass
+class HarnessConf(HarnessConfig):
+    """What conf/ holds, as the harness reads it: its own nodes typed (HarnessConfig), the MLflow store its
+    synth.source prompts live in, and the experiment's nodes untyped (a sweep, A/B or benchmark is not the
+    harness's business; experiments.config types them)."""
+
+    mlflow: MLflowConfig = field(default_factory=MLflowConfig)
+    benchmark: Any = None
+    sweep: Any = None
+    ab: Any = None
+    calibrate: Any = None
+
+
+def compose_config(overrides: Sequence[str] = (), config_name: str = "config",
+                   schema: type | None = None) -> DictConfig:
+    """Compose conf/ with overrides against `schema` (HarnessConf unless given: experiments.config passes its
+    ExperimentConfig); an unknown group option becomes a one-line ConfigError."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
+
+    ConfigStore.instance().store(name=SCHEMA_NAME, node=schema or HarnessConf)
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module="conf", version_base=None):
+            return compose(config_name=config_name, overrides=list(overrides))
+    except OverrideParseException as exc:
+        bad = next((o for o in overrides if "=" in o.split("=", 1)[-1]), None)  # an unquoted '=' in a value
+        if bad is None:
+            raise ConfigError(f"cannot parse overrides {' '.join(overrides)!r}: {str(exc).splitlines()[0]}") from exc
+        key, value = bad.split("=", 1)
+        raise ConfigError(f"cannot parse override {bad!r}: {str(exc).splitlines()[0]}; quote a value that holds '='"
+                          f" (e.g. '{key}=\"{value}\"')") from exc
+    except MissingConfigException as exc:
+        raise ConfigError(one_line_hydra_error(exc)) from exc
+    except ConfigCompositionException as exc:
+        raise ConfigError(one_line_hydra_error(exc)) from exc
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def one_line_hydra_error(exc: BaseException) -> str:
+    """Hydra's multi-line 'Could not find ... Available options ...' as one line."""
+    text = str(exc)
+    cause = exc.__cause__
+    while cause is not None and "Available options" not in text:
+        text = str(cause) or text
+        cause = cause.__cause__
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return type(exc).__name__
+    if any(ln.startswith("Available options") for ln in lines):
+        idx = next(i for i, ln in enumerate(lines) if ln.startswith("Available options"))
+        options = []
+        for ln in lines[idx + 1 :]:
+            if ln.startswith("Config search path"):
+                break
+            options.append(ln)
+        m = re.search(r"Could not find '([^']+)/([^'/]+)'", text)
+        head = f"{m.group(1).replace('/', '.')}={m.group(2)} is not an option" if m else lines[0]
+        return f"{head}; expected one of: {', '.join(options)}"
+    keep = [ln for ln in lines if not ln.startswith(("full_key:", "reference_type=", "object_type=", "Set the environment"))]
+    key = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("full_key:")), "")
+    msg = " ".join(keep or lines)
+    return f"{key}: {msg}" if key and key not in msg else msg
+
+
+def harness_config(overrides: Sequence[str], environ: Mapping[str, str] | None = None) -> HarnessConfig:
+    """The HarnessConfig conf/ and `overrides` give, the environment toggles applied (command line first: pass an
+    environ without the variables an override sets), synth.source read from the Prompt Registry, every harness
+    setting checked. Raises ConfigError (one line) on a bad override or value."""
+    from omegaconf.errors import MissingMandatoryValue
+
+    from harness.prompts import resolve_synth, tracking_uri
+
+    try:
+        conf = OmegaConf.to_object(compose_config(list(overrides)))
+    except MissingMandatoryValue as exc:
+        raise ConfigError(f"{getattr(exc, 'full_key', '') or 'a mandatory value'} is missing; expected a value") from None
+    assert isinstance(conf, HarnessConf)
+    conf = apply_env(conf, None if environ is None else dict(environ))
+    if conf.synth.source and not conf.synth.resolved:
+        conf.synth = resolve_synth(conf.synth, tracking_uri(conf.mlflow.tracking_uri, conf.results_dir))
+    check_harness(conf)
+    warn_judge(conf.backend)
+    return apply_env(HarnessConfig.of(conf), None if environ is None else dict(environ))
