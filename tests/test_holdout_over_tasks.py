@@ -190,6 +190,8 @@ def test_an_underpowered_sweep_never_says_promoted(make_exp):
     text = "\n".join(lines)
     assert "UNDERPOWERED (sweep.allow_underpowered=true): nothing can be promoted" in text
     assert not s.promoted and "PROMOTED: baseline (no change kept" in text
+    # one baseline run measures no noise: the summary says so instead of a floor of 0 (which reads "no noise")
+    assert "noise floor (train): not measured (1 baseline run;" in text and "noise floor (train): 0.000" not in text
 
 
 def test_a_resumed_study_concludes_at_the_next_looks_level_and_stores_the_look(make_exp):

@@ -70,6 +70,17 @@ class SweepSummary:
     confirmable: str = ""  # what effect this design could have confirmed (experiments.stats.design_power_line)
 
 
+def noise_line(s: SweepSummary) -> str:
+    """The train noise floor and what it rests on; an unmeasured one (fewer than 2 runs of one text) says so
+    instead of printing 0 (a floor of 0 would read as "no noise")."""
+    runs = "calibration" if s.noise_source.startswith("calibration") else "baseline"
+    if s.noise.repeats < 2:
+        return (f"noise floor (train): not measured ({s.noise.repeats} {runs} run; two runs of one text measure it: "
+                "sweep.baseline_repeats >= 2 or a stored calibration)")
+    return (f"noise floor (train): {s.train_floor:.3f}  [sigma {s.noise.sigma:.3f} over {s.noise.repeats} {runs} runs, "
+            f"{s.noise.n_tasks} tasks; range of run means {s.noise.range_of_means:.3f}]")
+
+
 def format_sweep(s: SweepSummary) -> str:
     """The greppable end-of-sweep block."""
     lines = [SUMMARY_BEGIN]
@@ -85,9 +96,7 @@ def format_sweep(s: SweepSummary) -> str:
         f"{t.get('failed', 0)} failed, {t.get('duplicate', 0)} duplicate"
         + (f"; {t['gated']} of the pruned gated out" if t.get("gated") else "") + f"), {s.new_trials} new in this run",
         f"baseline train mean: {num(s.baseline_train)}",
-        f"noise floor (train): {s.train_floor:.3f}  [sigma {s.noise.sigma:.3f} over {s.noise.repeats} "
-        f"{'calibration' if s.noise_source.startswith('calibration') else 'baseline'} runs, "
-        f"{s.noise.n_tasks} tasks; range of run means {s.noise.range_of_means:.3f}]",
+        noise_line(s),
     ]
     if s.noise_source:
         lines.append(f"noise source: {s.noise_source}")
