@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.markdown import count_items
-from harness.config import SynthConfig
+from harness.config import TASK_TYPES, SynthConfig
 from harness.inference import BackendError
 from harness.security import DataMarker
 from harness.text import unwrap_fence
@@ -35,7 +35,6 @@ __all__ = [
     "synthesize",
 ]
 
-TASK_TYPES = ("enumerated", "best_practices", "research")
 
 DEFAULT_INSTRUCTIONS: dict[str, str] = {
     "enumerated": (

@@ -6,7 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-TASK_TYPES = ("enumerated", "best_practices", "research")
+from harness.config import TASK_TYPES
+
 COMPLEXITIES = ("low", "medium", "high")
 
 MAX_FACTS = 5
