@@ -104,4 +104,4 @@ def harness_config(overrides: Sequence[str], environ: Mapping[str, str] | None =
         conf.synth = resolve_synth(conf.synth, tracking_uri(conf.mlflow.tracking_uri, conf.results_dir))
     check_harness(conf)
     warn_judge(conf.backend)
-    return apply_env(HarnessConfig.of(conf), None if environ is None else dict(environ))
+    return HarnessConfig.of(conf)  # the environment is folded in above (apply_env)
