@@ -147,6 +147,22 @@ def test_failure_before_synthesis_is_recorded_too(tmp_path):
     assert Path(result.trace_path).is_file()
 
 
+def test_a_harness_built_without_an_evaluator_fails_its_run_in_one_line_and_writes_no_output(tmp_path):
+    """The harness takes its scorer from whoever builds it (harness.evaluator); one built without (as plan_preview
+    builds it) fails a run before synthesis: recorded, one line naming what to pass, no output file, no
+    synthesis call."""
+    router = Router()
+    roles = make_harness(tmp_path, router).roles
+    h = Harness(config(tmp_path), roles, search=ListSearch())
+    result = h.run(TASK)
+    assert result.status == "failed"
+    assert result.error == ("NoEvaluator: this Harness was built without an evaluator, so it cannot score an answer; "
+                            "pass evaluator=evaluators.HARNESS_EVALUATOR")
+    assert read_jsonl(h.cfg.runs_jsonl)[-1]["error"] == result.error
+    assert not h.cfg.output_path.exists() or not any(h.cfg.output_path.iterdir())
+    assert router.calls["synth"] == 0
+
+
 @pytest.mark.parametrize("task", ["", "   \n", "/deep", "/deep /panel  "])
 def test_empty_task_raises_a_clear_value_error(tmp_path, task):
     router = Router()
