@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 
 from experiments.config import ConfigError, ExperimentConfig, to_experiment, to_harness_config, validate
 from harness.checks import warn_judge
-from harness.sqlite_store import StoreError
+from harness.sqlite_store import StoreError, damaged, fault_in
 
 
 def make_runner(exp: ExperimentConfig) -> Any:
@@ -169,8 +169,38 @@ def cli(cfg: DictConfig) -> None:
     except Exception as exc:
         if os.environ.get("HARNESS_DEBUG"):
             raise
-        print(f"error: {type(exc).__name__}: {exc} (HARNESS_DEBUG=1 shows the traceback)", file=sys.stderr)
+        store = store_fault(exc, cfg)
+        print(f"error: {store}" if store else f"error: {type(exc).__name__}: {exc} (HARNESS_DEBUG=1 shows the traceback)",
+              file=sys.stderr)
         sys.exit(1)
+
+
+def store_fault(exc: BaseException, cfg: Any) -> StoreError | None:
+    """A damaged SQLite file met inside Optuna or MLflow (which wrap SQLite's error in their own, without the file):
+    a StoreError naming the study's storage or the MLflow store, whichever SQLite now reads as damaged. None when
+    no SQLite fault is behind exc."""
+    fault = fault_in(exc)
+    if fault is None:
+        return None
+    try:
+        from experiments.config import tracking_uri
+
+        exp = to_experiment(cfg)
+        from experiments.sweep import STUDY_ADVICE
+
+        stores = [(exp.storage_url, STUDY_ADVICE), (tracking_uri(exp), MLFLOW_ADVICE)]
+    except Exception:  # the config itself is what failed: no file to name
+        stores = []
+    for url, advice in stores:
+        path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else None
+        found = damaged(path) if path else None
+        if found is not None:
+            return StoreError(path, found, advice)
+    return StoreError("(a SQLite store of this run)", fault)
+
+
+MLFLOW_ADVICE = ("the MLflow runs are in it (the study is in its own file): restore it from a backup, or move it "
+                 "aside to log to a new one, then run the same command again")
 
 
 def _precheck(argv: list[str]) -> None:
@@ -190,8 +220,22 @@ def _precheck(argv: list[str]) -> None:
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except StoreError as exc:  # the study's file is damaged: named, before Hydra writes anything
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
+
+
+def command_line_wins(argv: list[str], environ: Any = os.environ) -> None:
+    """Drop from the environment each toggle whose field the command line sets (harness.compose.ENV_FIELDS), as
+    `python -m harness` does: `results_dir=x` beside an exported HARNESS_RESULTS_DIR writes to x."""
+    from harness.compose import command_line_environ
+
+    kept = command_line_environ([a for a in argv if not a.startswith("-")], environ)
+    for name in [k for k in environ if k not in kept]:
+        del environ[name]
 
 
 if __name__ == "__main__":
+    command_line_wins(sys.argv[1:])
     _precheck(sys.argv[1:])
     hydra_main()

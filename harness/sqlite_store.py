@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-__all__ = ["BUSY_TIMEOUT_S", "StoreError", "named_faults", "set_wal", "connect", "ThreadLocalSQLite"]
+__all__ = ["BUSY_TIMEOUT_S", "StoreError", "damaged", "fault_in", "named_faults", "set_wal", "connect", "ThreadLocalSQLite"]
 
 BUSY_TIMEOUT_S = 30.0
 
@@ -37,10 +37,11 @@ class StoreError(BaseException):
     LLM cache counted as one failed candidate). It passes through them to the CLI edge, which prints it as one
     line and exits 1."""
 
-    def __init__(self, path: str | Path, error: BaseException) -> None:
+    ADVICE = "repair or move the file aside (a cache is rebuilt, memory is not), then run the same command again"
+
+    def __init__(self, path: str | Path, error: BaseException, advice: str = ADVICE) -> None:
         name = getattr(error, "sqlite_errorname", "") or type(error).__name__
-        super().__init__(f"store {path} cannot be used: {error} ({name}); repair or move the file aside (a cache is "
-                         f"rebuilt, memory is not), then run the same command again")
+        super().__init__(f"store {path} cannot be used: {error} ({name}); {advice}")
         self.path = str(path)
 
 
@@ -48,6 +49,38 @@ def is_fault(exc: BaseException) -> bool:
     """True when exc is an SQLite error that says the file itself is unusable (see _FAULTS)."""
     code = getattr(exc, "sqlite_errorcode", None)
     return isinstance(exc, sqlite3.Error) and code is not None and (code & 0xFF) in _FAULTS
+
+
+def fault_in(exc: BaseException | None) -> sqlite3.Error | None:
+    """The SQLite error that says a file is unusable, found in exc or the exceptions it was raised from (SQLAlchemy
+    wraps it in DatabaseError, Optuna that in StorageInternalError); None when there is none."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, sqlite3.Error) and is_fault(exc):
+            return exc
+        exc = getattr(exc, "orig", None) or exc.__cause__ or exc.__context__
+    return None
+
+
+def damaged(path: str | Path) -> sqlite3.Error | None:
+    """What SQLite says is wrong with the file at path (opened read-only, `PRAGMA quick_check`), None when it
+    reads as a sound database or does not exist. For naming the file behind an error that did not say which."""
+    if not Path(path).is_file():
+        return None
+    try:
+        conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            rows = conn.execute("PRAGMA quick_check(1)").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return exc
+    if rows != [("ok",)]:
+        err = sqlite3.DatabaseError(f"database disk image is malformed ({rows[0][0]})")
+        err.sqlite_errorcode, err.sqlite_errorname = sqlite3.SQLITE_CORRUPT, "SQLITE_CORRUPT"  # type: ignore[attr-defined]
+        return err
+    return None
 
 
 @contextlib.contextmanager

@@ -11,8 +11,8 @@ from ._promotion import (Candidate, HoldoutScores, HoldoutTest, candidates, deci
                          ranked, split_scores)
 from ._registry import SweepRegistry, register_texts, sweep_evidence
 from ._search_state import Evaluated, SearchState, candidate_hash, state_from_trials
-from ._study import (StudyMismatch, baseline_trial, check_decision_rule, frozen_trial, holdout_run, open_store,
-                     open_study, store_holdout_run, stored_decision_rule, stored_holdout)
+from ._study import (STUDY_ADVICE, StudyMismatch, baseline_trial, check_decision_rule, frozen_trial, holdout_run,
+                     open_store, open_study, store_holdout_run, stored_decision_rule, stored_holdout)
 from ._summary import SUMMARY_BEGIN, SUMMARY_END, SweepSummary, format_sweep
 from ._sweep import run_sweep
 
@@ -23,6 +23,7 @@ __all__ = [
     "HoldoutScores",
     "HoldoutTest",
     "Objective",
+    "STUDY_ADVICE",
     "SUMMARY_BEGIN",
     "SUMMARY_END",
     "SearchState",

@@ -23,6 +23,7 @@ from experiments.config import (BASELINE, ConfigError, ExperimentConfig, decisio
                                 split, with_rule_defaults)
 from experiments.storage import StaleTrials, mask_url, requeued, shared_lock, worker_host
 from harness.prompts import enable_wal, sqlite_db, store_lock
+from harness.sqlite_store import StoreError, fault_in
 
 from ._promotion import HoldoutScores
 
@@ -112,7 +113,7 @@ def open_store(exp: ExperimentConfig, stale: StaleTrials | None = None) -> Study
         pruner = optuna.pruners.NopPruner()
     # SQLite: WAL + a 30 s busy timeout, and creation under a file lock (two workers starting at once race the
     # table creation otherwise); a server database: an advisory lock in that database (several machines)
-    with store_lock(db) if db is not None else shared_lock(url, f"{sw.name}/open_study"):
+    with named_store(url), store_lock(db) if db is not None else shared_lock(url, f"{sw.name}/open_study"):
         if db is not None:
             enable_wal(db)
         storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}} if db else None,
@@ -174,14 +175,32 @@ def stored_decision_rule(exp: ExperimentConfig) -> Mapping[str, Any] | None:
     url = exp.storage_url
     if not url.startswith("sqlite:///") or not Path(url[len("sqlite:///"):]).is_file():
         return None
-    storage = optuna.storages.RDBStorage(url, skip_compatibility_check=True, skip_table_creation=True)
+    with named_store(url):
+        storage = optuna.storages.RDBStorage(url, skip_compatibility_check=True, skip_table_creation=True)
+        try:
+            study_id = storage.get_study_id_from_name(exp.sweep.name)
+            return storage.get_study_user_attrs(study_id).get("decision_rule")
+        except KeyError:  # no study of that name yet
+            return None
+        finally:
+            storage.engine.dispose()
+
+
+@contextmanager
+def named_store(url: str) -> Iterator[None]:
+    """A study's SQLite file that SQLite cannot use (not a database, damaged pages), named in a StoreError
+    (harness.sqlite_store) instead of Optuna's "An exception is raised during the commit" over a traceback."""
     try:
-        study_id = storage.get_study_id_from_name(exp.sweep.name)
-        return storage.get_study_user_attrs(study_id).get("decision_rule")
-    except KeyError:  # no study of that name yet
-        return None
-    finally:
-        storage.engine.dispose()
+        yield
+    except Exception as exc:
+        fault, db = fault_in(exc), sqlite_db(url)
+        if fault is None or db is None:
+            raise
+        raise StoreError(db, fault, STUDY_ADVICE) from exc
+
+
+STUDY_ADVICE = ("the study's trials are in it: restore it from a backup, or move it aside to start the study anew, "
+                "then run the same command again")
 
 
 def _fp_tag(fingerprint: Mapping[str, Any]) -> str:
