@@ -47,15 +47,6 @@ SWITCH_FLAGS: tuple[tuple[str, str], ...] = (
     ("no_memory", "memory.enabled=false"),
     ("no_cache", "backend.cache=false"),
 )
-# The environment variables harness.config.apply_env folds in, and the override keys that set the same field.
-# The command line wins over the environment (as the flags always did): a variable is not applied when the
-# command line sets its field. Otherwise it wins over conf/, as in `python -m experiments.run`.
-ENV_FIELDS: dict[str, tuple[str, ...]] = {
-    "HARNESS_BACKEND": ("backend", "backend.kind"),
-    "HARNESS_RESULTS_DIR": ("results_dir",),
-    "HARNESS_SKIP_PRIOR_KNOWLEDGE": ("planner", "planner.skip_prior_knowledge"),
-    "RESEARCH_CACHE": ("research.reuse_cache",),
-}
 HELP_GROUPS = ("backend", "planner", "synth", "evaluator")  # the conf/ groups that change a harness run
 
 USAGE = 'python -m harness [options] "TASK" [group=option ...] [key=value ...]'
@@ -166,20 +157,10 @@ def flag_overrides(args: argparse.Namespace) -> list[str]:
     return out
 
 
-def override_key(override: str) -> str:
-    return override.lstrip("+~").split("=", 1)[0]
-
-
-def command_line_environ(overrides: Sequence[str], environ: Mapping[str, str]) -> dict[str, str]:
-    """environ without the variables whose field an override sets (see ENV_FIELDS)."""
-    keys = {override_key(o) for o in overrides}
-    return {k: v for k, v in environ.items() if not keys.intersection(ENV_FIELDS.get(k, ()))}
-
-
 def compose_harness_config(overrides: Sequence[str], environ: Mapping[str, str] | None = None):
     """The HarnessConfig `python -m experiments.run <overrides>` would hand the harness, environment applied
     (command line first). Raises harness.config.ConfigError (one line) on a bad override or value."""
-    from harness.compose import harness_config
+    from harness.compose import command_line_environ, harness_config
 
     return harness_config(overrides, command_line_environ(overrides, os.environ if environ is None else environ))
 

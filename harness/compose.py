@@ -105,3 +105,25 @@ def harness_config(overrides: Sequence[str], environ: Mapping[str, str] | None =
     check_harness(conf)
     warn_judge(conf.backend)
     return HarnessConfig.of(conf)  # the environment is folded in above (apply_env)
+
+
+# The environment variables harness.config.apply_env folds in, and the override keys that set the same field.
+# In both command lines the command line wins over the environment: a variable is not applied when the command
+# line sets its field (before, `python -m experiments.run results_dir=x` wrote to $HARNESS_RESULTS_DIR). Otherwise
+# it wins over conf/.
+ENV_FIELDS: dict[str, tuple[str, ...]] = {
+    "HARNESS_BACKEND": ("backend", "backend.kind"),
+    "HARNESS_RESULTS_DIR": ("results_dir",),
+    "HARNESS_SKIP_PRIOR_KNOWLEDGE": ("planner", "planner.skip_prior_knowledge"),
+    "RESEARCH_CACHE": ("research.reuse_cache",),
+}
+
+
+def override_key(override: str) -> str:
+    return override.lstrip("+~").split("=", 1)[0]
+
+
+def command_line_environ(overrides: Sequence[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """environ without the variables whose field an override sets (see ENV_FIELDS)."""
+    keys = {override_key(o) for o in overrides}
+    return {k: v for k, v in environ.items() if not keys.intersection(ENV_FIELDS.get(k, ()))}
