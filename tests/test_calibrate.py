@@ -186,6 +186,14 @@ def test_a_sweep_after_a_calibration_prints_the_preflight_and_uses_the_stored_no
     # confirm, with the calibration's sigma (issue 36)
     assert "preflight: design power: this design confirms a mean effect of " in pre[4] and "level 0.025" in pre[4]
     assert any("preflight update:" in ln for ln in lines)  # updated from the first trial's measured runs
+    # the cost model comes from the calibration's medians, not from a baseline trial that has not run yet
+    (cost_line,) = [ln for ln in pre if "preflight: cost model:" in ln]
+    co = cal.cost
+    assert co.tokens > 0 and co.runs > 0
+    assert (f"preflight: cost model: {co.tokens:.0f} tokens (prompt + completion; the calibration does not split "
+            f"them), {co.llm_calls:.1f} LLM calls ({co.uncached_calls:.1f} uncached) per task run, medians over "
+            f"calibration {cal.key}'s {co.runs} runs; projected {48 * co.tokens:.0f} tokens for 48 task runs") \
+        in cost_line
 
 
 def test_a_calibration_for_another_model_is_ignored(make_exp):
