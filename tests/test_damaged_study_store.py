@@ -17,6 +17,7 @@ from pathlib import Path
 import optuna
 import pytest
 import sqlalchemy
+from store_damage import garble_pages
 
 from experiments.run import store_fault
 from harness.sqlite_store import damaged, fault_in
@@ -31,19 +32,6 @@ def _sweep(results: Path, cwd: Path, trials: int) -> subprocess.CompletedProcess
            "sweep.allow_underpowered=true", f"sweep.n_trials={trials}", "sweep.baseline_repeats=1",
            f"results_dir={results}", f"mlflow.tracking_uri=sqlite:///{results / 'mlflow.db'}"]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-
-
-def garble_pages(path: Path) -> None:
-    """Overwrite the start of every page after the first: the header and schema page read, the tables do not."""
-    with sqlite3.connect(path) as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    data = bytearray(path.read_bytes())
-    page = int.from_bytes(data[16:18], "big") or 65536
-    for off in range(page, len(data), page):
-        data[off:off + 64] = b"\xa5" * 64
-    path.write_bytes(bytes(data))
-    for suffix in ("-wal", "-shm"):
-        Path(str(path) + suffix).unlink(missing_ok=True)
 
 
 def _one_error_line(proc: subprocess.CompletedProcess) -> str:

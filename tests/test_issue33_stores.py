@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from ollama_stub import OllamaStub
+from store_damage import garble_pages
 
 from harness.inference import CachedLLM, ChatResult, FakeLLM, ResponseCache, cache_key
 from harness.sqlite_store import StoreError
@@ -41,19 +42,6 @@ def rot_every_row(path: Path) -> int:
         for i, key in enumerate(keys):
             conn.execute("UPDATE replies SET result=? WHERE key=?", (ROTTEN[i % len(ROTTEN)], key))
     return len(keys)
-
-
-def garble_pages(path: Path) -> None:
-    """Overwrite the start of every page after the first (schema intact, table and index pages not)."""
-    with sqlite3.connect(path) as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    data = bytearray(path.read_bytes())
-    page = int.from_bytes(data[16:18], "big") or 65536
-    for off in range(page, len(data), page):
-        data[off:off + 64] = b"\xa5" * 64
-    path.write_bytes(bytes(data))
-    for suffix in ("-wal", "-shm"):
-        Path(str(path) + suffix).unlink(missing_ok=True)
 
 
 # -- item 5: an entry that does not read back is a miss ----------------------------------------------------------
