@@ -124,8 +124,11 @@ def test_sigterm_and_sigint_close_the_runs_and_resume(reference, sig, code):
     env.update(PYTHONUNBUFFERED="1", PYTHONPATH=str(h.ROOT), DDGS_DISABLED="1", HARNESS_TEST_DELAY_S="0.05",
                HARNESS_RESULTS_DIR=str(folder / "results"), MLFLOW_TRACKING_URI=f"sqlite:///{folder / 'mlflow.db'}")
     args = h.SWEEP_ARGS + [f"search.local_corpus=[{h.corpus(folder.parent)}]"]
+    # SIGINT as a terminal's Ctrl-C finds it: a test run started in the background of a non-interactive shell
+    # (nohup ... &) hands its children SIGINT ignored, and Python then never raises KeyboardInterrupt
     p = subprocess.Popen([sys.executable, str(h.DRIVER), *args], cwd=folder, env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True)
+                         stderr=subprocess.STDOUT, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(ln.rstrip("\n") for ln in p.stdout), daemon=True)
     reader.start()
