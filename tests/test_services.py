@@ -59,7 +59,8 @@ def test_three_machines_one_study_one_killed(services, env, tmp_path):
     storage, mlflow_url = services["storage"], services["mlflow"]
     gate = Gate()
     machines = [tmp_path / f"machine{i}" for i in range(3)]
-    with OllamaStub(models=MODELS, default_reply=gate, delay_s=0.02) as stub:
+    # 0.2 s a reply (was 0.02): a search trial lasts long enough to be caught RUNNING when the model is blocked
+    with OllamaStub(models=MODELS, default_reply=gate, delay_s=0.2) as stub:
         cmd = sweep_cmd(stub.url, f"sweep.n_trials={N_TRIALS}", f"sweep.baseline_repeats={REPEATS}",
                         f"sweep.heartbeat_s={HEARTBEAT_S}", f"search.local_corpus=[{env['corpus']}]",
                         f"sweep.storage={storage}", f"mlflow.tracking_uri={mlflow_url}",
@@ -71,10 +72,16 @@ def test_three_machines_one_study_one_killed(services, env, tmp_path):
         for i, results in enumerate(machines):
             results.mkdir()
             procs.append(Proc(cmd, machine_env(env["env"], results, f"machine{i}"), results))
-        # once a search trial has finished (the baseline is done), block the model: every worker stalls mid-work
+        # once a search trial has finished (the baseline is done) and another is RUNNING in one of our workers,
+        # block the model: every worker stalls at its next request, that trial mid-work. (Arming on the first
+        # condition alone raced: the three workers could all be in the baseline repeat, which is no trial, or
+        # waiting for its lock, and then no trial was RUNNING to kill.)
+        pids = {p.p.pid for p in procs}
         deadline = time.monotonic() + 240
-        while not any(re.search(rf"\] trial \d+/{N_TRIALS} #[1-9]\d* .*\b(COMPLETE|PRUNED|FAIL)\b", p.text)
-                      for p in procs):
+        while not (any(re.search(rf"\] trial \d+/{N_TRIALS} #[1-9]\d* .*\b(COMPLETE|PRUNED|FAIL)\b", p.text)
+                       for p in procs)
+                   and any(t.state.name == "RUNNING" and t.user_attrs.get("worker_pid") in pids
+                           for t in load_trials(storage))):
             assert time.monotonic() < deadline and all(p.p.poll() is None for p in procs), \
                 "\n\n".join(p.text[-3000:] for p in procs)
             time.sleep(0.1)
