@@ -170,8 +170,8 @@ def cli(cfg: DictConfig) -> None:
         if os.environ.get("HARNESS_DEBUG"):
             raise
         store = store_fault(exc, cfg)
-        print(f"error: {store}" if store else f"error: {type(exc).__name__}: {exc} (HARNESS_DEBUG=1 shows the traceback)",
-              file=sys.stderr)
+        print(f"error: {store}" if store else
+              f"error: {type(exc).__name__}: {exc} (HARNESS_DEBUG=1 shows the traceback)", file=sys.stderr)
         sys.exit(1)
 
 
@@ -182,18 +182,18 @@ def store_fault(exc: BaseException, cfg: Any) -> StoreError | None:
     fault = fault_in(exc)
     if fault is None:
         return None
+    from experiments.config import tracking_uri
+    from experiments.sweep import STUDY_ADVICE
+    from harness.prompts import sqlite_file
+
     try:
-        from experiments.config import tracking_uri
-
         exp = to_experiment(cfg)
-        from experiments.sweep import STUDY_ADVICE
-
         stores = [(exp.storage_url, STUDY_ADVICE), (tracking_uri(exp), MLFLOW_ADVICE)]
     except Exception:  # the config itself is what failed: no file to name
         stores = []
     for url, advice in stores:
-        path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else None
-        found = damaged(path) if path else None
+        path = sqlite_file(url)
+        found = damaged(path) if path is not None else None
         if found is not None:
             return StoreError(path, found, advice)
     return StoreError("(a SQLite store of this run)", fault)

@@ -58,7 +58,7 @@ def resolve_synth(synth: SynthConfig, uri: str) -> SynthConfig:
     """synth with the texts synth.source names, read from the registry at `uri` (the MLflow tracking store),
     in `instructions` and their pinned URIs in `resolved`."""
     src = parse_source(synth.source or "")
-    db = _sqlite_file(uri)
+    db = sqlite_file(uri)
     if db is not None and not db.exists():
         raise ConfigError(f"synth.source={src.uri}: no prompt registry at {uri} (no such file); a sweep with "
                           f"mlflow.enabled=true registers its prompts there")
@@ -132,7 +132,8 @@ def _known(client: Any) -> str:
     return ", ".join(names) or "(none)"
 
 
-def _sqlite_file(uri: str) -> Path | None:
+def sqlite_file(uri: str) -> Path | None:
+    """The database file of a sqlite:/// URL (nothing created); None for any other URL."""
     return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
 
 
@@ -163,10 +164,9 @@ def tracking_uri(configured: str | None, results_dir: str) -> str:
 
 def sqlite_db(url: str) -> Path | None:
     """The database file of a sqlite:/// URL, with its folder created; None for any other URL."""
-    if not url.startswith("sqlite:///"):
-        return None
-    db = Path(url[len("sqlite:///"):])
-    db.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite_file(url)
+    if db is not None:
+        db.parent.mkdir(parents=True, exist_ok=True)
     return db
 
 

@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-__all__ = ["BUSY_TIMEOUT_S", "StoreError", "damaged", "fault_in", "named_faults", "set_wal", "connect", "ThreadLocalSQLite"]
+__all__ = ["BUSY_TIMEOUT_S", "StoreError", "damaged", "fault_in", "named_faults", "set_wal", "connect",
+           "ThreadLocalSQLite"]
 
 BUSY_TIMEOUT_S = 30.0
 

@@ -13,7 +13,6 @@ import os
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 import optuna
@@ -22,7 +21,7 @@ from optuna.trial import FrozenTrial, TrialState
 from experiments.config import (BASELINE, ConfigError, ExperimentConfig, decision_rule, fingerprint_diff, load_tasks,
                                 split, with_rule_defaults)
 from experiments.storage import StaleTrials, mask_url, requeued, shared_lock, worker_host
-from harness.prompts import enable_wal, sqlite_db, store_lock
+from harness.prompts import enable_wal, sqlite_db, sqlite_file, store_lock
 from harness.sqlite_store import StoreError, fault_in
 
 from ._promotion import HoldoutScores
@@ -173,7 +172,8 @@ def stored_decision_rule(exp: ExperimentConfig) -> Mapping[str, Any] | None:
     """The decision rule pinned on the study of exp.sweep.name in an existing SQLite file, read without creating
     or writing anything (None: no such file, study or rule; a server database is checked when the sweep opens it)."""
     url = exp.storage_url
-    if not url.startswith("sqlite:///") or not Path(url[len("sqlite:///"):]).is_file():
+    db = sqlite_file(url)
+    if db is None or not db.is_file():
         return None
     with named_store(url):
         storage = optuna.storages.RDBStorage(url, skip_compatibility_check=True, skip_table_creation=True)
@@ -193,7 +193,7 @@ def named_store(url: str) -> Iterator[None]:
     try:
         yield
     except Exception as exc:
-        fault, db = fault_in(exc), sqlite_db(url)
+        fault, db = fault_in(exc), sqlite_file(url)
         if fault is None or db is None:
             raise
         raise StoreError(db, fault, STUDY_ADVICE) from exc
