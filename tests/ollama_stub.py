@@ -26,6 +26,17 @@ What it emulates from Ollama's documentation:
 - a missing model -> 404 `model "x" not found, try pulling it first`.
 Faults: `delay_s`, `fail_next(n, status)`, `drop_next(n)` (close without answering), `raw_next(n, body)` (send
 this body with 200, e.g. malformed JSON or a reply without `message`), `stop()` (the port then refuses).
+`fault_chats(kind, after=, every=, count=)` (issue 41): a fault on the work's chat requests (the readiness check's
+timed calls pass unless checks=True) after the first `after` are answered, on every `every`-th one, `count` times
+(None: for good), as Ollama and what stands before it send them (CHAT_FAULTS):
+- "status": HTTP `status` with Ollama's body `{"error": "<text>"}` (500 "llama runner process has terminated", 503
+  "server busy, please try again.  maximum pending requests exceeded", a proxy's 429 ...);
+- "error200": `{"error": "<text>"}` with 200, as Ollama ends a reply whose generation failed once the status was sent;
+- "empty": 200 and an empty body; "cut": 200, the reply's Content-Length, half the body, then the connection closed;
+- "drop": the connection closed without an answer; "slow": the reply after `delay_s`;
+- "model": a normal reply naming another model (`model`), as a proxy that routes to another model sends it;
+- "think_only": the model spent num_predict thinking: `message.thinking` filled and no content (`<think>` cut in
+  content when the request has no `think`).
 """
 
 from __future__ import annotations
@@ -54,6 +65,43 @@ class StubReply:
 
 
 ReplySpec = Union[str, StubReply, Callable[[dict], Union[str, StubReply]]]
+
+
+CHAT_FAULTS = ("status", "error200", "empty", "cut", "drop", "slow", "model", "think_only")
+OLLAMA_ERRORS = {  # Ollama's own error texts for the statuses it sends (server/routes.go, llm/server.go)
+    500: "llama runner process has terminated: exit status 2",
+    503: "server busy, please try again.  maximum pending requests exceeded",
+    429: "too many requests",  # a proxy or gateway in front of Ollama (Ollama itself answers 503 when its queue is full)
+}
+
+
+@dataclass
+class ChatFault:
+    """A fault on chat requests (see OllamaStub.fault_chats); `seen` counts the matching requests, `hits` the faults."""
+
+    kind: str
+    after: int = 0
+    every: int = 1
+    count: int | None = None
+    status: int = 500
+    error: str = ""
+    model: str = "llama3:8b"
+    delay_s: float = 1.0
+    checks: bool = False
+    seen: int = 0
+    hits: int = 0
+
+    def take(self, check_call: bool) -> bool:
+        """This request gets the fault (counts it)."""
+        if check_call and not self.checks:
+            return False
+        self.seen += 1
+        if self.seen <= self.after or (self.seen - self.after - 1) % self.every:
+            return False
+        if self.count is not None and self.hits >= self.count:
+            return False
+        self.hits += 1
+        return True
 
 
 @dataclass(frozen=True)
@@ -216,6 +264,7 @@ class OllamaStub:
         self._failures: deque[tuple[int, str]] = deque()
         self._raw: deque[str] = deque()
         self._drops = 0
+        self.chat_faults: list[ChatFault] = []
         self._lock = threading.Lock()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -265,6 +314,32 @@ class OllamaStub:
         with self._lock:
             self._raw.extend([body] * count)
 
+    def fault_chats(self, kind: str = "status", *, after: int = 0, every: int = 1, count: int | None = None,
+                    status: int = 500, error: str | None = None, model: str = "llama3:8b", delay_s: float = 1.0,
+                    checks: bool = False) -> ChatFault:
+        """From the (after+1)-th chat request of the work on, every `every`-th one gets the fault, `count` times
+        (None: for good); kinds in the module's docstring (CHAT_FAULTS). Returns the fault, whose `hits` say how
+        many requests it met. The readiness check's timed calls are neither faulted nor counted unless checks."""
+        if kind not in CHAT_FAULTS:
+            raise ValueError(f"unknown chat fault {kind!r}; expected one of {', '.join(CHAT_FAULTS)}")
+        if every < 1 or after < 0:
+            raise ValueError(f"fault_chats needs every >= 1 and after >= 0; got every={every}, after={after}")
+        if error is None:
+            error = (OLLAMA_ERRORS.get(status, "an error occurred") if kind == "status"
+                     else "an error was encountered while running the model: unexpected EOF")
+        fault = ChatFault(kind, after, every, count, status, error, model, delay_s, checks)
+        with self._lock:
+            self.chat_faults.append(fault)
+        return fault
+
+    def clear_faults(self) -> None:
+        """The server is healthy again: every fault armed is dropped."""
+        with self._lock:
+            self.chat_faults.clear()
+            self._failures.clear()
+            self._raw.clear()
+            self._drops = 0
+
     def chat_requests(self, include_checks: bool = False) -> list[StubRequest]:
         """The chat requests of the work; the readiness check's timed calls (harness.readiness, one per role
         before a sweep) only with include_checks, so a test counting a sweep's calls counts its work."""
@@ -281,15 +356,21 @@ class OllamaStub:
             spec = spec(body)
         return spec if isinstance(spec, StubReply) else StubReply(str(spec))
 
-    def _take_fault(self, path: str) -> tuple[str, Any]:
+    def _take_fault(self, path: str, body: dict | None = None) -> tuple[str, Any]:
+        chat = path in ("/api/chat", "/v1/chat/completions")
         with self._lock:
             if self._drops:
                 self._drops -= 1
                 return "drop", None
             if self._failures:
                 return "fail", self._failures.popleft()
-            if self._raw and path in ("/api/chat", "/v1/chat/completions"):
+            if self._raw and chat:
                 return "raw", self._raw.popleft()
+            if chat and self.chat_faults:
+                check = is_check_call(body or {})
+                for fault in self.chat_faults:
+                    if fault.take(check):
+                        return "chat", fault
         return "", None
 
     def _model(self, name: str) -> StubModel | None:
@@ -342,7 +423,15 @@ class OllamaStub:
                 path = self.path.split("?")[0]
                 self.record = StubRequest(method, path, body)
                 stub.requests.append(self.record)
-                fault, detail = stub._take_fault(path)
+                fault, detail = stub._take_fault(path, body)
+                self.fault = None
+                if fault == "chat":
+                    if detail.kind in ("status", "error200", "empty", "cut", "drop"):
+                        self._chat_fault(path, detail)
+                        return
+                    self.fault = detail  # slow, model, think_only: shape the normal reply
+                    if detail.kind == "slow":
+                        time.sleep(detail.delay_s)
                 if fault == "drop":
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
@@ -372,6 +461,33 @@ class OllamaStub:
                     handler(body)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
+
+            def _chat_fault(self, path: str, fault: ChatFault) -> None:
+                """A fault that replaces the answer: a status, an error in a 200, an empty or cut body, a drop."""
+                ollama_api = path.startswith("/api")
+                error = {"error": fault.error} if ollama_api else {"error": {"message": fault.error}}
+                if fault.kind == "status":
+                    self._send(fault.status, error)
+                elif fault.kind == "error200":
+                    self._send(200, error)
+                elif fault.kind == "empty":
+                    self._send_raw(200, b"")
+                else:  # cut or drop: the connection goes with the answer unsent (or half sent)
+                    self.close_connection = True
+                    if fault.kind == "cut":
+                        data = json.dumps({"model": "x", "created_at": "2025-01-01T00:00:00Z",
+                                           "message": {"role": "assistant", "content": "a reply cut mid-way " * 8},
+                                           "done": True, "done_reason": "stop"}).encode()
+                        self.send_response(200)
+                        self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Length", str(len(data)))
+                        self.end_headers()
+                        self.wfile.write(data[: len(data) // 2])
+                        self.wfile.flush()
+                    try:
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
 
             def do_GET(self) -> None:
                 self._route("GET")
@@ -449,11 +565,16 @@ class OllamaStub:
                 window = min(int(options.get("num_ctx") or stub.default_ctx), m.context_length)
                 stub._load(m, window, body.get("keep_alive"))
                 reply, thinking, prompt, completion = self._generate(m, body, window, options.get("num_predict"), think)
+                fault = self.fault
+                if fault is not None and fault.kind == "think_only":  # num_predict spent thinking: no answer
+                    reply, thinking = StubReply("", "length"), thinking or stub.thinking_text
                 message = {"role": "assistant", "content": reply.text}
                 if thinking and think not in (None, False):  # true or a level (gpt-oss): a field of its own
                     message["thinking"] = thinking
                 elif thinking:  # no `think` in the request: the model's raw output, <think> block and all
                     message["content"] = f"<think>{thinking}</think>\n\n{reply.text}" if reply.text else f"<think>{thinking}"
+                if fault is not None and fault.kind == "model":
+                    model = fault.model
                 self._send(200, {
                     "model": model, "created_at": "2025-01-01T00:00:00Z", "message": message, "done": True,
                     "done_reason": reply.done_reason, "prompt_eval_count": prompt, "eval_count": completion,
@@ -478,6 +599,11 @@ class OllamaStub:
                 window = m.context_length if stub.openai_max_model_len else min(stub.default_ctx, m.context_length)
                 stub._load(m, window, None)
                 reply, thinking, prompt, completion = self._generate(m, body, window, body.get("max_tokens"), False)
+                fault = self.fault
+                if fault is not None and fault.kind == "think_only":
+                    reply = StubReply(f"<think>{stub.thinking_text}", "length")
+                if fault is not None and fault.kind == "model":
+                    model = fault.model
                 self._send(
                     200,
                     {
