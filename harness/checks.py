@@ -4,9 +4,11 @@ then the experiment's own checks."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 import re
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from harness.config import (
     COMPOSITES,
@@ -93,15 +95,37 @@ def check(key: str, value: Any, allowed: Sequence[Any]) -> None:
 
 
 def check_range(key: str, value: float, lo: float | None = None, hi: float | None = None) -> None:
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
+    """lo <= value <= hi (a None bound is open), value finite: NaN compares false with every bound and so passed
+    both comparisons, and infinity passed an open bound (issue 41 item 11)."""
+    if not math.isfinite(value) or (lo is not None and value < lo) or (hi is not None and value > hi):
         span = f"[{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]"
-        raise ConfigError(f"{key}={value!r} is out of range; expected a value in {span}")
+        what = "a value" if math.isfinite(value) else "a finite value"
+        raise ConfigError(f"{key}={value!r} is out of range; expected {what} in {span}")
 
 
 def check_positive(key: str, value: float) -> None:
-    """value > 0 (NaN refused too): a zero timeout or heartbeat is accepted by nothing downstream."""
-    if not value > 0:
-        raise ConfigError(f"{key}={value!r} is out of range; expected a value > 0")
+    """value > 0 and finite (NaN and infinity refused): a zero timeout or heartbeat is accepted by nothing
+    downstream, an infinite one never ends."""
+    if not (value > 0 and math.isfinite(value)):
+        what = "a finite value" if value > 0 else "a value"
+        raise ConfigError(f"{key}={value!r} is out of range; expected {what} > 0")
+
+
+def check_finite(cfg: Any, key: str = "") -> None:
+    """Every float in cfg (dataclass fields, mappings and lists, walked) is a finite number: NaN or infinity in any
+    setting is refused up front, like any value out of range, and never reaches a run (issue 41 item 11)."""
+    if isinstance(cfg, float):
+        if not math.isfinite(cfg):
+            raise ConfigError(f"{key}={cfg!r} is out of range; expected a finite number")
+    elif dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
+        for f in dataclasses.fields(cfg):
+            check_finite(getattr(cfg, f.name), f"{key}.{f.name}" if key else f.name)
+    elif isinstance(cfg, Mapping):
+        for k, v in cfg.items():
+            check_finite(v, f"{key}.{k}" if key else str(k))
+    elif isinstance(cfg, (list, tuple)):
+        for i, v in enumerate(cfg):
+            check_finite(v, f"{key}[{i}]")
 
 
 def check_harness(cfg: HarnessConfig) -> HarnessConfig:
@@ -138,6 +162,7 @@ def check_harness(cfg: HarnessConfig) -> HarnessConfig:
     check_range("wiggum.max_rounds", cfg.wiggum.max_rounds, 0)
     for key in cfg.synth.instructions:
         check("synth.instructions key", key, TASK_TYPES)
+    check_finite(cfg)  # every other float: NaN or infinity refused (the experiment's nodes too, when cfg has them)
     return cfg
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from hydra.core.config_store import ConfigStore
@@ -56,8 +57,58 @@ def compose_config(overrides: Sequence[str] = (), config_name: str = "config",
         raise ConfigError(one_line_hydra_error(exc)) from exc
     except ConfigCompositionException as exc:
         raise ConfigError(one_line_hydra_error(exc)) from exc
+    except UnicodeDecodeError as exc:  # a config file that is not UTF-8: Hydra's 65-line traceback names no file
+        raise ConfigError(undecodable_config(exc, overrides)) from None
     finally:
         GlobalHydra.instance().clear()
+
+
+def config_folders(overrides: Sequence[str]) -> list[Path]:
+    """The folders Hydra reads config files from: conf/ and each file:// or pkg:// entry of a hydra.searchpath
+    override."""
+    from importlib.resources import files
+
+    folders = [Path(str(files("conf")))]
+    for override in overrides:
+        if override_key(override) != "hydra.searchpath":
+            continue
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        try:
+            entries = OverridesParser.create().parse_overrides([override])[0].value()
+        except Exception:  # Hydra reports a bad override itself
+            continue
+        for entry in entries if isinstance(entries, list) else [entries]:
+            scheme, _, rest = str(entry).partition("://")
+            if scheme == "file":
+                folders.append(Path(rest))
+            elif scheme == "pkg":
+                try:
+                    folders.append(Path(str(files(rest.replace("/", ".")))))
+                except (ImportError, TypeError, ValueError):
+                    continue
+    return folders
+
+
+def undecodable_config(exc: UnicodeDecodeError, overrides: Sequence[str]) -> str:
+    """One line for a config file that is not UTF-8: the file, the byte, its offset and line. Hydra's error names no
+    file, and its offset is within the piece it was decoding: each config file is read again here to find them."""
+    found: list[tuple[bool, Path, UnicodeDecodeError]] = []  # (holds the piece Hydra was reading, file, error)
+    for folder in config_folders(overrides):
+        for path in sorted(folder.rglob("*.yaml")) if folder.is_dir() else []:
+            try:
+                data = path.read_bytes()
+                data.decode("utf-8")
+            except OSError:
+                continue
+            except UnicodeDecodeError as bad:
+                found.append((bool(exc.object) and bytes(exc.object) in data, path, bad))
+    if not found:
+        return f"a config file is not UTF-8 ({exc}); expected UTF-8 text"
+    _, path, bad = max(found, key=lambda f: f[0])  # the file Hydra was reading, else the first one
+    line = bad.object[: bad.start].count(b"\n") + 1
+    return (f"{path} is not UTF-8: byte 0x{bad.object[bad.start]:02x} at offset {bad.start} (line {line}); "
+            "expected UTF-8 text: save the file as UTF-8")
 
 
 def one_line_hydra_error(exc: BaseException) -> str:

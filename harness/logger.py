@@ -4,7 +4,8 @@ The trace format is the JSON Object Format of Chrome's Trace Event spec ("traceE
 events, ph="X", microsecond ts/dur), which Perfetto and chrome://tracing open.
 
 runs.jsonl appends are whole-line, single `write` calls on an O_APPEND descriptor under an exclusive flock,
-so several processes appending at once never interleave or tear a line.
+so several processes appending at once never interleave or tear a line. A run id is one line, except that a
+failed run redone by a resume appends its successful record after the failed one (the last record counts).
 """
 
 from __future__ import annotations
@@ -177,28 +178,33 @@ def _jsonable(obj: Any) -> Any:
     return json.loads(json.dumps(obj, default=str))
 
 
-_seen: dict[str, tuple[int, int, set[str]]] = {}  # path -> (inode, bytes read, values of the unique key)
+_seen: dict[str, tuple[int, int, dict[str, bool]]] = {}  # path -> (inode, bytes read, unique value -> a record of it did not fail)
 _seen_lock = threading.Lock()
 
 
-def _recorded(fd: int, path: Path, key: str) -> set[str]:
-    """The values of `key` in the file's records (the caller holds its flock): read once, then only what was
-    appended since (by any process)."""
+def _failed(record: Any) -> bool:
+    return isinstance(record, dict) and record.get("status") == "failed"
+
+
+def _recorded(fd: int, path: Path, key: str) -> dict[str, bool]:
+    """The values of `key` in the file's records, each with whether a record of it did not fail (the caller holds
+    its flock): read once, then only what was appended since (by any process)."""
     st = os.fstat(fd)
     name = f"{path.resolve()}#{key}"
-    inode, offset, values = _seen.get(name, (st.st_ino, 0, set()))
+    inode, offset, values = _seen.get(name, (st.st_ino, 0, {}))
     if inode != st.st_ino or st.st_size < offset:  # replaced or truncated: read it again
-        offset, values = 0, set()
+        offset, values = 0, {}
     if st.st_size > offset:
         chunk = os.pread(fd, st.st_size - offset, offset)
         end = chunk.rfind(b"\n") + 1  # a torn last line is not a record
         for raw in chunk[:end].splitlines():
             try:
-                value = json.loads(raw).get(key)
+                record = json.loads(raw)
+                value = record.get(key)
             except (ValueError, AttributeError):
                 continue
             if value is not None:
-                values.add(str(value))
+                values[str(value)] = values.get(str(value), False) or not _failed(record)
         offset += end
     _seen[name] = (st.st_ino, offset, values)
     return values
@@ -206,8 +212,11 @@ def _recorded(fd: int, path: Path, key: str) -> set[str]:
 
 def append_jsonl(path: str | Path, record: dict[str, Any], *, unique: str | None = None) -> bool:
     """Append one record as one line, atomically with respect to other appenders. With `unique` (runs.jsonl:
-    "run_id"), a record whose value there is already in the file is not appended again: a step a killed process
-    had half done runs again on resume under the same run ids, and each run stays one line. False: not appended."""
+    "run_id"), a record whose value there is already in the file is not appended again (a step a killed process
+    had half done runs again on resume under the same run ids, and each run stays one line), unless every earlier
+    record of that value failed (`status` "failed") and this one did not: a failed run redone on resume (a server
+    that failed, then answered) supersedes its failure, and a reader takes the last record of a run id. False: not
+    appended."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     line = (json.dumps(record, default=str, ensure_ascii=False) + "\n").encode()
@@ -218,7 +227,8 @@ def append_jsonl(path: str | Path, record: dict[str, Any], *, unique: str | None
         try:
             if value is not None:
                 with _seen_lock:
-                    if value in _recorded(fd, path, unique):
+                    recorded = _recorded(fd, path, unique)
+                    if value in recorded and (recorded[value] or _failed(record)):
                         return False
             size = os.fstat(fd).st_size
             if size and os.pread(fd, 1, size - 1) != b"\n":

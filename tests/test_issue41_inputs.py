@@ -1,0 +1,142 @@
+"""Issue 41, items 4 and 11-15 and the over-long sweep.name: what a user types or leaves on disk, through the real
+command (`python -m experiments.run`, `python -m harness`). A bad input is one line on stderr, exit 2 and nothing
+written; a run redone on resume leaves its result in runs.jsonl; a second Ctrl-C does not undo the first's
+bookkeeping. Each test failed on 3306971 (the assertion named in its comment)."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import resume_harness as h
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEP = ["+sweep=synth_mutation", "backend=fake", "benchmark=smoke", "sweep.allow_underpowered=true",
+         "sweep.n_trials=1"]
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1", DDGS_DISABLED="1")
+    env.pop("HARNESS_DEBUG", None)
+    env.update(extra)
+    return env
+
+
+def run_cli(cwd: Path, *args: str, env: dict[str, str] | None = None, module: str = "experiments.run",
+            timeout: float = 300) -> subprocess.CompletedProcess:
+    cwd.mkdir(parents=True, exist_ok=True)
+    return subprocess.run([sys.executable, "-m", module, *args], env=env or cli_env(), cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def written(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+def one_config_error(p: subprocess.CompletedProcess) -> str:
+    assert p.returncode == 2, (p.returncode, p.stdout[-1500:], p.stderr[-1500:])
+    assert p.stderr.splitlines() == [p.stderr.strip()] and p.stderr.startswith("config error: "), p.stderr[-2000:]
+    return p.stderr.strip()
+
+
+# -- item 4: a failed run redone on resume: its successful record is in runs.jsonl --------------------------------
+
+
+def last_records(folder: Path) -> dict[str, dict]:
+    """run id -> its last runs.jsonl record (a redone run's record follows its failed one)."""
+    out: dict[str, dict] = {}
+    for line in (folder / "results" / "runs.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            rec = json.loads(line)
+            out[rec["run_id"]] = rec
+    return out
+
+
+@pytest.mark.parametrize("kind, fail", [("ab", "^ab-(what-is-gil|logging-tips)-"), ("sweep", "-holdout-")])
+def test_a_failed_run_redone_on_resume_is_in_runs_jsonl(tmp_path, kind, fail):
+    folder = tmp_path / kind
+    first = h.run_cli(folder, kind, fail_after=fail)  # these runs fail (the server answers 500 to them)
+    failed = {k for k, r in last_records(folder).items() if r["status"] == "failed"}
+    assert failed, first.output[-3000:]
+    second = h.run_cli(folder, kind)  # the server answers again: the same command redoes them
+    assert second.rc == 0, second.output[-3000:]
+    last = last_records(folder)
+    # before (3306971): the redone runs' records were dropped (same run id): {'failed'} for each of them
+    assert {last[k]["status"] for k in failed} == {"ok"}
+    assert collections.Counter(r["status"] for r in last.values()) == {"ok": len(last)}
+
+
+def test_append_jsonl_lets_a_success_supersede_a_failure_only(tmp_path):
+    from harness.logger import append_jsonl, read_jsonl
+
+    path = tmp_path / "runs.jsonl"
+    assert append_jsonl(path, {"run_id": "a", "status": "failed", "n": 1}, unique="run_id")
+    assert not append_jsonl(path, {"run_id": "a", "status": "failed", "n": 2}, unique="run_id")  # failed again
+    assert append_jsonl(path, {"run_id": "a", "status": "ok", "n": 3}, unique="run_id")  # redone: supersedes
+    assert not append_jsonl(path, {"run_id": "a", "status": "ok", "n": 4}, unique="run_id")  # done: one success
+    assert not append_jsonl(path, {"run_id": "a", "status": "failed", "n": 5}, unique="run_id")
+    assert append_jsonl(path, {"run_id": "b", "status": "ok", "n": 6}, unique="run_id")
+    assert not append_jsonl(path, {"run_id": "b", "status": "ok", "n": 7}, unique="run_id")  # a resumed step
+    assert [r["n"] for r in read_jsonl(path)] == [1, 3, 6]
+
+
+# -- item 11: NaN and infinity refused up front ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("override, fragment", [
+    ("evaluator.rubric_weight=nan", "evaluator.rubric_weight=nan is out of range; expected a finite value in [0.0, 1.0]"),
+    ("sweep.gate_z=nan", "sweep.gate_z=nan is out of range"),
+    ("sweep.gate_z=inf", "sweep.gate_z=inf is out of range"),
+    ("evaluator.dimensions.depth=nan", "evaluator.dimensions.depth=nan is out of range; expected a finite number"),
+    ("wiggum.threshold=nan", "wiggum.threshold=nan is out of range"),
+    ("backend.timeout_s=inf", "backend.timeout_s=inf is out of range; expected a finite value > 0"),
+    ("sweep.timeout_s=inf", "sweep.timeout_s=inf is out of range"),
+])
+def test_nan_and_infinity_are_refused_up_front(tmp_path, override, fragment):
+    results = tmp_path / "results"
+    p = run_cli(tmp_path / "cwd", *SWEEP, override, env=cli_env(HARNESS_RESULTS_DIR=str(results)))
+    # before: exit 0 after a sweep whose every run failed ('ValueError ... got nan'), or nan/inf accepted silently
+    assert fragment in one_config_error(p)
+    assert written(tmp_path) == []
+
+
+def test_nan_is_refused_by_python_m_harness_too(tmp_path):
+    p = run_cli(tmp_path / "cwd", "List 3 modules", "backend=fake", "evaluator.rubric_weight=nan", module="harness",
+                env=cli_env(HARNESS_RESULTS_DIR=str(tmp_path / "results")))
+    assert "evaluator.rubric_weight=nan is out of range" in one_config_error(p)
+    assert written(tmp_path) == []
+
+
+# -- item 12: a benchmark YAML that is not UTF-8 ----------------------------------------------------------------
+
+LATIN1 = (b'name: latin\ndescription: "' + b"x" * 700 + b'"\ntasks:\n  - id: a\n    task: "List 3 modules for caf\xe9 '
+          b'data"\n    split: train\n')
+
+
+@pytest.mark.parametrize("where", ["conf", "searchpath"])
+def test_a_latin1_benchmark_is_one_line_naming_the_file_and_offset(tmp_path, where):
+    if where == "conf":  # conf/benchmark/latin.yaml, in a copy of conf/ found first on the path
+        shutil.copytree(ROOT / "conf", tmp_path / "pkg" / "conf")
+        path = tmp_path / "pkg" / "conf" / "benchmark" / "latin.yaml"
+        env = cli_env(PYTHONPATH=f"{tmp_path / 'pkg'}{os.pathsep}{ROOT}")
+        extra = []
+    else:  # a folder of the user's on Hydra's search path
+        path = tmp_path / "extra" / "benchmark" / "latin.yaml"
+        env, extra = cli_env(), [f"hydra.searchpath=[file://{tmp_path / 'extra'}]"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(LATIN1)
+    env["HARNESS_RESULTS_DIR"] = str(tmp_path / "res")
+    offset = LATIN1.index(b"\xe9")
+    for module, args in (("experiments.run", ["+sweep=single", "backend=fake"]),
+                         ("harness", ["List 3 modules", "backend=fake"])):
+        p = run_cli(tmp_path / "cwd", *args, *extra, "benchmark=latin", env=env, module=module)
+        # before: a 65-line UnicodeDecodeError traceback naming no file, exit 1
+        assert one_config_error(p) == (f"config error: {path} is not UTF-8: byte 0xe9 at offset {offset} (line 5); "
+                                       "expected UTF-8 text: save the file as UTF-8")
+    assert not (tmp_path / "res").exists() and written(tmp_path / "cwd") == []
