@@ -1,11 +1,13 @@
 """The wiggum rubric: an LLM judge scores named dimensions 1-10, weighted into one total.
 
 One judge call per repeat, with a bounded JSON schema. Parsing falls down a ladder: json -> dirtyjson ->
-regex per dimension (`"depth": 7`, `Depth: 7/10`). A reply nothing can be read from is asked again
-(cfg.judge_retries times, a new seed and twice the max_tokens: a reply cut off is the usual cause); still
-unreadable, the repeat is marked failed and scores None: no number is invented, and the composite's judged score
-is missing (evaluators.composite), never the deterministic criteria alone. `EvalResult.judge_failures` counts
-every reply that could not be read, the retried ones included.
+regex per dimension (`"depth": 7`, `Depth: 7/10`). A reply nothing can be read from, or one missing any scored
+dimension (weight > 0; a reply cut off mid-object when max_tokens ran out), is asked again (cfg.judge_retries
+times, a new seed and twice the max_tokens: a reply cut off is the usual cause); still unreadable or partial, the
+repeat is marked failed and scores None: no number is invented, a total is never taken over the dimensions present
+(a reply cut after 2 of 6 dimensions scored 7.47 where the whole reply scored 4.97), and the composite's judged
+score is missing (evaluators.composite), never the deterministic criteria alone. `EvalResult.judge_failures`
+counts every reply that could not be read in full, the retried ones included.
 The prompt is blind: it carries the task, the answer and the criteria, never the config or arm that made it.
 """
 
@@ -305,11 +307,17 @@ def parse_rubric(text: str, dimensions: Mapping[str, float] | tuple[str, ...]) -
     return RubricParse(scores, feedback, weaknesses, parser, missing, attempted)
 
 
+def _scored_missing(scores: Mapping[str, float], weights: Mapping[str, float]) -> tuple[str, ...]:
+    """The scored dimensions (weight > 0) that `scores` lacks."""
+    return tuple(n for n, w in weights.items() if w > 0 and n not in scores)
+
+
 def weighted_total(scores: Mapping[str, float], weights: Mapping[str, float]) -> float | None:
-    """Weighted mean over the dimensions present (weights renormalised); None when none is present."""
+    """Weighted mean over every scored dimension (weight > 0); None when any of them is missing: a total over the
+    dimensions present is another scale (a reply cut off after its two highest scores would score higher)."""
     present = [(scores[n], w) for n, w in weights.items() if n in scores and w > 0]
     total_w = sum(w for _, w in present)
-    if not present or total_w <= 0:
+    if not present or total_w <= 0 or _scored_missing(scores, weights):
         return None
     return round(sum(s * w for s, w in present) / total_w, 4)
 
@@ -325,9 +333,10 @@ def score_rubric(
     expected_count: int | None = None,
 ) -> EvalResult:
     """Score `output` cfg.repeats times (seeds seed, seed+1, ...): mean per dimension, weighted total and the
-    judge's sd over the weighted totals of the readable repeats. An unreadable reply is asked again up to
-    cfg.judge_retries times (seed + RETRY_SEED_OFFSET * attempt + i, twice the max_tokens); every unreadable reply
-    is counted in judge_failures. Backend errors propagate."""
+    judge's sd over the weighted totals of the readable repeats. An unreadable reply, or one missing a scored
+    dimension, is asked again up to cfg.judge_retries times (seed + RETRY_SEED_OFFSET * attempt + i, twice the
+    max_tokens); still partial, the repeat failed. Every such reply is counted in judge_failures. Backend errors
+    propagate."""
     weights = _check_dimensions(cfg.dimensions)
     repeats = int(cfg.repeats)
     if repeats < 1:
@@ -349,9 +358,11 @@ def score_rubric(
                              seed=seed + i + RETRY_SEED_OFFSET * attempt)
             raws.append(reply.text[:2000])
             parsed = parse_rubric(reply.text, weights)
-            if parsed.parser != "failed":
+            if parsed.parser != "failed" and not _scored_missing(parsed.scores, weights):
                 break
             unreadable += 1
+        if parsed.parser != "failed" and _scored_missing(parsed.scores, weights):  # partial after every re-ask
+            parsed = RubricParse({}, "", (), "failed", tuple(weights))
         parses.append(parsed)
 
     readable = [p for p in parses if p.parser != "failed"]

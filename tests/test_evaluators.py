@@ -81,11 +81,12 @@ def test_parse_rubric_reads_feedback_and_caps_weaknesses():
     assert parsed.feedback == "Add versions." and parsed.weaknesses == ("a", "b", "c")
 
 
-def test_weighted_total_renormalises_over_present_dims():
+def test_weighted_total_needs_every_scored_dimension():
     assert weighted_total({"a": 8, "b": 4}, {"a": 3.0, "b": 1.0}) == 7.0
-    assert weighted_total({"a": 8}, {"a": 1.0, "b": 1.0}) == 8.0
+    assert weighted_total({"a": 8}, {"a": 1.0, "b": 1.0}) is None  # issue 40 A: never a total over those present
     assert weighted_total({}, {"a": 1.0}) is None
     assert weighted_total({"a": 8, "b": 2}, {"a": 1.0, "b": 0.0}) == 8.0
+    assert weighted_total({"a": 8}, {"a": 1.0, "b": 0.0}) == 8.0  # a dimension of weight 0 is not scored
 
 
 def test_schema_is_bounded():
