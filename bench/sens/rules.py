@@ -1,0 +1,104 @@
+"""Decision rules over many simulated studies at once (rows = studies, last axis = tasks).
+
+t_p is the holdout test of experiments.sweep (TaskDiffs: one-sided paired t over tasks); equal differences get
+the sign-flip test's p (0.5^n) instead of the code's 0 at 3306971 (issue 40 D). train_filter is
+experiments.stats.compare (one-sided Wilcoxon p < alpha and mean above the floor) through the project's own
+wilcoxon_reject. The group-sequential boundary is O'Brien-Fleming's shape on the z scale of each look's t p-value,
+its constant calibrated by simulation so that the looks together spend the look's level."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from scipy import stats as sps
+
+from experiments.stats._tests import wilcoxon_reject
+
+
+def t_p(d: np.ndarray) -> np.ndarray:
+    """One-sided p of mean > 0 over the last axis (paired t, n - 1 df)."""
+    n = d.shape[-1]
+    mean = d.mean(axis=-1)
+    sd = d.std(axis=-1, ddof=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = mean / (sd / math.sqrt(n))
+        p = sps.t.sf(t, n - 1)
+    flat = sd <= 1e-12 * np.maximum(1.0, np.abs(mean))
+    return np.where(flat, np.where(mean > 0, 0.5 ** n, 1.0), p)
+
+
+def cuped_p(d: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """One-sided p of the CUPED-adjusted differences d - theta (x - mean x), theta estimated by regression, t with
+    n - 2 df (how CUPED is usually applied; its mean equals mean(d), only the spread shrinks)."""
+    n = d.shape[-1]
+    xc = x - x.mean(axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        theta = (xc * (d - d.mean(axis=-1, keepdims=True))).sum(-1) / (xc ** 2).sum(-1)
+        adj = d - np.nan_to_num(theta)[..., None] * xc
+        sd = np.sqrt(((adj - adj.mean(-1, keepdims=True)) ** 2).sum(-1) / (n - 2))
+        t = adj.mean(-1) / (sd / math.sqrt(n))
+    return sps.t.sf(t, n - 2)
+
+
+def train_filter(d: np.ndarray, floor: np.ndarray, alpha: float) -> np.ndarray:
+    """experiments.stats.compare(...).claimed on each row: one-sided Wilcoxon p < alpha and mean > floor."""
+    return wilcoxon_reject(d, alpha, alternative="greater") & (d.mean(axis=-1) > floor)
+
+
+@functools.lru_cache(maxsize=64)
+def obf_constant(n_max: int, block: int, level: float, sims: int = 200_000) -> float:
+    """C of the boundary z_k >= C sqrt(K / k) at looks after block, 2 block, ..., n_max tasks, z_k the normal
+    quantile of the look's t p-value, such that the looks together reject a true null (normal differences) with
+    probability `level` (futility stops are non-binding: not counted)."""
+    looks = looks_at(n_max, block)
+    z = _look_z(np.random.default_rng([42, n_max, block]).standard_normal((sims, n_max)), looks)
+    shape = np.sqrt(len(looks) / np.arange(1, len(looks) + 1))
+    stat = (z / shape).max(axis=1)  # reject iff C <= max_k z_k / shape_k
+    return float(np.quantile(stat, 1 - level))
+
+
+def looks_at(n_max: int, block: int) -> tuple[int, ...]:
+    ks = list(range(block, n_max + 1, block))
+    if not ks or ks[-1] != n_max:
+        ks.append(n_max)
+    return tuple(ks)
+
+
+def _look_z(d: np.ndarray, looks: tuple[int, ...]) -> np.ndarray:
+    out = np.empty((d.shape[0], len(looks)))
+    for k, n in enumerate(looks):
+        p = np.clip(t_p(d[:, :n]), 1e-300, 1.0)
+        out[:, k] = sps.norm.isf(p)
+    return out
+
+
+def sequential(d: np.ndarray, *, block: int, level: float, futility: bool,
+               efficacy: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(confirmed, tasks used) of a group-sequential confirmation on the per-task statistics d (studies, n_max):
+    a look after every `block` tasks, confirmed at the first look whose z reaches the O'Brien-Fleming boundary;
+    with `futility`, stopped (not confirmed) at a look before the last whose mean difference is <= 0. Without
+    `efficacy` only the last look can confirm, at the full level (the futility stops are non-binding, so the
+    level holds): every holdout task is seen before a claim."""
+    n_max = d.shape[-1]
+    looks = looks_at(n_max, block)
+    z = _look_z(d, looks)
+    if efficacy:
+        c = obf_constant(n_max, block, level)
+        bound = c * np.sqrt(len(looks) / np.arange(1, len(looks) + 1))
+    else:
+        bound = np.full(len(looks), np.inf)
+        bound[-1] = sps.norm.isf(level)
+    done = np.zeros(d.shape[0], dtype=bool)
+    win = np.zeros(d.shape[0], dtype=bool)
+    used = np.full(d.shape[0], n_max)
+    for k, n in enumerate(looks):
+        hit = ~done & (z[:, k] >= bound[k])
+        win |= hit
+        stop = hit.copy()
+        if futility and k < len(looks) - 1:
+            stop |= ~done & ~hit & (d[:, :n].mean(axis=1) <= 0)
+        used = np.where(stop, n, used)
+        done |= stop
+    return win, used

@@ -1,0 +1,267 @@
+"""See a third of a point (issue 42): today's design, each lever and the proposed default, in simulation, per world.
+
+    nice -n 15 python bench/sensitivity.py [--quick] [--worlds test embedded ...] [--check] [--json out.json]
+
+Model and worlds: bench/sens/model.py (y = b + m + u + e + j: difficulty, planted effect, task x variant
+interaction, run noise with common random numbers rho, per-answer judge noise frozen under greedy decoding).
+Designs: bench/sens/design.py ("today" = 3306971's code path; --check runs it through the real experiments.sweep
+gate, race, compare and decide and counts disagreements). For every world and design:
+
+- mde: the smallest constant mean effect one proposal is promoted with at probability 0.8 (bisection, common random
+  numbers across effects); calls: LLM calls of that study; mde@cost: mde x sqrt(calls / today's calls), the
+  figure at today's budget if extra calls bought variance as replicates do (levers that spend more pay for it);
+  dp: experiments.stats.decision_power's figure for today's design (what 3306971 prints), the target's reference.
+- pick +0.3 / +0.5: 20 trials (the baseline and 19 proposals, 3 of them truly better by +0.3 / +0.5 on average
+  over tasks, the others 0 to -1), the share of studies that promote a truly better one; worse: promote one that
+  is not better; calls: mean LLM calls of those studies.
+- false promotions with 19 proposals that are no better over tasks (any promotion is false; family-wise over the
+  sequential looks of the conclusion): null (every task 0), spread (N(0, 2) per task), left skew (1 task in 8
+  loses 7, the others gain 1), lognormal (-(LN(0, 1) - e^0.5)).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.sens.design import ALPHA, LEVEL, Design, simulate  # noqa: E402
+from bench.sens.model import WORLDS, World, effects  # noqa: E402
+
+POWER = 0.8
+TRIALS = 20
+GOOD = 3  # truly better proposals among the 19
+
+TODAY = Design("today")
+LEVERS = [
+    Design("a pairwise g=1", compare="pairwise", g=1.0),
+    Design("a pairwise g=0.5", compare="pairwise", g=0.5),
+    Design("b CRN rho=0.3", rho=0.3),
+    Design("b CRN rho=0.6", rho=0.6),
+    Design("c k=2 holdout runs", hold_runs=2, sampled=True),
+    Design("c 12+12 split", n_train=12, n_hold=12),
+    Design("d OBF seq 4/8", seq_block=4, futility=True),
+    Design("d futility-only 4/8", seq_block=4, futility=True, efficacy=False),
+    Design("d OBF seq 8+16", n_train=8, n_hold=16, seq_block=4, futility=True),
+    Design("e racing, no filter", search="race", baseline_repeat=False, train_filter="positive"),
+    Design("f CUPED", compare="cuped"),
+]
+NEW = Design("new", n_train=12, n_hold=12, search="race", baseline_repeat=False, train_filter="positive",
+             final_race_top=0, hold_runs=3, sampled=True, seq_block=4, futility=True, efficacy=False)
+
+
+def single(world: World, d: Design, effect: float, sims: int, seed: int):
+    """One proposal with a constant planted effect (the study decision_power describes)."""
+    m = np.zeros((sims, 2, d.n_train + d.n_hold))
+    m[:, 1] = effect
+    return simulate(world, d, m, seed)
+
+
+def power(world: World, d: Design, effect: float, sims: int, seed: int = 1) -> float:
+    return float((single(world, d, effect, sims, seed).promoted == 1).mean())
+
+
+def mde(world: World, d: Design, sims: int) -> float:
+    """Smallest effect promoted with probability POWER (to 1%); inf beyond 64 points."""
+    lo, hi = 0.0, max(world.sigma_run, world.tau_measured, 0.1)
+    while power(world, d, hi, sims) < POWER:
+        lo, hi = hi, hi * 2
+        if hi > 64:
+            return math.inf
+    while hi - lo > 0.01 * hi:
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if power(world, d, mid, sims) >= POWER else (mid, hi)
+    return hi
+
+
+def search(world: World, d: Design, kind: str, sims: int, seed: int, gain: float = 0.0, trials: int = TRIALS) -> dict:
+    """`trials` trials: the baseline and the proposals; kind "effect" plants GOOD proposals at +gain."""
+    n = d.n_train + d.n_hold
+    rng = np.random.default_rng([seed, 7])
+    TRIALS = trials
+    shape = (sims, TRIALS, n)
+    if kind == "effect":
+        mus = -rng.uniform(0.0, 1.0, (sims, TRIALS))
+        good = np.argsort(rng.random((sims, TRIALS - 1)), axis=1)[:, :GOOD] + 1
+        np.put_along_axis(mus, good, gain, axis=1)
+        mus[:, 0] = 0.0
+        m = np.broadcast_to(mus[:, :, None], shape).copy()
+    else:
+        m = effects(kind, rng, shape)
+        mus = np.zeros((sims, TRIALS))
+    out = simulate(world, d, m, seed)
+    prom = out.promoted
+    better = np.where(prom > 0, mus[np.arange(sims), np.maximum(prom, 0)] > 0, False)
+    return {"promoted": float((prom > 0).mean()), "correct": float(better.mean()),
+            "worse": float(((prom > 0) & ~better).mean()), "calls": float(out.calls.mean())}
+
+
+def decision_power_today(world: World) -> float:
+    """What 3306971's summary prints for this world (experiments.stats.decision_power, the shipped design)."""
+    from experiments.stats import decision_power
+
+    return decision_power(world.sigma_run, world.tau_measured, n_train=16, n_holdout=8, alpha=ALPHA, level=LEVEL,
+                          baseline_runs=2).mde
+
+
+def break_even_g(world: World, base: Design, sims: int) -> float | None:
+    """The pairwise error ratio g at which pairwise judging (both orders) matches pointwise at equal calls: the
+    pointwise MDE, shrunk by sqrt(pointwise calls / pairwise calls), is promoted with probability POWER."""
+    e_point = mde(world, base, sims)
+    if not math.isfinite(e_point):
+        return None
+    c_point = single(world, base, e_point, sims, 1).calls.mean()
+    pw = dataclasses.replace(base, compare="pairwise")
+    c_pair = single(world, dataclasses.replace(pw, g=1.0), e_point, sims, 1).calls.mean()
+    target = e_point * math.sqrt(c_point / c_pair)
+    lo, hi = 0.01, 4.0
+    if power(world, dataclasses.replace(pw, g=lo), target, sims) < POWER:
+        return 0.0
+    if power(world, dataclasses.replace(pw, g=hi), target, sims) >= POWER:
+        return hi
+    for _ in range(8):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if power(world, dataclasses.replace(pw, g=mid), target, sims) >= POWER else (lo, mid)
+    return math.sqrt(lo * hi)
+
+
+def check_today(world: World, sims: int, seed: int = 5) -> tuple[int, int]:
+    """today's vectorised path against the real experiments.sweep functions on the same scores: (agree, studies)."""
+    from experiments.stats import baseline_reference, noise_floor
+    from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, decide, race, ranked
+    from experiments.sweep._optimizer import gate
+
+    d = TODAY
+    rng = np.random.default_rng([seed, 7])
+    n = d.n_train + d.n_hold
+    mus = np.zeros((sims, 6))
+    mus[:, 1:] = rng.choice([0.0, 0.5, 1.0, -0.5], size=(sims, 5))
+    m = np.broadcast_to(mus[:, :, None], (sims, 6, n)).copy()
+    trace: dict = {}
+    out = simulate(world, d, m, seed, trace)
+    y = trace["y"]
+    tr = [f"t{i}" for i in range(d.n_train)]
+    ho = [f"h{i}" for i in range(d.n_hold)]
+    agree = 0
+    for w in range(sims):
+        def scores(v: int, r: int, split: list[str], off: int) -> dict[str, float]:
+            return {t: float(y[w, v, off + i, r]) for i, t in enumerate(split)}
+
+        base_runs = [scores(0, 0, tr, 0), scores(0, 1, tr, 0)]
+        nf, ref = noise_floor(base_runs), baseline_reference(base_runs)
+        done = {0: base_runs[0]}
+        for p in range(1, 6):
+            parent = max(done, key=lambda k: (sum(done[k].values()) / len(done[k]), -k))
+            g = [tr[i] for i in trace["gate"][p - 1][w]]
+            child = scores(p, 0, tr, 0)
+            if gate({t: child[t] for t in g}, {t: done[parent][t] for t in g}, sigma=nf.sigma, z=1.0).passed:
+                done[p] = child
+        cands = ranked([Candidate(p, f"c{p}", "op", sum(s.values()) / len(s), s) for p, s in done.items() if p])
+        if len(cands) > 1:
+            cands = race(cands, {c.hash: [scores(c.number, 1, tr, 0)] for c in cands[:2]})
+        want = -1
+        if cands:
+            top = cands[:1]
+            v = top[0].number
+            verdict = decide(top, ref, HoldoutScores.of_runs([scores(0, 0, ho, d.n_train)]),
+                             {top[0].hash: HoldoutScores.of_runs([scores(v, 0, ho, d.n_train)])},
+                             train_floor=nf.floor(len(ref), 2), alpha=ALPHA,
+                             test=HoldoutTest.of(nf, alpha=LEVEL, rule="tasks"))
+            want = verdict.winner.trial if verdict.winner is not None else -1
+        agree += int(want == out.promoted[w])
+    return agree, sims
+
+
+def run_world(world: World, designs: list[Design], args) -> list[dict]:
+    rows = []
+    base_calls = None
+    for d in designs:
+        t0 = time.perf_counter()
+        e = mde(world, d, args.sims)
+        calls = float(single(world, d, e if math.isfinite(e) else 1.0, args.sims, 1).calls.mean())
+        base_calls = base_calls or calls
+        row = {"world": world.name, "design": d.name, "mde": e, "calls": calls,
+               "mde_at_cost": e * math.sqrt(calls / base_calls) if math.isfinite(e) else math.inf,
+               "level": float((single(world, dataclasses.replace(d, train_filter="none"), 0.0, args.search_sims,
+                                      3).promoted == 1).mean()),
+               "calls_default": search(world, d, "null", args.search_sims, 17, trials=3)["calls"]}
+        for g in (0.3, 0.5):
+            r = search(world, d, "effect", args.search_sims, 11, g)
+            row[f"pick{g}"], row[f"worse{g}"], row[f"calls{g}"] = r["correct"], r["worse"], r["calls"]
+        for kind in ("null", "spread", "leftskew", "lognormal"):
+            row[f"fp_{kind}"] = search(world, d, kind, args.search_sims, 13)["promoted"]
+        row["s"] = round(time.perf_counter() - t0, 1)
+        rows.append(row)
+        print(fmt(row), flush=True)
+    return rows
+
+
+HEAD = (f"{'world':<12} {'design':<20} {'mde':>6} {'calls':>6} {'mde@cost':>8} {'calls3':>6} {'level':>5} "
+        f"{'pick.3':>6} {'pick.5':>6} "
+        f"{'worse.3':>7} {'calls20':>7} {'fp null':>7} {'spread':>6} {'lskew':>6} {'lognorm':>7} {'s':>5}")
+
+
+def fmt(r: dict) -> str:
+    f = lambda x: f"{x:6.2f}" if math.isfinite(x) else "   inf"  # noqa: E731
+    return (f"{r['world']:<12} {r['design']:<20} {f(r['mde'])} {r['calls']:6.0f} {f(r['mde_at_cost']):>8} "
+            f"{r['calls_default']:6.0f} {r['level']:5.3f} "
+            f"{r['pick0.3']:6.3f} {r['pick0.5']:6.3f} {r['worse0.3']:7.3f} {r['calls0.3']:7.0f} {r['fp_null']:7.3f} "
+            f"{r['fp_spread']:6.3f} {r['fp_leftskew']:6.3f} {r['fp_lognormal']:7.3f} {r['s']:5.1f}")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer simulated studies (about a minute)")
+    ap.add_argument("--sims", type=int, default=3000, help="studies per power evaluation (MDE bisection)")
+    ap.add_argument("--search-sims", type=int, default=2000, help="studies per 20-trial scenario")
+    ap.add_argument("--worlds", nargs="+", default=list(WORLDS), choices=list(WORLDS))
+    ap.add_argument("--designs", nargs="+", default=None, help="names of designs to run (default: all)")
+    ap.add_argument("--check", action="store_true", help="today's path against the real sweep functions")
+    ap.add_argument("--break-even", action="store_true", help="pairwise judging's break-even error ratio g")
+    ap.add_argument("--json", default=None, help="write the rows to this file")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.sims, args.search_sims = 800, 600
+    designs = [TODAY, *LEVERS, NEW]
+    if args.designs:
+        designs = [TODAY] + [d for d in designs[1:] if d.name in args.designs]
+    t0 = time.perf_counter()
+    out: dict = {"args": vars(args), "rows": [], "dp": {}, "check": {}, "break_even": {}}
+    print(f"alpha {ALPHA}, first look's level {LEVEL}; power {POWER}; {args.sims} studies per power point, "
+          f"{args.search_sims} per 20-trial scenario")
+    for name in args.worlds:
+        w = WORLDS[name]
+        dp = decision_power_today(w)
+        out["dp"][name] = dp
+        print(f"\n== {name}: sigma_run {w.sigma_run}, tau true {w.tau:.3f}, frozen per answer {w.sigma_frozen:.3f} "
+              f"({'greedy' if w.greedy else 'sampled'}), measured tau {w.tau_measured:.3f}; {w.calls_run:g} calls "
+              f"per task run. {w.note}")
+        print(f"3306971's decision_power for this world: {dp:.3f}; the target (40% down): {0.6 * dp:.3f}")
+        if args.check:
+            a, n = check_today(w, 150 if not args.quick else 60)
+            out["check"][name] = [a, n]
+            print(f"check: today's vectorised path and the real gate/race/compare/decide agree on {a} of {n} studies")
+        if args.break_even:
+            g = break_even_g(w, TODAY, args.sims)
+            out["break_even"][name] = g
+            print(f"pairwise break-even error ratio g (both orders, equal calls): {g if g is None else round(g, 3)}")
+        print(HEAD)
+        out["rows"] += run_world(w, designs, args)
+    out["elapsed_s"] = round(time.perf_counter() - t0, 1)
+    print(f"\nelapsed {out['elapsed_s']} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1, default=float))
+    return out
+
+
+if __name__ == "__main__":
+    main()
