@@ -123,3 +123,76 @@ def test_python_m_harness_with_every_judge_reply_cut_after_two_scores_is_not_ok(
     budgets = sorted(r.body["options"]["num_predict"] for r in judged)
     assert budgets == sorted([420, 840] * (len(judged) // 2)) and judged  # every cut reply re-asked, with room
     assert record["judge_failures"] >= 2  # counted in the run record
+
+
+# -- B: failed A/B cells on different tasks -------------------------------------------------------------------------
+
+from experiments.ab import ABDesign, run_ab, write_report  # noqa: E402
+from experiments.stats import Preregistration  # noqa: E402
+
+TWELVE = tuple(f"task-{i:02d}" for i in range(12))
+
+
+class FailsOnOwnTasks:
+    """run_arm double (the seam's dict): B scores `gain` above A; A fails on `a_fails`, B on `b_fails`."""
+
+    def __init__(self, tasks, a_fails=(), b_fails=(), gain=0.8):
+        self.tasks, self.a_fails, self.b_fails, self.gain = tasks, set(a_fails), set(b_fails), gain
+
+    def __call__(self, arm, overrides, task, replication, seed):
+        b = bool(overrides.get("b"))
+        if task in (self.b_fails if b else self.a_fails):
+            return {"status": "failed", "error": "RuntimeError: the backend went away"}
+        noise = np.random.default_rng([seed, int(b)]).normal(0, 0.1)
+        return {"status": "ok", "score": 6.0 - self.tasks.index(task) / 8 + (self.gain if b else 0.0) + noise}
+
+
+def _ab(tasks):
+    design = ABDesign(tasks=tasks, arms={"previous": {}, "champion": {"b": True}}, replications=1)
+    prereg = Preregistration("the champion scores higher", min_effect=0.3, direction="greater", n_tasks=len(tasks),
+                             replications=1)
+    return design, prereg
+
+
+def test_arms_failing_as_many_cells_on_different_tasks_get_no_verdict_the_worst_case_refuses(tmp_path):
+    design, prereg = _ab(TWELVE)
+    arm = FailsOnOwnTasks(TWELVE, a_fails=TWELVE[:3], b_fails=TWELVE[9:])  # B crashes on the 3 hard tasks
+    result = run_ab(design, prereg, arm, ledger_path=tmp_path / "ab.jsonl")
+    assert result.failed_cells == {"previous": 3, "champion": 3} and result.primary.n == 6
+    assert result.primary.wilcoxon.pvalue == pytest.approx(0.03125)  # the 6 survivors alone: all B higher
+    # 3306971: 'supported' (the counts are equal, so nothing was checked)
+    assert result.verdict == "inconclusive", result.verdict_reason
+    assert result.verdict_reason.startswith("failed cells fall on different tasks (previous failed on task-00, "
+                                            "task-01, task-02; champion failed on task-09, task-10, task-11)")
+    assert "on the complete pairs alone it would say 'supported'" in result.verdict_reason
+    assert result.failed_tasks == {"previous": ("task-00", "task-01", "task-02"),
+                                   "champion": ("task-09", "task-10", "task-11")}
+    report = write_report(result, prereg, tmp_path / "report").read_text()
+    assert "- failed tasks per arm: previous: task-00, task-01, task-02; champion: task-09, task-10, task-11" in report
+
+
+def test_a_verdict_that_holds_in_the_worst_case_stands_and_says_so(tmp_path):
+    tasks = tuple(f"task-{i:02d}" for i in range(24))
+    design, prereg = _ab(tasks)
+    arm = FailsOnOwnTasks(tasks, a_fails=tasks[:1], b_fails=tasks[-1:], gain=1.5)
+    result = run_ab(design, prereg, arm, ledger_path=tmp_path / "ab.jsonl")
+    assert result.failed_cells == {"previous": 1, "champion": 1} and result.verdict == "supported", result.verdict_reason
+    assert "failed cells fall on different tasks (previous failed on task-00; champion failed on task-23) and the " \
+           "verdict holds with champion's failed cells at" in result.verdict_reason
+
+    def same_task(arm_name, overrides, task, replication, seed):  # both fail the same cell: no arm favoured
+        if task == tasks[0]:
+            return {"status": "failed", "error": "RuntimeError: down"}
+        return FailsOnOwnTasks(tasks, gain=1.5)(arm_name, overrides, task, replication, seed)
+
+    same = run_ab(design, prereg, same_task, ledger_path=tmp_path / "same.jsonl")
+    assert same.verdict == "supported" and "different tasks" not in same.verdict_reason
+
+
+def test_a_not_supported_verdict_must_survive_the_fill_that_favours_b(tmp_path):
+    design, prereg = _ab(TWELVE)
+    worse = FailsOnOwnTasks(TWELVE, a_fails=TWELVE[:3], b_fails=TWELVE[9:], gain=-0.8)  # B lower on the survivors
+    result = run_ab(design, prereg, worse, ledger_path=tmp_path / "ab.jsonl")
+    # with B's failed cells at the highest value seen and A's at the lowest, B is no longer shown lower
+    assert result.verdict == "inconclusive" and "on the complete pairs alone it would say 'not supported'" in \
+        result.verdict_reason

@@ -5,7 +5,9 @@ What each arm cost (experiments.stats): per metric, both arms' mean cost per tas
 the paired difference B - A with a t interval over tasks at the pre-registered level (result.cost).
 
 What is missing is counted per arm (failed cells, judge replies that could not be read): arms that differ in
-either get no verdict (experiments.stats.missing_imbalance), whatever the complete pairs say.
+either get no verdict (experiments.stats.missing_imbalance), whatever the complete pairs say. Arms with as many
+failed cells, on different cells (tasks or replications), keep the complete pairs' verdict only when the worst case
+gives it too (worst_case_verdict): every failed cell scored at the value that works against the verdict.
 
 Pure functions of the ledger's cells (experiments.ab.load_cells): a resumed or finished test is analysed again
 from its ledger alone (load_result).
@@ -21,7 +23,8 @@ import numpy as np
 
 from experiments.stats import (COST_METRICS, CostDiff, Decision, PairedStats, Preregistration, bootstrap_ci, cohens_dz,
                                cost_by_task, explain_verdict, finite_array, holm, missing_imbalance, paired_cost,
-                               paired_differences, paired_ttest, rank_biserial, replication_noise, wilcoxon_test)
+                               paired_differences, paired_ttest, rank_biserial, replication_noise, sequential_decision,
+                               wilcoxon_test)
 
 from ._cells import SECONDARY, ABDesign, ABResult, TaskResult, cell_key, judge_failures_of, load_cells, metric_family
 
@@ -135,6 +138,76 @@ def missing_counts(
     return failed, judged, where
 
 
+def failed_cell_keys(
+    cells: Mapping[tuple[str, str, int], Mapping[str, Any]], task_ids: Sequence[str], names: tuple[str, str],
+) -> dict[str, set[tuple[str, int]]]:
+    """Per arm, the (task, replication) of each failed cell over these tasks."""
+    ids = set(task_ids)
+    out: dict[str, set[tuple[str, int]]] = {arm: set() for arm in names}
+    for (tid, arm, rep), c in cells.items():
+        if tid in ids and arm in out and c.get("status") != "ok":
+            out[arm].add((tid, rep))
+    return out
+
+
+def _filled(metric: str, family: str, value: float) -> dict[str, Any]:
+    """A failed cell scored `value` on `metric` (where _value reads it): the worst case's stand-in."""
+    if family == "score":
+        return {"status": "ok", "score": value}
+    return {"status": "ok", family: {metric: value}}
+
+
+def worst_case_verdict(
+    cells: Mapping[tuple[str, str, int], Mapping[str, Any]], task_ids: Sequence[str], design: ABDesign,
+    prereg: Preregistration, result: ABResult, claim: str,
+) -> tuple[str, str, str]:
+    """The verdict with every failed cell scored at the value that works against `claim`, and that value's text.
+
+    The value is the extreme of the pre-registered metric over every ok cell of these tasks, both arms: the worst
+    the test saw, since the metric's scale may have no bound (tokens). Against a claim that B is higher (supported
+    with direction greater, or two-sided with a positive mean; not supported with direction less) B's failed cells
+    get the lowest value and A's the highest; against a claim that B is lower, the reverse. A two-sided 'not
+    supported' (|effect| below min_effect) must hold under both fills. Returns (verdict, reason, fill text); the
+    verdict holds when it is `claim` under every fill."""
+    names = design.arm_names
+    a, b = names
+    metric = prereg.metric
+    family = family_of(metric, {k: c for k, c in cells.items() if k[0] in set(task_ids)})
+    seen = [float(v) for (t, _, _), c in cells.items() if t in set(task_ids) and c.get("status") == "ok"
+            for v in (_value(c, metric, family),) if v is not None]
+    if not seen:
+        return "inconclusive", "no ok cell to bound the failed ones with", ""
+    lo, hi = min(seen), max(seen)
+    up = result.primary.mean_diff >= 0 if prereg.direction == "two-sided" else prereg.direction != "less"
+    if claim == "supported":
+        fills = [-1 if up else 1]  # -1: B's failed cells low, A's high (against "B higher")
+    elif prereg.direction == "two-sided":
+        fills = [1, -1]
+    else:
+        fills = [1 if prereg.direction == "greater" else -1]  # against "B falls short": B's failed cells high
+    failed = failed_cell_keys(cells, task_ids, names)
+    texts = []
+    for sign in fills:
+        value_of = {b: hi if sign > 0 else lo, a: lo if sign > 0 else hi}
+        filled = dict(cells)
+        for arm in names:
+            for tid, rep in failed[arm]:
+                filled[cell_key(tid, arm, rep)] = _filled(metric, family, value_of[arm])
+        st, tasks, _ = _metric_stats(filled, task_ids, names, design, prereg, metric, family, 0)
+        st = with_holm({"p": st}, prereg.test)["p"]
+        decision = result.decision
+        if decision is not None:
+            decision = sequential_decision([t.diff for t in tasks], look=decision.look, n_looks=decision.n_looks,
+                                           alpha=prereg.alpha, min_effect=prereg.min_effect,
+                                           direction=prereg.direction)
+        v, why = explain_verdict(prereg, dataclasses.replace(result, primary=st, decision=decision))
+        text = f"{b}'s failed cells at {value_of[b]:.4g} and {a}'s at {value_of[a]:.4g}"
+        texts.append(text)
+        if v != claim:
+            return v, why, text
+    return claim, "", " / ".join(texts)
+
+
 def usage_of(rec: Mapping[str, Any], metric: str) -> float | None:
     """A cell's cost on one metric (experiments.stats.COST_METRICS): its "usage" field; for llm_calls, else the
     meta's count (HarnessCells kept it there before "usage" existed). Not recorded: None, never 0."""
@@ -225,13 +298,25 @@ def analyse(
         cells_skipped=cells_skipped, ledger_path=ledger_path,
     )
     failed, judged, where = missing_counts(cells, ids, names)
+    failed_tasks = {arm: tuple(sorted(set(where[arm]))) for arm in names}
     v, why = explain_verdict(prereg, result)
     refusal = missing_imbalance(names, failed, judged, where)
+    keys = failed_cell_keys(cells, ids, names)
     if refusal:  # the complete pairs' answer is shown, never given
         v, why = "inconclusive", f"{refusal}; on the complete pairs alone the rule would say '{v}' ({why})"
+    elif keys[names[0]] != keys[names[1]] and v != "inconclusive":  # as many failed cells, on different ones
+        shown = "; ".join(f"{arm} failed on {', '.join(failed_tasks[arm])}" for arm in names)
+        bound, bound_why, fill = worst_case_verdict(cells, ids, design, prereg, result, v)
+        if bound != v:
+            v, why = "inconclusive", (
+                f"failed cells fall on different tasks ({shown}): with {fill} (the worst case) the rule says "
+                f"'{bound}' ({bound_why}); on the complete pairs alone it would say '{v}' ({why}); rerun the same "
+                "command to retry failed cells")
+        else:
+            why = f"{why}; failed cells fall on different tasks ({shown}) and the verdict holds with {fill}"
     cost = arm_costs(cells, ids, names, design.replications, level=1 - prereg.alpha)
     return dataclasses.replace(result, verdict=v, verdict_reason=why, failed_cells=failed, judge_failures=judged,
-                               cost=cost)
+                               failed_tasks=failed_tasks, cost=cost)
 
 
 def load_result(design: ABDesign, prereg: Preregistration, ledger_path: str | Path) -> ABResult:

@@ -164,6 +164,7 @@ class ABResult:
     verdict_reason: str = ""
     ledger_path: str = ""
     failed_cells: dict[str, int] = field(default_factory=dict)  # arm -> failed cells over the analysed tasks
+    failed_tasks: dict[str, tuple[str, ...]] = field(default_factory=dict)  # arm -> tasks with a failed cell
     judge_failures: dict[str, int] = field(default_factory=dict)  # arm -> judge replies that could not be read
     cost: dict[str, Any] = field(default_factory=dict)  # cost metric -> experiments.stats.CostDiff (B against A)
 

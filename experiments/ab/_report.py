@@ -239,9 +239,13 @@ def render_markdown(result: ABResult, prereg: Preregistration, *, plots: Sequenc
             f"- cells run this invocation: {result.cells_run}; skipped (already in ledger): {result.cells_skipped}",
             f"- ledger: `{result.ledger_path}`"]
     if result.failed_cells or result.judge_failures:
-        out += ["- missing per arm (arms that differ get no verdict): " + "; ".join(
-            f"{arm}: {result.failed_cells.get(arm, 0)} failed cell(s), {result.judge_failures.get(arm, 0)} "
-            f"unreadable judge reply(ies)" for arm in result.arm_names)]
+        out += ["- missing per arm (arms that differ, or fail on different tasks, get no verdict unless the worst "
+                "case gives it too): " + "; ".join(
+                    f"{arm}: {result.failed_cells.get(arm, 0)} failed cell(s), {result.judge_failures.get(arm, 0)} "
+                    f"unreadable judge reply(ies)" for arm in result.arm_names)]
+    if any(result.failed_cells.values()):
+        out += ["- failed tasks per arm: " + "; ".join(f"{arm}: {', '.join(_failed_tasks(result, arm)) or 'none'}"
+                                                      for arm in result.arm_names)]
     if result.excluded_pairs:
         out += [f"- excluded pairs ({len(result.excluded_pairs)}):"]
         out += [f"  - {e['task']} rep {e['replication']}: {e['reason']}" for e in result.excluded_pairs]
@@ -253,8 +257,14 @@ def render_markdown(result: ABResult, prereg: Preregistration, *, plots: Sequenc
             "significant (Holm) in the stated direction, and the mean difference lies on the same side and reaches "
             "the minimum effect. Not supported: the CI excludes the minimum effect, or the test is significant in "
             "the other direction. Inconclusive otherwise, and whenever the arms differ in failed cells or in judge "
-            "replies that could not be read (a failure is an outcome of its arm).", ""]
+            "replies that could not be read (a failure is an outcome of its arm), or fail as many cells on different "
+            "tasks and the verdict does not hold with every failed cell scored at the most extreme value seen in the "
+            "test, the one that works against it.", ""]
     return "\n".join(out)
+
+
+def _failed_tasks(result: ABResult, arm: str) -> tuple[str, ...]:
+    return tuple(result.failed_tasks.get(arm, ()))
 
 
 def write_report(result: ABResult, prereg: Preregistration, out_dir: str | Path, *, notes: Sequence[str] = (),
@@ -316,6 +326,10 @@ def format_ab(*, name: str, result: Any, prereg: Any, design: Any, smoke: bool, 
                      f"Holm p={pval(st.p_holm)})")
     for c in getattr(result, "cost", {}).values():  # per task, B - A paired over tasks, arm A as the baseline
         lines.append(f"cost (B-A) {c.line()}")
+    if any(result.failed_cells.values()):
+        lines.append("failed cells: " + "; ".join(
+            f"{arm} {result.failed_cells.get(arm, 0)} ({', '.join(_failed_tasks(result, arm)) or 'none'})"
+            for arm in result.arm_names))
     if note:
         lines.append(f"note: {note}")
     lines += [
