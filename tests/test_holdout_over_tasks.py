@@ -206,9 +206,10 @@ def test_a_resumed_study_concludes_at_the_next_looks_level_and_stores_the_look(m
     s = _sweep(exp, lines)
     (row,) = s.holdout
     assert row.holdout_rule == "tasks" and row.holdout_level == pytest.approx(0.0125)
-    assert open_study(exp).user_attrs["holdout_looks"][1] == {"family": [row.hash], "level": 0.0125}
+    stored = open_study(exp).user_attrs["holdout_looks"][1]
+    assert (stored["family"], stored["level"], stored["number"]) == ([row.hash], 0.0125, 2)
     text = "\n".join(lines)
-    assert "\nholdout look 2 of this study: level 0.0125" in text and "best vs baseline (train filter):" in text
+    assert "\nholdout look 2 of these holdout tasks: level 0.0125" in text and "best vs baseline (train filter):" in text
     assert "\ndesign power: this design confirms a mean effect of " in text and "at level 0.0125 together" in text
     again: list[str] = []
     _sweep(exp, again)  # concluded again with nothing new: the same look, nothing more spent

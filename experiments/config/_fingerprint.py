@@ -91,6 +91,13 @@ def tasks_digest(tasks: Iterable[Any]) -> dict[str, Any]:
             "sha256": hashlib.sha256(blob).hexdigest()[:16]}
 
 
+def holdout_set(tasks: Iterable[Any]) -> dict[str, Any]:
+    """The holdout tasks' fingerprint (tasks_digest of the tasks whose split is holdout): every holdout look drawn on
+    the same holdout set in one storage spends from one alpha, whatever the study (experiments.stats looks)."""
+    return tasks_digest([t for t in tasks if getattr(t, "split", None) == "holdout"
+                         or (isinstance(t, Mapping) and t.get("split") == "holdout")])
+
+
 # Where files go and how the server is reached, not what is measured: the backend's resolved models are pinned
 # by backend_identity (the configured names under backend "auto" may not be what ran).
 _NOT_OBJECTIVE = ("results_dir", "output_dir")
@@ -131,9 +138,10 @@ def study_fingerprint(exp: Any, backend: Mapping[str, Any], tasks: Iterable[Any]
 # sampler, seed, operators, operator_choice, parent_selection, pruner*, gate_*, max_merges, mutate_task_types,
 # max_chars, failure_rate_stop) stay changeable: they decide which candidates are tried, not how one is judged.
 DECISION_RULE = ("alpha", "baseline_repeats", "race_top", "holdout_top_k", "holdout_test", "holdout_baseline_runs",
-                 "holdout_candidate_runs", "reuse_context", "cost_metric", "max_cost_increase")
-# what a study pinned before a setting joined DECISION_RULE ran under: its default (issue 34's cost guard: off)
-DECISION_RULE_DEFAULTS = {"cost_metric": "completion_tokens", "max_cost_increase": None}
+                 "holdout_candidate_runs", "reuse_context", "cost_metric", "max_cost_increase", "max_task_loss")
+# what a study pinned before a setting joined DECISION_RULE ran under: its default (issue 34's cost guard: off;
+# issue 40's worst-task guard: off)
+DECISION_RULE_DEFAULTS = {"cost_metric": "completion_tokens", "max_cost_increase": None, "max_task_loss": None}
 
 
 def decision_rule(exp: Any) -> dict[str, Any]:

@@ -80,6 +80,9 @@ class SweepConfig:
     # is below max_cost_increase (a fraction; None = off) at the quality claim's level
     cost_metric: str = "completion_tokens"  # completion_tokens | prompt_tokens | llm_calls | wall_s
     max_cost_increase: float | None = None
+    # worst-task guard (issue 40): hold back a confirmed candidate that loses more than this many composite points
+    # on any holdout task (its per-task mean difference); None = off. Pinned in the decision rule.
+    max_task_loss: float | None = None
     reuse_context: bool = True  # plan + research per task computed once per study and reused by every trial
     freeze_memory: bool = True  # memory read-only for the study
     failure_rate_stop: float = 0.5  # stop when this share of finished trials failed

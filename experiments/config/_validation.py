@@ -108,6 +108,11 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
                             or mci < 0):
         raise ConfigError(f"sweep.max_cost_increase={mci!r} is out of range; expected a fraction >= 0 (0.1 = at most "
                           f"10% more per task) or null (off)")
+    mtl = sw.max_task_loss
+    if mtl is not None and (isinstance(mtl, bool) or not isinstance(mtl, (int, float)) or not math.isfinite(mtl)
+                            or mtl < 0):
+        raise ConfigError(f"sweep.max_task_loss={mtl!r} is out of range; expected composite points >= 0 (the most a "
+                          f"promoted candidate may lose on any one holdout task) or null (off)")
     if sw.max_llm_calls is not None:
         check_range("sweep.max_llm_calls", sw.max_llm_calls, 1)
     if sw.timeout_s is not None:

@@ -1,16 +1,24 @@
-"""One error budget for a study's life: every holdout conclusion it ever made spends from sweep.alpha.
+"""One error budget for a holdout set's life: every holdout conclusion ever drawn on the same holdout tasks in one
+storage spends from one alpha, whatever the study is called.
 
 A study that is resumed ("raise sweep.n_trials, rerun to continue") concludes again, and a new top candidate is
 tested on the same holdout tasks. Testing each at full alpha lets the chance that some no-better candidate is
 promoted grow with every conclusion (issue 36: 4.7% -> 17.2% over five). Here look k (the k-th distinct family
-of train-filtered candidates a study tested on its holdout) is tested at alpha / 2^k, so the levels of all looks
+of train-filtered candidates tested on these holdout tasks) is tested at alpha / 2^k, so the levels of all looks
 ever made sum to less than alpha (Bonferroni over looks: it holds whatever the dependence between them, and the
-same holdout tasks make them dependent). A conclusion that tests the same family again (a resume with no new
-trial) is the same look at the same level: it spends nothing more. A conclusion that tests nothing (no candidate
-passed the train filter) is no look.
+same holdout tasks make them dependent). A conclusion of one study that tests the same family again (a resume with
+no new trial: the same stored runs) is the same look at the same level: it spends nothing more. A conclusion that
+tests nothing (no candidate passed the train filter) is no look.
 
-The looks are stored in the study (user attr holdout_looks, a list of {"family": [hashes], "level": float}), so
-every worker and every resume reads the same budget. Pure functions; the sweep stores what they return.
+The count is per holdout set, not per study (issue 40 E: a new sweep.name on the same storage started again at
+alpha / 2 and promoted a candidate another study had already failed to confirm). `others` are the looks other
+studies in the storage made on the same holdout tasks (experiments.sweep finds them by the holdout tasks'
+fingerprint): they count and spend, and they are never "the same look" (another study ran its holdout runs anew).
+The budget is the smallest alpha any of those looks was made under; a look never spends more than half of what
+the earlier ones left (with one alpha throughout that is alpha / 2^k). Another storage is another budget.
+
+The looks are stored in each study (user attr holdout_looks, a list of {"family": [hashes], "level": float, ...}),
+so every worker and every resume reads the same budget. Pure functions; the sweep stores what they return.
 """
 
 from __future__ import annotations
@@ -23,21 +31,26 @@ LOOKS_ATTR = "holdout_looks"
 
 @dataclass(frozen=True)
 class Look:
-    """One holdout conclusion of a study: its number, its level, and what earlier looks spent."""
+    """One holdout conclusion: its number among the looks on these holdout tasks, its level, and what earlier
+    looks spent."""
 
-    number: int  # 1-based: the k-th distinct family this study tested on its holdout
-    level: float  # alpha / 2^number
+    number: int  # 1-based: the k-th distinct family tested on these holdout tasks (every study in the storage)
+    level: float  # alpha / 2^number, or half of what earlier looks left of the budget when that is less
     family: tuple[str, ...]  # the hashes tested (sorted)
     spent_before: float  # levels of the earlier looks, summed
-    alpha: float  # the study's whole budget
+    alpha: float  # the whole budget: the smallest alpha any look on these holdout tasks was made under
     new: bool  # True: not stored yet (the caller stores it once the test ran)
+    by_others: int = 0  # earlier looks on these holdout tasks made by other studies in the storage
 
     @property
     def line(self) -> str:
         again = "" if self.new else " (the same candidates as before: the same look, nothing more spent)"
-        return (f"holdout look {self.number} of this study: level {self.level:.4g} = alpha {self.alpha:g} / "
-                f"2^{self.number}; earlier looks spent {self.spent_before:.4g}; every look together stays under "
-                f"alpha {self.alpha:g}{again}")
+        others = f" ({self.by_others} of the earlier ones by other studies in this storage)" if self.by_others else ""
+        how = (f"alpha {self.alpha:g} / 2^{self.number}" if _close(self.level, level(self.alpha, self.number))
+               else f"half of what earlier looks left of alpha {self.alpha:g}")
+        return (f"holdout look {self.number} of these holdout tasks{others}: level {self.level:.4g} = {how}; "
+                f"earlier looks spent {self.spent_before:.4g}; every look on these holdout tasks in this storage "
+                f"together stays under alpha {self.alpha:g}{again}")
 
 
 def level(alpha: float, number: int) -> float:
@@ -47,24 +60,39 @@ def level(alpha: float, number: int) -> float:
     return alpha / 2.0 ** number
 
 
-def next_look(stored: Sequence[Mapping[str, Any]], family: Sequence[str], alpha: float) -> Look | None:
-    """The look a conclusion testing `family` makes (None: an empty family tests nothing). An earlier look of the
+def next_look(stored: Sequence[Mapping[str, Any]], family: Sequence[str], alpha: float,
+              others: Sequence[Mapping[str, Any]] = ()) -> Look | None:
+    """The look a conclusion testing `family` makes (None: an empty family tests nothing). `stored`: this study's
+    looks; `others`: the looks other studies made on the same holdout tasks. An earlier look of this study on the
     same family is returned as it was stored."""
     fam = tuple(sorted(set(family)))
     if not fam:
         return None
-    spent = 0.0
+    spent = sum(float(e["level"]) for e in others)
     for i, entry in enumerate(stored):
         if tuple(sorted(entry.get("family", ()))) == fam:
-            return Look(i + 1, float(entry["level"]), fam, spent, alpha, False)
+            return Look(int(entry.get("number", i + 1)), float(entry["level"]), fam,
+                        float(entry.get("spent_before", spent)), float(entry.get("alpha", alpha)), False,
+                        int(entry.get("by_others", 0)))
         spent += float(entry["level"])
-    k = len(stored) + 1
-    return Look(k, level(alpha, k), fam, spent, alpha, True)
+    earlier = [*others, *stored]
+    budget = min([alpha, *(float(e["alpha"]) for e in earlier if e.get("alpha") is not None)])
+    k = len(earlier) + 1
+    lv = level(budget, k)
+    left = max(budget - spent, 0.0) / 2.0
+    if left < lv and not _close(left, lv):  # earlier looks were made under a larger alpha
+        lv = left
+    return Look(k, lv, fam, spent, budget, True, len(others))
 
 
 def recorded(stored: Sequence[Mapping[str, Any]], look: Look) -> list[dict[str, Any]]:
     """The stored looks with `look` added (unchanged when it was stored already)."""
     out = [dict(e) for e in stored]
     if look.new:
-        out.append({"family": list(look.family), "level": look.level})
+        out.append({"family": list(look.family), "level": look.level, "number": look.number, "alpha": look.alpha,
+                    "spent_before": look.spent_before, "by_others": look.by_others})
     return out
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1e-300)

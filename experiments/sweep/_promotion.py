@@ -19,11 +19,30 @@ The question is the user's: "is this variant better on tasks like mine?". Its un
   tasks, so the claim is about mu, and the spread that matters is var(d_i) = tau^2 + sigma^2 (1/c + 1/b).
 - Test (rule "tasks", the default): the one-sided paired t over the m holdout tasks on the per-task mean
   differences, SE = sd(d) / sqrt(m), m - 1 degrees of freedom; p = P(T > mean(d) / SE). sd(d) measures tau and
-  the run noise together, so the chance of confirming a candidate whose mean effect over tasks is zero stays at
-  the level whatever tau / sigma (bench/holdout_sim.py), and it is measured even with one run of each text (no
-  sigma needed). The t, not a Wilcoxon: the claim is about the mean, and a rank test answers for a skewed
-  zero-mean spread (one task far down, many a little up) with p far below alpha. Fewer than 2 holdout tasks test
-  nothing: experiments.stats.sweep_design_problem refuses that design before it spends anything.
+  the run noise together, so for a symmetric spread of d the chance of confirming a candidate whose mean effect
+  over tasks is zero stays near the level whatever tau / sigma (bench/holdout_sim.py: normal 0.029, t(2) 0.015 at
+  level 0.025 with 8 tasks), and it is measured even with one run of each text (no sigma needed). It does NOT hold
+  for a left-skewed spread: with 8 tasks, "1 task in 8 loses 7, the others gain 1" (true mean 0) is confirmed
+  0.339 of the time, because a harm to 1 task in k is missed by n holdout tasks with probability ((k-1)/k)^n
+  (0.344 for k = n = 8) and no test on those 8 differences can see a task that is not among them
+  (docs/VERDICTS.md, bench/audit40_holdout.py). What the summary shows against it: the worst holdout task's
+  difference beside the mean, and sweep.max_task_loss (below). The t, not a Wilcoxon: the claim is about the
+  mean, and a rank test answers for a skewed zero-mean spread (one task far down, many a little up) with p far
+  below alpha. Fewer than 2 holdout tasks test nothing: experiments.stats.sweep_design_problem refuses that design
+  before it spends anything. Every difference equal (zero spread) leaves the t undefined: p is then the exact
+  sign-flip p, 1/2^m when the differences are positive (1 otherwise), never 0 (two tasks at +0.5 each: p 0.25).
+- Worst task (sweep.max_task_loss, composite points; None = off): a confirmed candidate that loses more than this
+  on any holdout task (its per-task mean difference below -max_task_loss) is held back (`held_by_task_loss`), as
+  the cost guard holds one back: the quality claim stands, nothing is promoted. A per-task difference carries run
+  noise (sigma ~0.25-1.5 per run), so the limit sits well above it (conf/sweep/synth_mutation.yaml's default and
+  its figures: docs/VERDICTS.md).
+- Per task type (issue 40 C): a winner moves a task type's alias only where that type's own holdout tasks show
+  no harm: the type changed by the winner has at least one holdout task and its mean holdout difference over them
+  is not below 0 (the worst task of any type is bounded by max_task_loss above). A type with 1-3 holdout tasks has
+  a noisy mean, so the rule errs toward keeping the former text: a type that truly gains a little is sometimes held
+  back (its text stays; run a sweep with sweep.mutate_task_types=[that type] to settle it), a type that lost on
+  its own tasks never moves. `held_types` names the types held back and why; promoted_synth.yaml keeps their
+  baseline texts. A winner whose every changed type is held back promotes nothing.
 - Multiplicity: the family is the top-k candidates the train filter passed (fixed by train data before the
   holdout runs). Holm's step-down over their holdout p-values at the look's level (experiments.stats:
   every conclusion a study ever made spends from one alpha) keeps the chance that any candidate without a real
@@ -173,9 +192,58 @@ class TaskDiffs:
         mean = sum(d) / n
         sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
         se = sd / math.sqrt(n)
-        if se <= 1e-12 * max(1.0, abs(mean)):  # every task moved by the same amount: a measured spread of 0
-            return cls(n, mean, 0.0, n - 1, 0.0 if mean > 0 else 1.0)
+        if se <= 1e-12 * max(1.0, abs(mean)):  # every task moved by the same amount: the t is undefined (0 / 0)
+            # the exact sign-flip (permutation) p: of the 2^n sign patterns only the all-positive one has a mean
+            # this high, so p = 1/2^n; never 0 (issue 40: d = (+0.5, +0.5) had p 0 and was confirmed)
+            return cls(n, mean, 0.0, n - 1, 0.5 ** n if mean > 0 else 1.0)
         return cls(n, mean, se, n - 1, float(sps.t.sf(mean / se, n - 1)))
+
+
+@dataclass(frozen=True)
+class TypeDiff:
+    """One task type's holdout tasks: how many, their mean difference (candidate - baseline) and the worst."""
+
+    n: int
+    mean: float
+    worst: float
+
+    @property
+    def text(self) -> str:
+        return f"mean {self.mean:+.3f} over {self.n} holdout task(s), worst {self.worst:+.3f}"
+
+
+def type_diffs(cand: Mapping[str, float] | None, base: Mapping[str, float] | None,
+               task_types: Mapping[str, str]) -> dict[str, TypeDiff]:
+    """Per task type, the holdout differences of the tasks both texts have (task_types: task id -> type)."""
+    by: dict[str, list[float]] = {}
+    for t in sorted(set(cand or {}) & set(base or {})):
+        if t in task_types:
+            by.setdefault(task_types[t], []).append(float(cand[t]) - float(base[t]))
+    return {tt: TypeDiff(len(d), sum(d) / len(d), min(d)) for tt, d in sorted(by.items())}
+
+
+def held_types(changed: Sequence[str], diffs: Mapping[str, TypeDiff]) -> dict[str, str]:
+    """The changed task types whose alias may not move (module docstring, "Per task type"), with the reason."""
+    out = {}
+    for tt in changed:
+        d = diffs.get(tt)
+        if d is None:
+            out[tt] = "no holdout task of this type: its change was not tested"
+        elif d.mean < 0:
+            out[tt] = f"its own holdout tasks lost: {d.text}"
+    return out
+
+
+def changed_types(instructions: Mapping[str, str], baseline: Mapping[str, str]) -> tuple[str, ...]:
+    """The task types whose text differs from the baseline's (whitespace at the ends ignored)."""
+    return tuple(sorted(tt for tt, text in instructions.items()
+                        if str(text).strip() != str(baseline.get(tt, "")).strip()))
+
+
+def kept_instructions(instructions: Mapping[str, str], baseline: Mapping[str, str],
+                      held: Mapping[str, str]) -> dict[str, str]:
+    """A winner's texts with the held-back task types' texts left at the baseline's: what is promoted."""
+    return {**dict(instructions), **{tt: baseline[tt] for tt in held if tt in baseline}}
 
 
 @dataclass(frozen=True)
@@ -198,11 +266,31 @@ class HoldoutRow:
     holdout_n: int = 0  # holdout tasks both texts have
     cost: GuardResult | None = None  # the cost guard on its holdout cost (None: not checked, no holdout difference)
     cost_diffs: Mapping[str, CostDiff] = field(default_factory=dict)  # holdout cost vs the baseline, every metric
+    worst_task: str | None = None  # the holdout task with the lowest difference (candidate - baseline)
+    worst_diff: float | None = None  # that difference
+    max_task_loss: float | None = None  # sweep.max_task_loss it was judged under (None: off)
+    type_diffs: Mapping[str, TypeDiff] = field(default_factory=dict)  # task type -> its holdout tasks' differences
+    held_types: Mapping[str, str] = field(default_factory=dict)  # changed task type -> why its alias is held back
+    changed_types: tuple[str, ...] = ()  # the task types whose text differs from the baseline's
+    standing: str = ""  # non-empty: a winner of an earlier look of this study, carried forward (what it rests on)
 
     @property
     def held_by_cost(self) -> bool:
         """Confirmed on quality but held back by the cost guard."""
         return self.wins and self.cost is not None and not self.cost.passed
+
+    @property
+    def held_by_task_loss(self) -> bool:
+        """Confirmed on quality but held back: it lost more than sweep.max_task_loss on some holdout task."""
+        return (self.wins and self.max_task_loss is not None and self.worst_diff is not None
+                and self.worst_diff < -self.max_task_loss)
+
+    @property
+    def promotes(self) -> bool:
+        """Confirmed, not held back by a guard, and at least one changed task type may move."""
+        if not self.wins or self.held_by_cost or self.held_by_task_loss:
+            return False
+        return not self.changed_types or any(tt not in self.held_types for tt in self.changed_types)
 
     @property
     def fixed_task(self) -> bool:
@@ -276,7 +364,9 @@ def train_filtered(top: Sequence[Candidate], reference: Mapping[str, float], *, 
 def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_holdout: HoldoutScores | None,
            holdout: Mapping[str, HoldoutScores], *, train_floor: float, alpha: float, test: HoldoutTest,
            guard: CostGuard | None = None, costs: Mapping[str, Mapping[str, float]] | None = None,
-           base_key: str = "", cost_diffs: Mapping[str, Mapping[str, CostDiff]] | None = None) -> Promotion:
+           base_key: str = "", cost_diffs: Mapping[str, Mapping[str, CostDiff]] | None = None,
+           max_task_loss: float | None = None, task_types: Mapping[str, str] | None = None,
+           baseline_instructions: Mapping[str, str] | None = None) -> Promotion:
     """The verdict on the top candidates (see the module docstring). baseline_holdout None: no holdout ran (no
     holdout tasks or no candidate), so no row and no winner; a failed baseline holdout fails every row. `alpha` is
     the train filter's level; test.alpha the holdout look's.
@@ -284,7 +374,12 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
     The cost guard (experiments.stats.CostGuard; sweep.cost_metric, sweep.max_cost_increase): a confirmed candidate
     is promoted only if its holdout cost per task (`costs`: hash -> task -> cost, the baseline's under `base_key`)
     is shown below the limit at the holdout claim's level (test.alpha); one held back keeps `wins` (the quality
-    claim stands) and its row says `held_by_cost`. `cost_diffs` (hash -> metric -> CostDiff) are reported only."""
+    claim stands) and its row says `held_by_cost`. `cost_diffs` (hash -> metric -> CostDiff) are reported only.
+
+    Every row with a holdout difference carries its worst holdout task; with `max_task_loss` (composite points) a
+    confirmed row whose worst task lost more is `held_by_task_loss`. With `task_types` (holdout task id -> type) and
+    `baseline_instructions`, each row carries its per-type differences and the changed types whose alias is held
+    back (held_types); a winner is a confirmed row that `promotes` something."""
     if baseline_holdout is None or not top:
         return Promotion((), None)
     test = test.pooled([baseline_holdout, *(holdout.get(c.hash) for c in top)])
@@ -297,6 +392,10 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
         cmp = compare(c.train_scores, reference, floor=train_floor, alpha=alpha)
         row = HoldoutRow(c.number, c.hash, c.operator, c.train_mean, mean, diff, cmp, False, hold.error,
                          runs=(hold.runs, baseline_holdout.runs))
+        if diff is not None:
+            row = dataclasses.replace(row, max_task_loss=max_task_loss,
+                                      **_worst(hold.scores, baseline_holdout.scores, task_types, c.instructions,
+                                               baseline_instructions))
         if diff is not None and test.over_tasks:
             td = TaskDiffs.of(hold.scores, baseline_holdout.scores)
             row = dataclasses.replace(row, holdout_se=td.se, holdout_p=td.p, holdout_df=td.df, holdout_n=td.n)
@@ -312,9 +411,23 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
         rows = [dataclasses.replace(r, cost=guard.check(costs.get(r.hash, {}), costs.get(base_key, {})))
                 if r.holdout_diff is not None else r for r in rows]
     rows = [dataclasses.replace(r, cost_diffs=dict((cost_diffs or {}).get(r.hash, {}))) for r in rows]
-    winners = [r for r in rows if r.wins and not r.held_by_cost]
+    winners = [r for r in rows if r.promotes]
     pick = max(winners, key=lambda r: (r.holdout_mean, -r.trial)) if winners else None
     return Promotion(tuple(rows), pick if test.over_tasks else None, pick)
+
+
+def _worst(cand: Mapping[str, float], base: Mapping[str, float], task_types: Mapping[str, str] | None,
+           instructions: Mapping[str, str], baseline: Mapping[str, str] | None) -> dict[str, Any]:
+    """The HoldoutRow fields of a row's worst holdout task and, given the task types, its per-type evidence."""
+    d = {t: float(cand[t]) - float(base[t]) for t in set(cand) & set(base)}
+    worst = min(sorted(d), key=lambda t: d[t]) if d else None
+    out: dict[str, Any] = {"worst_task": worst, "worst_diff": d[worst] if worst is not None else None}
+    if task_types is not None:
+        out["type_diffs"] = type_diffs(cand, base, task_types)
+        if baseline is not None:
+            out["changed_types"] = changed_types(instructions, baseline)
+            out["held_types"] = held_types(out["changed_types"], out["type_diffs"])
+    return out
 
 
 def _confirm(rows: list[HoldoutRow], test: HoldoutTest) -> list[HoldoutRow]:
@@ -336,8 +449,35 @@ def _confirm(rows: list[HoldoutRow], test: HoldoutTest) -> list[HoldoutRow]:
     for rank, j in enumerate(order):
         i = family[j]
         out[i] = dataclasses.replace(rows[i], holdout_level=test.alpha / (len(family) - rank), holdout_rule=test.rule,
-                                     wins=rows[i].holdout_p is not None and adjusted[j] <= test.alpha)
+                                     wins=rows[i].holdout_p is not None and test.alpha > 0
+                                     and adjusted[j] <= test.alpha)
     return out
+
+
+# -- the standing winner: a study's promoted row, stored so that a later conclusion carries it forward -----------
+
+
+def row_record(row: HoldoutRow) -> dict[str, Any]:
+    """A promoted HoldoutRow as JSON-able values (its cost_diffs left out: recomputed from the study)."""
+    d = dataclasses.asdict(row)
+    d.pop("cost_diffs")
+    d["type_diffs"] = {tt: [v.n, v.mean, v.worst] for tt, v in row.type_diffs.items()}
+    return d
+
+
+def row_from_record(d: Mapping[str, Any], *, standing: str = "",
+                    cost_diffs: Mapping[str, CostDiff] | None = None) -> HoldoutRow:
+    """The HoldoutRow row_record stored, marked `standing` (what it rests on)."""
+    d = dict(d)
+    d["train"] = Comparison(**d["train"]) if d.get("train") else None
+    d["cost"] = GuardResult(**d["cost"]) if d.get("cost") else None
+    d["runs"] = tuple(d.get("runs", (1, 1)))
+    d["changed_types"] = tuple(d.get("changed_types", ()))
+    d["type_diffs"] = {tt: TypeDiff(*v) for tt, v in dict(d.get("type_diffs", {})).items()}
+    d["held_types"] = dict(d.get("held_types", {}))
+    d["standing"] = standing
+    known = {f.name for f in dataclasses.fields(HoldoutRow)} - {"cost_diffs"}
+    return HoldoutRow(**{k: v for k, v in d.items() if k in known}, cost_diffs=dict(cost_diffs or {}))
 
 
 # -- evidence: a candidate's scores next to the baseline's -------------------------------------------------------

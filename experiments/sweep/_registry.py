@@ -82,6 +82,8 @@ class Evidence:
     holdout_test: str = ""  # what the holdout p answers (experiments.sweep: over tasks, at the look's level)
     cost: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # metric -> experiments.stats.CostDiff (holdout)
     cost_guard: str = ""  # the cost guard's verdict on it (experiments.stats.GuardResult.reason)
+    held: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)  # task type -> (the winner's text,
+    # why its alias is held back: its own holdout tasks showed harm; experiments.sweep HoldoutRow.held_types)
 
     def tags(self) -> dict[str, str]:
         roles = sorted(self.backend)
@@ -126,7 +128,9 @@ def sweep_evidence(study: Any, trial: Any, row: Any, ref: Mapping[str, float], b
         f"{row.holdout_rule or 'none'}: one-sided paired t over {row.holdout_n} holdout tasks at level "
         f"{_num(row.holdout_level)} (this look's share of the study's alpha)" if row.holdout_rule == "tasks"
         else f"{row.holdout_rule or 'none'} (fixed-task statement)",
-        dict(getattr(row, "cost_diffs", {}) or {}), getattr(getattr(row, "cost", None), "reason", ""))
+        dict(getattr(row, "cost_diffs", {}) or {}), getattr(getattr(row, "cost", None), "reason", ""),
+        {tt: (str(trial.user_attrs.get("instructions", {}).get(tt, "")), why)
+         for tt, why in dict(getattr(row, "held_types", {}) or {}).items()})
 
 
 class SweepRegistry:
@@ -177,22 +181,30 @@ class SweepRegistry:
         type the winner left unchanged moves nothing; one compared against another text is registered (tag
         `champion_refused` says why) and the alias stays."""
         changed = {tt: text for tt, text in winner.items() if text.strip() != str(baseline.get(tt, "")).strip()}
+        held = {tt: (text, why) for tt, (text, why) in ev.held.items() if text.strip()}
+        changed |= {tt: text for tt, (text, _) in held.items()}  # registered as evidence; the alias stays
         if not changed:
             return f"baseline {_listing(self.prefix, parents)}; no alias moved (the winner changed no instruction)"
         champions = {tt: prompt_version(client, prompt_name(self.prefix, tt), CHAMPION, None) for tt in changed}
         refused = {tt: (f"this study compared against v{parents.get(tt, '?')} (its baseline), not the champion "
                         f"v{old.version}")
                    for tt, old in champions.items()
-                   if old is not None and str(old.template).strip() != str(baseline.get(tt, "")).strip()}
+                   if old is not None and str(old.template).strip() != str(baseline.get(tt, "")).strip()
+                   and str(old.template).strip() != changed[tt].strip()}  # already champion (a standing winner)
         tags = ev.tags()
         msg = (f"study {ev.study} trial #{ev.trial} ({ev.operator}): holdout {_num(ev.holdout.mean)} vs baseline "
                f"{_num(ev.holdout.baseline_mean)}, train p={_num(ev.train_p)}")
         got = register_texts(client, self.prefix, changed, message=msg,
                              tags=lambda tt: {**tags, "parent_version": str(parents.get(tt, "")),
-                                              **({"champion_refused": refused[tt]} if tt in refused else {})})
+                                              **({"champion_refused": refused[tt]} if tt in refused else {}),
+                                              **({"champion_held": held[tt][1]} if tt in held else {})})
         moved, kept = [], []
         for tt, (v, _) in sorted(got.items()):
             name, old = prompt_name(self.prefix, tt), champions[tt]
+            if tt in held:  # a pooled win that hurt this type's own holdout tasks moves nothing for it (issue 40 C)
+                stays = f"v{old.version}" if old is not None else "unset"
+                kept.append(f"{name} v{v} registered, champion stays {stays}: held back: {held[tt][1]}")
+                continue
             if tt in refused:  # a win over another text says nothing about this one
                 kept.append(f"{name} v{v} registered, champion stays v{old.version}: {refused[tt]}")
                 continue

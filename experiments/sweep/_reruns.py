@@ -8,15 +8,21 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence
 
+from experiments.config import holdout_set
 from experiments.runs import TrialFailed, evaluate_candidate
 from experiments.stats import (LOOKS_ATTR, CostGuard, Look, NoiseFloor, holdout_cost, holdout_cost_diffs, next_look,
                                recorded, run_costs, store_holdout_cost, sweep_design_problem)
 from experiments.storage import shared_lock
 from experiments.tracking import log_evaluation_run
+from harness.prompts import sqlite_file
 
 from ._preflight import sweep_confirmable
-from ._promotion import HoldoutScores, HoldoutTest, Promotion, decide, race, train_filtered
+from ._promotion import (HoldoutScores, HoldoutTest, Promotion, decide, race, row_from_record, row_record,
+                         train_filtered)
 from ._study import holdout_run, store_holdout_run, store_train_rerun, train_reruns
+
+HOLDOUT_SET_ATTR = "holdout_set"  # the study's holdout tasks' fingerprint (experiments.config.holdout_set)
+STANDING_ATTR = "standing_winner"  # the study's promoted row: carried forward by later conclusions (issue 40 F)
 
 
 class SplitRuns:
@@ -34,26 +40,86 @@ class SplitRuns:
         held = ({c.hash: self._holdout(study, c.hash, c.instructions, contexts, sw.holdout_candidate_runs)
                  for c in top} if base.scores else {})
         family = train_filtered(top, ref, train_floor=train_floor, alpha=sw.alpha)
-        with shared_lock(self.exp.storage_url, f"{sw.name}/study_attrs", self.dir / ".study_attrs.lock"):
+        problem = sweep_design_problem(self.exp)
+        with shared_lock(self.exp.storage_url, f"{sw.name}/study_attrs", self.dir / ".study_attrs.lock"), \
+                self._looks_lock():
             stored = list(study.user_attrs.get(LOOKS_ATTR, []))
-            look = next_look(stored, family, sw.alpha) if sw.holdout_test == "tasks" else None
+            look = (next_look(stored, family, sw.alpha, self._other_looks(study)) if sw.holdout_test == "tasks"
+                    else None)
             test = HoldoutTest.of(nf, alpha=look.level if look else sw.alpha, rule=sw.holdout_test)
             costs = {h: holdout_cost_diffs(study.user_attrs, h, base_hash) for h in held}
             guard = CostGuard(sw.cost_metric, sw.max_cost_increase)  # decide tests it at the look's level
             cost_of = {h: holdout_cost(study.user_attrs, h, sw.cost_metric) for h in [*held, base_hash]}
             verdict = decide(top, ref, base, held, train_floor=train_floor, alpha=sw.alpha, test=test,
-                             guard=guard, costs=cost_of, base_key=base_hash, cost_diffs=costs)
+                             guard=guard, costs=cost_of, base_key=base_hash, cost_diffs=costs,
+                             max_task_loss=sw.max_task_loss, task_types={t.id: t.task_type for t in self.holdout},
+                             baseline_instructions=baseline)
             if look is not None and look.new and any(r.holdout_p is not None for r in verdict.rows):
                 study.set_user_attr(LOOKS_ATTR, recorded(stored, look))  # spent: a later look tests at the next level
-        if sweep_design_problem(self.exp):  # a design that cannot promote does not (never UNDERPOWERED and PROMOTED)
-            verdict = dataclasses.replace(verdict, winner=None)
+            if problem:  # a design that cannot promote does not (never UNDERPOWERED and PROMOTED)
+                verdict = dataclasses.replace(verdict, winner=None)
+            else:
+                verdict = self._standing(study, verdict, base_hash)
         return verdict, base, look
+
+    def _standing(self, study, verdict: Promotion, base_hash: str) -> Promotion:
+        """The study's standing winner (issue 40 F): a conclusion's winner is stored; a later conclusion whose look
+        confirms no candidate, or only one with a lower holdout mean (the same stored baseline holdout runs), keeps
+        it: the earlier look's confirmation stands at that look's level, so the summary, the registry line and
+        promoted_synth.yaml keep agreeing with the alias it moved. A better confirmed candidate replaces it."""
+        rec = study.user_attrs.get(STANDING_ATTR)
+        new = verdict.winner
+        if new is not None and (rec is None or rec["row"]["hash"] == new.hash
+                                or new.holdout_mean > float(rec["row"]["holdout_mean"])):
+            study.set_user_attr(STANDING_ATTR, {"row": row_record(new), "look": self._look_number(study, new)})
+            return verdict
+        if rec is None:
+            return verdict
+        why = ("this look confirmed no candidate" if new is None else
+               f"this look's winner trial #{new.trial} has a lower holdout mean ({new.holdout_mean:.3f} < "
+               f"{float(rec['row']['holdout_mean']):.3f})")
+        look = f"holdout look {rec['look']} of these holdout tasks" if rec.get("look") else "an earlier look"
+        row = row_from_record(rec["row"], cost_diffs=holdout_cost_diffs(study.user_attrs, rec["row"]["hash"],
+                                                                        base_hash),
+                              standing=f"the study's standing winner, confirmed at {look} (level "
+                                       f"{float(rec['row']['holdout_level']):.4g}); kept: {why}")
+        return Promotion((*verdict.rows, row), row, verdict.pick or row)
+
+    @staticmethod
+    def _look_number(study, row) -> int | None:
+        """The number of the stored look whose family holds the row's candidate (the latest such)."""
+        looks = list(study.user_attrs.get(LOOKS_ATTR, []))
+        found = [int(e.get("number", i + 1)) for i, e in enumerate(looks) if row.hash in e.get("family", ())]
+        return found[-1] if found else None
+
+    def _other_looks(self, study) -> list[dict]:
+        """The looks other studies in this storage made on the same holdout tasks (experiments.stats: one budget per
+        holdout set). The study's own holdout set is stored on it so that later studies can find it; a study stored
+        before that attr existed counts when its fingerprint's holdout task ids are these (never fewer looks)."""
+        import optuna
+
+        key = holdout_set(self.tasks)
+        if study.user_attrs.get(HOLDOUT_SET_ATTR) != key:
+            study.set_user_attr(HOLDOUT_SET_ATTR, key)
+        out: list[dict] = []
+        for other in optuna.get_all_study_summaries(self.exp.storage_url, include_best_trial=False):
+            if other.study_name != study.study_name and _same_holdout(other.user_attrs, key):
+                out += [dict(e) for e in other.user_attrs.get(LOOKS_ATTR, [])]
+        return out
+
+    def _looks_lock(self):
+        """One conclusion at a time on the storage's holdout looks (every study in it): a lock in a server
+        database, else a file beside the SQLite file."""
+        db = sqlite_file(self.exp.storage_url)
+        return shared_lock(self.exp.storage_url, "holdout_looks",
+                           (db.parent / f".{db.name}.holdout_looks.lock") if db is not None else None)
 
     def _confirmable(self, study, cands: Sequence[Any], nf: NoiseFloor, baseline_runs: int, ref, look) -> str:
         """The summary's design power line (experiments.sweep.sweep_confirmable)."""
         return sweep_confirmable(self.exp, noise=nf, baseline_runs=max(baseline_runs, 1), reference=ref, look=look,
                                  cands=cands, calibration=self.calibration,
-                                 stored_looks=len(study.user_attrs.get(LOOKS_ATTR, [])))
+                                 stored_looks=len(study.user_attrs.get(LOOKS_ATTR, []))
+                                 + (len(self._other_looks(study)) if look is None else 0))
 
     def _holdout(self, study, key: str, instructions, contexts, runs: int) -> HoldoutScores:
         """`runs` holdout runs of one text (seeds cfg.seed + k), each stored once; their per-task means."""
@@ -104,3 +170,12 @@ class SplitRuns:
                     store_train_rerun(study, c.hash, seed, ev.by_task())
         stored = study.user_attrs  # one read of the study's attrs (a query on RDB storage), not one per candidate
         return race(ranked, {c.hash: list(train_reruns(stored, c.hash).values()) for c in ranked})
+
+
+def _same_holdout(attrs: Any, key: Any) -> bool:
+    """Whether a study's user attrs say it concluded on the holdout set `key` (experiments.config.holdout_set)."""
+    stored = attrs.get(HOLDOUT_SET_ATTR)
+    if isinstance(stored, dict) and stored.get("sha256"):
+        return stored.get("sha256") == key.get("sha256")
+    ids = (attrs.get("fingerprint") or {}).get("benchmark", {}).get("ids") or []
+    return bool(ids) and [i for i in ids if str(i).endswith(":holdout")] == list(key.get("ids", []))

@@ -146,7 +146,8 @@ def pin_fingerprint(study: optuna.Study, fingerprint: Mapping[str, Any], exp: Ex
         raise StudyMismatch(
             f"study {exp.sweep.name!r} in {mask_url(exp.storage_url)} was made for another objective, so its scores and these "
             f"would not compare ({len(diff)} field(s) differ: {'; '.join(diff[:8])}{'; ...' if len(diff) > 8 else ''}); "
-            f"to start a new study run the same command with sweep.name={exp.sweep.name}-{_fp_tag(fingerprint)}"
+            f"to start a new study run the same command with sweep.name={exp.sweep.name}-{_fp_tag(fingerprint)} ("
+            f"{BUDGET_NOTE})"
         )
     if study.user_attrs.get("decision_rule") is None:
         study.set_user_attr("decision_rule", rule)
@@ -164,8 +165,13 @@ def check_decision_rule(stored: Mapping[str, Any] | None, exp: ExperimentConfig)
             f"study {exp.sweep.name!r} in {mask_url(exp.storage_url)} was run under another decision rule, and its "
             f"stored runs would be concluded under this one ({len(diff)} field(s) differ: {'; '.join(diff)}); resume "
             f"with the stored values, or start a new study with sweep.name={exp.sweep.name}-"
-            f"{_fp_tag(decision_rule(exp))}"
+            f"{_fp_tag(decision_rule(exp))} ({BUDGET_NOTE})"
         )
+
+
+# issue 40 E: a refusal names a new study for another objective or rule, never as a way around the error budget
+BUDGET_NOTE = ("a new sweep.name does not start a new error budget: its holdout conclusions on the same holdout "
+               "tasks in this storage count as further looks, at the smallest alpha any of them used")
 
 
 def stored_decision_rule(exp: ExperimentConfig) -> Mapping[str, Any] | None:

@@ -81,6 +81,16 @@ def noise_line(s: SweepSummary) -> str:
             f"{s.noise.n_tasks} tasks; range of run means {s.noise.range_of_means:.3f}]")
 
 
+def gated_words(t: dict) -> str:
+    """"; g of the pruned gated out" (the minibatch gate), "... raced out" (the race, issue 42) or both."""
+    gated, raced = t.get("gated", 0), min(t.get("raced", 0), t.get("gated", 0))
+    if not gated:
+        return ""
+    if not raced or raced == gated:
+        return f"; {gated} of the pruned {'raced' if raced else 'gated'} out"
+    return f"; {gated - raced} of the pruned gated out, {raced} raced out"
+
+
 def format_sweep(s: SweepSummary) -> str:
     """The greppable end-of-sweep block."""
     lines = [SUMMARY_BEGIN]
@@ -94,7 +104,7 @@ def format_sweep(s: SweepSummary) -> str:
         f"stopped: {s.stop_reason}",
         f"trials: {t.get('total', 0)} total ({t.get('complete', 0)} complete, {t.get('pruned', 0)} pruned, "
         f"{t.get('failed', 0)} failed, {t.get('duplicate', 0)} duplicate"
-        + (f"; {t['gated']} of the pruned gated out" if t.get("gated") else "") + f"), {s.new_trials} new in this run",
+        + gated_words(t) + f"), {s.new_trials} new in this run",
         f"baseline train mean: {num(s.baseline_train)}",
         noise_line(s),
     ]
@@ -119,13 +129,12 @@ def format_sweep(s: SweepSummary) -> str:
     for row in s.holdout:
         lines.append(
             f"holdout trial #{row.trial} ({row.operator}, {row.hash}): train {num(row.train_mean)} holdout "
-            f"{num(row.holdout_mean)} diff {num(row.holdout_diff, signed=True)}{holdout_test_text(row)} "
+            f"{num(row.holdout_mean)} diff {num(row.holdout_diff, signed=True)}{worst_text(row)}"
+            f"{holdout_test_text(row)} "
             f"{('HOLDS ON THESE TASKS' if row.fixed_task else 'WINS') if row.wins else 'does not win'}"
             + (f" error: {row.error}" if row.error else "")
         )
-        if row.cost is not None and (row.held_by_cost or "off" not in row.cost.reason):
-            lines.append(f"  cost guard: {row.cost.reason}" + (" (HELD BACK BY COST: the quality claim stands, "
-                                                               "the candidate is not promoted)" if row.held_by_cost else ""))
+        lines += [f"  {ln}" for ln in row_notes(row)]
     lines += cost_block(s.holdout, s.promoted_trial)
     if s.holdout_look:
         lines.append(s.holdout_look)
@@ -135,8 +144,14 @@ def format_sweep(s: SweepSummary) -> str:
                      "nothing (sweep.holdout_test=tasks does)")
     if s.confirmable:
         lines.append(s.confirmable)
+    if s.unconcluded or s.failed_out:  # issue 41: what is printed below is not this sweep's answer yet
+        lines.append(f"NOT CONCLUDED: {'; '.join(s.unconcluded)[:300] or s.stop_reason}: the same command resumes")
     if s.promoted:
-        lines.append(f"PROMOTED: trial #{s.promoted_trial} (hash {s.promoted_hash})")
+        row = promoted_row(s)
+        held = (f"; task types held back (baseline text kept): {', '.join(sorted(row.held_types))}"
+                if row is not None and row.held_types else "")
+        standing = " (the study's standing winner from an earlier look)" if row is not None and row.standing else ""
+        lines.append(f"PROMOTED: trial #{s.promoted_trial} (hash {s.promoted_hash}){standing}{held}")
     else:
         lines.append(f"PROMOTED: baseline (no change kept; hash {s.promoted_hash})")
     if s.registry:
@@ -178,6 +193,44 @@ def format_sweep(s: SweepSummary) -> str:
     return "\n".join(lines)
 
 
+def promoted_row(s: SweepSummary) -> HoldoutRow | None:
+    """The holdout row the promotion rests on (a standing winner's row when it was carried forward)."""
+    rows = [r for r in s.holdout if r.trial == s.promoted_trial and r.promotes]
+    return rows[-1] if rows else None
+
+
+def worst_text(row: HoldoutRow) -> str:
+    """The worst holdout task's difference, printed beside the mean (issue 40 D: the mean hides a wrecked task)."""
+    if row.worst_diff is None:
+        return ""
+    return f" (worst task {row.worst_task} {num(row.worst_diff, signed=True)})"
+
+
+def row_notes(row: HoldoutRow) -> list[str]:
+    """The guard and per-type lines under a holdout row: cost guard, worst-task guard, task types held back, and
+    what a standing winner rests on."""
+    out = []
+    if row.cost is not None and (row.held_by_cost or "off" not in row.cost.reason):
+        out.append(f"cost guard: {row.cost.reason}" + (" (HELD BACK BY COST: the quality claim stands, the candidate "
+                                                       "is not promoted)" if row.held_by_cost else ""))
+    if row.max_task_loss is not None and row.worst_diff is not None and row.wins:
+        if row.held_by_task_loss:
+            out.append(f"task-loss guard: worst holdout task {row.worst_task} {num(row.worst_diff, signed=True)} "
+                       f"< -{row.max_task_loss:g} (sweep.max_task_loss) (HELD BACK BY A TASK LOSS: the quality claim "
+                       f"stands, the candidate is not promoted)")
+        else:
+            out.append(f"task-loss guard: passes: worst holdout task {num(row.worst_diff, signed=True)} >= "
+                       f"-{row.max_task_loss:g} (sweep.max_task_loss)")
+    if row.wins and row.held_types:
+        for tt, why in sorted(row.held_types.items()):
+            out.append(f"task type {tt} HELD BACK (its alias does not move, its baseline text is kept): {why}")
+        if not row.promotes and not (row.held_by_cost or row.held_by_task_loss):
+            out.append("every task type it changed is held back: nothing is promoted")
+    if row.standing:
+        out.append(row.standing)
+    return out
+
+
 def holdout_test_text(row: HoldoutRow) -> str:
     """What the holdout test saw: runs (candidate/baseline), SE, and the p against its Holm level or the floor."""
     if row.holdout_se is None and row.holdout_p is None:
@@ -208,7 +261,12 @@ def synth_yaml(exp: ExperimentConfig, instructions: Mapping[str, str], s: SweepS
         "count_retry": exp.synth.count_retry,
         "instructions": {**exp.synth.instructions, **dict(instructions)},
     }
-    head = (f"# Promoted by sweep {s.sweep}: trial #{s.promoted_trial}\n" if s.promoted
+    row = promoted_row(s) if s.promoted else None
+    held = (f" (task types held back by their own holdout tasks, baseline text kept: "
+            f"{', '.join(sorted(row.held_types))})" if row is not None and row.held_types else "")
+    standing = " (the study's standing winner, confirmed at an earlier look)" if row is not None and row.standing \
+        else ""
+    head = (f"# Promoted by sweep {s.sweep}: trial #{s.promoted_trial}{standing}{held}\n" if s.promoted
             else f"# Sweep {s.sweep}: no candidate cleared the noise floor and the holdout; the baseline is kept\n")
     return head + OmegaConf.to_yaml(OmegaConf.create(node))
 

@@ -40,7 +40,8 @@ from harness.logger import file_lock
 from ._objective import Objective
 from ._preflight import mutation_calls, noise_measured_line, pin_noise_source, sweep_preflight
 from ._progress import SweepProgress
-from ._promotion import HoldoutScores, Promotion, SplitScores, candidates, holdout_runs, race_runs, split_scores
+from ._promotion import (HoldoutScores, Promotion, SplitScores, candidates, holdout_runs, kept_instructions, race_runs,
+                         split_scores)
 from ._registry import SweepRegistry, pin_source, sweep_evidence
 from ._reruns import SplitRuns
 from ._search_state import candidate_hash, state_from_trials
@@ -362,7 +363,9 @@ class Sweep(SplitRuns):
         self.unconcluded = self._unconcluded(study, candidates(trials, base_hash), base_hold, verdict)
         promoted = next((c for c in ranked if verdict.winner and c.number == verdict.winner.trial), None)
         best_instr = dict(best.instructions) if best else dict(baseline)
-        promoted_instr = dict(promoted.instructions) if promoted else dict(baseline)
+        # the winner's texts, a task type held back by its own holdout tasks left at the baseline's (issue 40 C)
+        promoted_instr = (kept_instructions(promoted.instructions, baseline, verdict.winner.held_types) if promoted
+                          else dict(baseline))
         best_scores: tuple[SplitScores, ...] = ()
         if best is not None:
             held = {h: stored_holdout(study.user_attrs, h) for h in (best.hash, base_hash)}
