@@ -15,9 +15,13 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from harness.checks import check_harness, warn_judge
-from harness.config import ConfigError, HarnessConfig, MLflowConfig, apply_env
+from harness.config import ConfigError, HarnessConfig, MLflowConfig, apply_env, results_dir_in
 
 SCHEMA_NAME = "experiment_schema"  # the schema conf/config.yaml's defaults list names
+
+# conf/config.yaml places Hydra's job folder with ${harness.results_dir:${results_dir}}: inside the results folder
+# the run uses (HARNESS_RESULTS_DIR or results_dir, `~` expanded), so nothing is written outside it (issue 41 item 15)
+OmegaConf.register_new_resolver("harness.results_dir", lambda value: results_dir_in(str(value)), replace=True)
 
 
 @dataclass

@@ -241,7 +241,8 @@ def _truthy(value: str | None) -> bool:
 
 
 def apply_env(cfg: HarnessConfig, environ: dict[str, str] | None = None) -> HarnessConfig:
-    """Fold the seeds' environment toggles into a copy of cfg (env wins only when set)."""
+    """Fold the seeds' environment toggles into a copy of cfg (env wins only when set), then expand `~` in every
+    path setting (expand_paths): every config both command lines build passes here."""
     env = os.environ if environ is None else environ
     cfg = dataclasses.replace(cfg)
     if "HARNESS_SKIP_PRIOR_KNOWLEDGE" in env:
@@ -250,8 +251,43 @@ def apply_env(cfg: HarnessConfig, environ: dict[str, str] | None = None) -> Harn
         cfg.research = dataclasses.replace(cfg.research, reuse_cache=_truthy(env["RESEARCH_CACHE"]))
     if env.get("HARNESS_BACKEND"):
         cfg.backend = dataclasses.replace(cfg.backend, kind=env["HARNESS_BACKEND"])
-    if env.get("HARNESS_RESULTS_DIR"):
-        cfg.results_dir = env["HARNESS_RESULTS_DIR"]
+    cfg.results_dir = results_dir_in(cfg.results_dir, env)
+    return expand_paths(cfg)
+
+
+def results_dir_in(value: str, environ: Mapping[str, str] | None = None) -> str:
+    """The results folder a run uses: HARNESS_RESULTS_DIR when set (not empty), else `value`; `~` expanded. Hydra's
+    job folder is placed by the same rule (conf/config.yaml, the resolver harness.compose registers)."""
+    env = os.environ if environ is None else environ
+    return expand_path(env.get("HARNESS_RESULTS_DIR") or value)
+
+
+# Every setting that names a file or folder (node, field; a list field's items each). `~` and `~user` at the head
+# of any of them are expanded, as a shell does outside quotes, however the value arrived (command line, conf/,
+# HARNESS_RESULTS_DIR): a literal '~/x' put the stores in ./~/x and the outputs in $HOME/x (issue 41 item 14). URLs
+# (sweep.storage, mlflow.tracking_uri, backend.host) are taken as given.
+PATH_FIELDS: tuple[tuple[str | None, str], ...] = (
+    (None, "results_dir"), (None, "output_dir"), ("backend", "cache_path"), ("backend", "embedded_model_path"),
+    ("search", "cache_path"), ("search", "local_corpus"), ("memory", "path"), ("research", "allowed_roots"),
+)
+
+
+def expand_path(value: Any) -> Any:
+    """A path setting with a leading `~` expanded (os.path.expanduser); None and other values as they are."""
+    return os.path.expanduser(value) if isinstance(value, str) and value.startswith("~") else value
+
+
+def expand_paths(cfg: HarnessConfig) -> HarnessConfig:
+    """cfg (a copy of each node changed) with `~` expanded in every PATH_FIELDS setting."""
+    for node_name, name in PATH_FIELDS:
+        node = cfg if node_name is None else getattr(cfg, node_name)
+        value = getattr(node, name)
+        new = [expand_path(v) for v in value] if isinstance(value, list) else expand_path(value)
+        if new != value:
+            if node_name is None:
+                cfg = dataclasses.replace(cfg, **{name: new})
+            else:
+                cfg = dataclasses.replace(cfg, **{node_name: dataclasses.replace(node, **{name: new})})
     return cfg
 
 

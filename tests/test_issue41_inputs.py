@@ -140,3 +140,84 @@ def test_a_latin1_benchmark_is_one_line_naming_the_file_and_offset(tmp_path, whe
         assert one_config_error(p) == (f"config error: {path} is not UTF-8: byte 0xe9 at offset {offset} (line 5); "
                                        "expected UTF-8 text: save the file as UTF-8")
     assert not (tmp_path / "res").exists() and written(tmp_path / "cwd") == []
+
+
+# -- items 14 and 15: where a run writes: `~` expanded in every path, Hydra's folder inside results_dir -----------
+
+DRIVER_ARGS = ["+sweep=single", "backend=fake", "benchmark=smoke", "evaluator=deterministic_only",
+               "planner=single_pass", "wiggum.max_rounds=1", "research.max_rounds=1", "research.compress=false",
+               "research.enrich_urls=0", "search.provider=local"]
+
+
+def run_driver(cwd: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """The real experiments.run on the scripted fake backend (tests/resume_driver.py): every run succeeds."""
+    cwd.mkdir(parents=True, exist_ok=True)
+    return subprocess.run([sys.executable, str(ROOT / "tests" / "resume_driver.py"), *DRIVER_ARGS, *args], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_a_literal_tilde_in_results_dir_is_expanded_for_every_store(tmp_path):
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    home.mkdir()
+    env = cli_env(HOME=str(home), HARNESS_RESULTS_DIR="~/x", MLFLOW_TRACKING_URI="")
+    p = run_driver(cwd, env=env)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    x = home / "x"
+    # before: runs.jsonl, traces, mlflow.db, optuna.db and Hydra's folder in ./~/x, the outputs in $HOME/x/outputs
+    assert written(cwd) == []
+    assert (x / "runs.jsonl").is_file() and (x / "mlflow.db").is_file() and any((x / "outputs").iterdir())
+    assert any((x / "hydra").rglob("*")) and any((x / "traces").iterdir())
+    # python -m harness: the same rule (the command line wins over the variable, and is expanded too)
+    p = run_cli(cwd, "List 3 modules", "backend=fake", "results_dir='~/y'", module="harness", env=env)
+    assert (home / "y" / "runs.jsonl").is_file() and written(cwd) == [], p.stderr[-2000:]
+
+
+def test_hydra_writes_inside_results_dir_not_in_the_current_folder(tmp_path):
+    cwd, res = tmp_path / "cwd", tmp_path / "res"
+    cwd.mkdir()
+    cwd.chmod(0o555)  # a read-only working directory (root writes there anyway: the check is that nothing is)
+    env = cli_env(MLFLOW_TRACKING_URI="")
+    env.pop("HARNESS_RESULTS_DIR", None)
+    try:
+        p = run_driver(cwd, f"results_dir={res}", env=env)
+    finally:
+        cwd.chmod(0o755)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    # before: Hydra's job folder in ./results/hydra (a PermissionError traceback where the folder is read-only)
+    assert written(cwd) == []
+    assert any(f.name.endswith(".log") for f in (res / "hydra").rglob("*"))
+
+
+@pytest.mark.parametrize("where", ["afile", "afile/sub"])
+def test_a_file_as_results_dir_is_one_line(tmp_path, where):
+    (tmp_path / "afile").write_text("not a folder\n")
+    p = run_cli(tmp_path / "cwd", "+sweep=single", "backend=fake",
+                env=cli_env(HARNESS_RESULTS_DIR=str(tmp_path / where), MLFLOW_TRACKING_URI=""))
+    # before: a Hydra traceback (FileExistsError / NotADirectoryError making its job folder)
+    assert f"{str(tmp_path / 'afile')!r} is a file, not a folder" in one_config_error(p)
+    assert written(tmp_path / "cwd") == []
+
+
+# -- the over-long sweep.name (issue 41 item 1's row) and task id ----------------------------------------------
+
+
+@pytest.mark.parametrize("override, fragment", [
+    ("sweep.name=" + "n" * 230, "sweep.name is 230 bytes long ('nnnnnnnnnnnnnnnnnnnnnnnn'...); expected at most 100"),
+    ("sweep.name='" + "é" * 60 + "'", "sweep.name is 120 bytes long"),
+    ("benchmark.tasks=[{id: " + "t" * 81 + ", task: 'List 3 modules', split: train}]",
+     "benchmark.tasks[0].id is 81 bytes long"),
+])
+def test_a_name_too_long_for_a_file_name_is_refused_up_front(tmp_path, override, fragment):
+    results = tmp_path / "res"
+    p = run_cli(tmp_path / "cwd", *SWEEP, override, env=cli_env(HARNESS_RESULTS_DIR=str(results)))
+    # before: 'File name too long' in every run, no runs.jsonl, exit 0
+    assert fragment in one_config_error(p)
+    assert not results.exists() and written(tmp_path / "cwd") == []
+
+
+def test_a_name_at_the_limit_runs(tmp_path):
+    name = "n" * 100
+    p = run_driver(tmp_path / "cwd", f"sweep.name={name}", env=cli_env(HARNESS_RESULTS_DIR=str(tmp_path / "res")))
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    records = [json.loads(ln) for ln in (tmp_path / "res" / "runs.jsonl").read_text().splitlines()]
+    assert {r["status"] for r in records} == {"ok"} and any(r["run_id"].startswith(name) for r in records)

@@ -20,6 +20,9 @@ def _check_task_text(i: int, t: Any) -> None:
     before the study and the MLflow store are created."""
     if not str(t.id or "").strip():
         raise ConfigError(f"benchmark.tasks[{i}].id={t.id!r} is empty; expected a non-empty task id")
+    if len(str(t.id).encode("utf-8")) > MAX_TASK_ID_BYTES:  # run ids and file names are built from it
+        raise ConfigError(f"benchmark.tasks[{i}].id is {len(str(t.id).encode('utf-8'))} bytes long ({str(t.id)[:24]!r}"
+                          f"...); expected at most {MAX_TASK_ID_BYTES}: run ids and file names are built from it")
     if not str(t.task or "").strip():
         raise ConfigError(f"benchmark.tasks[{i}].task={t.task!r} (id {t.id!r}) is empty; expected the task as a sentence")
     from harness.skills import parse_skills_detailed
@@ -27,6 +30,12 @@ def _check_task_text(i: int, t: Any) -> None:
     if not parse_skills_detailed(str(t.task))[0].strip():
         raise ConfigError(f"benchmark.tasks[{i}].task={t.task!r} (id {t.id!r}) has only skill tokens; expected a task "
                           "after them")
+
+
+# The longest name of a file built from sweep.name and a task id is traces/.<sweep.name>-holdout-<12 hex>-s<seed>-
+# <task id>.json.<8 random>.tmp (harness.fsio's temporary name): 100 + 80 bytes and 20 seed digits leave it under
+# the file system's 255 bytes per name.
+MAX_NAME_BYTES, MAX_TASK_ID_BYTES = 100, 80
 
 
 def check_store_paths(exp: ExperimentConfig) -> None:
@@ -48,10 +57,18 @@ def check_store_paths(exp: ExperimentConfig) -> None:
         raise ConfigError(f"results_dir={exp.results_dir!r} is not allowed: its path {resolved!r} holds "
                           f"{' '.join(repr(c) for c in bad)}, which sqlite:/// store URLs cannot carry; expected a "
                           "folder without '#', '?' or '%'")
+    blocker = next((p for p in (Path(resolved), *Path(resolved).parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():  # Hydra's job folder was a traceback (issue 41 item 15)
+        raise ConfigError(f"results_dir={exp.results_dir!r} is not allowed: {str(blocker)!r} is a file, not a "
+                          "folder; expected a folder (set results_dir=<folder> or HARNESS_RESULTS_DIR)")
     name = exp.sweep.name
     if name in ("", ".", "..") or name != name.strip() or any(c in name for c in "/\\\x00"):
         raise ConfigError(f"sweep.name={name!r} is not allowed; expected a folder name inside results_dir (not "
                           "empty, '.' or '..', without '/', '\\' or surrounding spaces)")
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:  # 230 characters: 'File name too long', no runs.jsonl (issue 41)
+        raise ConfigError(f"sweep.name is {len(name.encode('utf-8'))} bytes long ({name[:24]!r}...); expected at most "
+                          f"{MAX_NAME_BYTES}: run ids and file names are built from it (traces/<sweep.name>-holdout-"
+                          "<hash>-s<seed>-<task id>.json), and a file name holds at most 255 bytes")
 
 
 def known_operators() -> list[str] | None:
