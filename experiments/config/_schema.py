@@ -64,6 +64,11 @@ class SweepConfig:
     operator_choice: str = "tpe"  # tpe (on the operator asked for) | bandit (Thompson on the operator used)
     gate_tasks: int = 0  # minibatch gate: train tasks a new candidate runs first (0 = off; off on a smaller train split)
     gate_z: float = 1.0  # gate out when mean(child - parent) + gate_z * sigma * sqrt(2 / gate_tasks) < 0
+    # racing (issue 42, lever e): a proposal runs its train tasks in blocks of race_block and is raced out after a
+    # block (not the last) when mean(child - leader) + race_z * sd / sqrt(m) < 0 over its m tasks so far (sd of
+    # those differences; the leader: the best complete train mean). > 0 replaces the gate (gate_tasks unused); 0 = off
+    race_block: int = 0
+    race_z: float = 1.0
     max_merges: int = 0  # merges of two front candidates over a common ancestor, after a trial beat its parent
     operators: list[str] = field(default_factory=lambda: list(DEFAULT_OPERATORS))
     mutate_task_types: list[str] = field(default_factory=list)  # empty: every task_type in the train split

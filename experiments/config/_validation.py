@@ -99,6 +99,8 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
     check("sweep.operator_choice", sw.operator_choice, OPERATOR_CHOICES)
     check_range("sweep.gate_tasks", sw.gate_tasks, 0)
     check_range("sweep.gate_z", sw.gate_z, -3.0, 5.0)
+    check_range("sweep.race_block", sw.race_block, 0)  # issue 42 lever e: 0 = off (the gate)
+    check_range("sweep.race_z", sw.race_z, 0.0)
     check_range("sweep.max_merges", sw.max_merges, 0)
     check_range("sweep.n_trials", sw.n_trials, 1)
     check_range("sweep.baseline_repeats", sw.baseline_repeats, 1)

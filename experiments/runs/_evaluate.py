@@ -154,7 +154,7 @@ def evaluate_candidate(
     pool: RunPool | None = None,
     order: Sequence[int] | None = None,
     prune: bool = True,
-    checkpoint: tuple[int, Callable[[Sequence[TaskScore]], bool]] | None = None,
+    checkpoint: tuple[int | Sequence[int], Callable[[Sequence[TaskScore]], bool]] | None = None,
 ) -> CandidateEval:
     """Run the harness's finish() on each task with the candidate; report per-task scores to the trial.
 
@@ -173,16 +173,18 @@ def evaluate_candidate(
     same queue, so at concurrency N they start while the checkpoint's last tasks run instead of leaving workers
     idle until the decision; on a stop they end at their next model call and are dropped, as a pruned trial's.
     At concurrency 1 nothing starts before the caller's decision, so the checkpoint costs what two separate
-    evaluations did.
+    evaluations did. n may be several counts (a race's looks: go after each; the pruner is not asked at a look).
     """
     if order is None:
         order = list(range(len(tasks)))
         if shuffle_seed is not None:
             random.Random(shuffle_seed).shuffle(order)
     order = list(order)
-    hold = checkpoint[0] if checkpoint is not None else 0
-    if not 0 <= hold <= len(order):
-        raise ValueError(f"checkpoint after {hold} of {len(order)} tasks")
+    looks = () if checkpoint is None else tuple(sorted({checkpoint[0]} if isinstance(checkpoint[0], int)
+                                                       else set(checkpoint[0])))
+    hold = looks[0] if looks else 0
+    if looks and not 0 <= looks[0] <= looks[-1] <= len(order):
+        raise ValueError(f"checkpoint after {', '.join(map(str, looks))} of {len(order)} tasks")
 
     def run(i: int) -> TaskOutcome:
         task = tasks[i]
@@ -214,7 +216,7 @@ def evaluate_candidate(
                 raise
             if trial is not None:
                 trial.report(scores[-1].score, step=i)
-            if checkpoint is not None and len(scores) == hold:
+            if checkpoint is not None and len(scores) in looks:
                 if not checkpoint[1](tuple(scores)):
                     results.cancel(interrupt=True)
                     return CandidateEval(tuple(scores), stopped=True, abandoned=results.abandoned,

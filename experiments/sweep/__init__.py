@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ._objective import Objective, make_objective
 from ._optimizer import (Credit, credit_from, gate, gate_tasks, merge_pair, pareto_leads, pocock_p, pruner_threshold,
-                         sample_parent, thompson_choice)
+                         race_looks, race_step, sample_parent, thompson_choice)
 from ._preflight import ab_preflight_lines, preflight_lines, project_sweep
 from ._promotion import (Candidate, HoldoutScores, HoldoutTest, candidates, decide, holdout_runs, race, race_runs,
                          ranked, split_scores)
@@ -53,7 +53,9 @@ __all__ = [
     "project_sweep",
     "pruner_threshold",
     "race",
+    "race_looks",
     "race_runs",
+    "race_step",
     "ranked",
     "register_texts",
     "run_sweep",

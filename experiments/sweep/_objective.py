@@ -236,6 +236,32 @@ class Objective:
         decided: list[Any] = []
         return [ids.index(t) for t in batch], go, decided
 
+    def _race(self, trial: Any, leader: Evaluated, outcome: dict):
+        """Racing (sweep.race_block > 0; issue 42, lever e), in place of the gate: the train tasks in one order per
+        study (seeded by sweep.seed: every proposal races over the same blocks, as bench/sens/design.py does), the
+        looks after every race_block tasks but the last (experiments.sweep.race_looks), the checkpoint that compares
+        the candidate's scores so far with the leader's stored ones (experiments.sweep.race_step at sweep.race_z)
+        and records each look (user attr "gate": the last look, its leader and every look's figures), and the list
+        it appends the decisions to. The leader is read once, when the trial starts."""
+        from ._optimizer import race_looks, race_step
+
+        sw = self.exp.sweep
+        order = list(range(len(self.tasks)))
+        random.Random(f"{sw.seed}-race").shuffle(order)
+        decided: list[Any] = []
+
+        def go(scores: Sequence[Any]) -> bool:
+            decision = race_step({s.task_id: s.score for s in scores}, leader.scores, sw.race_z)
+            decided.append(decision)
+            looks = [{"n": d.n, "diff": round(d.diff, 4), "bound": round(d.bound, 4), "passed": d.passed}
+                     for d in decided]
+            trial.set_user_attr("gate", {**decision.as_attr(), "parent": leader.hash, "leader_trial": leader.number,
+                                         "reason": decision.reason, "looks": looks})
+            outcome["gate"] = decision.as_attr()
+            return decision.passed
+
+        return order, go, decided, race_looks(len(order), sw.race_block)
+
     def __call__(self, trial: Any) -> float:
         t0 = time.perf_counter()
         calls0 = llm_calls(self.runner)
@@ -281,8 +307,13 @@ class Objective:
             state = self.state()
             parents = [e for e in map(state.by_hash, proposal.parent_hashes or (proposal.parent_hash,)) if e and e.scores]
             first, checkpoint, decided = [], None, []
+            leader = state.parent()
+            if self.exp.sweep.race_block > 0:  # racing replaces the gate; the baseline trial and a first proposal
+                if not is_baseline and leader is not None and leader.scores:  # without a complete leader run all
+                    first, go, decided, looks = self._race(trial, leader, outcome)
+                    checkpoint = (looks, go) if looks else None
             # the gate needs tasks left after it: on a train split of gate_tasks or fewer it is off
-            if 0 < self.exp.sweep.gate_tasks < len(self.tasks) and not is_baseline and parents:
+            elif 0 < self.exp.sweep.gate_tasks < len(self.tasks) and not is_baseline and parents:
                 first, go, decided = self._gate(trial, slot, parents, outcome)
                 checkpoint = (len(first), go)
             rest = [i for i in range(len(self.tasks)) if i not in first]
@@ -323,8 +354,10 @@ class Objective:
         _record_eval(trial, ev)
         _record_abandoned(trial, ev)
         elapsed, calls = time.perf_counter() - t0, llm_calls(self.runner) - calls0
-        trial.set_user_attr("gated_out", True)
-        trial.set_user_attr("fail_reason", decision.reason[:500])  # "gated out on g task(s): ..."
+        trial.set_user_attr("gated_out", True)  # gated or raced out: the ledger's status "gated", the summary's count
+        if getattr(decision, "rule", "gate") == "race":
+            trial.set_user_attr("raced_out", True)
+        trial.set_user_attr("fail_reason", decision.reason[:500])  # "gated out on g task(s): ..." / "raced out after"
         trial.set_user_attr("partial_value", ev.mean)
         trial.set_user_attr("elapsed_s", round(elapsed, 3))
         trial.set_user_attr("llm_calls", calls)

@@ -14,6 +14,10 @@ is what the sweep runs. Nothing here touches Optuna, the harness or a file.
   child is gated out only when the one-sided upper bound of the mean paired difference lies below zero at the
   noise floor: mean(d) + z * sigma * sqrt(2 / g) < 0, sigma the run-to-run sd of one task score (baseline
   repeats or a calibration). Each difference holds two runs, hence sqrt(2). bench/optimizer_sim.py chose z.
+- Racing (issue 42, lever e; sweep.race_block > 0 replaces the gate): the child runs its train tasks in blocks
+  and, after each block but the last, is compared with the leader (the complete candidate with the best train
+  mean) on the tasks it has run: dropped when mean(d) + z * sd(d) / sqrt(m) < 0, sd the sample sd of the m
+  differences (race_step). bench/sensitivity.py ("e racing") chose block 4 and z 1.0 and checks this function.
 - Operator choice: Thompson sampling on a Beta(1 + wins, 1 + losses) per operator, credited to the operator
   that made the text (a fallback credits the fallback), a win being a child that beat its parent on the full
   train split. TPE on a single categorical with a handful of trials is mostly its random start-up, and it
@@ -89,18 +93,26 @@ class GateDecision:
     sigma: float | None
     z: float
     tasks: tuple[str, ...] = ()
+    rule: str = "gate"  # gate (one look against the parent, sigma the noise floor) | race (race_step: a look per
+    # block against the leader, sigma the sd of the paired differences so far; None: one task, no spread yet)
 
     @property
     def reason(self) -> str:
+        if self.rule == "race":
+            how = (f"upper bound {self.bound:+.3f} (z {self.z:g}, sd of the differences {self.sigma:.3f})"
+                   if self.sigma is not None else "one task: no spread to test, kept")
+            verdict = "passed" if self.passed else "raced out"
+            return f"{verdict} after {self.n} task(s): mean difference to the leader {self.diff:+.3f}; {how}"
         how = (f"upper bound {self.bound:+.3f} (z {self.z:g}, sigma {self.sigma:.3f})" if self.sigma
                else "no noise floor known: strict mean")
         verdict = "passed" if self.passed else "gated out"
         return f"{verdict} on {self.n} task(s): mean difference to the parent {self.diff:+.3f}; {how}"
 
     def as_attr(self) -> dict:
-        return {"passed": self.passed, "diff": round(self.diff, 4), "bound": round(self.bound, 4), "n": self.n,
-                "sigma": None if self.sigma is None else round(self.sigma, 4), "z": self.z,
-                "tasks": list(self.tasks)}
+        out = {"passed": self.passed, "diff": round(self.diff, 4), "bound": round(self.bound, 4), "n": self.n,
+               "sigma": None if self.sigma is None else round(self.sigma, 4), "z": self.z,
+               "tasks": list(self.tasks)}
+        return {**out, "rule": self.rule} if self.rule != "gate" else out
 
 
 def gate(child: Mapping[str, float], parent: Mapping[str, float], *, sigma: float | None, z: float) -> GateDecision:
@@ -116,6 +128,38 @@ def gate(child: Mapping[str, float], parent: Mapping[str, float], *, sigma: floa
         bound = diff + z * sigma * math.sqrt(2.0 / len(d))
         return GateDecision(bound >= 0.0, diff, bound, len(d), sigma, z, tasks)
     return GateDecision(diff > 0.0, diff, diff, len(d), None, z, tasks)
+
+
+def race_step(child_scores: Mapping[str, float], leader_scores: Mapping[str, float], z: float) -> GateDecision:
+    """One look of the race (issue 42, lever e): drop the child when the leader dominates it on the m tasks both
+    have, mean(d) + z * sd(d) / sqrt(m) < 0 with d = child - leader per task; the leader is the complete candidate
+    (or the baseline) with the best train mean. passed=False means drop (GateDecision.reason: "raced out ...").
+
+    sd is the sample sd of the m differences (ddof 1), estimated from the differences alone (no noise floor, no
+    prior), exactly as bench/sens/design.py's race does: with m = 1 it is undefined and the child is kept (the
+    simulation's NaN bound never drops; sigma None, bound = the difference); with m = 2 or 3 it is the plain sample
+    sd, no floor and no shrinkage (z = 1 drops a child with 2 tasks when mean(d) < -sd / sqrt(2)); an sd of 0 drops
+    the child exactly when mean(d) < 0. The sweep looks after every sweep.race_block tasks and not after the last
+    one (a child that ran every task is complete), as the simulation does."""
+    if not (isinstance(z, (int, float)) and math.isfinite(z) and z >= 0):
+        raise ValueError(f"race_step needs z >= 0 and finite; got {z!r}")
+    tasks = tuple(sorted(set(child_scores) & set(leader_scores)))
+    if not tasks:
+        raise ValueError("race_step needs scores of the child and the leader on the same tasks; got no common task")
+    d = [float(child_scores[t]) - float(leader_scores[t]) for t in tasks]
+    m = len(d)
+    diff = sum(d) / m
+    if m < 2:
+        return GateDecision(True, diff, diff, m, None, float(z), tasks, rule="race")
+    sd = math.sqrt(sum((x - diff) ** 2 for x in d) / (m - 1))
+    bound = diff + z * sd / math.sqrt(m)
+    return GateDecision(not bound < 0.0, diff, bound, m, sd, float(z), tasks, rule="race")
+
+
+def race_looks(n_tasks: int, block: int) -> tuple[int, ...]:
+    """The numbers of finished tasks after which the race looks: block, 2 block, ... below n_tasks (none when
+    block is 0 or covers the split; the last task completes the child instead)."""
+    return tuple(range(block, n_tasks, block)) if block > 0 else ()
 
 
 def gate_tasks(task_ids: Sequence[str], n: int, rng: random.Random) -> list[str]:

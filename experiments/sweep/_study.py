@@ -258,7 +258,8 @@ def trial_counts(trials: Sequence[FrozenTrial]) -> dict[str, int]:
         "pruned": sum(t.state == TrialState.PRUNED for t in trials),
         "failed": sum(t.state == TrialState.FAIL for t in trials),
         "duplicate": sum(t.user_attrs.get("duplicate_of") is not None for t in trials),
-        "gated": sum(bool(t.user_attrs.get("gated_out")) for t in trials),  # PRUNED by the minibatch gate
+        "gated": sum(bool(t.user_attrs.get("gated_out")) for t in trials),  # PRUNED by the minibatch gate or the race
+        "raced": sum(bool(t.user_attrs.get("raced_out")) for t in trials),  # of those, by the race (issue 42)
     }
 
 

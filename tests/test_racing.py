@@ -1,0 +1,178 @@
+"""Racing by blocks of train tasks (issue 42, lever e): experiments.sweep.race_step's rule, and a sweep with
+sweep.race_block = 4 that races a clearly worse proposal out after its first block and lets a clearly better one
+run every train task, recorded as the gate's decisions are (Optuna, the ledger, MLflow, the summary).
+
+race_step is imported inside the tests that call it, so that on 3306971 (no race_step, no sweep.race_block) the
+sweep test fails on what the sweep did, not on an import."""
+
+from __future__ import annotations
+
+import math
+
+import optuna
+import pytest
+from test_optimizer import BOOST, HARM, HarmRunner, harm_propose
+
+from experiments.config import load_tasks
+from experiments.storage import Ledger
+from experiments.sweep import run_sweep
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+LEADER = {"a": 5.0, "b": 6.0, "c": 5.5, "d": 7.0}
+
+
+# -- the rule ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "child, z, passed, n, sd",
+    [
+        # m = 1: no spread to test, kept however bad (the simulation's NaN bound never drops)
+        ({"a": 1.0}, 1.0, True, 1, None),
+        # m = 2: d = -0.5, -0.7: mean -0.6, sample sd 0.1414 (ddof 1); bound -0.6 + 0.1 = -0.5 < 0: dropped
+        ({"a": 4.5, "b": 5.3}, 1.0, False, 2, math.sqrt(0.02)),
+        # m = 2, d = +0.5, -1.5: mean -0.5, sd 1.414; bound -0.5 + 1.0 = +0.5: kept (the spread covers it)
+        ({"a": 5.5, "b": 4.5}, 1.0, True, 2, math.sqrt(2.0)),
+        # ... but at z = 0 the mean alone decides: dropped
+        ({"a": 5.5, "b": 4.5}, 0.0, False, 2, math.sqrt(2.0)),
+        # m = 3, every difference -0.2: sd 0, dropped exactly because the mean is below 0
+        ({"a": 4.8, "b": 5.8, "c": 5.3}, 1.0, False, 3, 0.0),
+        # m = 3, every difference 0: sd 0, mean 0: kept (a tie with the leader is not dominated)
+        ({"a": 5.0, "b": 6.0, "c": 5.5}, 1.0, True, 3, 0.0),
+        # m = 4, clearly better: kept
+        ({"a": 6.5, "b": 7.4, "c": 7.1, "d": 8.6}, 1.0, True, 4, None),
+    ],
+)
+def test_race_step_drops_what_the_leader_dominates(child, z, passed, n, sd):
+    from experiments.sweep import race_step
+
+    d = race_step(child, LEADER, z)
+    diffs = [child[t] - LEADER[t] for t in child]
+    mean = sum(diffs) / len(diffs)
+    assert d.passed is passed and d.n == n and d.diff == pytest.approx(mean)
+    if sd is not None:
+        assert d.sigma == pytest.approx(sd, abs=1e-12)
+    if n >= 2:  # the bound is mean + z sd / sqrt(m) with the sample sd of the differences
+        s = math.sqrt(sum((x - mean) ** 2 for x in diffs) / (n - 1))
+        assert d.bound == pytest.approx(mean + z * s / math.sqrt(n))
+        assert d.passed is (d.bound >= 0)
+    else:
+        assert d.sigma is None
+    assert d.reason.startswith("passed" if passed else "raced out") and "leader" in d.reason
+    assert d.as_attr()["rule"] == "race"
+
+
+def test_race_step_uses_the_tasks_both_have_and_refuses_bad_input():
+    from experiments.sweep import race_looks, race_step
+
+    d = race_step({"a": 4.0, "b": 5.0, "zz": 99.0}, LEADER, 1.0)  # zz: the leader has no score there
+    assert d.n == 2 and d.tasks == ("a", "b") and d.diff == pytest.approx(-1.0)
+    with pytest.raises(ValueError, match="no common task"):
+        race_step({"zz": 1.0}, LEADER, 1.0)
+    for z in (-0.5, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="z >= 0 and finite"):
+            race_step({"a": 1.0}, LEADER, z)
+    # looks after every block but the last task (the simulation's bench/sens/rules.looks_at less the end)
+    assert race_looks(16, 4) == (4, 8, 12) and race_looks(12, 4) == (4, 8) and race_looks(8, 4) == (4,)
+    assert race_looks(10, 4) == (4, 8) and race_looks(4, 4) == () and race_looks(8, 0) == ()
+
+
+def test_race_config_keys_are_validated(make_exp):
+    from harness.config import ConfigError
+
+    from experiments.config import validate
+
+    exp = make_exp("sweep.race_block=4", "sweep.race_z=0.5")
+    assert (exp.sweep.race_block, exp.sweep.race_z) == (4, 0.5)
+    assert make_exp().sweep.race_block == 0  # off by default: the shipped sweep still gates
+    for key, bad in (("race_block", -1), ("race_z", -0.1), ("race_z", float("inf"))):
+        exp = make_exp()
+        setattr(exp.sweep, key, bad)
+        with pytest.raises(ConfigError, match=f"sweep.{key}="):
+            validate(exp, warn=False)
+
+
+# -- the sweep ---------------------------------------------------------------------------------------
+
+
+def _race_exp(make_exp, *ops, **kw):
+    """The shipped synth_mutation (its 3-task gate included) with racing switched on, as a user would:
+    sweep.race_block=4 on the command line (set on the object so that the base commit runs it too)."""
+    exp = make_exp("sweep.operator_choice=bandit", "sweep.max_merges=0", operators=ops, **kw)
+    exp.sweep.race_block = 4  # 8 train tasks: one look, after the first block of 4
+    exp.sweep.race_z = 1.0
+    exp.sweep.n_trials = 5
+    return exp
+
+
+@pytest.mark.parametrize("gate_tasks", [3, 0])  # the shipped gate on (racing replaces it) or off
+def test_a_worse_proposal_is_raced_out_after_its_first_block_and_a_better_one_runs_every_task(make_exp, gate_tasks):
+    exp = _race_exp(make_exp, "add_tool", "harm", mlflow=True)
+    assert exp.sweep.gate_tasks == 3
+    exp.sweep.gate_tasks = gate_tasks
+    runner = HarmRunner(load_tasks(exp.benchmark))
+    lines: list[str] = []
+    summary = run_sweep(exp, runner, propose=harm_propose, out=lines.append)
+    trials = optuna.load_study(study_name=exp.sweep.name, storage=exp.sweep.storage).trials
+    search = [t for t in trials if t.user_attrs.get("operator") != "baseline"]
+    worse = [t for t in search if HARM in t.user_attrs["instructions"]["research"]]
+    assert worse
+    for t in worse:  # -3 on every task: stopped after the first block of 4, PRUNED, with the race's reason
+        assert sum(1 for r in runner.run_ids if f"-t{t.number}-" in r) == 4, "not stopped after its first block"
+        assert t.state == optuna.trial.TrialState.PRUNED
+        assert t.user_attrs["fail_reason"].startswith("raced out after 4 task(s): mean difference to the leader")
+        assert t.user_attrs["gated_out"] and t.user_attrs["raced_out"]
+        g = t.user_attrs["gate"]
+        assert g["rule"] == "race" and not g["passed"] and g["n"] == 4 and g["diff"] < -2
+        assert len(t.user_attrs["task_scores"]) == 4
+    base = next(t.number for t in trials if t.user_attrs.get("operator") == "baseline")
+    # +1.5 on every task against the baseline leader (a second concrete-tool edit on a concrete-tool leader only
+    # ties with it: the race may drop that one, as the leader dominates it by the noise alone)
+    better = [t for t in search if HARM not in t.user_attrs["instructions"]["research"]
+              and BOOST in t.user_attrs["instructions"]["research"] and t.user_attrs["gate"]["leader_trial"] == base]
+    assert better
+    for t in better:  # +1.5 on every task: passed its look, ran all 8 train tasks, COMPLETE
+        assert sum(1 for r in runner.run_ids if f"-t{t.number}-" in r) == 8
+        assert t.state == optuna.trial.TrialState.COMPLETE and len(t.user_attrs["task_scores"]) == 8
+        assert t.user_attrs["gate"]["rule"] == "race" and t.user_attrs["gate"]["passed"]
+        assert [look["n"] for look in t.user_attrs["gate"]["looks"]] == [4]
+    rows = {r["trial"]: r for r in Ledger(exp.sweep_dir / "ledger.jsonl").rows()}
+    assert all(rows[t.number]["status"] == "gated" and rows[t.number]["reason"].startswith("raced out")
+               for t in worse)
+    raced = [t for t in trials if t.user_attrs.get("raced_out")]
+    assert {t.number for t in worse} <= {t.number for t in raced} and summary.trials["gated"] == summary.trials["raced"] == len(raced)
+    assert any(f"{len(raced)} of the pruned raced out" in line for line in lines)
+
+    from mlflow.tracking import MlflowClient
+
+    from experiments.config import tracking_uri
+
+    client = MlflowClient(tracking_uri(exp))
+    xp = client.get_experiment_by_name(exp.sweep.name)
+    runs = client.search_runs([xp.experiment_id], "tags.kind = 'trial' and tags.state = 'PRUNED'")
+    assert runs and all(r.data.tags["fail_reason"].startswith("raced out") for r in runs)
+
+
+def test_racing_compares_with_the_leader_not_the_parent(make_exp):
+    """Each look is race_step against the leader, the best complete train mean when the trial started (the
+    baseline trial until a better proposal completes), on the tasks the trial had run."""
+    from experiments.sweep import race_step
+
+    exp = _race_exp(make_exp, "add_tool", "harm")
+    runner = HarmRunner(load_tasks(exp.benchmark))
+    run_sweep(exp, runner, propose=harm_propose, out=lambda s: None)
+    trials = sorted(optuna.load_study(study_name=exp.sweep.name, storage=exp.sweep.storage).trials,
+                    key=lambda t: t.number)
+    done = {t.user_attrs["instruction_hash"]: t for t in trials if t.state == optuna.trial.TrialState.COMPLETE}
+    for t in trials:
+        g = t.user_attrs.get("gate")
+        if not g:
+            continue
+        before = [d for d in done.values() if d.number < t.number]
+        leader = max(before, key=lambda d: (d.value, -d.number))
+        assert g["parent"] == leader.user_attrs["instruction_hash"] and g["leader_trial"] == leader.number
+        # the recorded look is race_step on the scores the trial and its leader had
+        first = {k: v for k, v in t.user_attrs["task_scores"].items() if k in g["tasks"]}
+        again = race_step(first, leader.user_attrs["task_scores"], 1.0)
+        assert (again.passed, again.n) == (g["passed"], g["n"]) and again.diff == pytest.approx(g["diff"], abs=1e-3)
