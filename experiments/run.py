@@ -6,6 +6,7 @@ sweep.kind). Exceptions become one-line messages here, at the CLI edge, and nowh
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -147,6 +148,9 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 def cli(cfg: DictConfig) -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _on_sigterm)
+    # a log file that can no longer be written (Hydra's run.log under a full or read-only results folder) prints no
+    # traceback per record: the store that failed stops the run with its own one line (issue 41)
+    logging.raiseExceptions = False
     try:
         result = main(cfg)
         if getattr(result, "failed_out", False):  # a sweep stopped past its failure rate: not a success
@@ -161,7 +165,7 @@ def cli(cfg: DictConfig) -> None:
         sys.exit(2)
     except StoreError as exc:  # a damaged or unwritable store, named: the run stops (harness.sqlite_store)
         print(f"error: {exc}", file=sys.stderr)
-        sys.exit(1)
+        leave(1)
     except KeyboardInterrupt as exc:
         what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         print(f"{what}: run the same command again to resume", file=sys.stderr)
@@ -172,25 +176,49 @@ def cli(cfg: DictConfig) -> None:
         store = store_fault(exc, cfg)
         print(f"error: {store}" if store else
               f"error: {type(exc).__name__}: {exc} (HARNESS_DEBUG=1 shows the traceback)", file=sys.stderr)
-        sys.exit(1)
+        leave(1)
+
+
+def leave(code: int) -> None:
+    """sys.exit(code), or, when a SQLite file this process used can no longer be written (its -shm turned read-only
+    or immutable under it), leave without closing the connections: closing one writes its memory-mapped WAL index,
+    which the kernel answers with SIGBUS (issue 41: a Bus error, exit 135, after the one-line error)."""
+    from harness.sqlite_store import unsafe_to_close
+
+    if unsafe_to_close():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 def store_fault(exc: BaseException, cfg: Any) -> StoreError | None:
     """A damaged SQLite file met inside Optuna or MLflow (which wrap SQLite's error in their own, without the file):
-    a StoreError naming the study's storage or the MLflow store, whichever SQLite now reads as damaged. None when
-    no SQLite fault is behind exc."""
-    fault = fault_in(exc)
-    if fault is None:
-        return None
+    a StoreError naming the study's storage or the MLflow store, whichever SQLite now reads as damaged. No space
+    left (DiskFull: the file the error names, else the results folder) or a file another process keeps locked
+    (StoreLocked) are named too. None when no SQLite fault is behind exc."""
     from experiments.config import tracking_uri
     from experiments.sweep import STUDY_ADVICE
     from harness.prompts import sqlite_file
+    from harness.sqlite_store import DiskFull, StoreLocked, full_in, locked_in
 
     try:
         exp = to_experiment(cfg)
         stores = [(exp.storage_url, STUDY_ADVICE), (tracking_uri(exp), MLFLOW_ADVICE)]
+        folder = str(exp.results_dir)
     except Exception:  # the config itself is what failed: no file to name
-        stores = []
+        stores, folder = [], "the results folder"
+    full = full_in(exc)
+    if full is not None:
+        return full if isinstance(full, DiskFull) else DiskFull(getattr(full, "filename", None) or folder, full)
+    if locked_in(exc) is not None:
+        from experiments.storage import locked_store
+
+        files = [p for p in (sqlite_file(url) for url, _ in stores) if p is not None]
+        return locked_store(files) or StoreLocked(" or ".join(map(str, files)) or "(a SQLite store of this run)")
+    fault = fault_in(exc)
+    if fault is None:
+        return None
     for url, advice in stores:
         path = sqlite_file(url)
         found = damaged(path) if path is not None else None

@@ -40,10 +40,15 @@ def replacing(path: str | Path, *, mode: int = FILE_MODE) -> Iterator[Path]:
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         for leftover in (tmp, tmp.with_name(tmp.name + "-journal")):
             with contextlib.suppress(OSError):
                 leftover.unlink()
+        if isinstance(exc, OSError):  # a full disk stops the run, naming the file (harness.sqlite_store.DiskFull)
+            from harness.sqlite_store import no_space
+
+            with no_space(path):
+                raise
         raise
 
 

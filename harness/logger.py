@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from harness.fsio import atomic_write_json
+from harness.sqlite_store import no_space
 
 _PID = os.getpid()
 
@@ -234,9 +235,10 @@ def append_jsonl(path: str | Path, record: dict[str, Any], *, unique: str | None
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 line = b"\n" + line  # a torn last line (killed mid-write) must not swallow this record
             view = memoryview(line)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+            with no_space(path):  # a full disk stops the run (harness.sqlite_store.DiskFull), not one record
+                while view:
+                    written = os.write(fd, view)
+                    view = view[written:]
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:

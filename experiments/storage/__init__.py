@@ -9,6 +9,7 @@ from ._context_cache import ContextCache
 from ._ledger import Ledger
 from ._rdb import (RETRIES, StaleTrials, check_services, log_stale, mask_secrets, mask_url, requeued, shared_lock,
                    trial_slot, worker_host)
+from ._sqlite_files import HalfCreated, created_whole, guard_engines, locked_store, store_stop
 
 __all__ = [
     "Calibration",
@@ -16,6 +17,7 @@ __all__ = [
     "ContextCache",
     "Cost",
     "FAIL",
+    "HalfCreated",
     "Ledger",
     "PASS",
     "RETRIES",
@@ -24,14 +26,18 @@ __all__ = [
     "calibration_dir",
     "calibration_fingerprint",
     "check_services",
+    "created_whole",
     "find_calibration",
     "fingerprint_key",
+    "guard_engines",
     "label_for",
+    "locked_store",
     "log_stale",
     "mask_secrets",
     "mask_url",
     "requeued",
     "run_label",
+    "store_stop",
     "shared_lock",
     "trial_slot",
     "worker_host",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -69,8 +70,32 @@ def _cost(attrs: Mapping[str, Any], base_attrs: Mapping[str, Any] | None) -> dic
 
 
 class Ledger:
+    """ledger.jsonl of one study. Once `belong_to(study_id)` has run, each row carries the study's id (`study`) and
+    a ledger holding another study's rows (optuna.db moved aside, the project's own advice for a damaged one) is
+    moved aside whole: the ledger never mixes two studies' trials (issue 41)."""
+
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self.study_id: str | None = None
+
+    def belong_to(self, study_id: str) -> Path | None:
+        """Make this the ledger of study_id: when the file holds a row of another study (or rows written before rows
+        carried one), it is renamed to ledger.<their study id>.jsonl (or ledger.before-<this id>.jsonl) and a new
+        ledger begins; sync then writes this study's rows. Returns where the old rows went, None when none moved."""
+        self.study_id = study_id
+        with file_lock(self.path.with_name(self.path.name + ".lock")):
+            rows = self.rows()
+            others = {str(r.get("study")) for r in rows if r.get("study") != study_id}
+            if not others:
+                return None
+            theirs = next(iter(others)) if len(others) == 1 and "None" not in others else f"before-{study_id}"
+            aside = self.path.with_name(f"{self.path.stem}.{theirs[:12]}{self.path.suffix}")
+            n = 1
+            while aside.exists():
+                aside = self.path.with_name(f"{self.path.stem}.{theirs[:12]}-{n}{self.path.suffix}")
+                n += 1
+            os.replace(self.path, aside)
+            return aside
 
     def rows(self) -> list[dict[str, Any]]:
         return read_jsonl(self.path)
@@ -102,7 +127,8 @@ class Ledger:
             if t.state.name not in ("COMPLETE", "PRUNED", "FAIL"):
                 continue
             if t.number not in have:
-                self.append(row_from_trial(t, best, base))
+                row = row_from_trial(t, best, base)
+                self.append({**row, "study": self.study_id} if self.study_id else row)
                 written += 1
             if t.state.name == "COMPLETE" and t.value is not None:
                 best = t.value if best is None else max(best, t.value)

@@ -123,13 +123,26 @@ def check_tracking(uri: str) -> None:
 
 
 def check_services(exp: Any) -> None:
-    """Before any trial: the study's storage (a sweep) and the MLflow store, each one line when unusable."""
+    """Before any trial: the study's storage (a sweep) and the MLflow store, each one line when unusable; a SQLite
+    file of either that another process holds locked, or that cannot be written, one line naming it (StoreError)."""
+    from harness.prompts import sqlite_file
+
+    from ._sqlite_files import guard_engines, probe_lock
+
+    guard_engines()
+    urls = []
     if exp.sweep.kind == "synth_mutation":
         check_database(exp.storage_url, "sweep.storage")
+        urls.append(exp.storage_url)
     if exp.mlflow.enabled:
         from experiments.config import tracking_uri
 
         check_tracking(tracking_uri(exp))
+        urls.append(tracking_uri(exp))
+    for url in urls:
+        db = sqlite_file(url)
+        if db is not None:
+            probe_lock(db)
 
 
 def _first_line(exc: Any) -> str:

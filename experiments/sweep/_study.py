@@ -11,8 +11,10 @@ import hashlib
 import json
 import os
 import threading
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 import optuna
@@ -20,9 +22,9 @@ from optuna.trial import FrozenTrial, TrialState
 
 from experiments.config import (BASELINE, ConfigError, ExperimentConfig, decision_rule, fingerprint_diff, load_tasks,
                                 split, with_rule_defaults)
-from experiments.storage import StaleTrials, mask_url, requeued, shared_lock, worker_host
+from experiments.storage import StaleTrials, created_whole, mask_url, requeued, shared_lock, worker_host
 from harness.prompts import enable_wal, sqlite_db, sqlite_file, store_lock
-from harness.sqlite_store import StoreError, fault_in
+from harness.sqlite_store import DiskFull, StoreError, busy_timeout_s, fault_in, full_in
 
 from ._promotion import HoldoutScores
 
@@ -54,7 +56,10 @@ class StudyStore:
 
         def beat() -> None:
             while True:
-                self.storage.record_heartbeat(trial_id)
+                try:
+                    self.storage.record_heartbeat(trial_id)
+                except BaseException:  # the store failed (full, vanished, read-only: a StoreError): the trial's own
+                    return  # next write meets it and stops the run with one line; this thread prints no traceback
                 if stop.wait(timeout=interval):
                     return
 
@@ -114,13 +119,22 @@ def open_store(exp: ExperimentConfig, stale: StaleTrials | None = None) -> Study
     # table creation otherwise); a server database: an advisory lock in that database (several machines)
     with named_store(url), store_lock(db) if db is not None else shared_lock(url, f"{sw.name}/open_study"):
         if db is not None:
+            created_whole(db, _study_tables)  # all or nothing: a full disk leaves no half-created file (issue 41)
             enable_wal(db)
-        storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}} if db else None,
-                                             heartbeat_interval=hb, grace_period=2 * hb,
-                                             **(stale.storage_kwargs() if stale else {}))
+        storage = optuna.storages.RDBStorage(
+            url, engine_kwargs={"connect_args": {"timeout": busy_timeout_s()}} if db else None,
+            heartbeat_interval=hb, grace_period=2 * hb, **(stale.storage_kwargs() if stale else {}))
         study = optuna.create_study(storage=storage, study_name=sw.name, direction="maximize", sampler=sampler,
                                     pruner=pruner, load_if_exists=True)
+        if not study.user_attrs.get("study_uid"):  # names this study apart from one of the same name in a file
+            study.set_user_attr("study_uid", uuid.uuid4().hex)  # moved aside (the ledger's rows carry it)
     return StudyStore(study, storage, stale)
+
+
+def _study_tables(db: Path) -> None:
+    """Optuna's tables in a new SQLite file (WAL), for created_whole."""
+    enable_wal(db)
+    optuna.storages.RDBStorage(f"sqlite:///{db}").engine.dispose()
 
 
 def open_study(exp: ExperimentConfig) -> optuna.Study:
@@ -202,6 +216,8 @@ def named_store(url: str) -> Iterator[None]:
         fault, db = fault_in(exc), sqlite_file(url)
         if fault is None or db is None:
             raise
+        if full_in(fault) is not None:
+            raise DiskFull(db, fault) from exc
         raise StoreError(db, fault, STUDY_ADVICE) from exc
 
 

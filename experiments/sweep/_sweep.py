@@ -32,10 +32,11 @@ from experiments.config import BASELINE, ExperimentConfig, load_tasks, split, st
 from experiments.runs import (RunPool, TimedRunner, TrialFailed, evaluate_candidate, llm_calls, prepare_contexts,
                               runner_pool)
 from experiments.stats import NoiseFloor, baseline_reference, compare, noise_floor, sweep_design_problem
-from experiments.storage import (RETRIES, Ledger, StaleTrials, log_stale, mask_url, run_label, shared_lock, trial_slot,
-                                 worker_host)
+from experiments.storage import (RETRIES, Ledger, StaleTrials, log_stale, mask_url, run_label, shared_lock, store_stop,
+                                 trial_slot, worker_host)
 from experiments.tracking import NullTracker, log_evaluation_run, make_tracker
 from harness.logger import file_lock
+from harness.prompts import sqlite_file
 
 from ._objective import Objective
 from ._preflight import mutation_calls, noise_measured_line, pin_noise_source, sweep_preflight
@@ -137,6 +138,10 @@ class Sweep(SplitRuns):
         warn = self.registry.register_baseline(baseline, study.user_attrs.get("fingerprint", {}))
         if warn:
             self.out(f"[{name}] warning: {warn}")
+        moved = self.ledger.belong_to(str(study.user_attrs.get("study_uid", "")))  # one study's trials per ledger
+        if moved:
+            self.out(f"[{name}] {self.ledger.path.name} held another study's rows (its optuna.db was moved aside or "
+                     f"replaced): moved to {moved.name}; this study's ledger begins anew")
         self.ledger.sync(study.get_trials(deepcopy=False))
         self._safe(lambda: self.tracker.sync(study.get_trials(deepcopy=False), baseline))
         with shared_lock(exp.storage_url, f"{name}/baseline", self.dir / ".baseline.lock"):  # one baseline enqueued
@@ -218,11 +223,14 @@ class Sweep(SplitRuns):
             trial.set_user_attr("fail_reason", "interrupted (Ctrl-C or SIGTERM): queued again for the next start")
             interrupted, self.stopped_by = True, exc
         except Exception as exc:  # a trial that crashes is data: recorded with its reason, the sweep goes on
+            self._store_stop(exc)  # ... unless a store failed under it (issue 41): then the run stops, uncharged
             # a programming error (e.g. a TypeError inside an operator) keeps its traceback in the record
             trial.set_user_attr("fail_reason", f"{type(exc).__name__}: {exc}"[:500])
             trial.set_user_attr("traceback", traceback.format_exc()[-4000:])
         self.progress.trial_s.append(time.perf_counter() - trial_t0)
         self.progress.phase = None
+        if state != TrialState.COMPLETE and not interrupted:
+            self._store_stop(None)  # the results folder vanished or turned read-only under a failed trial
         if state == TrialState.COMPLETE:
             study.tell(trial, value)
         else:
@@ -295,7 +303,17 @@ class Sweep(SplitRuns):
         try:
             fn()
         except Exception as exc:  # tracking must not kill a night's sweep; the next start re-syncs trials
+            stop = store_stop(exc, sqlite_file(self.tracker.uri) if self.tracker.uri else None)
+            if stop is not None:  # ... but a full disk, a vanished or locked store does (issue 41)
+                raise stop from exc
             self.out(f"[{self.exp.sweep.name}] warning: MLflow logging failed: {type(exc).__name__}: {exc}")
+
+    def _store_stop(self, exc: BaseException | None) -> None:
+        """Raise the StoreError behind a failed trial (experiments.storage.store_stop on the study's SQLite file):
+        the trial is left untold, so the next start fails it as its process's and queues a copy in its place."""
+        stop = store_stop(exc, sqlite_file(self.exp.storage_url))
+        if stop is not None:
+            raise stop from exc
 
     # -- noise source and preflight ------------------------------------------------------------------------
     def _noise_source(self, study: optuna.Study) -> Any:

@@ -13,8 +13,9 @@ from typing import Any, Iterable, Mapping
 
 from experiments.config import ExperimentConfig, experiment_dict, tracking_uri
 from experiments.stats import BaselineCosts
-from experiments.storage import mask_secrets, mask_url, shared_lock
+from experiments.storage import HalfCreated, created_whole, guard_engines, mask_secrets, mask_url, shared_lock
 from harness.prompts import enable_wal, sqlite_db, store_lock
+from harness.sqlite_store import fault_in, full_in, locked_in
 
 from ._textdiff import instruction_diff
 from ._traces import EVALUATION_RUN, RUN_TYPE_TAG
@@ -123,14 +124,37 @@ class MLflowTracker(NullTracker):
         # SQLite: the client creates / migrates the tables, and start() finds or creates the parent run; both run
         # under a file lock (two workers starting together race both otherwise), on a WAL database
         self._db = sqlite_db(self.uri)
+        guard_engines()
         with store_lock(self._db):
             if self._db is not None:
-                enable_wal(self._db)
+                self._open_sqlite(self._db)
             self.client = MlflowClient(tracking_uri=self.uri)
         self.experiment_name = exp.mlflow.experiment or exp.sweep.name
         self.parent_id: str | None = None
         self.smoke = False
         self.enabled, self.costs = True, BaselineCosts()  # costs: cost_diff.<metric> vs the baseline trial
+
+    def _open_sqlite(self, db: Path) -> None:
+        """Create the SQLite store whole (experiments.storage.created_whole: a temp file renamed once every table is
+        there), or open the one there, naming a half-created one in one line (HalfCreated) instead of MLflow's
+        "index ... already exists" under its SQL."""
+        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+        artifacts = (Path(self.exp.results_dir) / "mlartifacts").resolve().as_uri()
+
+        def tables(path: Path) -> None:
+            enable_wal(path)
+            SqlAlchemyStore(f"sqlite:///{path}", artifacts).engine.dispose()
+
+        if created_whole(db, tables):
+            return
+        enable_wal(db)
+        try:
+            tables(db)
+        except Exception as exc:
+            if fault_in(exc) is not None or full_in(exc) is not None or locked_in(exc) is not None:
+                raise  # damaged, full or locked: experiments.run names those
+            raise HalfCreated(db, exc) from exc
 
     def ui_command(self) -> str:
         return ui_command(self.uri)
@@ -326,10 +350,17 @@ class MLflowTracker(NullTracker):
                          tags={"sweep": self.exp.sweep.name, "trial_number": str(number)}, failed=list(failed))
 
     def sync(self, trials: Iterable[Any], baseline: Mapping[str, str] | None = None) -> int:
-        """Log finished trials that have no child run yet (a crash between tell and logging); idempotent."""
+        """Log finished trials that have no child run yet (a crash between tell and logging); idempotent. A trial run
+        left RUNNING (its process stopped while logging it: a second Ctrl-C, a full disk) is deleted and logged again
+        from the study, complete (issue 41: `trial-002-reflect` stayed RUNNING after a successful resume)."""
         n = 0
         with self._trials_lock():
-            have = self._logged_trials()
+            runs = self.trial_runs()
+            for r in runs:
+                if r.info.status == "RUNNING":  # under the lock no live process is logging it
+                    self.client.delete_run(r.info.run_id)
+            have = {int(r.data.tags["trial_number"]) for r in runs
+                    if "trial_number" in r.data.tags and r.info.status != "RUNNING"}
             for t in sorted(trials, key=lambda t: t.number):
                 if t.state.name in ("COMPLETE", "PRUNED", "FAIL") and t.number not in have:
                     self.log_trial(t, None, baseline=baseline)
@@ -395,11 +426,16 @@ class MLflowTracker(NullTracker):
             self.client.set_terminated(self.parent_id, status="KILLED")
 
     def finish(self, metrics: Mapping[str, float], texts: Mapping[str, str], *, status: str = "FINISHED") -> None:
+        """The parent's metrics and files, then it ends with `status`; a nested run still RUNNING (a process stopped
+        while logging it) ends KILLED first, so no run of a concluded sweep reads as still running."""
         if self.parent_id is None:
             return
         self._log_metrics(self.parent_id, metrics)
         for path, text in texts.items():
             self.client.log_text(self.parent_id, text, path)
+        for r in self.client.search_runs([self.experiment_id], filter_string=f"tags.mlflow.parentRunId = "
+                                         f"'{self.parent_id}' and attributes.status = 'RUNNING'", max_results=10000):
+            self.client.set_terminated(r.info.run_id, status="KILLED")
         self.client.set_terminated(self.parent_id, status=status)
 
 

@@ -27,6 +27,7 @@ from typing import Iterator, Sequence
 
 from harness.chunker import split_chunks
 from harness.fsio import replacing
+from harness.sqlite_store import named_faults, no_space
 from harness.text import fts_query
 
 from ._protocol import SearchResult
@@ -240,7 +241,10 @@ class LocalCorpusProvider:
                 with open(self.index_path.with_suffix(".lock"), "w") as lockf:
                     fcntl.flock(lockf, fcntl.LOCK_EX)
                     if self._stored_stamp() != stamp:  # another process may have built it meanwhile
-                        self.build(stamp)
+                        # a full disk stops the run (DiskFull, naming the index), never an empty search folded
+                        # into research as one more search error (issue 41)
+                        with no_space(self.index_path), named_faults(self.index_path):
+                            self.build(stamp)
             self._ready = True
         return self.index_path
 
