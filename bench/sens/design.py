@@ -76,7 +76,7 @@ def simulate(world: World, d: Design, m: np.ndarray, seed: int, trace: dict | No
     ho = np.arange(d.n_train, d.n_train + d.n_hold)
     y = sc.y
     if trace is not None:
-        trace["y"], trace["gate"] = y, []
+        trace["y"], trace["gate"], trace["race"] = y, [], []
     wdx = np.arange(W)
     runs = np.zeros(W)
     base0 = y[:, 0, :d.n_train, 0]
@@ -94,6 +94,8 @@ def simulate(world: World, d: Design, m: np.ndarray, seed: int, trace: dict | No
     complete = np.zeros((W, V), dtype=bool)
     complete[:, 0] = True
     order = np.argsort(rng.random((W, d.n_train)), axis=1)  # the race's task order per study
+    if trace is not None:
+        trace["order"] = order
     for p in range(1, V):
         child = y[:, p, :d.n_train, 0]
         if d.search == "gate":
@@ -121,6 +123,8 @@ def simulate(world: World, d: Design, m: np.ndarray, seed: int, trace: dict | No
                 se = part.std(axis=1, ddof=1) / math.sqrt(m_done)
                 ok &= ~(part.mean(axis=1) + d.race_z * se < 0)
             runs += spent
+            if trace is not None:
+                trace["race"].append((ok.copy(), spent.copy()))
         complete[:, p] = ok
         values[:, p] = np.where(ok, child.mean(axis=1), -np.inf)
     # the final race: the top final_race_top complete proposals once more (seed 1), ranked on their 2-run means
