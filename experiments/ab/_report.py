@@ -255,8 +255,10 @@ def render_markdown(result: ABResult, prereg: Preregistration, *, plots: Sequenc
             "Tests are two-sided; the pre-registered direction decides which sign supports the hypothesis, and the "
             "sign is the test's own (Wilcoxon: W+ against W−; t: the t statistic). Supported: the primary test is "
             "significant (Holm) in the stated direction, and the mean difference lies on the same side and reaches "
-            "the minimum effect. Not supported: the CI excludes the minimum effect, or the test is significant in "
-            "the other direction. Inconclusive otherwise, and whenever the arms differ in failed cells or in judge "
+            "the minimum effect. Not supported: a one-sided bound on the mean that holds its level on skewed "
+            "differences (Hall's skewness-corrected t, calibrated on normal and lognormal spreads; the bootstrap CI "
+            "shown above is descriptive) excludes the minimum effect, or the test is significant in the other "
+            "direction. Inconclusive otherwise, and whenever the arms differ in failed cells or in judge "
             "replies that could not be read (a failure is an outcome of its arm), or fail as many cells on different "
             "tasks and the verdict does not hold with every failed cell scored at the most extreme value seen in the "
             "test, the one that works against it.", ""]
