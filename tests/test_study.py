@@ -99,7 +99,8 @@ def test_every_decision_field_is_pinned_and_budget_and_search_fields_are_not(mak
                "holdout_top_k": sw.holdout_top_k + 1, "holdout_test": "floor" if sw.holdout_test != "floor" else "bound",
                "holdout_baseline_runs": sw.holdout_baseline_runs + 1,
                "holdout_candidate_runs": sw.holdout_candidate_runs + 1, "reuse_context": not sw.reuse_context,
-               "cost_metric": "llm_calls", "max_cost_increase": 0.1}  # the cost guard (issue 34)
+               "cost_metric": "llm_calls", "max_cost_increase": 0.1,  # the cost guard (issue 34)
+               "max_task_loss": 2.0}  # the worst-task guard (issue 40)
     assert set(changed) == set(DECISION_RULE)
     for field, value in changed.items():
         with pytest.raises(StudyMismatch, match=rf"1 field\(s\) differ: sweep\.{field}: "):

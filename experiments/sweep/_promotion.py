@@ -6,7 +6,9 @@ The rule: rank the complete, distinct, non-baseline candidates by train mean; th
 times, the baseline `holdout_baseline_runs` times, with different seeds. A candidate wins when its train
 comparison passes the filter (experiments.stats.compare: mean difference above the noise floor and one-sided
 Wilcoxon p < alpha) AND its holdout difference confirms it over tasks (HoldoutTest, rule "tasks"). Among the
-winners the best holdout mean is promoted (the earlier trial on a tie); with none, the baseline is kept.
+winners the best holdout mean is promoted (the earlier trial on a tie); with none, the baseline is kept, or, in a
+resumed study, the winner an earlier look promoted (experiments.sweep's standing winner: a later look replaces it
+only with a confirmed candidate of higher holdout mean).
 
 The question is the user's: "is this variant better on tasks like mine?". Its unit of replication is the task.
 

@@ -12,8 +12,10 @@ Write side, the sweep's two steps (SweepRegistry; neither raises, a registry tha
   moves to them and `previous` to the former champion (the baseline version at the first promotion), per task
   type only past a comparison with the champion: where the study's baseline text is the current champion's (or
   there is no champion yet). A task type the winner left unchanged moves nothing; a win over another text is
-  registered with the reason (tag `champion_refused`, the summary's registry line) and moves nothing. Nothing
-  else moves an alias, so a sweep that promotes nothing leaves both where they were.
+  registered with the reason (tag `champion_refused`, the summary's registry line) and moves nothing; a changed
+  type whose own holdout tasks showed harm (experiments.sweep HoldoutRow.held_types, issue 40) is registered with
+  tag `champion_held` and moves nothing. Nothing else moves an alias, so a sweep that promotes nothing leaves both
+  where they were; a resumed study that keeps its standing winner finds it already champion.
 
 Read side, synth.source (resolve_synth, called when experiments.config builds the config):
   prompts:/<prefix>-synth-<task_type>@<alias>    one task type at an alias
