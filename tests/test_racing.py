@@ -176,3 +176,29 @@ def test_racing_compares_with_the_leader_not_the_parent(make_exp):
         first = {k: v for k, v in t.user_attrs["task_scores"].items() if k in g["tasks"]}
         again = race_step(first, leader.user_attrs["task_scores"], 1.0)
         assert (again.passed, again.n) == (g["passed"], g["n"]) and again.diff == pytest.approx(g["diff"], abs=1e-3)
+
+
+# -- the 12 + 12 split: a re-split benchmark is another objective, and the refusal names what moved ------------
+
+
+def test_a_resplit_benchmark_is_refused_on_resume_naming_the_tasks_that_moved(make_exp):
+    """Moving train tasks to the holdout (the 12 + 12 split of issue 42) changes the benchmark fingerprint: a stored
+    study refuses to resume, in one line naming the moved tasks with their old and new split (on 3306971 the line
+    showed the first 77 characters of both id lists, which read the same)."""
+    import dataclasses
+
+    from scripted_harness import ScriptedRunner, scripted_propose
+
+    from experiments.sweep import StudyMismatch
+
+    exp = make_exp(operators=("add_tool",), n_train=10, n_holdout=6)
+    exp.sweep.n_trials = 1
+    run_sweep(exp, ScriptedRunner(load_tasks(exp.benchmark)), propose=scripted_propose, out=lambda s: None)
+    moved = {"t8", "t9"}
+    exp.benchmark.tasks = [dataclasses.replace(t, split="holdout") if t.id in moved else t
+                           for t in exp.benchmark.tasks]
+    with pytest.raises(StudyMismatch) as info:
+        run_sweep(exp, ScriptedRunner(load_tasks(exp.benchmark)), propose=scripted_propose, out=lambda s: None)
+    msg = str(info.value)
+    assert "\n" not in msg and "benchmark.ids" in msg
+    assert '["t8:train", "t9:train"] -> ["t8:holdout", "t9:holdout"] (16 -> 16 entries)' in msg

@@ -170,11 +170,21 @@ def fingerprint_diff(stored: Mapping[str, Any], current: Mapping[str, Any]) -> l
     out = []
     for key in sorted(set(a) | set(b)):
         if a.get(key, "<absent>") != b.get(key, "<absent>"):
-            out.append(f"{key}: {_short(a.get(key, '<absent>'))} -> {_short(b.get(key, '<absent>'))}")
+            out.append(_list_diff(key, a[key], b[key]) if isinstance(a.get(key), list) and isinstance(b.get(key), list)
+                       else f"{key}: {_short(a.get(key, '<absent>'))} -> {_short(b.get(key, '<absent>'))}")
     return out
 
 
-def _short(v: Any) -> str:
+def _list_diff(key: str, a: list, b: list) -> str:
+    """The entries one list has and the other lacks (a task moved from train to holdout: 'x:train' -> 'x:holdout'),
+    not two prefixes that read the same; the same entries in another order say so."""
+    gone, new = [v for v in a if v not in b], [v for v in b if v not in a]
+    if not gone and not new:
+        return f"{key}: the same {len(a)} entries in another order"
+    return f"{key}: {_short(gone, 240)} -> {_short(new, 240)} ({len(a)} -> {len(b)} entries)"
+
+
+def _short(v: Any, width: int = 80) -> str:
     text = json.dumps(v, default=str) if not isinstance(v, str) else v
-    return text if len(text) <= 80 else text[:77] + "..."
+    return text if len(text) <= width else text[:width - 3] + "..."
 
