@@ -140,14 +140,31 @@ class Terminated(KeyboardInterrupt):
     and queued again, the MLflow runs closed) instead of killing the process where it stands."""
 
 
-def _on_sigterm(signum: int, frame: Any) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one while closing changes nothing
-    raise Terminated()
+def _on_stop_signal(signum: int, frame: Any) -> None:
+    """The first SIGINT (Ctrl-C) or SIGTERM stops the run; each later one, while it closes, changes nothing: a second
+    Ctrl-C 0.01 s after the first raised inside the bookkeeping, so the trial's copy was never queued and its MLflow
+    run stayed RUNNING (issue 41 item 13)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _while_stopping)
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def _while_stopping(signum: int, frame: Any) -> None:
+    os.write(2, f"already stopping: queuing the trial again and closing the runs (kill -9 {os.getpid()} stops at "
+                f"once; the same command then cleans up)\n".encode())
+
+
+def install_stop_signals() -> None:
+    """SIGTERM and SIGINT stop the run through _on_stop_signal (SIGINT only where Python's Ctrl-C handler is in
+    place: a process started with SIGINT ignored keeps it ignored)."""
+    signal.signal(signal.SIGTERM, _on_stop_signal)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_stop_signal)
 
 
 def cli(cfg: DictConfig) -> None:
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _on_sigterm)
+        install_stop_signals()
     # a log file that can no longer be written (Hydra's run.log under a full or read-only results folder) prints no
     # traceback per record: the store that failed stops the run with its own one line (issue 41)
     logging.raiseExceptions = False

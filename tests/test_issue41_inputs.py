@@ -221,3 +221,70 @@ def test_a_name_at_the_limit_runs(tmp_path):
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     records = [json.loads(ln) for ln in (tmp_path / "res" / "runs.jsonl").read_text().splitlines()]
     assert {r["status"] for r in records} == {"ok"} and any(r["run_id"].startswith(name) for r in records)
+
+
+# -- item 13: a second signal while the first one's stop is under way changes nothing ----------------------------
+
+
+@pytest.fixture(scope="module")
+def sweep_reference(tmp_path_factory):
+    """An uninterrupted run of the resume harness's sweep: what an interrupted and resumed one must equal."""
+    base = tmp_path_factory.mktemp("reference41")
+    run = h.run_cli(base / "sweep", "sweep")
+    assert run.rc == 0, run.output[-3000:]
+    return base, h.outcome(base / "sweep")
+
+
+def mlflow_status(folder: Path) -> dict[str, str]:
+    import sqlite3
+
+    with sqlite3.connect(folder / "mlflow.db") as conn:
+        return dict(conn.execute("SELECT name, status FROM runs WHERE lifecycle_stage = 'active'").fetchall())
+
+
+@pytest.mark.parametrize("first, second, gap", [("SIGINT", "SIGINT", 0.01), ("SIGINT", "SIGINT", 0.05),
+                                                ("SIGTERM", "SIGINT", 0.01)])
+def test_a_second_signal_during_the_stop_does_not_undo_it(sweep_reference, first, second, gap):
+    import signal
+    import threading
+    import time
+
+    base, ref = sweep_reference
+    folder = base / f"twice-{first}-{second}-{gap}"
+    folder.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_TEST_")}
+    env.update(PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT), DDGS_DISABLED="1", HARNESS_TEST_DELAY_S="0.05",
+               HARNESS_RESULTS_DIR=str(folder / "results"), MLFLOW_TRACKING_URI=f"sqlite:///{folder / 'mlflow.db'}")
+    args = h.SWEEP_ARGS + [f"search.local_corpus=[{h.corpus(base)}]"]
+    p = subprocess.Popen([sys.executable, str(h.DRIVER), *args], cwd=folder, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal's Ctrl-C
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(ln.rstrip("\n") for ln in p.stdout), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 300
+    while not any("trial 2/4 #1 task 1/3" in ln for ln in list(lines)):  # mid-trial #1
+        assert p.poll() is None and time.monotonic() < deadline, "\n".join(lines[-40:])
+        time.sleep(0.02)
+    p.send_signal(getattr(signal, first))
+    time.sleep(gap)
+    p.send_signal(getattr(signal, second))
+    rc = p.wait(120)
+    reader.join(10)
+    out = "\n".join(lines)
+    assert rc == (143 if first == "SIGTERM" else 130), out[-3000:]
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    trials = optuna.load_study(study_name=h.SWEEP, storage=f"sqlite:///{folder / 'results' / 'optuna.db'}").get_trials()
+    states = {t.number: t.state.name for t in trials}
+    # before (3306971): trial #1 RUNNING or FAIL 'queued again for the next start' with no copy queued
+    assert states[1] == "FAIL" and states.get(2) == "WAITING", (states, out[-2000:])
+    assert trials[2].system_attrs["failed_trial"] == 1
+    status = mlflow_status(folder)
+    assert "RUNNING" not in status.values() and status["synth_mutation"] == "KILLED", status
+    resumed = h.run_cli(folder, "sweep")
+    assert resumed.rc == 0, resumed.output[-3000:]
+    got = h.outcome(folder)
+    # before: the resume counted the interrupted trial toward n_trials (2 complete trials, not the reference's)
+    assert got.values == ref.values and got.promoted == ref.promoted and got.mlflow_running == 0
