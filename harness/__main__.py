@@ -238,6 +238,18 @@ def check(task: str | None, overrides: list[str]) -> int:
     return EXIT_OK if found.ready else EXIT_USAGE
 
 
+def not_utf8(text: str) -> str:
+    """Where a command-line string is not UTF-8 ("" when it is): Python hands undecodable argv bytes over as lone
+    surrogates (PEP 383), which no file, store or prompt can take (issue 41)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        ch = ord(text[exc.start])
+        what = f"byte 0x{ch - 0xDC00:02x}" if 0xDC80 <= ch <= 0xDCFF else f"code point U+{ch:04X}"
+        return f"{what} at character {exc.start + 1}"
+    return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     literal: list[str] = []
@@ -256,6 +268,11 @@ def main(argv: list[str] | None = None) -> int:
     if task is None or not task.strip():
         hint = " (a task that looks like key=value goes after --task or --)" if task is None and typed else ""
         print(f"error: task is empty: give the task as the first argument{hint}", file=sys.stderr)
+        return EXIT_USAGE
+    bad = not_utf8(task)
+    if bad:
+        print(f"error: the task is not UTF-8 text ({bad}); give it in UTF-8 (nothing was run or written)",
+              file=sys.stderr)
         return EXIT_USAGE
     from harness.skills import parse_skills
 

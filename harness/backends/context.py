@@ -108,12 +108,23 @@ class Window:
     num_ctx: int | None
     where: str  # the server, for messages
     setting: str = "backend.num_ctx"  # what to raise
+    trained: int | None = None  # the model's trained context: no advice goes past it
 
     def overflow(self, tokens: int, what: str) -> ContextOverflow:
         window = f"the context window is {self.num_ctx} tokens" if self.num_ctx else "the server's window is unknown"
+        advice = round_up(tokens * 2)
+        if self.trained and advice > self.trained:  # a window past the trained context does not exist (issue 41)
+            if tokens <= self.trained:
+                advice = self.trained
+            else:
+                return ContextOverflow(
+                    f"{self.role} prompt for {self.model} at {self.where} {what} ({tokens} tokens): longer than "
+                    f"{self.model}'s trained context of {self.trained} tokens, so no window fits it: the task (or what "
+                    f"research adds to it) is too long for this model; shorten the task or use a model with a longer "
+                    f"context")
         return ContextOverflow(
             f"{self.role} prompt for {self.model} at {self.where} {what} ({tokens} tokens) but {window}: raise "
-            f"{self.setting} (e.g. {self.setting}.{self.role}={round_up(tokens * 2)}) or shorten the prompt"
+            f"{self.setting} (e.g. {self.setting}.{self.role}={advice}) or shorten the prompt"
         )
 
     def check_before(self, messages: Sequence[Mapping[str, Any]], max_tokens: int) -> int:

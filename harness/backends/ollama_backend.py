@@ -9,13 +9,17 @@ ContextOverflow. `think` is sent per role to models that can think (off for JSON
 the thinking Ollama returns in `message.thinking` is counted apart and never joins the text. `keep_alive` is
 passed through.
 
-Connection failures are retried with exponential backoff, then reported as BackendUnavailable naming the host and
-model; a missing model is ModelMissing; a timeout, an empty reply or a reply that is not a chat response is
-BackendError, in one line.
+Connection failures (and HTTP 429, 502, 503, 504) are retried with exponential backoff, then reported as
+BackendUnavailable naming the host and model; a missing model is ModelMissing; a timeout, an empty reply or a reply
+that is not a chat response is BackendError, in one line. Ollama's own error text reaches that line, also when it
+comes as an `error` field in a 200 reply. A reply that names another model than the one asked (a proxy routing to
+another model) is refused as a BackendError: the result would be recorded under the model that was asked
+(docs/RELIABILITY.md, issue 41).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -32,7 +36,7 @@ from harness.inference import BackendError, BackendUnavailable, ChatResult, Mess
 
 log = logging.getLogger("harness.backends.ollama")
 
-RETRY_STATUS = {502, 503, 504}
+RETRY_STATUS = {429, 502, 503, 504}  # busy (Ollama's full queue is 503; a proxy's rate limit 429) or a gateway
 SHOW_TIMEOUT_S = 10.0  # /api/show while building a role: a slow server must not hold the run's start for long
 
 
@@ -46,6 +50,31 @@ def _is_connection_error(exc: BaseException) -> bool:
 
 def _is_model_missing(exc: ollama.ResponseError) -> bool:
     return exc.status_code == 404 or "not found" in str(exc.error).lower()
+
+
+def _server_error(exc: BaseException) -> str | None:
+    """The `error` text of a 200 reply that carries Ollama's error object instead of a chat response (pydantic's
+    report holds the body it refused as each error's input)."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return None
+    try:
+        for e in errors():
+            body = e.get("input")
+            if isinstance(body, dict) and body.get("error"):
+                return " ".join(str(body["error"]).split())[:300]
+    except Exception:  # noqa: BLE001 - no body to read: the caller says what it can
+        return None
+    return None
+
+
+def same_model(asked: str, named: str) -> bool:
+    """Ollama echoes the model as asked; "x" and "x:latest" are one model."""
+    def norm(name: str) -> str:
+        name = name.strip().lower()
+        return name if ":" in name else name + ":latest"
+
+    return norm(asked) == norm(named)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -133,6 +162,7 @@ class OllamaLLM:
         think: bool | str | None = None,
         thinking_model: bool = False,
         keep_alive: Any = None,
+        trained_ctx: int | None = None,
     ) -> None:
         if not model:
             raise ValueError("ollama backend needs a model name (e.g. 'glm4:9b'); got an empty string")
@@ -142,7 +172,8 @@ class OllamaLLM:
         self.retries = retries
         self.backoff_s = backoff_s
         self.role = role
-        self.window = Window(role, model, int(num_ctx), f"Ollama {self.host}") if num_ctx else None
+        self.window = (Window(role, model, int(num_ctx), f"Ollama {self.host}", trained=trained_ctx) if num_ctx
+                       else None)
         self.think = think
         self.thinking_model = thinking_model
         self.keep_alive = keep_alive
@@ -227,11 +258,26 @@ class OllamaLLM:
         except (ConnectionError, httpx.TransportError) as exc:
             raise self._unavailable(exc) from exc
         except ValueError as exc:  # the body is not JSON, or not a chat response (pydantic's error is a ValueError)
+            said = _server_error(exc)
+            if said is not None:  # Ollama's error object in a 200 (a generation that failed once the status was sent)
+                raise BackendError(
+                    f"Ollama at {self.host} answered a chat for model {self.model!r} with an error: {said}"
+                ) from None
+            if isinstance(exc, json.JSONDecodeError) and not exc.doc.strip():
+                raise BackendError(f"Ollama at {self.host} answered a chat for model {self.model!r} with HTTP 200 and "
+                                   f"an empty body") from None
             raise BackendError(
                 f"Ollama at {self.host} sent a reply for model {self.model!r} that is not a chat response: "
                 f"{type(exc).__name__}: {_one_line(exc)}"
             ) from None
         latency = time.perf_counter() - start
+        named = str(getattr(resp, "model", None) or "")
+        if named and not same_model(self.model, named):
+            raise BackendError(
+                f"Ollama at {self.host} answered a request for model {self.model!r} with a reply from {named!r} (a "
+                f"proxy or server routing to another model?): refused, so that no result is recorded under a model "
+                f"that did not write it; point backend.host at a server that runs {self.model!r}"
+            )
 
         text = resp.message.content or ""
         thinking = getattr(resp.message, "thinking", None) or ""
@@ -294,4 +340,5 @@ def make_ollama(cfg: BackendConfig, role: str) -> OllamaLLM:
         think=think,
         thinking_model=info.thinking,
         keep_alive=cfg.keep_alive,
+        trained_ctx=info.context_length,
     )
