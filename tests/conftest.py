@@ -23,7 +23,7 @@ def _isolated_results(tmp_path, monkeypatch):
 # -- a synth_mutation experiment on a scripted benchmark (tests/scripted_harness.py runs it) -----------------
 
 
-def scripted_tasks(n_train=8, n_holdout=4):
+def scripted_tasks(n_train=8, n_holdout=6):
     from experiments.config import TaskSpec
 
     return [
@@ -35,7 +35,7 @@ def scripted_tasks(n_train=8, n_holdout=4):
 
 @pytest.fixture
 def make_exp(tmp_path, monkeypatch):
-    """make_exp(*overrides, operators=..., mlflow=False, n_train=8, n_holdout=4) -> ExperimentConfig.
+    """make_exp(*overrides, operators=..., mlflow=False, n_train=8, n_holdout=6) -> ExperimentConfig.
 
     An experiment on the scripted benchmark; Optuna and MLflow stores on tmpfs when available (fast commits)."""
     shm = Path("/dev/shm")

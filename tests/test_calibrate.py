@@ -85,7 +85,7 @@ def test_harmful_instruction_is_detected_and_identical_arms_are_not_significant(
                      "target effect 0.5: sweep needs", "cost per task run (median of 12)", "stored: "):
         assert fragment in block, fragment
     assert len(block.splitlines()) <= 20
-    assert math.isfinite(cal.mde["sweep"]["mde"]) and cal.mde["ab"]["n"] == 12
+    assert math.isfinite(cal.mde["sweep"]["mde"]) and cal.mde["ab"]["n"] == 14
     # stored under the fingerprint, with everything a later run needs
     stored = json.loads(Path(cal.path).read_text())
     assert Path(cal.path).name == f"{cal.key}.json" and Path(cal.path).parent.name == "calibration"
@@ -143,7 +143,7 @@ def test_pick_tasks_spreads_over_task_types_train_first(make_exp):
     tasks = load_tasks(make_exp().benchmark)
     assert [t.id for t in pick_tasks(tasks, 4)] == ["t0", "t1", "t2", "t3"]
     assert {t.task_type for t in pick_tasks(tasks, 2)} == {"enumerated", "research"}
-    assert all(t.split == "train" for t in pick_tasks(tasks, 8)) and len(pick_tasks(tasks, 0)) == 12
+    assert all(t.split == "train" for t in pick_tasks(tasks, 8)) and len(pick_tasks(tasks, 0)) == 14
 
 
 # -- a later sweep reads it ----------------------------------------------------------------------------------------
@@ -173,13 +173,13 @@ def test_a_sweep_after_a_calibration_prints_the_preflight_and_uses_the_stored_no
     # the preflight comes before the first trial and before any LLM call is spent on trials
     first_pre = next(i for i, ln in enumerate(lines) if "preflight:" in ln)
     first_trial = next(i for i, ln in enumerate(lines) if "trial 1/3" in ln)
-    assert first_pre < first_trial and calls_at["preflight"] == 12 * 2  # only the 12 context preparations
+    assert first_pre < first_trial and calls_at["preflight"] == 14 * 2  # only the 14 context preparations
     pre = [ln for ln in lines if "] preflight:" in ln]
     assert "budget n_trials=3 (3 left: baseline + 2 proposal(s))" in pre[0]
     # baseline + 2 proposals on 8 train tasks (24), the final race of the top 2 on them (16, sweep.race_top), the
-    # baseline and the best once each on 4 holdout tasks (8, sweep.holdout_baseline_runs / holdout_candidate_runs);
+    # baseline and the best once each on 6 holdout tasks (12, sweep.holdout_baseline_runs / holdout_candidate_runs);
     # 2 uncached calls, 50 tokens each
-    assert "48 task runs: ~96 uncached LLM calls, ~2400 tokens" in pre[1] and f"calibration {cal.key}" in pre[1]
+    assert "52 task runs: ~104 uncached LLM calls, ~2600 tokens" in pre[1] and f"calibration {cal.key}" in pre[1]
     assert pre[2].startswith(f"[{exp.sweep.name}] preflight: detectable effect ")
     assert "WARNING: the budget allows only 2 proposal(s) (limited by n_trials=3)" in pre[3]
     # what the whole decision (train filter and confirmation over the holdout tasks at the first look's level) can
@@ -192,7 +192,7 @@ def test_a_sweep_after_a_calibration_prints_the_preflight_and_uses_the_stored_no
     assert co.tokens > 0 and co.runs > 0
     assert (f"preflight: cost model: {co.tokens:.0f} tokens (prompt + completion; the calibration does not split "
             f"them), {co.llm_calls:.1f} LLM calls ({co.uncached_calls:.1f} uncached) per task run, medians over "
-            f"calibration {cal.key}'s {co.runs} runs; projected {48 * co.tokens:.0f} tokens for 48 task runs") \
+            f"calibration {cal.key}'s {co.runs} runs; projected {52 * co.tokens:.0f} tokens for 52 task runs") \
         in cost_line
 
 

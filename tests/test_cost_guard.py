@@ -41,7 +41,7 @@ def test_a_better_but_twice_as_long_candidate_is_promoted_with_the_guard_off_and
     (row,) = off.holdout
     assert row.wins and not row.held_by_cost and row.cost.passed
     d = row.cost_diffs["completion_tokens"]
-    assert d.n == 4 and d.ratio == pytest.approx(1.0)  # twice the tokens, paired over the 4 holdout tasks
+    assert d.n == 6 and d.ratio == pytest.approx(1.0)  # twice the tokens, paired over the 6 holdout tasks
     text = "\n".join(off_lines)
     assert "cost vs baseline (holdout, trial #" in text and "completion_tokens +" in text and "(+100%" in text
 

@@ -159,10 +159,10 @@ def test_progress_lines_show_trial_task_best_elapsed_and_eta(make_exp):
     assert [ln.split("] ")[1].split(" t")[0] for ln in tasks if "trial 2/4 #1" in ln] == ["trial 2/4 #1"] * 8
     assert re.search(r"trial 2/4 #1 task 8/8 t\d+ score \d+\.\d{3}  elapsed \d:\d\d:\d\d  ETA trial 0:00:00", "\n".join(tasks))
     assert sum("baseline repeat 2/2 task" in ln for ln in tasks) == 8
-    # each holdout run of the baseline (3) and of the top candidate (2) on the 4 holdout tasks, named by its run
-    assert [sum(f"holdout baseline run {k}/3 task" in ln for ln in tasks) for k in (1, 2, 3)] == [4, 4, 4]
-    assert [sum(bool(re.search(rf"holdout [0-9a-f]{{12}} run {k}/2 task", ln)) for ln in tasks) for k in (1, 2)] == [4, 4]
-    assert any(re.search(r"holdout [0-9a-f]{12} run 2/2 task 4/4", ln) for ln in tasks)
+    # each holdout run of the baseline (3) and of the top candidate (2) on the 6 holdout tasks, named by its run
+    assert [sum(f"holdout baseline run {k}/3 task" in ln for ln in tasks) for k in (1, 2, 3)] == [6, 6, 6]
+    assert [sum(bool(re.search(rf"holdout [0-9a-f]{{12}} run {k}/2 task", ln)) for ln in tasks) for k in (1, 2)] == [6, 6]
+    assert any(re.search(r"holdout [0-9a-f]{12} run 2/2 task 6/6", ln) for ln in tasks)
     trial_lines = [ln for ln in lines if re.search(r"\] trial \d/4 #\d \S+ +(COMPLETE|PRUNED|FAIL)", ln)]
     assert len(trial_lines) == 4
     assert all(re.search(r"best \d+\.\d{3} \(#\d\)  elapsed \d:\d\d:\d\d  ETA \d:\d\d:\d\d", ln) for ln in trial_lines)
@@ -177,7 +177,7 @@ def test_summary_block_has_both_splits_with_cis_and_artifact_locations(make_exp)
     best = summary.best_trial
     train = re.search(rf"best trial #{best} scores vs baseline.*\n  train +n=8: best (\S+) \[(\S+), (\S+)\]  baseline "
                       r"\S+ \[\S+, \S+\]  diff (\S+) \[(\S+), (\S+)\]", block)
-    hold = re.search(r"\n  holdout +n=4: best (\S+) \[(\S+), (\S+)\]  baseline \S+ \[\S+, \S+\]  diff (\S+) "
+    hold = re.search(r"\n  holdout +n=6: best (\S+) \[(\S+), (\S+)\]  baseline \S+ \[\S+, \S+\]  diff (\S+) "
                      r"\[(\S+), (\S+)\]", block)
     assert train and hold, block
     for m, scores in ((train, summary.best_scores[0]), (hold, summary.best_scores[1])):

@@ -104,7 +104,7 @@ def test_sweep_finds_and_promotes_real_improvement(make_exp):
     assert SUMMARY_BEGIN in block and "PROMOTED: trial #" in block and "mlflow ui --backend-store-uri" in block
     assert "controls: reuse_context=True memory_frozen=True" in block
     assert any("trial 6/6" in line for line in lines)
-    assert runner.prepares == 12  # contexts once per task (8 train + 4 holdout), reused by every trial
+    assert runner.prepares == 14  # contexts once per task (8 train + 6 holdout), reused by every trial
 
 
 def test_noise_only_candidates_are_not_promoted(make_exp):
@@ -116,7 +116,7 @@ def test_noise_only_candidates_are_not_promoted(make_exp):
 
 def test_holdout_repeats_run_once_each_average_per_task_and_feed_the_bound(make_exp):
     exp = make_exp("sweep.n_trials=4", "sweep.holdout_top_k=1", "sweep.holdout_baseline_runs=3",
-                   "sweep.holdout_candidate_runs=2", "sweep.holdout_test=bound")
+                   "sweep.holdout_candidate_runs=2", "sweep.holdout_test=bound", n_holdout=4)  # "bound": any size
     lines: list[str] = []
     s, runner = _sweep(exp, lines=lines)
     held_ids = [rid for rid in runner.run_ids if "-holdout-" in rid]

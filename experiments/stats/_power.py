@@ -60,7 +60,24 @@ def min_attainable_p(n: int, *, test: str = "wilcoxon", alternative: str = "two-
         return 0.0 if n >= 2 else 1.0
     if n < 1:
         return 1.0
-    return min(1.0, (1.0 if alternative != "two-sided" else 2.0) / 2.0 ** n)
+    return min(1.0, (1.0 if alternative != "two-sided" else 2.0) * 0.5 ** n)  # 2.0 ** n overflows past 1023
+
+
+def holdout_min_p(n: int) -> float:
+    """The smallest p the holdout's confirmation over n tasks can honestly give: the exact one-sided sign-flip p of
+    n differences all of one sign, 1 / 2^n (experiments.sweep's TaskDiffs gives it when the differences are all
+    equal). The paired t has no floor, but below this it rests on a normal spread alone: differences drawn from
+    {-2, -1, +1, +2} (mean 0) are confirmed at level 0.025 0.045 / 0.055 / 0.029 of the time over 3 / 4 / 5 tasks,
+    0.026 / 0.023 over 6 / 8 (20,000 draws each). 1 below 2 tasks."""
+    return 0.5 ** n if n >= 2 else 1.0
+
+
+def holdout_tasks_needed(level: float) -> int:
+    """The fewest holdout tasks whose confirmation can reach `level` (holdout_min_p(n) < level)."""
+    n = 2
+    while holdout_min_p(n) >= level:
+        n += 1
+    return n
 
 
 def tasks_needed(alpha: float, *, test: str = "wilcoxon", alternative: str = "two-sided") -> int:
@@ -161,15 +178,26 @@ def _unit_mde(n: int, alpha: float, alternative: str, test: str, floor_se: float
 
 
 def _smallest(ok: Callable[[float], bool], start: float, *, doublings: int) -> float:
-    """The smallest effect e >= 0 with ok(e) (ok monotone in e), to 0.1%: double from `start` until ok, then
-    bisect; inf when `doublings` doublings never reach it."""
+    """The smallest effect e >= 0 with ok(e) (ok monotone in e), to 0.1%: double from `start` until ok (halve while
+    ok when `start` already is), then bisect; inf when `doublings` doublings never reach it. At most about
+    doublings + 11 calls of ok (3306971 bisected from 0 when ok(start) held at once, down to the smallest float:
+    over 1,000 calls)."""
     lo, hi = 0.0, start
-    for _ in range(doublings):
-        if ok(hi):
-            break
-        lo, hi = hi, hi * 2
+    if ok(hi):
+        for _ in range(doublings):
+            if not ok(hi / 2):
+                lo = hi / 2
+                break
+            hi /= 2
+        else:
+            return hi
     else:
-        return float("inf")
+        for _ in range(doublings):
+            lo, hi = hi, hi * 2
+            if ok(hi):
+                break
+        else:
+            return float("inf")
     while hi - lo > 1e-3 * hi:
         mid = (lo + hi) / 2
         lo, hi = (lo, mid) if ok(mid) else (mid, hi)
@@ -300,9 +328,9 @@ def sweep_design_problem(exp: ExperimentConfig) -> str | None:
     """Why a synth_mutation sweep of this design can never promote a candidate, or None when it can.
 
     Promotion needs (1) the one-sided exact Wilcoxon over the train tasks to reach sweep.alpha (smallest p
-    1 / 2^n_train), (2) a noise floor, i.e. sweep.baseline_repeats >= 2, and (3) a holdout confirmation: at least
-    2 holdout tasks (the paired t over them, experiments.sweep rule "tasks", measures their spread; it can
-    reach any level from 2 tasks on) and sweep.holdout_top_k >= 1.
+    1 / 2^n_train), (2) a noise floor, i.e. sweep.baseline_repeats >= 2, and (3) a holdout confirmation: under
+    rule "tasks" enough holdout tasks that the exact sign-flip p of all of them moving the same way, 1 / 2^n_holdout
+    (holdout_min_p), is below the first look's level alpha / 2 (6 tasks at alpha 0.05), and sweep.holdout_top_k >= 1.
     """
     sw = exp.sweep
     n_train, n_hold = len(exp.tasks("train")), len(exp.tasks("holdout"))
@@ -321,6 +349,13 @@ def sweep_design_problem(exp: ExperimentConfig) -> str | None:
         return (f"sweep: {n_hold} holdout task(s): the confirmation over tasks (a paired t over the holdout tasks) "
                 f"needs at least 2 to measure their spread, so no candidate can be confirmed; add split=holdout "
                 f"tasks, or sweep.allow_underpowered=true")
+    first = sw.alpha / 2.0  # experiments.stats.level(alpha, 1): the most any look of this design may spend
+    if sw.holdout_test == "tasks" and sw.holdout_top_k >= 1 and holdout_min_p(n_hold) >= first:
+        return (f"sweep: {n_hold} holdout tasks cannot reach the first holdout look's level {first:g} (alpha "
+                f"{sw.alpha:g} / 2): every holdout task moving the same way is p = 1/2^{n_hold} = "
+                f"{holdout_min_p(n_hold):.4g} by the exact sign-flip test, and a t over so few tasks confirms only "
+                f"by trusting a normal spread; use >= {holdout_tasks_needed(first)} holdout tasks (add split=holdout "
+                f"tasks), a larger sweep.alpha, or sweep.allow_underpowered=true")
     if n_hold < 1 or sw.holdout_top_k < 1:
         return (f"sweep: {n_hold} holdout task(s) and holdout_top_k={sw.holdout_top_k}: no candidate can be confirmed "
                 f"on held-out tasks, so none can be promoted; add split=holdout tasks and set sweep.holdout_top_k >= 1, "
@@ -361,15 +396,13 @@ class DecisionPower:
     target_effect: float
     sigma: float
 
+    @property
+    def no_noise(self) -> bool:
+        """Run noise and task spread both 0: the figures hold only if the noise truly is 0."""
+        return self.sigma == 0 and self.confirm.tau == 0
+
     def rate(self, effect: float, sims: int = 2000) -> float:
-        return detection_rate(self.filter, effect, sims=sims) * detection_rate(self.confirm, effect, sims=sims)
-
-
-def _joint_mde(filt: Design, conf: Design, power: float, sims: int) -> float:
-    def ok(e: float) -> bool:
-        return detection_rate(filt, e, sims=sims) * detection_rate(conf, e, sims=sims) >= power
-
-    return _smallest(ok, max(filt.sd_diff + filt.tau, conf.sd_diff + conf.tau, 1e-9), doublings=30)
+        return _joint(self.filter, self.confirm, effect, sims)
 
 
 def decision_power(sigma: float, tau: float, *, n_train: int, n_holdout: int, alpha: float, level: float,
@@ -379,30 +412,122 @@ def decision_power(sigma: float, tau: float, *, n_train: int, n_holdout: int, al
 
     The filter compares one candidate run with the mean of `baseline_runs` (sd sigma sqrt(1 + 1/b) per task, the
     2-SE floor); the confirmation's per-task difference has sd sqrt(tau^2 + sigma^2 (1/c + 1/b)) with
-    holdout_runs = (c, b); both see the task spread tau."""
-    filt = dataclasses.replace(sweep_design(sigma, n_train, alpha=alpha, baseline_runs=baseline_runs), tau=tau)
+    holdout_runs = (c, b); both see the task spread tau. A holdout too small for its exact sign-flip p to reach
+    `level` (holdout_min_p) confirms nothing here, as sweep_design_problem refuses it.
+
+    Both tests are scale-free and the floor scales with the noise, so the search runs in units of sigma + tau
+    (cached): the same number of Monte Carlo evaluations for any scale, about 40 for the MDE and 6 for the tasks
+    needed. With sigma and tau both 0 nothing is simulated: every task moves by the mean effect, so any effect
+    above 0 passes both tests once their tasks can reach the levels (mde 0, `no_noise`)."""
+    for name, v in (("sigma", sigma), ("tau", tau)):
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+            raise ValueError(f"decision_power: {name} must be a finite number >= 0, got {v!r}")
+    filt, conf = _designs(sigma, tau, n_train, n_holdout, alpha, level, baseline_runs, tuple(holdout_runs))
+    scale = sigma + tau
+    if scale == 0:
+        return DecisionPower(filt, conf, _zero_noise_mde(n_train, n_holdout, alpha, level), power,
+                             _zero_noise_needed(n_train, n_holdout, alpha, level), target_effect, sigma)
+    key = (sigma / scale, tau / scale, n_train, n_holdout, alpha, level, baseline_runs, tuple(holdout_runs), power,
+           sims)
+    m = scale * _unit_joint_mde(*key)
+    needed = _unit_needed(*key, min(target_effect / scale, _HUGE))
+    return DecisionPower(filt, conf, m, power, needed, target_effect, sigma)
+
+
+_HUGE = 1e6  # an effect of a million noise units: detected whenever the tasks can reach the levels (and finite)
+
+
+def _designs(sigma: float, tau: float, n_train: int, n_holdout: int, alpha: float, level: float,
+                  baseline_runs: int, holdout_runs: tuple[int, int]) -> tuple[Design, Design]:
     c, b = holdout_runs
+    filt = dataclasses.replace(sweep_design(sigma, n_train, alpha=alpha, baseline_runs=baseline_runs), tau=tau)
     conf = Design("confirm", n_holdout, sigma * math.sqrt(1.0 / max(c, 1) + 1.0 / max(b, 1)), level, "greater", "t",
                   tau=tau)
-    m = _joint_mde(filt, conf, power, sims) if n_train and n_holdout >= 2 else float("inf")
-    needed, h = None, 2
-    while n_train and n_holdout and h <= MAX_TASKS:  # both splits grown in this design's ratio
+    return filt, conf
+
+
+def _joint(filt: Design, conf: Design, effect: float, sims: int) -> float:
+    """P(filter) x P(confirm) at a mean effect; 0 when the holdout cannot reach its level (holdout_min_p)."""
+    if holdout_min_p(conf.n) >= conf.alpha:
+        return 0.0
+    return detection_rate(filt, effect, sims=sims) * detection_rate(conf, effect, sims=sims)
+
+
+def _joint_ok(filt: Design, conf: Design, effect: float, sims: int, power: float) -> bool:
+    """_joint(...) >= power, the filter's Wilcoxon (the dearer simulation) run only when the t alone reaches it."""
+    if holdout_min_p(conf.n) >= conf.alpha:
+        return False
+    c = detection_rate(conf, effect, sims=sims)
+    return c >= power and c * detection_rate(filt, effect, sims=sims) >= power
+
+
+@functools.lru_cache(maxsize=128)
+def _unit_joint_mde(sigma: float, tau: float, n_train: int, n_holdout: int, alpha: float, level: float,
+                    baseline_runs: int, holdout_runs: tuple[int, int], power: float, sims: int) -> float:
+    """The joint MDE for sigma + tau = 1 (decision_power scales it)."""
+    filt, conf = _designs(sigma, tau, n_train, n_holdout, alpha, level, baseline_runs, holdout_runs)
+    if not n_train or n_holdout < 2:
+        return float("inf")
+    return _smallest(lambda e: _joint_ok(filt, conf, e, sims, power),
+                     max(filt.sd_diff + filt.tau, conf.sd_diff + conf.tau), doublings=30)
+
+
+@functools.lru_cache(maxsize=128)
+def _unit_needed(sigma: float, tau: float, n_train: int, n_holdout: int, alpha: float, level: float,
+                 baseline_runs: int, holdout_runs: tuple[int, int], power: float, sims: int,
+                 effect: float) -> tuple[int, int] | None:
+    """The fewest (train, holdout) tasks, both splits grown in the design's ratio, that reach `power` at `effect`
+    (sigma + tau = 1): the first of the holdout sizes 2..16, doubling to 256, then to MAX_TASKS (those whose
+    sign-flip p can reach the level) that reaches it."""
+    if not n_train or not n_holdout:
+        return None
+    filt, conf = _designs(sigma, tau, n_train, n_holdout, alpha, level, baseline_runs, holdout_runs)
+    sizes = [h for h in [*range(2, 17), 32, 64, 128, 256, 378, MAX_TASKS] if holdout_min_p(h) < level]
+
+    def split(h: int) -> tuple[int, int]:
+        return max(math.ceil(h * n_train / n_holdout), 1), h
+
+    for h in sizes:  # the smallest first: a size costs in proportion to it, and past 16 they grow geometrically
+        t, h = split(h)
+        if _joint_ok(dataclasses.replace(filt, n=t), dataclasses.replace(conf, n=h), effect, sims, power):
+            return t, h
+    return None
+
+
+def _zero_noise_reachable(n_train: int, n_holdout: int, alpha: float, level: float) -> bool:
+    return (n_train >= 1 and min_attainable_p(n_train, test="wilcoxon", alternative="greater") < alpha
+            and holdout_min_p(n_holdout) < level)
+
+
+def _zero_noise_mde(n_train: int, n_holdout: int, alpha: float, level: float) -> float:
+    return 0.0 if _zero_noise_reachable(n_train, n_holdout, alpha, level) else float("inf")
+
+
+def _zero_noise_needed(n_train: int, n_holdout: int, alpha: float, level: float) -> tuple[int, int] | None:
+    if not n_train or not n_holdout:
+        return None
+    for h in range(2, MAX_TASKS + 1):
         t = max(math.ceil(h * n_train / n_holdout), 1)
-        more_f, more_c = dataclasses.replace(filt, n=t), dataclasses.replace(conf, n=h)
-        if detection_rate(more_f, target_effect, sims=sims) * detection_rate(more_c, target_effect, sims=sims) >= power:
-            needed = (t, h)
-            break
-        h = h + 1 if h < 16 else h * 2 if h < 256 else h + 122
-    return DecisionPower(filt, conf, m, power, needed, target_effect, sigma)
+        if _zero_noise_reachable(t, h, alpha, level):
+            return t, h
+    return None
 
 
 def decision_power_line(dp: DecisionPower, *, tau_source: str, sigma_source: str) -> str:
     """The summary's and preflight's line: what this design could have confirmed."""
-    size = f"{dp.mde:.3f}" if math.isfinite(dp.mde) else "no effect size"
     need = (f"{dp.needed[0]} train + {dp.needed[1]} holdout tasks" if dp.needed is not None
             else f"more than {MAX_TASKS} holdout tasks")
+    design = (f"train filter on {dp.filter.n} tasks and confirmation over {dp.confirm.n} holdout tasks at level "
+              f"{dp.confirm.alpha:.4g} together")
+    if dp.no_noise:
+        what = ("confirms any mean effect above 0" if math.isfinite(dp.mde)
+                else "cannot confirm any effect: its tasks cannot reach the levels")
+        return (f"design power: zero noise measured (run noise sigma 0 from {sigma_source}, task x variant spread "
+                f"tau 0 from {tau_source}): with no spread this design {what} ({design}), a figure that holds only "
+                f"if the noise truly is 0, so it says nothing of the effect real noise would hide; with no noise an "
+                f"effect needs {need}")
+    size = f"{dp.mde:.3f}" if math.isfinite(dp.mde) else "no effect size"
     return (f"design power: this design confirms a mean effect of {size} composite points with probability "
-            f"{dp.power:g} (train filter on {dp.filter.n} tasks and confirmation over {dp.confirm.n} holdout "
-            f"tasks at level {dp.confirm.alpha:.4g} together; task x variant spread tau {dp.confirm.tau:.3f} from "
+            f"{dp.power:g} ({design}; task x variant spread tau {dp.confirm.tau:.3f} from "
             f"{tau_source}, run noise sigma {dp.sigma:.3f} from {sigma_source}); an effect of {dp.target_effect:g} "
             f"needs {need}")
