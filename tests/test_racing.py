@@ -202,3 +202,27 @@ def test_a_resplit_benchmark_is_refused_on_resume_naming_the_tasks_that_moved(ma
     msg = str(info.value)
     assert "\n" not in msg and "benchmark.ids" in msg
     assert '["t8:train", "t9:train"] -> ["t8:holdout", "t9:holdout"] (16 -> 16 entries)' in msg
+
+
+def test_a_race_with_two_looks_decides_the_same_at_concurrency_1_and_3(make_exp):
+    """12 train tasks, blocks of 4: looks after 4 and 8 tasks. At concurrency 3 the tasks after a look start while
+    its last ones run (one queue) and a raced-out trial drops them: states, values, task scores, every look and the
+    ledger rows are those of concurrency 1."""
+    from experiments.runs import RunPool
+
+    def sweep(workers):
+        exp = _race_exp(make_exp, "add_tool", "harm", n_train=12, n_holdout=6)
+        exp.sweep.name = f"race-conc{workers}"
+        exp.sweep.n_trials = 6
+        runner = HarmRunner(load_tasks(exp.benchmark))
+        run_sweep(exp, runner, propose=harm_propose, out=lambda s: None, pool=RunPool(workers))
+        trials = optuna.load_study(study_name=exp.sweep.name, storage=exp.sweep.storage).trials
+        keep = ("trial", "state", "value", "operator", "instruction_hash", "task_scores", "status", "reason")
+        rows = [{k: r.get(k) for k in keep} for r in Ledger(exp.sweep_dir / "ledger.jsonl").rows()]
+        return [(t.number, t.state, t.value, t.user_attrs.get("task_scores"), t.user_attrs.get("gate"))
+                for t in trials], rows
+
+    (t1, rows1), (t3, rows3) = sweep(1), sweep(3)
+    assert t1 == t3 and rows1 == rows3
+    looks = [[look["n"] for look in g["looks"]] for *_, g in t1 if g]
+    assert [4] in looks and [4, 8] in looks  # raced out at the first look, and a proposal that passed both
