@@ -110,18 +110,54 @@ def main(cfg: DictConfig | ExperimentConfig, *, runner: Any = None, out: Callabl
     from experiments.storage import check_services
 
     check_services(exp)  # the study's database and the MLflow store: driver missing / unreachable, one line
-    if kind == "ab":
-        return run_ab(cfg)
-    runner = runner if runner is not None else make_runner(exp)
-    if kind == "single":
-        return run_single(exp, runner, out=out)
-    if kind == "calibrate":
-        from experiments.calibration import run_calibration
+    try:
+        if kind == "ab":
+            return run_ab(cfg)
+        runner = runner if runner is not None else make_runner(exp)
+        if kind == "single":
+            return run_single(exp, runner, out=out)
+        if kind == "calibrate":
+            from experiments.calibration import run_calibration
 
-        return run_calibration(exp, runner, out=out)
-    from experiments.sweep import run_sweep
+            return run_calibration(exp, runner, out=out)
+        from experiments.sweep import run_sweep
 
-    return run_sweep(exp, runner, out=out)
+        return run_sweep(exp, runner, out=out)
+    except Exception as exc:
+        if stopped_by_model(exc):  # the run had started: what it finished is stored, the same command goes on
+            raise Unconcluded(f"{type(exc).__name__}: {exc}") from exc
+        raise
+
+
+class Unconcluded(RuntimeError):
+    """A sweep, A/B or calibration that a failed model call stopped after it started (issue 41): the CLI says what
+    failed and that the same command resumes, exit 3, as for a failed race or holdout run."""
+
+    @property
+    def needs_fix(self) -> bool:
+        """A prompt over the window or a missing model: the same command fails again until the config changes."""
+        from harness.inference import ContextOverflow, ModelMissing
+
+        seen: BaseException | None = self.__cause__
+        while seen is not None:
+            if isinstance(seen, (ContextOverflow, ModelMissing)):
+                return True
+            seen = seen.__cause__
+        return False
+
+
+def stopped_by_model(exc: BaseException) -> bool:
+    """A failed model call (harness.inference.BackendError and its kinds) or a run it failed (TrialFailed, the
+    calibration's CalibrationFailed), also one raised as the cause of another."""
+    from experiments.runs import TrialFailed
+    from harness.inference import BackendError
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, (BackendError, TrialFailed)) or type(seen).__name__ == "CalibrationFailed":
+            return True
+        seen = seen.__cause__
+    return False
 
 
 @hydra.main(version_base=None, config_path="../conf", config_name="config")
@@ -129,10 +165,13 @@ def hydra_main(cfg: DictConfig) -> None:
     cli(cfg)
 
 
-# Exit codes: 0 done; 1 an error, or a sweep stopped past its failure rate; 2 a config error; 3 a step after the
-# search (the final race or a holdout run) did not conclude: its finished runs are stored and the same command runs
-# the rest; 130 Ctrl-C (SIGINT); 143 SIGTERM. The last three are resumable: the same command continues.
+# Exit codes: 0 done; 1 an error; 2 a config error; 3 the run could not answer: a failed model call stopped it
+# after it started, its baseline failed, trials failed because a model call failed, it stopped past its failure
+# rate, or a step after the search (the final race or a holdout run) did not conclude: its finished runs are stored
+# and the same command runs the rest (issue 41); 130 Ctrl-C (SIGINT); 143 SIGTERM. The last three are resumable:
+# the same command continues.
 EXIT_UNCONCLUDED, EXIT_SIGINT, EXIT_SIGTERM = 3, 130, 143
+RESUME = "finished runs are stored: run the same command again to resume"
 
 
 class Terminated(KeyboardInterrupt):
@@ -170,13 +209,28 @@ def cli(cfg: DictConfig) -> None:
     logging.raiseExceptions = False
     try:
         result = main(cfg)
-        if getattr(result, "failed_out", False):  # a sweep stopped past its failure rate: not a success
+        from experiments.sweep import SweepSummary
+
+        if getattr(result, "failed_out", False) and not isinstance(result, SweepSummary):  # a calibration's check
             print(f"error: sweep stopped: {result.stop_reason} (see the summary above)", file=sys.stderr)
             sys.exit(1)
-        if getattr(result, "unconcluded", ()):  # a failed race or holdout run: no conclusion was reached
-            print(f"error: sweep did not conclude: {'; '.join(result.unconcluded)[:400]}; finished runs are stored: "
-                  f"run the same command again to resume", file=sys.stderr)
+        if getattr(result, "failed_out", False):  # a sweep stopped past its failure rate: it could not answer
+            why = "; ".join(getattr(result, "unconcluded", ()))
+            print(f"error: sweep stopped: {result.stop_reason}{f' ({why})'[:400] if why else ''} (see the summary "
+                  f"above); {RESUME}", file=sys.stderr)
             sys.exit(EXIT_UNCONCLUDED)
+        if getattr(result, "unconcluded", ()):  # a failed baseline, race, holdout run or A/B cell: no conclusion
+            print(f"error: {getattr(result, 'noun', 'sweep')} did not conclude: {'; '.join(result.unconcluded)[:400]}; "
+                  f"{RESUME}", file=sys.stderr)
+            sys.exit(EXIT_UNCONCLUDED)
+    except Unconcluded as exc:  # a failed model call stopped the run after it started
+        if os.environ.get("HARNESS_DEBUG"):
+            import traceback
+
+            traceback.print_exception(exc.__cause__ or exc, file=sys.stderr)
+        fix = "once that is fixed, " if exc.needs_fix else ""
+        print(f"error: {str(exc)[:600]}; {fix}run the same command again to resume", file=sys.stderr)
+        sys.exit(EXIT_UNCONCLUDED)
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -260,7 +260,7 @@ def test_a_two_trial_sweep_sends_a_window_on_every_request_and_nothing_is_cut(st
 def test_a_sweep_whose_window_is_too_small_stops_with_one_line(stub, tmp_path):
     p = sweep(stub, tmp_path, "backend.num_ctx=1024")
     errors = [x for x in p.stderr.splitlines() if x.startswith("error:")]
-    assert p.returncode == 1 and len(errors) == 1
+    assert p.returncode == 3 and len(errors) == 1  # issue 41: the run had started (parent FAILED), exit 3
     assert "ContextOverflow" in errors[0] and "backend.num_ctx" in errors[0] and "1024" in errors[0]
     assert not any(r.truncated for r in stub.chat_requests(include_checks=True))
     assert "context for task" in errors[0] and "not prepared" in errors[0]  # stopped at the first context

@@ -325,8 +325,8 @@ def test_backend_dies_mid_sweep(env, tmp_path):
         stub.stop()
         rc = proc.finish()
         out = proc.text
-    assert rc == 1, out  # stopped past the failure rate: summary printed, then a non-zero exit
-    assert "error: sweep stopped: failure rate" in out
+    assert rc == 3, out  # stopped past the failure rate: summary printed, then exit 3 (issue 41: resumable)
+    assert "error: sweep stopped: failure rate" in out and "run the same command again to resume" in out
     assert stub._drops == 0 and out.count("retry 1 of 2") >= 2  # both drops were retried ...
     trials = {t.number: t for t in study_trials(env["results"])}
     assert all(trials[n].state.name != "FAIL" for n in (0, 1, 2))  # ... and the trials they hit still finished

@@ -169,7 +169,8 @@ class ABTracking:
             output_text=out.read_text(encoding="utf-8").rstrip("\n") if out.is_file() else "")
         return log_run_traces(self.tracker, tags, [score], trace_tags=trace_tags)
 
-    def finish(self, result: ABResult, summary: str, files: Sequence[Path], ledger: Path) -> None:
+    def finish(self, result: ABResult, summary: str, files: Sequence[Path], ledger: Path,
+               status: str = "FINISHED") -> None:
         metrics = summary_metrics(result)
         texts = {"summary.md": summary + "\n"}
         if ledger.exists():
@@ -177,7 +178,7 @@ class ABTracking:
         if self.on:
             self.tracker.log_parent(tags={"verdict": result.verdict, "primary_metric": result.primary.metric})
             self.tracker.log_parent(files=[f for f in files if f.exists()], artifact_path="report")
-        self.tracker.finish(metrics, texts, status="FINISHED")
+        self.tracker.finish(metrics, texts, status=status)
 
     def killed(self) -> None:
         if self.on:
@@ -234,6 +235,8 @@ class ABRun:
     summary: str
     smoke: bool
     mlflow_children: int | None
+    unconcluded: tuple[str, ...] = ()  # cells a model call failed: the CLI exits 3, the same command reruns them
+    noun: str = "A/B test"
 
 
 def run_ab_from_config(
@@ -339,7 +342,12 @@ def run_ab_from_config(
         mlflow.safe(mlflow.killed)
         out(f"[{name}] interrupted: finished cells are in {paths.ledger}; run the same command again to resume")
         raise
+    except Exception as exc:  # the parent run ends FAILED with the reason, not RUNNING (issue 41)
+        mlflow.safe(lambda: mlflow.tracker.finish({}, {"error.txt": f"{type(exc).__name__}: {exc}\n"},
+                                                  status="FAILED"))
+        raise
     mlflow.safe(lambda: mlflow.sync(paths.ledger))
+    unconcluded = model_failed_cells(paths.ledger, plan)
     if caveat:  # the verdict says what its tasks were chosen on
         result = dataclasses.replace(result, verdict_reason=f"{result.verdict_reason}; {caveat}")
 
@@ -352,6 +360,21 @@ def run_ab_from_config(
                         note=power_note(prereg, result.primary.n))
     paths.summary.write_text(summary + "\n", encoding="utf-8")
     mlflow.safe(lambda: mlflow.finish(result, summary, [report, paths.dir / DIFF_PNG, paths.dir / FOREST_PNG,
-                                                        paths.prereg], paths.ledger))
+                                                        paths.prereg], paths.ledger,
+                                      status="FAILED" if unconcluded else "FINISHED"))
     out(summary)
-    return ABRun(result, design, prereg, paths, report, summary, smoke, children)
+    return ABRun(result, design, prereg, paths, report, summary, smoke, children, unconcluded)
+
+
+def model_failed_cells(ledger: Path, plan: Sequence[Any]) -> tuple[str, ...]:
+    """The cells of the plan whose last record failed because a model call failed (the server, not the arm): the
+    test cannot answer until they run, and the same command runs them again (only "ok" cells are skipped)."""
+    from experiments.runs import model_failure
+
+    cells = load_cells(ledger)
+    failed = [c for k, c in cells.items() if k in set(plan) and c.get("status") != "ok"
+              and model_failure(str(c.get("error") or ""))]
+    if not failed:
+        return ()
+    return (f"{len(failed)} of {len(plan)} cells failed because a model call failed "
+            f"(first: task {failed[0].get('task')} arm {failed[0].get('arm')}: {str(failed[0].get('error'))[:200]})",)

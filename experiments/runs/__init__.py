@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ._contexts import prepare_contexts
 from ._evaluate import (CandidateEval, FailedRun, TaskScore, TrialFailed, baseline_instructions, evaluate_candidate,
-                        task_score)
+                        model_failure, task_score)
 from ._outcome import TaskOutcome, Usage, outcome_from_result
 from ._pool import SERIAL, RunPool, runner_pool
 from ._runners import HarnessCells, HarnessRunner, Runner, TimedRunner, blind_label, llm_calls
@@ -27,6 +27,7 @@ __all__ = [
     "blind_label",
     "evaluate_candidate",
     "llm_calls",
+    "model_failure",
     "outcome_from_result",
     "prepare_contexts",
     "runner_pool",

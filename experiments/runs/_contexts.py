@@ -37,7 +37,8 @@ def prepare_contexts(exp: ExperimentConfig, runner: Any, tasks: Sequence[Any], *
     cache, else prepared by the runner (`pool` runs them side by side) and cached."""
     # the resolved models, not the configured kind ("auto" may have meant another server last time)
     cache = ContextCache(folder, {**context_depends(exp), "resolved": runner.identity()},
-                         load=getattr(runner, "prepared_from_dict", None))
+                         load=getattr(runner, "prepared_from_dict", None),
+                         incomplete=getattr(runner, "context_incomplete", None))
     contexts, stats = {}, {"hits": 0, "computed": 0}
     prepared = pool.ordered(lambda t: cache.get_or_prepare(t, runner.prepare), tasks)
     with prepared:

@@ -7,6 +7,7 @@ trials, its baseline repeats and holdout runs, `+sweep=single` and the calibrati
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -39,6 +40,22 @@ class TrialFailed(RuntimeError):
         super().__init__(message)
         self.failed = failed
         self.judge_failures = judge_failures
+
+    @property
+    def model_failed(self) -> bool:
+        """A model call failed (the server, not the candidate: down, HTTP 429/500, a timeout, an error reply) rather
+        than the candidate's own run (a missing judged score, a prompt over the window): the same candidate is
+        tried again on the next start (issue 41)."""
+        return model_failure(self.failed.error if self.failed is not None else str(self))
+
+
+MODEL_FAILURES = ("BackendError", "BackendUnavailable", "ModelMissing", "NotReady")  # not ContextOverflow: the prompt's
+_MODEL_FAILURE = re.compile(rf"(?:^|[\s(:])(?:{'|'.join(MODEL_FAILURES)}): ")
+
+
+def model_failure(error: str) -> bool:
+    """Whether a run's error line ("Type: message", possibly after a stage's "... failed: ") is a failed model call."""
+    return _MODEL_FAILURE.search(error or "") is not None
 
 
 @dataclass(frozen=True)

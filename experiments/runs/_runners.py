@@ -12,10 +12,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from ._outcome import TaskOutcome, outcome_from_result
 
@@ -99,6 +100,29 @@ class FullRun:
     record: Mapping[str, Any] = field(default_factory=dict)
 
 
+def model_failures(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The errors ("Type: message") of the model calls that failed among a run's trace events, also those a stage
+    turned into its fallback (the planner never raises)."""
+    return [str(e["args"]["error"]) for e in events if e.get("cat") == "llm" and (e.get("args") or {}).get("error")]
+
+
+PREPARE_FAILURE = re.compile(r"(?:^|[\s(:])(?:BackendError|BackendUnavailable|ModelMissing|ContextOverflow|NotReady): ")
+
+
+def context_failure(task: str, error: str) -> Exception:
+    """The error a context preparation that met `error` raises: the failure's own class where it is a backend
+    error (ContextOverflow, BackendUnavailable, ...), else BackendError; one line naming the task."""
+    from harness import inference
+
+    name = error.split(":", 1)[0]
+    cls = getattr(inference, name, None)
+    if cls is inference.RunAbandoned:  # its trial stopped: nothing failed
+        return inference.RunAbandoned(error)
+    if not (isinstance(cls, type) and issubclass(cls, inference.BackendError)):
+        cls = inference.BackendError
+    return cls(f"context for task {task[:60]!r} not prepared: {error}")
+
+
 class HarnessRunner:
     """Adapts harness.agent.Harness to the runner protocol: one Harness per seed, sharing roles, memory, search.
 
@@ -146,13 +170,11 @@ class HarnessRunner:
             prepared = self.base.prepare(task)
         self._count(sum(int(u["calls"] - u["cached"]) for u in tracer.usage.values()))
         # planning and research degrade to defaults when a model call fails; a sweep would cache that context and
-        # reuse it for every trial, so a backend that is down or lacks a model stops the sweep here instead
-        down = [e["args"]["error"] for e in tracer.events
-                if e["cat"] == "llm" and str(e["args"].get("error", "")).startswith(("BackendUnavailable", "ModelMissing", "ContextOverflow"))]
-        if down:
-            from harness.inference import BackendUnavailable
-
-            raise BackendUnavailable(f"context for task {task[:60]!r} not prepared: {down[0]}")
+        # reuse it for every trial, so ANY failed model call (down, missing, cut, a timeout, HTTP 429/500, an error
+        # reply: issue 41) fails the preparation here, under the failure's own class, and nothing is cached
+        failed = model_failures(tracer.events)
+        if failed:
+            raise context_failure(task, failed[0])
         return dataclasses.replace(prepared, trace_path=str(tracer.write(self.cfg.traces_dir)))
 
     def identity(self) -> dict[str, Any]:
@@ -162,6 +184,13 @@ class HarnessRunner:
 
             self._identity = backend_identity(self.roles)
         return self._identity
+
+    def context_incomplete(self, prepared: Any) -> str | None:
+        """Why a prepared context must not be reused: a failed model call its plan or research recorded (a context
+        cached before issue 41 made such a preparation raise), else None."""
+        plan, research = getattr(prepared, "plan", None), getattr(prepared, "research", None)
+        errors = [*getattr(plan, "errors", ()), *getattr(research, "errors", ())]
+        return next((str(e) for e in errors if PREPARE_FAILURE.search(str(e))), None)
 
     def prepared_from_dict(self, data: dict[str, Any]) -> Any:
         from harness.agent import Prepared

@@ -3,6 +3,8 @@
 Stored as JSON under results/<sweep>/context/<task id>-<key>.json. The key covers everything the context
 depends on (task text, planner/search/research/memory config, models, seed), so a changed config never
 reuses a stale context. Writes are atomic (tmp file + rename): a killed sweep leaves no half-written file.
+A context whose preparation met a failed model call (`incomplete` says why) is never written, and one stored
+before that rule (issue 41) reads back as a miss: prepared again, never reused.
 """
 
 from __future__ import annotations
@@ -48,10 +50,12 @@ class ContextCache:
         depends_on: Mapping[str, Any],
         *,
         load: Callable[[dict[str, Any]], Any] | None = None,
+        incomplete: Callable[[Any], str | None] | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.depends_on = dict(depends_on)
         self.load = load or (lambda d: d)
+        self.incomplete = incomplete or (lambda prepared: None)  # why a prepared context must not be reused
 
     def path_for(self, task: Task) -> Path:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in task.id)
@@ -68,13 +72,23 @@ class ContextCache:
             data = json.loads(path.read_text(encoding="utf-8"))
             if not isinstance(data, dict) or data.get("task") != task.task or "prepared" not in data:
                 raise ValueError("not this task's context record")
-            return self.load(data["prepared"])
+            prepared = self.load(data["prepared"])
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             log.warning("context cache %s does not read back (%s: %s); preparing the context again", path,
                         type(exc).__name__, str(exc)[:120])
             return None
+        why = self.incomplete(prepared)
+        if why:
+            log.warning("context cache %s was prepared while a model call failed (%s); preparing it again", path,
+                        why[:160])
+            return None
+        return prepared
 
     def put(self, task: Task, prepared: Any) -> Path:
+        why = self.incomplete(prepared)
+        if why:
+            raise ValueError(f"context of task {task.id!r} not cached: it was prepared while a model call failed "
+                             f"({why[:200]})")
         path = self.path_for(task)
         record = {"task_id": task.id, "task": task.task, "depends_on": self.depends_on, "prepared": _to_jsonable(prepared)}
         atomic_write_json(path, record, default=str, ensure_ascii=False, indent=1)
@@ -85,5 +99,7 @@ class ContextCache:
         if cached is not None:
             return CachedContext(task.id, cached, True, self.path_for(task))
         prepared = prepare(task.task)
+        if self.incomplete(prepared):  # a runner that degrades instead of raising: used this once, never stored
+            return CachedContext(task.id, prepared, False, self.path_for(task))
         path = self.put(task, prepared)
         return CachedContext(task.id, self.load(_to_jsonable(prepared)), False, path)

@@ -22,7 +22,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from experiments.config import (BASELINE, ConfigError, ExperimentConfig, decision_rule, fingerprint_diff, load_tasks,
                                 split, with_rule_defaults)
-from experiments.storage import StaleTrials, created_whole, mask_url, requeued, shared_lock, worker_host
+from experiments.storage import RETRIES, StaleTrials, created_whole, mask_url, requeued, shared_lock, worker_host
 from harness.prompts import enable_wal, sqlite_db, sqlite_file, store_lock
 from harness.sqlite_store import DiskFull, StoreError, busy_timeout_s, fault_in, full_in
 
@@ -330,3 +330,48 @@ def live_trials(study: optuna.Study) -> list[Any]:
     trials = study.get_trials(deepcopy=False)
     gone = requeued(trials)
     return [t for t in trials if t.number not in gone]
+
+
+# -- trials a model call failed (issue 41): the server's failure, not the candidate's ----------------------------
+
+
+def _retried_out(trial: FrozenTrial) -> bool:
+    """The trial's slot was queued again RETRIES times already: it stays failed and counts."""
+    return len(trial.system_attrs.get("retry_history", ())) >= RETRIES
+
+
+def model_failed_trials(study: optuna.Study) -> list[FrozenTrial]:
+    """Live trials that failed because a model call failed (user attr model_failed) and may still be queued again."""
+    return [t for t in live_trials(study)
+            if t.state == TrialState.FAIL and t.user_attrs.get("model_failed") and not _retried_out(t)]
+
+
+def requeue_model_failures(store: StudyStore) -> list[int]:
+    """Queue a copy of each trial a model call failed (its parameters and slot, as for a trial stopped by Ctrl-C):
+    the copy takes its place, so the same command reruns what the server failed and the study ends as a clean run's
+    would. Returns the numbers queued again."""
+    if store.stale is None:
+        return []
+    study, out = store.study, []
+    for t in model_failed_trials(study):
+        store.stale.requeue(study, t)
+        out.append(t.number)
+    return out
+
+
+def unanswered(study: optuna.Study) -> list[str]:
+    """What leaves the study unable to answer: no complete baseline trial, or trials that failed because a model
+    call failed (each queued again at the next start). One clause each, for the CLI's line."""
+    out = []
+    if baseline_trial(study) is None:
+        failed = [t for t in live_trials(study)
+                  if t.user_attrs.get("operator") == BASELINE and t.state == TrialState.FAIL]
+        out.append(f"the baseline trial #{failed[-1].number} failed: "
+                   f"{str(failed[-1].user_attrs.get('fail_reason', 'no reason recorded'))[:240]}" if failed
+                   else "the baseline trial did not run")
+    search = [t for t in model_failed_trials(study) if t.user_attrs.get("operator") != BASELINE]
+    if search:
+        out.append(f"{len(search)} trial(s) failed because a model call failed, queued again for the next start "
+                   f"(#{search[0].number}: {str(search[0].user_attrs.get('fail_reason', ''))[:200]})")
+    return out
+

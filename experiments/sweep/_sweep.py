@@ -29,8 +29,8 @@ import optuna
 from optuna.trial import TrialState
 
 from experiments.config import BASELINE, ExperimentConfig, load_tasks, split, study_fingerprint, task_types
-from experiments.runs import (RunPool, TimedRunner, TrialFailed, evaluate_candidate, llm_calls, prepare_contexts,
-                              runner_pool)
+from experiments.runs import (RunPool, TimedRunner, TrialFailed, evaluate_candidate, llm_calls, model_failure,
+                              prepare_contexts, runner_pool)
 from experiments.stats import NoiseFloor, baseline_reference, compare, noise_floor, sweep_design_problem
 from experiments.storage import (RETRIES, Ledger, StaleTrials, log_stale, mask_url, run_label, shared_lock, store_stop,
                                  trial_slot, worker_host)
@@ -47,7 +47,8 @@ from ._registry import SweepRegistry, pin_source, sweep_evidence
 from ._reruns import SplitRuns
 from ._search_state import candidate_hash, state_from_trials
 from ._study import (StudyStore, baseline_trial, ensure_baseline, finished_trials, frozen_trial, live_trials,
-                     open_store, pin_fingerprint, stored_holdout, train_reruns, trial_counts)
+                     open_store, pin_fingerprint, requeue_model_failures, stored_holdout, train_reruns, trial_counts,
+                     unanswered)
 from ._summary import SweepSummary, format_sweep, synth_yaml
 
 
@@ -81,6 +82,7 @@ class Sweep(SplitRuns):
         self.mutate_types = tuple(exp.sweep.mutate_task_types) or task_types(self.train)
         self.calibration: Any = None  # calibration_store.Calibration whose noise floor replaces the repeats
         self.unconcluded: list[str] = []  # steps after the search that failed: the CLI exits 3 (experiments.run)
+        self.failed_out = False  # stopped past the failure rate: the CLI exits 3 too
         self.stopped_by: KeyboardInterrupt | None = None  # what stopped a trial: raised again once it is told
         self.noise_note = ""
 
@@ -103,6 +105,10 @@ class Sweep(SplitRuns):
                 return self._run()
             except KeyboardInterrupt:  # Ctrl-C or SIGTERM (experiments.run): the parent run is closed, not RUNNING
                 self._safe(self.tracker.kill)
+                raise
+            except Exception as exc:  # any failure ends the parent run FAILED, with the reason (issue 41)
+                self._safe(lambda: self.tracker.finish({}, {"error.txt": f"{type(exc).__name__}: {exc}\n"},
+                                                       status="FAILED"))
                 raise
 
     def _run(self) -> SweepSummary:
@@ -127,6 +133,11 @@ class Sweep(SplitRuns):
         stale = store.fail_stale_trials()
         if stale:
             self.out(f"[{name}] marked {len(stale)} trial(s) left RUNNING by a dead process as failed: {stale}")
+        with shared_lock(exp.storage_url, f"{name}/baseline", self.dir / ".baseline.lock"):  # one copy each
+            again = requeue_model_failures(store)
+        if again:
+            self.out(f"[{name}] {len(again)} trial(s) failed because a model call failed, queued again: "
+                     + ", ".join(f"#{n}" for n in again))
         objective = Objective(
             exp, self.runner, self.train, contexts=contexts,
             state=lambda: state_from_trials(live_trials(study), objective.baseline),
@@ -159,6 +170,11 @@ class Sweep(SplitRuns):
             elapsed = time.perf_counter() - t0
             if baseline_trial(study) is not None:
                 self._baseline_runs(study, baseline, contexts)
+            # before n_trials (issue 41): at a small n_trials the last failure ended the loop unchecked
+            if new >= sw.min_trials_for_failure_stop and new_failed / new >= sw.failure_rate_stop:
+                stop_reason = f"failure rate {new_failed}/{new} >= {sw.failure_rate_stop}"
+                failed_out = True
+                break
             if done >= sw.n_trials:
                 stop_reason = f"n_trials reached ({done}/{sw.n_trials})"
                 break
@@ -167,10 +183,6 @@ class Sweep(SplitRuns):
                 break
             if sw.max_llm_calls is not None and used >= sw.max_llm_calls:
                 stop_reason = f"LLM call budget ({used} >= {sw.max_llm_calls})"
-                break
-            if new >= sw.min_trials_for_failure_stop and new_failed / new >= sw.failure_rate_stop:
-                stop_reason = f"failure rate {new_failed}/{new} >= {sw.failure_rate_stop}"
-                failed_out = True
                 break
             store.fail_stale_trials()  # a dead worker's trial (any machine): failed, retried, logged
             self._safe(lambda: log_stale(store.stale, self.tracker, baseline, self.out, name))
@@ -191,6 +203,7 @@ class Sweep(SplitRuns):
                 self._preflight(study, calls0, update="the first trial")
             if interrupted:
                 raise self.stopped_by or KeyboardInterrupt()  # SIGTERM stays SIGTERM (experiments.run.Terminated)
+        self.failed_out = failed_out
         summary = self._conclude(study, baseline, contexts, stop_reason=stop_reason, new=new, t0=t0, calls0=calls0,
                                  prepare_calls=prepare_calls, ctx_stats=ctx_stats,
                                  calls_per_trial=(search_calls / search_trials) if search_trials else None)
@@ -217,8 +230,10 @@ class Sweep(SplitRuns):
             state = TrialState.COMPLETE
         except optuna.TrialPruned:
             state = TrialState.PRUNED
-        except TrialFailed:
+        except TrialFailed as exc:
             state = TrialState.FAIL
+            if exc.model_failed:  # the server failed, not the candidate: tried again on the next start
+                trial.set_user_attr("model_failed", True)
         except KeyboardInterrupt as exc:
             trial.set_user_attr("fail_reason", "interrupted (Ctrl-C or SIGTERM): queued again for the next start")
             interrupted, self.stopped_by = True, exc
@@ -227,6 +242,8 @@ class Sweep(SplitRuns):
             # a programming error (e.g. a TypeError inside an operator) keeps its traceback in the record
             trial.set_user_attr("fail_reason", f"{type(exc).__name__}: {exc}"[:500])
             trial.set_user_attr("traceback", traceback.format_exc()[-4000:])
+            if model_failure(f"{type(exc).__name__}: {exc}"):  # an operator's own model call failed
+                trial.set_user_attr("model_failed", True)
         self.progress.trial_s.append(time.perf_counter() - trial_t0)
         self.progress.phase = None
         if state != TrialState.COMPLETE and not interrupted:
@@ -354,6 +371,7 @@ class Sweep(SplitRuns):
         """The steps after the search that did not conclude: a final-race run or a holdout run that failed (the
         backend died, replied HTTP 500 or garbage). Nothing of theirs is stored, so the same command runs them again."""
         sw, out = self.exp.sweep, []
+        out += unanswered(study)  # a failed baseline, trials a model call failed (issue 41)
         if sw.race_top >= 1 and len(raced) >= 2 and self.train:
             seed = str(self.exp.seed + 1)
             out += [f"final race run of {c.hash} failed" for c in raced[: sw.race_top]
@@ -429,6 +447,7 @@ class Sweep(SplitRuns):
             holdout_look=look.line if look is not None else "",
             confirmable=self._confirmable(study, candidates(trials, base_hash), nf, len(runs), ref, look),
             label=run_label(self.runner.identity(), self.calibration),
+            unconcluded=tuple(self.unconcluded), failed_out=self.failed_out,
         )
         (self.dir / "promoted_synth.yaml").write_text(synth_yaml(exp, promoted_instr, summary), encoding="utf-8")
         evidence = (sweep_evidence(study, frozen_trial(study, promoted.number), verdict.winner, ref,
@@ -457,7 +476,7 @@ class Sweep(SplitRuns):
             {k: v for k, v in metrics.items() if v is not None},
             {"summary.md": text + "\n", "promoted_synth.yaml": yaml_text,
              "ledger.jsonl": self.ledger.path.read_text(encoding="utf-8") if self.ledger.path.exists() else ""},
-            status="FAILED" if self.unconcluded else "FINISHED"))
+            status="FAILED" if self.unconcluded or self.failed_out else "FINISHED"))
         self.out(text)
 
 
