@@ -20,8 +20,8 @@ calibration estimates effect_cv from its positive control (heterogeneity) and re
 effect_cv > 0 the test's power has a ceiling below 1 however large the effect (the spread grows with it): a design
 whose ceiling is below `power` has an infinite MDE, and only more tasks help.
 
-A design whose test can never reach alpha (min_attainable_p) is refused by experiments.config.validate
-unless allowed: sweep_design_problem and calibrate_design_problem say why, in one line.
+A design whose test can never reach alpha (min_attainable_p; for the holdout's t, holdout_min_p: the sign-flip p
+1 / 2^n of all holdout tasks moving the same way) is refused by experiments.config.validate unless allowed: sweep_design_problem and calibrate_design_problem say why, in one line.
 """
 
 from __future__ import annotations
@@ -416,8 +416,8 @@ def decision_power(sigma: float, tau: float, *, n_train: int, n_holdout: int, al
     `level` (holdout_min_p) confirms nothing here, as sweep_design_problem refuses it.
 
     Both tests are scale-free and the floor scales with the noise, so the search runs in units of sigma + tau
-    (cached): the same number of Monte Carlo evaluations for any scale, about 40 for the MDE and 6 for the tasks
-    needed. With sigma and tau both 0 nothing is simulated: every task moves by the mean effect, so any effect
+    (cached): the same number of Monte Carlo evaluations at any scale, 18-38 in all for sigma and tau from 1e-300
+    to 1e6 (bench/audit40_cost_power.py). With sigma and tau both 0 nothing is simulated: every task moves by the mean effect, so any effect
     above 0 passes both tests once their tasks can reach the levels (mde 0, `no_noise`)."""
     for name, v in (("sigma", sigma), ("tau", tau)):
         if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
@@ -438,7 +438,8 @@ _HUGE = 1e6  # an effect of a million noise units: detected whenever the tasks c
 
 
 def _designs(sigma: float, tau: float, n_train: int, n_holdout: int, alpha: float, level: float,
-                  baseline_runs: int, holdout_runs: tuple[int, int]) -> tuple[Design, Design]:
+             baseline_runs: int, holdout_runs: tuple[int, int]) -> tuple[Design, Design]:
+    """The train filter and the holdout confirmation of decision_power."""
     c, b = holdout_runs
     filt = dataclasses.replace(sweep_design(sigma, n_train, alpha=alpha, baseline_runs=baseline_runs), tau=tau)
     conf = Design("confirm", n_holdout, sigma * math.sqrt(1.0 / max(c, 1) + 1.0 / max(b, 1)), level, "greater", "t",
