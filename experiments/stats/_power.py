@@ -21,7 +21,8 @@ effect_cv > 0 the test's power has a ceiling below 1 however large the effect (t
 whose ceiling is below `power` has an infinite MDE, and only more tasks help.
 
 A design whose test can never reach alpha (min_attainable_p; for the holdout's t, holdout_min_p: the sign-flip p
-1 / 2^n of all holdout tasks moving the same way) is refused by experiments.config.validate unless allowed: sweep_design_problem and calibrate_design_problem say why, in one line.
+1 / 2^n of all holdout tasks moving the same way) is refused by experiments.config.validate unless allowed:
+sweep_design_problem and calibrate_design_problem say why, in one line.
 """
 
 from __future__ import annotations
