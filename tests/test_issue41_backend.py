@@ -144,18 +144,19 @@ def test_a_context_cached_while_the_model_failed_is_prepared_again(tmp_path, cle
     """Contexts an earlier version cached from a planner that failed (its plan: the defaults, the failure in its
     errors) read back as misses: prepared again, and the run scores as a clean one."""
     import json
-    import shutil
 
-    folder = tmp_path / "results" / "synth_mutation" / "context"
-    shutil.copytree(clean.folder / "results" / "synth_mutation" / "context", folder)
-    for f in folder.glob("*.json"):
-        record = json.loads(f.read_text(encoding="utf-8"))
-        plan = record["prepared"]["plan"]
-        plan.update(search_queries=[], subtasks=[], known_facts=[], gaps=[], parser="defaults", errors=[
-            "plan call failed: BackendError: Ollama at http://127.0.0.1:9 refused a chat for model 'glm4:9b': llama "
-            "runner process has terminated: exit status 2 (status code: 500)"])
-        f.write_text(json.dumps(record), encoding="utf-8")
     with stub() as s:
+        first = run_cli(tmp_path, sweep_args(s.url, "sweep.n_trials=1"))  # the contexts, under this folder's key
+        assert first.returncode == 0, first.stderr[-2000:]
+        for f in (tmp_path / "results" / "synth_mutation" / "context").glob("*.json"):
+            record = json.loads(f.read_text(encoding="utf-8"))
+            record["prepared"]["plan"].update(
+                search_queries=[], subtasks=[], known_facts=[], gaps=[], parser="defaults",
+                errors=["plan call failed: BackendError: Ollama at http://127.0.0.1:9 refused a chat for model "
+                        "'glm4:9b': llama runner process has terminated: exit status 2 (status code: 500)"])
+            f.write_text(json.dumps(record), encoding="utf-8")
+        for store in (tmp_path / "results" / "optuna.db", tmp_path / "mlflow.db"):  # a new study on those files
+            store.unlink()
         p = run_cli(tmp_path, sweep_args(s.url))
     assert p.returncode == 0, p.stderr[-2000:]
     assert "contexts 0 reused, 5 computed" in p.stdout  # before: 5 reused

@@ -128,7 +128,10 @@ def clean_run(folder: Path, *extra: str) -> Ran:
     key = tuple(extra)
     if key not in _CLEAN:
         with stub() as s:
-            _CLEAN[key] = run_cli(folder / "clean", sweep_args(s.url, "search.local_corpus=[{corpus}]", *extra))
+            ran = run_cli(folder / "clean", sweep_args(s.url, "search.local_corpus=[{corpus}]", *extra))
+        if ran.rc != 0:  # not kept: the next case tries again
+            return ran
+        _CLEAN[key] = ran
     return _CLEAN[key]
 
 
