@@ -115,6 +115,9 @@ class Design:
     effect_cv: float = 0.0  # task-to-task spread of the true effect, relative to it (module docstring)
     min_mean: float = 0.0  # the mean difference must reach this too (the A/B verdict's min_effect)
     tau: float = 0.0  # task-to-task spread of the true effect in points, whatever its mean (a task x variant sd)
+    # non-binding futility stop (sweep.holdout_futility_block, test "t" only): after every futility_block tasks but
+    # the last, a mean difference so far <= 0 stops it undetected; the test is made over all n tasks at the end
+    futility_block: int = 0
 
     @property
     def floor(self) -> float:
@@ -137,7 +140,14 @@ def _normals(sims: int, n: int, seed: int) -> np.ndarray:
 
 def detection_rate(design: Design, effect: float, *, sims: int = 4000, seed: int = 0) -> float:
     """P(detected) when the mean true difference over tasks is `effect` (spread design.effect_cv around it) and
-    the noise is normal with design.sd_diff."""
+    the noise is normal with design.sd_diff. test "mean" (the train filter "positive"): detected when the mean
+    difference is above 0, no test; with design.futility_block a simulated run stopped for futility is not
+    detected."""
+    if design.test == "mean":
+        if design.n < 1:
+            return 0.0
+        sd = math.hypot(design.sd_diff, design.tau)  # the mean of n normal differences: P(mean > 0) exactly
+        return float(_norm_cdf(effect * math.sqrt(design.n) / sd)) if sd > 0 else float(effect > 0)
     if design.n < 1 or min_attainable_p(design.n, test=design.test, alternative=design.alternative) >= design.alpha:
         return 0.0
     z = _normals(sims, design.n, seed)
@@ -157,11 +167,20 @@ def detection_rate(design: Design, effect: float, *, sims: int = 4000, seed: int
         hit = np.nan_to_num(p, nan=1.0) < design.alpha
     else:
         hit = wilcoxon_reject(d, design.alpha, alternative=design.alternative)
+    if design.futility_block > 0:  # the non-binding futility looks (experiments.sweep.futility_stop's rule)
+        looks = list(range(design.futility_block, design.n, design.futility_block))
+        if looks:
+            prefix = np.cumsum(d[:, :looks[-1]], axis=1)[:, [m - 1 for m in looks]] / np.asarray(looks, dtype=float)
+            hit &= ~(prefix <= 0.0).any(axis=1)
     mean = d.mean(axis=1)
     hit &= mean > (design.floor if design.floor_se else 0.0)
     if design.min_mean:
         hit &= mean >= design.min_mean
     return float(hit.mean())
+
+
+def _norm_cdf(x: float) -> float:
+    return 0.5 * math.erfc(-x / math.sqrt(2.0))
 
 
 @functools.lru_cache(maxsize=256)
@@ -328,21 +347,28 @@ def calibrate_design_problem(exp: ExperimentConfig) -> str | None:
 def sweep_design_problem(exp: ExperimentConfig) -> str | None:
     """Why a synth_mutation sweep of this design can never promote a candidate, or None when it can.
 
-    Promotion needs (1) the one-sided exact Wilcoxon over the train tasks to reach sweep.alpha (smallest p
-    1 / 2^n_train), (2) a noise floor, i.e. sweep.baseline_repeats >= 2, and (3) a holdout confirmation: under
+    Promotion needs (1) under sweep.train_filter "wilcoxon" (today's) the one-sided exact Wilcoxon over the train
+    tasks to reach sweep.alpha (smallest p 1 / 2^n_train) and (2) a noise floor, i.e. sweep.baseline_repeats >= 2;
+    under "positive" at least one train task (its train mean against the baseline's), under "none" nothing of the
+    train split (neither filter uses the floor or the Wilcoxon); and (3) a holdout confirmation: under
     rule "tasks" enough holdout tasks that the exact sign-flip p of all of them moving the same way, 1 / 2^n_holdout
     (holdout_min_p), is below the first look's level alpha / 2 (6 tasks at alpha 0.05), and sweep.holdout_top_k >= 1.
     """
     sw = exp.sweep
     n_train, n_hold = len(exp.tasks("train")), len(exp.tasks("holdout"))
+    rule = getattr(sw, "train_filter", "wilcoxon")  # the key issue 42 adds (experiments.config.SweepConfig)
     p = min_attainable_p(n_train, test="wilcoxon", alternative="greater")
-    if p >= sw.alpha:
+    if rule == "positive" and n_train < 1:
+        return (f"sweep: benchmark {exp.benchmark.name!r} has no train task: the train filter 'positive' (train mean "
+                f"above the baseline's) can pass no candidate; add split=train tasks, sweep.train_filter=none, or "
+                f"sweep.allow_underpowered=true")
+    if rule == "wilcoxon" and p >= sw.alpha:
         need = tasks_needed(sw.alpha, test="wilcoxon", alternative="greater")
         return (f"sweep: benchmark {exp.benchmark.name!r} has {n_train} train task(s) and {n_hold} holdout: the "
                 f"smallest one-sided exact Wilcoxon p over {n_train} train tasks is {p:.4g} >= alpha {sw.alpha:g}, "
                 f"so no candidate can ever be promoted; use >= {need} train tasks (benchmark=asyncio_practices has "
                 f"16 train + 8 holdout), a larger sweep.alpha, or sweep.allow_underpowered=true for a first look")
-    if sw.baseline_repeats < 2:
+    if rule == "wilcoxon" and sw.baseline_repeats < 2:
         return (f"sweep: baseline_repeats={sw.baseline_repeats} measures no noise floor (it needs >= 2 baseline runs), "
                 f"so no difference can be told from noise; set sweep.baseline_repeats=2 or more, or "
                 f"sweep.allow_underpowered=true")
@@ -383,24 +409,34 @@ def spread_from_trials(candidate_diffs: Sequence[Sequence[float]], noise_var: fl
     return math.sqrt(max(ss / df - max(noise_var, 0.0), 0.0)), df
 
 
+TRAIN_FILTERS = ("wilcoxon", "positive", "none")  # sweep.train_filter (experiments.sweep.passes_train_filter)
+
+
 @dataclass(frozen=True)
 class DecisionPower:
-    """What a sweep's whole decision can detect: the train filter (one-sided Wilcoxon and the noise floor on the
-    train tasks) and the confirmation over the holdout tasks (one-sided paired t at the look's level) must both
-    pass; their data are independent, so P(promote) = P(filter) x P(confirm) at a mean effect."""
+    """What a sweep's whole decision can detect: the train filter and the confirmation over the holdout tasks
+    (one-sided paired t at the look's level, with the non-binding futility stop when the design has one) must both
+    pass; their data are independent, so P(promote) = P(filter) x P(confirm) at a mean effect. The filter
+    (sweep.train_filter): "wilcoxon", the one-sided Wilcoxon and the noise floor on the train tasks; "positive",
+    the train mean above the baseline's (a Design of test "mean"); "none", no filter (filter None)."""
 
-    filter: Design
+    filter: Design | None
     confirm: Design
     mde: float  # the smallest mean effect promoted with probability `power` (inf: none)
     power: float
-    needed: tuple[int, int] | None  # (train, holdout) tasks in this design's ratio for target_effect at `power`
+    needed: tuple[int, int] | None  # (train, holdout) tasks for target_effect at `power` (train 0: none needed)
     target_effect: float
     sigma: float
+    holdout_runs: tuple[int, int] = (1, 1)  # (candidate, baseline) runs per holdout task
 
     @property
     def no_noise(self) -> bool:
         """Run noise and task spread both 0: the figures hold only if the noise truly is 0."""
         return self.sigma == 0 and self.confirm.tau == 0
+
+    @property
+    def train_filter(self) -> str:
+        return "none" if self.filter is None else "positive" if self.filter.test == "mean" else "wilcoxon"
 
     def rate(self, effect: float, sims: int = 2000) -> float:
         return _joint(self.filter, self.confirm, effect, sims)
@@ -408,13 +444,19 @@ class DecisionPower:
 
 def decision_power(sigma: float, tau: float, *, n_train: int, n_holdout: int, alpha: float, level: float,
                    baseline_runs: int, holdout_runs: tuple[int, int] = (1, 1), power: float = 0.8,
-                   target_effect: float = 0.5, sims: int = 2000) -> DecisionPower:
-    """The detectable effect of filter and confirmation together, and the holdout tasks a target effect needs.
+                   target_effect: float = 0.5, sims: int = 2000, train_filter: str = "wilcoxon",
+                   futility_block: int = 0) -> DecisionPower:
+    """The detectable effect of filter and confirmation together, and the tasks a target effect needs.
 
-    The filter compares one candidate run with the mean of `baseline_runs` (sd sigma sqrt(1 + 1/b) per task, the
-    2-SE floor); the confirmation's per-task difference has sd sqrt(tau^2 + sigma^2 (1/c + 1/b)) with
-    holdout_runs = (c, b); both see the task spread tau. A holdout too small for its exact sign-flip p to reach
-    `level` (holdout_min_p) confirms nothing here, as sweep_design_problem refuses it.
+    The filter compares one candidate run with the mean of `baseline_runs` (sd sigma sqrt(1 + 1/b) per task, plus
+    the task spread tau): under train_filter "wilcoxon" by the one-sided Wilcoxon and the 2-SE floor, under
+    "positive" by its mean above 0, under "none" not at all. The confirmation's per-task difference has sd
+    sqrt(tau^2 + sigma^2 (1/c + 1/b)) with holdout_runs = (c, b) (per-task means of c and b runs), the one-sided
+    paired t over the n_holdout tasks at `level`; with futility_block B > 0 a simulated study whose mean difference
+    so far is <= 0 after B, 2B, ... tasks (not the last) stops unconfirmed (sweep.holdout_futility_block: the stop
+    is non-binding, the claim is made at the last look, so its only cost is this loss of power). A holdout too
+    small for its exact sign-flip p to reach `level` (holdout_min_p) confirms nothing here, as
+    sweep_design_problem refuses it.
 
     Both tests are scale-free and the floor scales with the noise, so the search runs in units of sigma + tau
     (cached): the same number of Monte Carlo evaluations at any scale, 18-38 in all for sigma and tau from 1e-300
@@ -423,104 +465,167 @@ def decision_power(sigma: float, tau: float, *, n_train: int, n_holdout: int, al
     for name, v in (("sigma", sigma), ("tau", tau)):
         if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
             raise ValueError(f"decision_power: {name} must be a finite number >= 0, got {v!r}")
-    filt, conf = _designs(sigma, tau, n_train, n_holdout, alpha, level, baseline_runs, tuple(holdout_runs))
+    if train_filter not in TRAIN_FILTERS:
+        raise ValueError(f"decision_power: train_filter must be one of {TRAIN_FILTERS}, got {train_filter!r}")
+    futility_block = max(int(futility_block or 0), 0)
+    runs = tuple(holdout_runs)
+    filt, conf = _designs(sigma, tau, n_train, n_holdout, alpha, level, baseline_runs, runs, train_filter,
+                          futility_block)
     scale = sigma + tau
     if scale == 0:
-        return DecisionPower(filt, conf, _zero_noise_mde(n_train, n_holdout, alpha, level), power,
-                             _zero_noise_needed(n_train, n_holdout, alpha, level), target_effect, sigma)
-    key = (sigma / scale, tau / scale, n_train, n_holdout, alpha, level, baseline_runs, tuple(holdout_runs), power,
-           sims)
+        return DecisionPower(filt, conf, _zero_noise_mde(n_train, n_holdout, alpha, level, train_filter), power,
+                             _zero_noise_needed(n_train, n_holdout, alpha, level, train_filter), target_effect, sigma,
+                             runs)
+    key = (sigma / scale, tau / scale, n_train, n_holdout, alpha, level, baseline_runs, runs, power, sims,
+           train_filter, futility_block)
     m = scale * _unit_joint_mde(*key)
     needed = _unit_needed(*key, min(target_effect / scale, _HUGE))
-    return DecisionPower(filt, conf, m, power, needed, target_effect, sigma)
+    return DecisionPower(filt, conf, m, power, needed, target_effect, sigma, runs)
 
 
 _HUGE = 1e6  # an effect of a million noise units: detected whenever the tasks can reach the levels (and finite)
 
 
 def _designs(sigma: float, tau: float, n_train: int, n_holdout: int, alpha: float, level: float,
-             baseline_runs: int, holdout_runs: tuple[int, int]) -> tuple[Design, Design]:
-    """The train filter and the holdout confirmation of decision_power."""
+             baseline_runs: int, holdout_runs: tuple[int, int], train_filter: str = "wilcoxon",
+             futility_block: int = 0) -> tuple[Design | None, Design]:
+    """The train filter (None under "none") and the holdout confirmation of decision_power."""
     c, b = holdout_runs
-    filt = dataclasses.replace(sweep_design(sigma, n_train, alpha=alpha, baseline_runs=baseline_runs), tau=tau)
+    filt: Design | None = dataclasses.replace(sweep_design(sigma, n_train, alpha=alpha, baseline_runs=baseline_runs),
+                                              tau=tau)
+    if train_filter == "positive":
+        filt = dataclasses.replace(filt, name="train mean above the baseline's", test="mean", floor_se=0.0)
+    elif train_filter == "none":
+        filt = None
     conf = Design("confirm", n_holdout, sigma * math.sqrt(1.0 / max(c, 1) + 1.0 / max(b, 1)), level, "greater", "t",
-                  tau=tau)
+                  tau=tau, futility_block=futility_block)
     return filt, conf
 
 
-def _joint(filt: Design, conf: Design, effect: float, sims: int) -> float:
+def _joint(filt: Design | None, conf: Design, effect: float, sims: int) -> float:
     """P(filter) x P(confirm) at a mean effect; 0 when the holdout cannot reach its level (holdout_min_p)."""
     if holdout_min_p(conf.n) >= conf.alpha:
         return 0.0
-    return detection_rate(filt, effect, sims=sims) * detection_rate(conf, effect, sims=sims)
+    f = detection_rate(filt, effect, sims=sims) if filt is not None else 1.0
+    return f * detection_rate(conf, effect, sims=sims)
 
 
-def _joint_ok(filt: Design, conf: Design, effect: float, sims: int, power: float) -> bool:
+def _joint_ok(filt: Design | None, conf: Design, effect: float, sims: int, power: float) -> bool:
     """_joint(...) >= power, the filter's Wilcoxon (the dearer simulation) run only when the t alone reaches it."""
     if holdout_min_p(conf.n) >= conf.alpha:
         return False
     c = detection_rate(conf, effect, sims=sims)
-    return c >= power and c * detection_rate(filt, effect, sims=sims) >= power
+    return c >= power and (filt is None or c * detection_rate(filt, effect, sims=sims) >= power)
+
+
+def _filter_tasks_ok(n_train: int, alpha: float, train_filter: str) -> bool:
+    """Whether the train filter can pass at all on n_train tasks (Wilcoxon: its exact p can reach alpha)."""
+    if train_filter == "none":
+        return True
+    if train_filter == "positive":
+        return n_train >= 1
+    return n_train >= 1 and min_attainable_p(n_train, test="wilcoxon", alternative="greater") < alpha
 
 
 @functools.lru_cache(maxsize=128)
 def _unit_joint_mde(sigma: float, tau: float, n_train: int, n_holdout: int, alpha: float, level: float,
-                    baseline_runs: int, holdout_runs: tuple[int, int], power: float, sims: int) -> float:
+                    baseline_runs: int, holdout_runs: tuple[int, int], power: float, sims: int,
+                    train_filter: str = "wilcoxon", futility_block: int = 0) -> float:
     """The joint MDE for sigma + tau = 1 (decision_power scales it)."""
-    filt, conf = _designs(sigma, tau, n_train, n_holdout, alpha, level, baseline_runs, holdout_runs)
-    if not n_train or n_holdout < 2:
+    filt, conf = _designs(sigma, tau, n_train, n_holdout, alpha, level, baseline_runs, holdout_runs, train_filter,
+                          futility_block)
+    if (train_filter != "none" and not n_train) or n_holdout < 2:
         return float("inf")
-    return _smallest(lambda e: _joint_ok(filt, conf, e, sims, power),
-                     max(filt.sd_diff + filt.tau, conf.sd_diff + conf.tau), doublings=30)
+    start = conf.sd_diff + conf.tau
+    if filt is not None:
+        start = max(filt.sd_diff + filt.tau, start)
+    return _smallest(lambda e: _joint_ok(filt, conf, e, sims, power), start, doublings=30)
 
 
 @functools.lru_cache(maxsize=128)
 def _unit_needed(sigma: float, tau: float, n_train: int, n_holdout: int, alpha: float, level: float,
                  baseline_runs: int, holdout_runs: tuple[int, int], power: float, sims: int,
-                 effect: float) -> tuple[int, int] | None:
-    """The fewest (train, holdout) tasks, both splits grown in the design's ratio, that reach `power` at `effect`
-    (sigma + tau = 1): the first of the holdout sizes 2..16, doubling to 256, then to MAX_TASKS (those whose
-    sign-flip p can reach the level) that reaches it."""
-    if not n_train or not n_holdout:
+                 train_filter: str = "wilcoxon", futility_block: int = 0,
+                 effect: float = 0.5) -> tuple[int, int] | None:
+    """The fewest (train, holdout) tasks that reach `power` at `effect` (sigma + tau = 1): the first of the holdout
+    sizes 2..16, doubling to 256, then to MAX_TASKS (those whose sign-flip p can reach the level) that reaches it.
+    Under a train filter both splits grow in the design's ratio; under "none" only the holdout decides (train 0)."""
+    if not n_holdout or (train_filter != "none" and not n_train):
         return None
-    filt, conf = _designs(sigma, tau, n_train, n_holdout, alpha, level, baseline_runs, holdout_runs)
+    filt, conf = _designs(sigma, tau, n_train, n_holdout, alpha, level, baseline_runs, holdout_runs, train_filter,
+                          futility_block)
     sizes = [h for h in [*range(2, 17), 32, 64, 128, 256, 378, MAX_TASKS] if holdout_min_p(h) < level]
 
     def split(h: int) -> tuple[int, int]:
-        return max(math.ceil(h * n_train / n_holdout), 1), h
+        return (max(math.ceil(h * n_train / n_holdout), 1) if filt is not None else 0), h
 
     for h in sizes:  # the smallest first: a size costs in proportion to it, and past 16 they grow geometrically
         t, h = split(h)
-        if _joint_ok(dataclasses.replace(filt, n=t), dataclasses.replace(conf, n=h), effect, sims, power):
+        f = dataclasses.replace(filt, n=t) if filt is not None else None
+        # the futility looks at the design's fractions of the holdout (a block of 4 of 12 tasks: every third of
+        # it): a block of fixed size on a grown holdout would stop a small true effect at its first blocks often
+        # enough to cap the power (at an effect of 0.3 per-task sd, P(mean <= 0) after 4 tasks is 0.27)
+        block = max(round(futility_block * h / n_holdout), 1) if futility_block else 0
+        if _joint_ok(f, dataclasses.replace(conf, n=h, futility_block=block), effect, sims, power):
             return t, h
     return None
 
 
-def _zero_noise_reachable(n_train: int, n_holdout: int, alpha: float, level: float) -> bool:
-    return (n_train >= 1 and min_attainable_p(n_train, test="wilcoxon", alternative="greater") < alpha
-            and holdout_min_p(n_holdout) < level)
+def _zero_noise_reachable(n_train: int, n_holdout: int, alpha: float, level: float,
+                          train_filter: str = "wilcoxon") -> bool:
+    return _filter_tasks_ok(n_train, alpha, train_filter) and holdout_min_p(n_holdout) < level
 
 
-def _zero_noise_mde(n_train: int, n_holdout: int, alpha: float, level: float) -> float:
-    return 0.0 if _zero_noise_reachable(n_train, n_holdout, alpha, level) else float("inf")
+def _zero_noise_mde(n_train: int, n_holdout: int, alpha: float, level: float, train_filter: str = "wilcoxon") -> float:
+    return 0.0 if _zero_noise_reachable(n_train, n_holdout, alpha, level, train_filter) else float("inf")
 
 
-def _zero_noise_needed(n_train: int, n_holdout: int, alpha: float, level: float) -> tuple[int, int] | None:
-    if not n_train or not n_holdout:
+def _zero_noise_needed(n_train: int, n_holdout: int, alpha: float, level: float,
+                       train_filter: str = "wilcoxon") -> tuple[int, int] | None:
+    if not n_holdout or (train_filter != "none" and not n_train):
         return None
     for h in range(2, MAX_TASKS + 1):
-        t = max(math.ceil(h * n_train / n_holdout), 1)
-        if _zero_noise_reachable(t, h, alpha, level):
+        t = max(math.ceil(h * n_train / n_holdout), 1) if train_filter != "none" else 0
+        if _zero_noise_reachable(t, h, alpha, level, train_filter):
             return t, h
     return None
+
+
+def _needed_text(dp: DecisionPower) -> str:
+    if dp.needed is None:
+        return f"more than {MAX_TASKS} holdout tasks"
+    t, h = dp.needed
+    if dp.train_filter == "wilcoxon":
+        what = f"{t} train + {h} holdout tasks"
+    elif dp.train_filter == "none":
+        what = f"{h} holdout tasks (the train split only searches)"
+    else:
+        what = f"{h} holdout tasks (and {t} train tasks for the train mean to stay above the baseline's)"
+    if dp.confirm.futility_block:
+        what += ", the futility looks at the same fractions of the holdout"
+    return what
+
+
+def _design_text(dp: DecisionPower) -> str:
+    conf = dp.confirm
+    if dp.train_filter == "wilcoxon" and not conf.futility_block:
+        return (f"train filter on {dp.filter.n} tasks and confirmation over {conf.n} holdout tasks at level "
+                f"{conf.alpha:.4g} together")
+    c, b = dp.holdout_runs
+    what = (f"confirmation over {conf.n} holdout tasks ({c} candidate + {b} baseline run(s) per task) at level "
+            f"{conf.alpha:.4g}")
+    if conf.futility_block:
+        what += f" with a futility stop every {conf.futility_block} holdout tasks"
+    if dp.train_filter == "positive":
+        return f"{what}, after a train mean above the baseline's on {dp.filter.n} train tasks"
+    if dp.train_filter == "none":
+        return f"{what}, no train filter"
+    return f"{what}, after the train filter on {dp.filter.n} tasks"
 
 
 def decision_power_line(dp: DecisionPower, *, tau_source: str, sigma_source: str) -> str:
     """The summary's and preflight's line: what this design could have confirmed."""
-    need = (f"{dp.needed[0]} train + {dp.needed[1]} holdout tasks" if dp.needed is not None
-            else f"more than {MAX_TASKS} holdout tasks")
-    design = (f"train filter on {dp.filter.n} tasks and confirmation over {dp.confirm.n} holdout tasks at level "
-              f"{dp.confirm.alpha:.4g} together")
+    need, design = _needed_text(dp), _design_text(dp)
     if dp.no_noise:
         what = ("confirms any mean effect above 0" if math.isfinite(dp.mde)
                 else "cannot confirm any effect: its tasks cannot reach the levels")

@@ -318,24 +318,33 @@ def confirmable_line(exp: ExperimentConfig, *, sigma: float, sigma_source: str, 
     dp = decision_power(sigma, tau, n_train=len(exp.tasks("train")), n_holdout=len(exp.tasks("holdout")),
                         alpha=sw.alpha, level=level, baseline_runs=baseline_runs,
                         holdout_runs=(sw.holdout_candidate_runs, sw.holdout_baseline_runs), power=exp.calibrate.power,
-                        target_effect=exp.calibrate.target_effect, sims=min(exp.calibrate.sims, 1000))
+                        target_effect=exp.calibrate.target_effect, sims=min(exp.calibrate.sims, 1000),
+                        train_filter=getattr(sw, "train_filter", "wilcoxon"),
+                        futility_block=getattr(sw, "holdout_futility_block", 0))
     return decision_power_line(dp, tau_source=tau_source, sigma_source=sigma_source)
 
 
 def sweep_confirmable(exp: ExperimentConfig, *, noise: Any, baseline_runs: int, cands: Sequence[Any],
-                      reference: Mapping[str, float], calibration: Any, stored_looks: int, look: Any) -> str:
+                      reference: Mapping[str, float], calibration: Any, stored_looks: int, look: Any,
+                      holdout_baseline: Sequence[Mapping[str, float]] = ()) -> str:
     """The end-of-sweep confirmable line (confirmable_line) from what the sweep holds: its noise floor (noise:
     stats.NoiseFloor), its candidates (promotion.Candidate, one train run each) against the baseline reference,
     and the level of the look it made (else of its next one). "" when the design does not confirm over tasks or
-    no noise was measured."""
-    from experiments.stats import level
+    no noise was measured.
+    Without a noise floor (sweep.baseline_repeats 1, no calibration: issue 42's default) the run noise is the one
+    the baseline's own holdout runs show (`holdout_baseline`: its runs, task -> score, 2 or more)."""
+    from experiments.stats import level, noise_floor
 
     sw = exp.sweep
+    if noise.repeats < 2 and len([r for r in holdout_baseline if r]) >= 2:
+        noise = noise_floor(holdout_baseline)
+        source = f"the baseline's {noise.repeats} holdout runs"
+    else:
+        source = f"calibration {calibration.key}" if calibration is not None else f"{baseline_runs} baseline runs"
     if sw.holdout_test != "tasks" or len(exp.tasks("holdout")) < 2 or noise.repeats < 2:
         return ""
     diffs = [[float(c.train_scores[t]) - float(reference[t]) for t in c.train_scores if t in reference]
              for c in cands]
-    source = f"calibration {calibration.key}" if calibration is not None else f"{baseline_runs} baseline runs"
     return confirmable_line(exp, sigma=noise.sigma, sigma_source=source, baseline_runs=baseline_runs,
                             candidate_diffs=diffs, calibration=calibration,
                             level=look.level if look is not None else level(sw.alpha, stored_looks + 1))
