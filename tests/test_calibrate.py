@@ -73,8 +73,8 @@ def test_harmful_instruction_is_detected_and_identical_arms_are_not_significant(
     assert 0.1 < cal.sigma < 0.9 and cal.sigma_ci[0] < 0.3 < cal.sigma_ci[1]
     assert 0.02 < cal.judge_sigma < 0.3 and set(cal.judge_dimensions) == {"depth"} == set(cal.generator_dimensions)
     assert cal.repeats == 2 and cal.n_tasks == 4 and len(cal.runs["judge"]["t0"]) == 3
-    # what it ran: 4 contexts, 2 generator runs + 1 control run per task, 3 re-scores per task
-    assert runner.prepares == 4 and len(runner.run_ids) == 12
+    # what it ran: 4 contexts, 2 generator runs + 1 control run + 1 A/A' rewrite run (issue 42) per task, 3 re-scores
+    assert runner.prepares == 4 and len(runner.run_ids) == 16
     assert sum(rid.startswith("calibrate-gen") for rid in runner.run_ids) == 8
     # the numbers a user asked for, printed in one block
     text = "\n".join(lines)
@@ -82,7 +82,8 @@ def test_harmful_instruction_is_detected_and_identical_arms_are_not_significant(
     for fragment in ("judge variance (each output re-scored 3x): composite sd", "generator variance (2 seeds)",
                      "A/A (blind arms arm-", "not significant: PASS", "positive control (", "detected: PASS",
                      "noise floor: sigma", "minimum detectable effect (alpha 0.05, power 0.8; simulated): sweep",
-                     "target effect 0.5: sweep needs", "cost per task run (median of 12)", "stored: "):
+                     "target effect 0.5: sweep needs", "cost per task run (median of 12)", "stored: ",
+                     "spread of per-task differences, sampled", "levers for this model (sampled figures): "):
         assert fragment in block, fragment
     assert len(block.splitlines()) <= 20
     assert math.isfinite(cal.mde["sweep"]["mde"]) and cal.mde["ab"]["n"] == 14

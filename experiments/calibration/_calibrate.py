@@ -53,6 +53,7 @@ from experiments.storage import (FAIL, PASS, UNREACHABLE, Calibration, Check, Co
                                  calibration_fingerprint, fingerprint_key, run_label)
 from harness.fsio import atomic_write_text
 
+from ._decompose import decompose, frozen_share, levers, pairwise_g
 from ._summary import format_calibration
 
 JUDGE_SEED_OFFSET = 2_000_003  # judge re-score seeds: apart from generation seeds and wiggum's verify (1_000_003)
@@ -66,6 +67,67 @@ GENERATOR_SEED_OFFSET = 3_000_017
 def generator_seed(seed: int, j: int) -> int:
     """Seed of the calibration's generator (and positive-control) run j."""
     return seed + GENERATOR_SEED_OFFSET + j
+
+
+# The A/A' arm's default: a rewrite, written by hand, of each harness.synthesis.DEFAULT_INSTRUCTIONS text: the same
+# requirements in other words and another order. A baseline that is not the default text gets rewrite_rule.
+REWRITES = {
+    "enumerated": (
+        "Answer with exactly as many numbered items as the task requests (not one more or fewer), formatted in "
+        "Markdown, and use a single numbered list only. Begin with at most one introductory sentence. Each item "
+        "starts with a bold title and then 2-3 concrete sentences that name the exact tool, function, setting or "
+        "number and explain why it matters. Keep the items from overlapping."
+    ),
+    "best_practices": (
+        "Address a practitioner who will put this into practice today: give best-practice guidance on the technical "
+        "topic, in Markdown. Concrete commands and settings beat general advice. For every practice, show how to "
+        "implement it at code level (function names, parameters, and a short snippet where useful), name the tools "
+        "and libraries to use (with versions when they matter), and list the pitfalls to stay clear of."
+    ),
+    "research": (
+        "Produce a Markdown research synthesis: prose under a few headings. Rather than going through the sources "
+        "one at a time, weave them into a single coherent account, noting where they agree and where they differ. "
+        "Mark citations as [n] to match the numbered research context, separate what is settled from what is still "
+        "open, and close with the practical implications."
+    ),
+}
+
+
+def rewrite_rule(text: str) -> str:
+    """A deterministic meaning-preserving paraphrase of an instruction: its first sentence moved to the end (a list
+    of requirements read in another order); one sentence gets "Instruction: " in front."""
+    import re
+
+    parts = [p for p in re.split(r"(?<=[.!?])\s+", text.strip()) if p]
+    if len(parts) < 2:
+        return f"Instruction: {text.strip()}"
+    return " ".join(parts[1:] + parts[:1])
+
+
+def rewrite_of(task_type: str, baseline: str, configured: str = "") -> tuple[str, str]:
+    """(the A/A' text for a task type, where it came from: config | written | rule)."""
+    from harness.synthesis import DEFAULT_INSTRUCTIONS
+
+    if configured.strip():
+        return configured.strip(), "config"
+    if task_type in REWRITES and baseline.strip() == DEFAULT_INSTRUCTIONS.get(task_type, "").strip():
+        return REWRITES[task_type], "written"
+    return rewrite_rule(baseline), "rule"
+
+
+def runner_at(runner: Any, decoding: str) -> Any:
+    """The runner for a decoding: sampled = the runner as configured; greedy = producer temperature 0 (the
+    runner's at_temperature(0.0) when it has one, else a HarnessRunner sibling with synth.temperature 0 sharing
+    its roles, memory and search). TypeError (one line) when the runner can do neither."""
+    if decoding == "sampled":
+        return runner
+    if callable(getattr(runner, "at_temperature", None)):
+        return runner.at_temperature(0.0)
+    cfg, parts = getattr(runner, "cfg", None), getattr(runner, "parts", None)
+    if cfg is None or parts is None:
+        raise TypeError(f"calibrate.decodings has greedy but the runner {type(runner).__name__} has no "
+                        f"at_temperature(t) and is no HarnessRunner; nothing was run")
+    return type(runner)(dataclasses.replace(cfg, synth=dataclasses.replace(cfg.synth, temperature=0.0)), parts=parts)
 
 
 class CalibrationFailed(RuntimeError):
@@ -168,14 +230,21 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
     smoke = bool(getattr(runner, "smoke", False))
     instructions = baseline_instructions(exp, task_types(all_tasks))
     harmful = {tt: c.harmful_instruction.strip() for tt in instructions}
-    total_finish, total_rescore = n * (r + c.replications), n * k
+    rewritten = {tt: rewrite_of(tt, text, c.rewrite_instruction) for tt, text in instructions.items()}
+    rewrite = {tt: v[0] for tt, v in rewritten.items()}
+    decodings = list(c.decodings)
+    greedy_runner = runner_at(runner, "greedy") if "greedy" in decodings else None
+    # per decoding: the A/A' run (1 per task); greedy adds its own r baseline runs
+    extra = n * len(decodings) + (n * r if greedy_runner is not None else 0)
+    total_finish, total_rescore = n * (r + c.replications) + extra, n * k
     state = {"phase": "", "done": 0, "total": 0, "announced": False}
 
     def progress(kind: str, task_id: str, outcome: Any, seconds: float) -> None:
         state["done"] += 1
-        f_left = total_finish - len(timed.finish_s)
+        f_left = total_finish - sum(len(t.finish_s) for t in timers)
         s_left = total_rescore - len(timed.rescore_s)
-        mean_f = statistics.fmean(timed.finish_s) if timed.finish_s else 0.0
+        finished = [x for t in timers for x in t.finish_s]
+        mean_f = statistics.fmean(finished) if finished else 0.0
         mean_s = statistics.fmean(timed.rescore_s) if timed.rescore_s else mean_f / 10
         eta = (f_left * mean_f + s_left * mean_s) / pool.workers
         score = f"score {outcome.score:.3f}" if getattr(outcome, "ok", False) else "FAILED"
@@ -187,9 +256,16 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
                 f"(from the first measured task)")
 
     timed = TimedRunner(runner, progress)
+    timers = [timed]
+    timed_greedy = None
+    if greedy_runner is not None:
+        timed_greedy = TimedRunner(greedy_runner, progress)
+        timers.append(timed_greedy)
     out(f"[{name}] calibration of fingerprint {key} ({identity_text(identity)}; benchmark {exp.benchmark.name}): "
         f"{n} task(s) ({', '.join(t.id for t in tasks)}): {n} context preparation(s), {n * r} generator task runs "
-        f"({r} seeds; also the A/A arms), {n * c.replications} positive-control task runs, {n * k} judge re-scores; "
+        f"({r} seeds; also the A/A arms), {n * c.replications} positive-control task runs, {extra} A/A' task runs "
+        f"({'/'.join(decodings)}; rewrite: {', '.join(sorted({v[1] for v in rewritten.values()}))}), {n * k} judge "
+        f"re-scores; "
         f"wall time projected after the first task")
 
     calls0 = int(runner.llm_calls())
@@ -203,10 +279,11 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
     prepare_s = (time.perf_counter() - t0) / max(n, 1)
     prepare_calls = (int(runner.llm_calls()) - calls0) / max(n, 1)
 
-    def evaluate(label: str, instr: Mapping[str, str], seed: int, prefix: str) -> Any:
+    def evaluate(label: str, instr: Mapping[str, str], seed: int, prefix: str, via: Any = None) -> Any:
         state.update(phase=label, done=0, total=n)
         try:
-            return evaluate_candidate(instr, tasks, timed, contexts=contexts, seed=seed, run_prefix=prefix, pool=pool)
+            return evaluate_candidate(instr, tasks, via or timed, contexts=contexts, seed=seed, run_prefix=prefix,
+                                      pool=pool)
         except TrialFailed as exc:
             raise CalibrationFailed(f"calibration stopped in {label} (seed {seed}): {exc}; nothing stored") from exc
 
@@ -214,6 +291,15 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
                      generator_seed(exp.seed, j), f"{name}-gen{j}") for j in range(r)]
     controls = [evaluate(f"positive control {j + 1}/{c.replications} (seed {generator_seed(exp.seed, j)})", harmful,
                          generator_seed(exp.seed, j), f"{name}-control{j}") for j in range(c.replications)]
+    # the A/A' arm: the rewrite at the seed of generator run 1 (rho: same seed vs generator run 2's), per decoding
+    arms: dict[str, tuple[list[Any], Any]] = {}
+    for dec in decodings:
+        via = timed if dec == "sampled" else timed_greedy
+        base = gens if dec == "sampled" else [
+            evaluate(f"greedy baseline run {j + 1}/{r} (seed {generator_seed(exp.seed, j)})", instructions,
+                     generator_seed(exp.seed, j), f"{name}-greedy{j}", via) for j in range(r)]
+        arms[dec] = (base, evaluate(f"A/A' rewrite, {dec} (seed {generator_seed(exp.seed, 0)})", rewrite,
+                                    generator_seed(exp.seed, 0), f"{name}-rewrite-{dec}", via))
     judged: dict[str, list[Any]] = {}
     state.update(phase="judge re-scores", done=0, total=n * k)
     by_id = {t.id: t for t in tasks}
@@ -245,6 +331,18 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
     judge_runs = [{t: outs[j].score for t, outs in judged.items()} for j in range(k)]
     judge_sigma = _pooled(judge_runs)
     judge_dims = _dimension_sds([{t: outs[j].dimensions for t, outs in judged.items()} for j in range(k)])
+
+    # -- where the spread comes from (issue 42; experiments.calibration._decompose) -------------------------
+    decomposition: dict[str, Any] = {}
+    for dec, (base, rw) in arms.items():
+        base_runs = [ev.by_task() for ev in base]
+        part = decompose(base_runs, rw.by_task(), noise_floor(base_runs).sigma)
+        if dec == "greedy":
+            part["f"] = frozen_share(judge_sigma, part["tau"])
+        part["runs"] = {"baseline": base_runs, "rewrite": rw.by_task()}
+        decomposition[dec] = part
+    decomposition["rewrite"] = {tt: {"text": v[0], "source": v[1]} for tt, v in rewritten.items()}
+    decomposition["judge_sigma"] = judge_sigma
 
     (label_x, label_y), arm_x, arm_y = _blind_labels(exp.seed, r)
     ids = [t.id for t in tasks]
@@ -310,6 +408,12 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
     for d in designs:
         needed[slots[d.name]] = (tasks_for_effect(d, c.target_effect, power=c.power, sims=c.sims)
                                  if d.name.startswith("ab") or n_train else None)
+    pairwise = _pairwise(exp, runner, tasks, contexts, gens, controls, pool) if c.pairwise else None
+    main = decomposition.get("sampled") or decomposition["greedy"]
+    lever_items = levers(main, greedy=decomposition.get("greedy"), g=(pairwise or {}).get("g"),
+                         target=c.target_effect, alpha=c.alpha, power=c.power)
+    decomposition["levers"] = [{"lever": a, "pays": b, "why": w} for a, b, w in lever_items]
+    decomposition["levers_from"] = "sampled" if "sampled" in decomposition else "greedy"
     scores = [s for ev in gens + controls for s in ev.scores]
     cost = Cost(
         llm_calls=float(statistics.median(s.llm_calls for s in scores)),
@@ -325,14 +429,16 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
                 "alpha": c.alpha, "power": c.power, "test": c.test, "target_effect": c.target_effect,
                 "harmful_instruction": c.harmful_instruction, "sims": c.sims, "seed": exp.seed,
                 "generator_seeds": [generator_seed(exp.seed, j) for j in range(r)],
-                "benchmark": exp.benchmark.name, "aa_labels": [label_x, label_y], "aa_runs": [arm_x, arm_y]},
+                "benchmark": exp.benchmark.name, "aa_labels": [label_x, label_y], "aa_runs": [arm_x, arm_y],
+                "decodings": decodings, "pairwise": c.pairwise},
         tasks=tuple(ids), sigma=nf.sigma, repeats=nf.repeats, n_tasks=nf.n_tasks, range_of_means=nf.range_of_means,
         per_task_sd=dict(nf.per_task_sd), sigma_ci=ci, judge_sigma=judge_sigma, judge_dimensions=judge_dims,
         generator_dimensions=gen_dims, aa=aa, control=control, mde=mdes, needed=needed, cost=cost, smoke=smoke,
         runs={"generator": gen_runs, "control": control_runs,
               "judge": {t: [o.score for o in outs] for t, outs in judged.items()},
               "aa_diffs": aa_diffs, "control_diffs": ctl_diffs},
-        elapsed_s=time.perf_counter() - t_start, path=str(path), judge_control=judge_control, heterogeneity=spread)
+        elapsed_s=time.perf_counter() - t_start, path=str(path), judge_control=judge_control, heterogeneity=spread,
+        decomposition=decomposition, pairwise=pairwise)
 
     # -- written last: JSON, plots, MLflow ----------------------------------------------------------------------
     folder.mkdir(parents=True, exist_ok=True)
@@ -347,6 +453,51 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
             out(f"[{name}] warning: MLflow logging failed: {type(exc).__name__}: {exc}")
     out(format_calibration(cal, smoke_line=label, plots=plots, mlflow_ui=ui))
     return cal
+
+
+def _pairwise(exp: ExperimentConfig, runner: Any, tasks: Sequence[Task], contexts: Mapping[str, Any],
+              gens: Sequence[Any], controls: Sequence[Any], pool: RunPool) -> dict[str, Any]:
+    """calibrate.pairwise: the A/A (generator run 2's answer against run 1's) and the positive control (control
+    run 1 against generator run 1) judged side by side in both orders (evaluators.pairwise.compare_pair, the
+    evaluator role at the evaluator's temperature), against the pointwise differences of the same pairs: the
+    position bias, the A/A's and the control's mean preference, and g (pairwise_g). The runner's own
+    compare_pair(prepared, candidate, baseline, *, seed) is used where it has one (test doubles)."""
+    from evaluators.pairwise import compare_pair, position_bias
+    from harness.synthesis import expected_count
+
+    text = lambda ev: {s.task_id: (s.output_text, s.score) for s in ev.scores}  # noqa: E731
+    g0, g1, ctl = text(gens[0]), text(gens[1]), text(controls[0])
+    ids = [t.id for t in tasks if t.id in g0 and t.id in g1 and t.id in ctl]
+    by_id = {t.id: t for t in tasks}
+    own = getattr(runner, "compare_pair", None)
+
+    def judge(job: tuple[str, str, str, int]) -> Any:
+        tid, cand, base, seed = job
+        if callable(own):
+            return own(contexts[tid], cand, base, seed=seed)
+        prepared, ev = contexts[tid], exp.evaluator
+        crit = by_id[tid].criteria()
+        return compare_pair(prepared.clean_task, cand, base, runner.roles.evaluator, seed=seed,
+                            temperature=ev.temperature, judge_retries=ev.judge_retries,
+                            expected_count=crit.get("expected_count", expected_count(prepared.clean_task, prepared.plan)))
+
+    jobs = [(t, g1[t][0], g0[t][0], exp.seed + JUDGE_SEED_OFFSET + 97 + i) for i, t in enumerate(ids)]
+    jobs += [(t, ctl[t][0], g0[t][0], exp.seed + JUDGE_SEED_OFFSET + 197 + i) for i, t in enumerate(ids)]
+    with pool.ordered(judge, jobs) as done:
+        results = [fut.result() for _, fut in done]
+    aa_res, ctl_res = results[:len(ids)], results[len(ids):]
+    pw_aa = [r.preference for r in aa_res if r.preference is not None]
+    pw_ctl = [r.preference for r in ctl_res if r.preference is not None]
+    pt_aa = [g1[t][1] - g0[t][1] for t in ids]
+    pt_ctl = [ctl[t][1] - g0[t][1] for t in ids]
+    bias = position_bias(results)
+    return {"n": len(ids), "aa_preferences": [r.preference for r in aa_res],
+            "control_preferences": [r.preference for r in ctl_res], "point_aa": pt_aa, "point_control": pt_ctl,
+            "aa_mean": statistics.fmean(pw_aa) if pw_aa else None,
+            "control_mean": statistics.fmean(pw_ctl) if pw_ctl else None,
+            "first_wins": bias.first_wins, "decided": bias.decided, "position_bias": bias.rate,
+            "judge_failures": sum(r.judge_failures for r in results),
+            "g": pairwise_g(pt_aa, pt_ctl, pw_aa, pw_ctl), "calls": 2 * len(results)}
 
 
 def _safe_plots(cal: Calibration, folder: Path, out: Callable[[str], None], name: str) -> dict[str, Path]:

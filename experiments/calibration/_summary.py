@@ -109,6 +109,26 @@ def format_calibration(cal: Any, *, smoke_line: str = "", plots: Mapping[str, Pa
     het = getattr(cal, "heterogeneity", None)
     if het:
         lines.append(spread_line(het, cal.mde, nd, d["power"]))
+    dec = getattr(cal, "decomposition", None)
+    if dec:  # issue 42: where the spread comes from, and what it says about the levers
+        from ._decompose import decomposition_line, lever_lines
+
+        for name in ("sampled", "greedy"):
+            if name in dec:
+                lines.append(decomposition_line(name, dec[name]))
+        pw = getattr(cal, "pairwise", None)
+        if pw:
+            g = pw.get("g")
+            rate = pw.get("position_bias")
+            lines.append(f"pairwise (both orders, {pw['n']} pairs, {pw['calls']} judge calls): position bias: the "
+                         f"answer shown first won {pw['first_wins']} of {pw['decided']} decided verdicts"
+                         + (f" ({rate:.0%}; 50% is none)" if rate is not None else "")
+                         + f"; A/A preference {num(pw.get('aa_mean'), fmt='+.2f')}, control "
+                         f"{num(pw.get('control_mean'), fmt='+.2f')}; g {num(g, fmt='.2f')} (pairwise error / "
+                         f"pointwise on the same pairs; < 0.8 pays)")
+        if dec.get("levers"):
+            lines.append(lever_lines([(x["lever"], x["pays"], x["why"]) for x in dec["levers"]],
+                                     dec.get("levers_from", "sampled")))
     co = cal.cost
     lines.append(f"cost per task run (median of {co.runs}): {co.llm_calls:g} LLM calls ({co.uncached_calls:g} "
                  f"uncached), {co.tokens:.0f} tokens, {co.wall_s:.1f}s; context preparation {co.prepare_calls:.1f} "

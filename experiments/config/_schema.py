@@ -142,6 +142,12 @@ class ExperimentConfig(HarnessConfig):
     declared again) and the experiment's nodes. The YAML stays flat: `backend=fake`, `planner.mode=...`."""
 
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
+    # issue 42: the A/A' arm, a meaning-preserving rewrite of the baseline instruction run at the baseline's seeds
+    # ("" = experiments.calibration.rewrite_of per task type); decodings: sampled (the producer's temperature) and/or
+    # greedy (producer temperature 0); pairwise: an A/A and the positive control judged side by side (2 calls a pair)
+    rewrite_instruction: str = ""
+    decodings: list[str] = field(default_factory=lambda: ["sampled"])
+    pairwise: bool = False
     sweep: SweepConfig = field(default_factory=SweepConfig)
     ab: ABConfig = field(default_factory=ABConfig)
     calibrate: CalibrateConfig = field(default_factory=CalibrateConfig)

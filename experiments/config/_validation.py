@@ -221,6 +221,10 @@ def check_calibrate_design(exp: ExperimentConfig) -> None:
 
     problem = calibrate_design_problem(exp)
     if problem and not c.allow_underpowered:
+    decodings = list(c.decodings or ())  # issue 42: the A/A' arm's decodings
+    if not decodings or len(set(decodings)) != len(decodings) or not set(decodings) <= {"sampled", "greedy"}:
+        raise ConfigError(f"calibrate.decodings={decodings!r} is not allowed; expected a list of distinct values from "
+                          f"sampled, greedy")
         raise ConfigError(problem)
 
 
