@@ -159,3 +159,43 @@ def test_the_default_rewrite_is_written_for_default_instructions_and_a_rule_othe
     new, source = rewrite_of("enumerated", "First do A. Then do B.")
     assert (new, source) == ("Then do B. First do A.", "rule")
     assert rewrite_of("research", "x", "Say it otherwise.") == ("Say it otherwise.", "config")
+
+
+class PairWorld(World):
+    """World with a side-by-side judge: the better answer by quality wins both orders, except that a close pair
+    (|quality gap| < 0.5) goes to the answer shown first (position bias)."""
+
+    def compare_pair(self, prepared, candidate, baseline, *, seed=0):
+        from evaluators.pairwise import combine_orders, PairResult
+
+        def quality(text):
+            return -self.harm if "cannot help" in text else 0.0
+        gap = quality(candidate) - quality(baseline)
+        v1 = ("A" if gap > 0 else "B") if abs(gap) >= 0.5 else "A"  # candidate shown first
+        v2 = ("B" if gap > 0 else "A") if abs(gap) >= 0.5 else "A"  # baseline shown first
+        pref = combine_orders(1.0 if v1 == "A" else -1.0, 1.0 if v2 == "B" else -1.0)
+        return PairResult(pref, (v1, v2), (v1 == "A", v2 == "A"))
+
+    def finish(self, prepared, **kw):
+        out = super().finish(prepared, **kw)
+        instr = kw["instructions"][prepared["task_type"]]
+        import dataclasses
+
+        return dataclasses.replace(out, output_text=out.output_text + (" cannot help" if "cannot help" in instr else ""))
+
+
+def test_pairwise_reports_position_bias_and_g(make_exp):
+    exp = make_exp(n_train=8, n_holdout=4)
+    from experiments.config import load_tasks
+
+    runner = PairWorld(load_tasks(exp.benchmark), sigma=1.0, tau=0.4, rho=0.0)
+    lines: list[str] = []
+    cal, _ = calibrate(exp, runner, "calibrate.tasks=0", "calibrate.sims=200", "calibrate.pairwise=true",
+                       lines=lines)
+    pw = cal.pairwise
+    assert pw["n"] == 12 and pw["calls"] == 48
+    assert pw["first_wins"] == 36 and pw["decided"] == 48  # A/A: the first shown both orders; control: one order
+    assert pw["aa_mean"] == 0 and pw["control_mean"] == -1.0 and pw["g"] == 0.0
+    text = "\n".join(lines)
+    assert "position bias: the answer shown first won 36 of 48" in text
+    assert _lever(cal, "pairwise")["pays"] is True
