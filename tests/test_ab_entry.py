@@ -62,7 +62,7 @@ def test_config_maps_to_design_and_preregistration():
     assert design.arms == {ON: {"planner.skip_prior_knowledge": False}, OFF: {"planner.skip_prior_knowledge": True}}
     assert design.arm_names == (ON, OFF)
     assert (prereg.n_tasks, prereg.replications, prereg.alpha, prereg.min_effect) == (5, 3, 0.1, 0.5)
-    assert (prereg.metric, prereg.direction, prereg.test, prereg.sequential) == ("composite", "less", "wilcoxon", 0)
+    assert (prereg.metric, prereg.direction, prereg.test, prereg.sequential) == ("composite", "less", "t", 0)
     assert "prior-knowledge pass" in prereg.hypothesis and "\n" not in prereg.hypothesis
     assert len(cell_plan(design)) == 5 * 3 * 2 and len(set(cell_plan(design))) == 30
 
@@ -207,8 +207,8 @@ def test_interrupted_run_resumes_and_ends_with_report_plots_and_mlflow_runs(_iso
 def test_allowed_underpowered_two_sided_test_on_five_tasks_warns_it_cannot_reach_alpha():
     assert min_attainable_p(5) == pytest.approx(0.0625) and min_attainable_p(6) == pytest.approx(0.03125)
     lines: list[str] = []
-    run = run_ab_from_config(_exp("ab.replications=1", "mlflow.enabled=false"), run_arm=ScriptedArm(effect=3.0),
-                             out=lines.append)
+    run = run_ab_from_config(_exp("ab.replications=1", "ab.test=wilcoxon", "mlflow.enabled=false"),
+                             run_arm=ScriptedArm(effect=3.0), out=lines.append)
     assert run.result.verdict != "supported"  # every task favours A, yet p >= 0.0625 by construction
     notes = [ln for ln in lines if "'supported' is unreachable" in ln]
     assert notes and "smallest exact two-sided Wilcoxon p is 0.0625 >= alpha 0.05" in notes[0]

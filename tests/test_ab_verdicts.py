@@ -167,7 +167,8 @@ def test_the_command_line_check_refuses_a_misspelt_metric():
 def test_underpowered_design_is_refused_before_anything_is_written_and_runs_when_allowed(_isolated_results, tmp_path):
     arm = SplitVerdictArm()
     with pytest.raises(ConfigError) as info:
-        run_ab_from_config(_exp("benchmark=smoke", "ab.replications=1"), run_arm=arm, out=lambda _: None)
+        run_ab_from_config(_exp("benchmark=smoke", "ab.replications=1", "ab.test=wilcoxon"), run_arm=arm,
+                           out=lambda _: None)
     msg = str(info.value)
     assert msg == ("ab: with 5 task pairs (benchmark 'smoke', ab.split=all) the smallest exact two-sided Wilcoxon p "
                    "is 0.0625 >= alpha 0.05: 'supported' is unreachable; use a benchmark with >= 6 tasks "
@@ -176,8 +177,8 @@ def test_underpowered_design_is_refused_before_anything_is_written_and_runs_when
     _nothing_written(_isolated_results, tmp_path)
 
     lines: list[str] = []
-    run = run_ab_from_config(_exp("benchmark=smoke", "ab.replications=1", "ab.allow_underpowered=true",
-                                  "mlflow.enabled=false"), run_arm=arm, out=lines.append)
+    run = run_ab_from_config(_exp("benchmark=smoke", "ab.replications=1", "ab.test=wilcoxon",
+                                  "ab.allow_underpowered=true", "mlflow.enabled=false"), run_arm=arm, out=lines.append)
     assert len(arm.calls) == 10 and run.result.primary.n == 5
     assert any("note: with 5 task pairs the smallest exact two-sided Wilcoxon p is 0.0625" in ln for ln in lines)
 
@@ -185,10 +186,10 @@ def test_underpowered_design_is_refused_before_anything_is_written_and_runs_when
 @pytest.mark.parametrize(
     "overrides, refused",
     [
-        (["benchmark=smoke"], "5 task pairs"),
-        (["benchmark=smoke", "ab.split=train"], "3 task pairs (benchmark 'smoke', ab.split=train)"),
-        (["benchmark=asyncio_practices", "ab.split=holdout"], None),  # 8 holdout pairs: smallest p 2/256
-        (["benchmark=smoke", "ab.alpha=0.07"], None),  # 0.0625 < 0.07
+        (["benchmark=smoke", "ab.test=wilcoxon"], "5 task pairs"),
+        (["benchmark=smoke", "ab.test=wilcoxon", "ab.split=train"], "3 task pairs (benchmark 'smoke', ab.split=train)"),
+        (["benchmark=asyncio_practices", "ab.test=wilcoxon", "ab.split=holdout"], None),  # 8 holdout pairs: smallest p 2/256
+        (["benchmark=smoke", "ab.test=wilcoxon", "ab.alpha=0.07"], None),  # 0.0625 < 0.07
         (["benchmark=smoke", "ab.test=t"], None),
         (["benchmark=smoke", "ab.sequential=true"], None),  # t-based looks: n >= 2 at the last look
         (["benchmark=asyncio_practices"], None),  # the default A/B: 24 tasks
