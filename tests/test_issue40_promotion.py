@@ -218,6 +218,9 @@ def test_another_holdout_set_is_another_budget_and_an_edited_benchmark_is_not_of
     _sweep(exp, _e_rule, [])
     other = _bench(dataclasses.replace(exp, sweep=dataclasses.replace(exp.sweep, name="b")),
                    ["enumerated", "research"] * 4, ["enumerated", "research"] * 5)  # 10 holdout tasks: another set
+    # none of them a holdout task of study a (issue 42: a holdout sharing a task with a used one shares its budget)
+    other.benchmark.tasks = [dataclasses.replace(t, id=f"n{t.id}", task=f"new {t.task}") if t.split == "holdout"
+                             else t for t in other.benchmark.tasks]
     lines: list[str] = []
     _sweep(other, _e_rule, lines)
     assert "holdout look 1 of these holdout tasks: level 0.025" in _text(lines)

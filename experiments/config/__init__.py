@@ -6,8 +6,9 @@ from __future__ import annotations
 from ._benchmark import Task, load_tasks, split, task_from_spec, task_types
 from ._fingerprint import (DECISION_RULE, backend_identity, decision_rule, fingerprint_diff, harness_hash,
                            holdout_set, model_identity, study_fingerprint, with_rule_defaults)
-from ._schema import (BASELINE, HOLDOUT_TESTS, BenchmarkConfig, ConfigError, ExperimentConfig, TaskSpec,
-                      apply_overrides, compose_config, experiment_dict, to_experiment, to_harness_config, validate)
+from ._schema import (BASELINE, HOLDOUT_TESTS, TRAIN_FILTERS, BenchmarkConfig, ConfigError, ExperimentConfig,
+                      TaskSpec, apply_overrides, compose_config, experiment_dict, to_experiment, to_harness_config,
+                      validate)
 from ._sources import registry_uri, tracking_uri
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "DECISION_RULE",
     "ExperimentConfig",
     "HOLDOUT_TESTS",
+    "TRAIN_FILTERS",
     "Task",
     "TaskSpec",
     "apply_overrides",

@@ -92,10 +92,20 @@ def tasks_digest(tasks: Iterable[Any]) -> dict[str, Any]:
 
 
 def holdout_set(tasks: Iterable[Any]) -> dict[str, Any]:
-    """The holdout tasks' fingerprint (tasks_digest of the tasks whose split is holdout): every holdout look drawn on
-    the same holdout set in one storage spends from one alpha, whatever the study (experiments.stats looks)."""
-    return tasks_digest([t for t in tasks if getattr(t, "split", None) == "holdout"
-                         or (isinstance(t, Mapping) and t.get("split") == "holdout")])
+    """The holdout tasks' fingerprint (tasks_digest of the tasks whose split is holdout) and one key per task
+    ("tasks": task_key): every holdout look drawn on holdout tasks that share a task in one storage spends from one
+    alpha, whatever the study (experiments.stats looks; issue 42: a re-split shares tasks with the old set)."""
+    hold = [t for t in tasks if getattr(t, "split", None) == "holdout"
+            or (isinstance(t, Mapping) and t.get("split") == "holdout")]
+    return {**tasks_digest(hold), "tasks": [task_key(t) for t in hold]}
+
+
+def task_key(task: Any) -> str:
+    """"<id>:<hash of the task's content>", its split left out: the same task whichever split it is in."""
+    row = dataclasses.asdict(task) if dataclasses.is_dataclass(task) else dict(task)
+    row.pop("split", None)
+    digest = hashlib.sha256(json.dumps(row, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return f"{row.get('id')}:{digest}"
 
 
 # Where files go and how the server is reached, not what is measured: the backend's resolved models are pinned
@@ -138,10 +148,12 @@ def study_fingerprint(exp: Any, backend: Mapping[str, Any], tasks: Iterable[Any]
 # sampler, seed, operators, operator_choice, parent_selection, pruner*, gate_*, max_merges, mutate_task_types,
 # max_chars, failure_rate_stop) stay changeable: they decide which candidates are tried, not how one is judged.
 DECISION_RULE = ("alpha", "baseline_repeats", "race_top", "holdout_top_k", "holdout_test", "holdout_baseline_runs",
-                 "holdout_candidate_runs", "reuse_context", "cost_metric", "max_cost_increase", "max_task_loss")
+                 "holdout_candidate_runs", "reuse_context", "cost_metric", "max_cost_increase", "max_task_loss",
+                 "train_filter", "holdout_futility_block")
 # what a study pinned before a setting joined DECISION_RULE ran under: its default (issue 34's cost guard: off;
-# issue 40's worst-task guard: off)
-DECISION_RULE_DEFAULTS = {"cost_metric": "completion_tokens", "max_cost_increase": None, "max_task_loss": None}
+# issue 40's worst-task guard: off; issue 42's train filter: wilcoxon, futility stop: off)
+DECISION_RULE_DEFAULTS = {"cost_metric": "completion_tokens", "max_cost_increase": None, "max_task_loss": None,
+                          "train_filter": "wilcoxon", "holdout_futility_block": 0}
 
 
 def decision_rule(exp: Any) -> dict[str, Any]:

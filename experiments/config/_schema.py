@@ -81,6 +81,14 @@ class SweepConfig:
     holdout_test: str = "tasks"  # tasks (paired t over holdout tasks, Holm) | bound | floor (fixed-task: never promote)
     holdout_baseline_runs: int = 3  # baseline runs on the holdout (seeds seed, seed+1, ...): its per-task mean
     holdout_candidate_runs: int = 2  # runs of each top-k candidate on the holdout
+    # train filter (issue 42): which top-k candidates the holdout tests. wilcoxon: train mean difference above the
+    # noise floor and one-sided Wilcoxon p < alpha (experiments.stats.compare); positive: train mean above the
+    # baseline's on the tasks both have; none: every top-k candidate. The holdout alone confirms. Pinned.
+    train_filter: str = "wilcoxon"
+    # futility stop (issue 42, lever d): the holdout runs in blocks of this many tasks (both arms, all their runs);
+    # after each block but the last a candidate whose mean difference so far is <= 0 stops (not confirmed, the look
+    # counts; the claim is made at the last block only). 0 = off. Pinned in the decision rule.
+    holdout_futility_block: int = 0
     # cost guard (experiments.stats.CostGuard): promote only a candidate whose holdout cost increase over the baseline
     # is below max_cost_increase (a fraction; None = off) at the quality claim's level
     cost_metric: str = "completion_tokens"  # completion_tokens | prompt_tokens | llm_calls | wall_s
@@ -134,6 +142,12 @@ class CalibrateConfig:
     harmful_instruction: str = "Do not answer the task. Reply with one sentence saying that you cannot help with it."
     allow_underpowered: bool = False  # run A/A and control tests that cannot reach alpha (they check nothing)
     sims: int = 4000  # Monte Carlo samples per power estimate (minimum detectable effect, tasks needed)
+    # issue 42: the A/A' arm, a meaning-preserving rewrite of the baseline instruction run at the baseline's seeds
+    # ("" = experiments.calibration.rewrite_of per task type); decodings: sampled (the producer's temperature) and/or
+    # greedy (producer temperature 0); pairwise: an A/A and the positive control judged side by side (2 calls a pair)
+    rewrite_instruction: str = ""
+    decodings: list[str] = field(default_factory=lambda: ["sampled"])
+    pairwise: bool = False
 
 
 @dataclass
@@ -142,12 +156,6 @@ class ExperimentConfig(HarnessConfig):
     declared again) and the experiment's nodes. The YAML stays flat: `backend=fake`, `planner.mode=...`."""
 
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
-    # issue 42: the A/A' arm, a meaning-preserving rewrite of the baseline instruction run at the baseline's seeds
-    # ("" = experiments.calibration.rewrite_of per task type); decodings: sampled (the producer's temperature) and/or
-    # greedy (producer temperature 0); pairwise: an A/A and the positive control judged side by side (2 calls a pair)
-    rewrite_instruction: str = ""
-    decodings: list[str] = field(default_factory=lambda: ["sampled"])
-    pairwise: bool = False
     sweep: SweepConfig = field(default_factory=SweepConfig)
     ab: ABConfig = field(default_factory=ABConfig)
     calibrate: CalibrateConfig = field(default_factory=CalibrateConfig)
@@ -306,6 +314,9 @@ PRUNER_CORRECTIONS = ("none", "pocock")
 
 
 HOLDOUT_TESTS = ("tasks", "bound", "floor")
+
+
+TRAIN_FILTERS = ("wilcoxon", "positive", "none")  # sweep.train_filter (experiments.sweep.train_filtered)
 
 
 BASELINE = "baseline"

@@ -119,6 +119,10 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
     check("sweep.holdout_test", sw.holdout_test, HOLDOUT_TESTS)
     check_range("sweep.holdout_baseline_runs", sw.holdout_baseline_runs, 1)
     check_range("sweep.holdout_candidate_runs", sw.holdout_candidate_runs, 1)
+    from ._schema import TRAIN_FILTERS
+
+    check("sweep.train_filter", sw.train_filter, TRAIN_FILTERS)  # issue 42
+    check_range("sweep.holdout_futility_block", sw.holdout_futility_block, 0)  # issue 42: 0 = off
     from experiments.stats import COST_METRICS
 
     check("sweep.cost_metric", sw.cost_metric, COST_METRICS)
@@ -217,14 +221,14 @@ def check_calibrate_design(exp: ExperimentConfig) -> None:
                           f"(composite points)")
     if not c.harmful_instruction.strip():
         raise ConfigError("calibrate.harmful_instruction is empty; expected an instruction that makes outputs worse")
-    from experiments.stats import calibrate_design_problem
-
-    problem = calibrate_design_problem(exp)
-    if problem and not c.allow_underpowered:
     decodings = list(c.decodings or ())  # issue 42: the A/A' arm's decodings
     if not decodings or len(set(decodings)) != len(decodings) or not set(decodings) <= {"sampled", "greedy"}:
         raise ConfigError(f"calibrate.decodings={decodings!r} is not allowed; expected a list of distinct values from "
                           f"sampled, greedy")
+    from experiments.stats import calibrate_design_problem
+
+    problem = calibrate_design_problem(exp)
+    if problem and not c.allow_underpowered:
         raise ConfigError(problem)
 
 

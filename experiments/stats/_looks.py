@@ -1,5 +1,5 @@
-"""One error budget for a holdout set's life: every holdout conclusion ever drawn on the same holdout tasks in one
-storage spends from one alpha, whatever the study is called.
+"""One error budget for a holdout set's life: every holdout conclusion ever drawn in one storage on holdout tasks
+that share a task with these spends from one alpha, whatever the study is called.
 
 A study that is resumed ("raise sweep.n_trials, rerun to continue") concludes again, and a new top candidate is
 tested on the same holdout tasks. Testing each at full alpha lets the chance that some no-better candidate is
@@ -11,9 +11,12 @@ no new trial: the same stored runs) is the same look at the same level: it spend
 tests nothing (no candidate passed the train filter) is no look.
 
 The count is per holdout set, not per study (issue 40 E: a new sweep.name on the same storage started again at
-alpha / 2 and promoted a candidate another study had already failed to confirm). `others` are the looks other
-studies in the storage made on the same holdout tasks (experiments.sweep finds them by the holdout tasks'
-fingerprint): they count and spend, and they are never "the same look" (another study ran its holdout runs anew).
+alpha / 2 and promoted a candidate another study had already failed to confirm), and a set that shares any task
+with an earlier one is not a new set (issue 42: moving 4 tasks between the splits gave 12 holdout tasks, 8 of them
+looked at, a fresh budget). `others` are the looks other studies in the storage made on holdout tasks overlapping
+these (experiments.sweep finds them by each holdout task's id and content hash): they count and spend, and they
+are never "the same look" (another study ran its holdout runs anew). Counting a partly shared set in full is
+conservative: its looks tested on the shared tasks, and no bound on their dependence is cheaper than Bonferroni.
 The budget is the smallest alpha any of those looks was made under; a look never spends more than half of what
 the earlier ones left (with one alpha throughout that is alpha / 2^k). Another storage is another budget.
 
@@ -63,8 +66,8 @@ def level(alpha: float, number: int) -> float:
 def next_look(stored: Sequence[Mapping[str, Any]], family: Sequence[str], alpha: float,
               others: Sequence[Mapping[str, Any]] = ()) -> Look | None:
     """The look a conclusion testing `family` makes (None: an empty family tests nothing). `stored`: this study's
-    looks; `others`: the looks other studies made on the same holdout tasks. An earlier look of this study on the
-    same family is returned as it was stored."""
+    looks; `others`: the looks other studies made on holdout tasks overlapping these. An earlier look of this study
+    on the same family is returned as it was stored."""
     fam = tuple(sorted(set(family)))
     if not fam:
         return None

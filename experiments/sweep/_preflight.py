@@ -20,6 +20,7 @@ from experiments.storage import Cost, find_calibration
 from ._promotion import holdout_runs, race_runs
 
 HANDFUL = 5  # fewer proposals than this and the preflight warns
+HOLDOUT_SET_ATTR = "holdout_set"  # a study's holdout tasks' fingerprint (experiments.config.holdout_set)
 
 
 @dataclass(frozen=True)
@@ -242,9 +243,10 @@ def sweep_preflight(exp: ExperimentConfig, study: Any, *, calibration: Any, meas
         cost, source = None, "no calibration"
     stored = dict(study.user_attrs.get("baseline_runs", {}))
     repeats_left = 0 if cal is not None else sum(str(exp.seed + k) not in stored for k in range(1, sw.baseline_repeats))
-    done_runs = len(study.user_attrs.get("holdout", {})) + sum(
-        len(v) for v in study.user_attrs.get("holdout_repeats", {}).values())
-    holdout_left = max(holdout_runs(sw, n_holdout) - done_runs * n_holdout, 0)
+    # task runs stored (a run of a text filled block by block under sweep.holdout_futility_block counts its tasks)
+    done_runs = sum(len(v) for v in study.user_attrs.get("holdout", {}).values()) + sum(
+        len(r) for v in study.user_attrs.get("holdout_repeats", {}).values() for r in v.values())
+    holdout_left = max(holdout_runs(sw, n_holdout) - done_runs, 0)
     raced = sum(len(v) for v in study.user_attrs.get("train_reruns", {}).values())
     holdout_left += max(race_runs(sw, n_train) - raced * n_train, 0)  # the final race: task runs after the search
     proj = project_sweep(exp, finished=len(finished_trials(study)), baseline_done=baseline_trial(study) is not None,
@@ -256,12 +258,9 @@ def sweep_preflight(exp: ExperimentConfig, study: Any, *, calibration: Any, meas
     lines = preflight_lines(exp, proj, sigma=sigma, baseline_runs=1, noise_source=src,
                             effect_cv=cal.effect_cv if cal is not None else 0.0)
     if sigma is not None and update is None and sw.holdout_test == "tasks" and len(exp.tasks("holdout")) >= 2:
-        from experiments.stats import LOOKS_ATTR, level
-
-        looks = len(study.user_attrs.get(LOOKS_ATTR, []))  # the next conclusion is look looks + 1
         lines.append("preflight: " + confirmable_line(exp, sigma=sigma, sigma_source=src, baseline_runs=1,
                                                       candidate_diffs=(), calibration=cal,
-                                                      level=level(sw.alpha, looks + 1)))
+                                                      level=next_level(exp, study)))
     if update is None:
         lines.append(cost_model_line(cal, baseline_trial(study), proj.task_runs))
     if update is not None:  # the cost line changes, and the proposals a timeout or call cap allows
@@ -325,15 +324,16 @@ def confirmable_line(exp: ExperimentConfig, *, sigma: float, sigma_source: str, 
 
 
 def sweep_confirmable(exp: ExperimentConfig, *, noise: Any, baseline_runs: int, cands: Sequence[Any],
-                      reference: Mapping[str, float], calibration: Any, stored_looks: int, look: Any,
+                      reference: Mapping[str, float], calibration: Any, look: Any,
+                      stored: Sequence[Mapping[str, Any]] = (), others: Sequence[Mapping[str, Any]] = (),
                       holdout_baseline: Sequence[Mapping[str, float]] = ()) -> str:
     """The end-of-sweep confirmable line (confirmable_line) from what the sweep holds: its noise floor (noise:
     stats.NoiseFloor), its candidates (promotion.Candidate, one train run each) against the baseline reference,
-    and the level of the look it made (else of its next one). "" when the design does not confirm over tasks or
-    no noise was measured.
+    and the level of the look it made (else of its next one: next_look over the study's `stored` looks and the
+    `others` of overlapping studies). "" when the design does not confirm over tasks or no noise was measured.
     Without a noise floor (sweep.baseline_repeats 1, no calibration: issue 42's default) the run noise is the one
     the baseline's own holdout runs show (`holdout_baseline`: its runs, task -> score, 2 or more)."""
-    from experiments.stats import level, noise_floor
+    from experiments.stats import next_look, noise_floor
 
     sw = exp.sweep
     if noise.repeats < 2 and len([r for r in holdout_baseline if r]) >= 2:
@@ -347,4 +347,56 @@ def sweep_confirmable(exp: ExperimentConfig, *, noise: Any, baseline_runs: int, 
              for c in cands]
     return confirmable_line(exp, sigma=noise.sigma, sigma_source=source, baseline_runs=baseline_runs,
                             candidate_diffs=diffs, calibration=calibration,
-                            level=look.level if look is not None else level(sw.alpha, stored_looks + 1))
+                            level=look.level if look is not None
+                            else next_look(stored, (NEXT_FAMILY,), sw.alpha, others).level)
+
+
+# -- looks on these holdout tasks, across the studies of a storage (issue 40 E, issue 42) ----------------------
+
+NEXT_FAMILY = "(the next candidates)"  # a family no stored look has: the level of a new look
+
+
+def next_level(exp: ExperimentConfig, study: Any) -> float:
+    """The level the study's next new holdout look tests at: its own stored looks and those of every other study
+    in the storage whose holdout shares a task with this one (other_looks), as the conclusion counts them
+    (experiments.stats.next_look). What the preflight prints (issue 42: it counted this study's looks only, so a
+    new study on a used holdout set printed the power of a level it would not test at)."""
+    from experiments.config import holdout_set, load_tasks
+    from experiments.stats import LOOKS_ATTR, next_look
+
+    others = other_looks(exp.storage_url, study.study_name, holdout_set(load_tasks(exp.benchmark)))
+    return next_look(list(study.user_attrs.get(LOOKS_ATTR, [])), (NEXT_FAMILY,), exp.sweep.alpha, others).level
+
+
+def other_looks(storage_url: str, study_name: str, key: Mapping[str, Any]) -> list[dict]:
+    """The looks (experiments.stats LOOKS_ATTR entries) other studies in the storage made on a holdout that
+    overlaps `key` (experiments.config.holdout_set of this study's tasks: holdout_overlaps)."""
+    import optuna
+
+    from experiments.stats import LOOKS_ATTR
+
+    out: list[dict] = []
+    for other in optuna.get_all_study_summaries(storage_url, include_best_trial=False):
+        if other.study_name != study_name and holdout_overlaps(other.user_attrs, key):
+            out += [dict(e) for e in other.user_attrs.get(LOOKS_ATTR, [])]
+    return out
+
+
+def holdout_overlaps(attrs: Mapping[str, Any], key: Mapping[str, Any]) -> bool:
+    """Whether a study's user attrs say its holdout shares a task with the holdout set `key`: one task in common by
+    id and content (holdout_set's "tasks"), not only the same set (issue 42: moving 4 tasks between the splits made
+    a new set, and a fresh budget, of 12 holdout tasks 8 of which had been looked at). A study stored before the
+    per-task keys existed counts when a holdout task id is in common (its contents were not stored: never fewer
+    looks); one stored before the holdout set was, by its fingerprint's holdout task ids."""
+    stored = attrs.get(HOLDOUT_SET_ATTR)
+    if isinstance(stored, Mapping):
+        if stored.get("sha256") and stored.get("sha256") == key.get("sha256"):
+            return True
+        if stored.get("tasks") and key.get("tasks"):
+            return bool(set(map(str, stored["tasks"])) & set(map(str, key["tasks"])))
+        ids = list(stored.get("ids") or [])
+    else:
+        fp = attrs.get("fingerprint") or {}
+        ids = [i for i in (fp.get("benchmark", {}) if isinstance(fp, Mapping) else {}).get("ids") or []
+               if str(i).endswith(":holdout")]
+    return bool(set(map(str, ids)) & set(map(str, key.get("ids", []))))

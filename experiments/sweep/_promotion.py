@@ -4,17 +4,25 @@ The rule: rank the complete, distinct, non-baseline candidates by train mean; th
 `race_top` re-run once more on the train split by the sweep) re-ranks them on comparable evidence; the top
 `holdout_top_k` are run on the holdout (by the sweep, before `decide`): each candidate `holdout_candidate_runs`
 times, the baseline `holdout_baseline_runs` times, with different seeds. A candidate wins when its train
-comparison passes the filter (experiments.stats.compare: mean difference above the noise floor and one-sided
-Wilcoxon p < alpha) AND its holdout difference confirms it over tasks (HoldoutTest, rule "tasks"). Among the
-winners the best holdout mean is promoted (the earlier trial on a tie); with none, the baseline is kept, or, in a
-resumed study, the winner an earlier look promoted (experiments.sweep's standing winner: a later look replaces it
-only with a confirmed candidate of higher holdout mean).
+comparison passes the train filter (sweep.train_filter, below) AND its holdout difference confirms it over tasks
+(HoldoutTest, rule "tasks"). Among the winners the best holdout mean is promoted (the earlier trial on a tie);
+with none, the baseline is kept, or, in a resumed study, the winner an earlier look promoted (experiments.sweep's
+standing winner: a later look replaces it only with a confirmed candidate of higher holdout mean).
 
 The question is the user's: "is this variant better on tasks like mine?". Its unit of replication is the task.
 
 - The holdout alone confirms. Train scores select the candidate, and selection inflates them (the winner's curse),
   so they are never pooled into the holdout statistic. The train comparison is a filter: it decides, before any
   holdout run, which candidates are tested, and its p is not corrected for the number of candidates it chose from.
+- The train filter (sweep.train_filter, pinned in the decision rule; issue 42): "wilcoxon" (experiments.stats.compare:
+  the train mean difference above the noise floor and a one-sided Wilcoxon p < alpha), "positive" (the candidate's
+  train mean above the baseline's on the tasks both have) or "none" (every top-k candidate is tested). Which one
+  is used changes which candidates reach the holdout, never the level they are tested at: the family is still the
+  top-k fixed by train data before any holdout run. "wilcoxon" cuts real gains whose train difference is small
+  against the train noise (a +0.04 train difference with a holdout p of 0.0007, issue 42); with "positive" or
+  "none" the holdout alone decides (docs/SENSITIVITY.md: the family-wise level holds, bench/sensitivity.py).
+- Futility stop (sweep.holdout_futility_block, pinned; issue 42): a candidate whose mean holdout difference after
+  a block of tasks but the last is <= 0 stops, not confirmed, its look spent; why the level holds: ._screening.
 - Model: task i's holdout difference (candidate mean over c runs minus baseline mean over b runs) is
   d_i = mu + u_i + e_i, with u_i the task's own deviation from the mean effect mu (the task x variant
   interaction, sd tau) and e_i run noise (variance sigma^2 (1/c + 1/b)). Holdout tasks stand for a population of
@@ -70,6 +78,8 @@ from scipy import stats as sps
 from experiments.config import BASELINE, HOLDOUT_TESTS
 from experiments.stats import (FLOOR_SE, Comparison, CostDiff, CostGuard, GuardResult, NoiseFloor, bootstrap_ci,
                                compare, holm)
+
+from ._screening import futility_stop, passes_train_filter
 
 FIXED_TASK_RULES = ("bound", "floor")  # statements about the holdout tasks as they are: they promote nothing
 
@@ -275,6 +285,22 @@ class HoldoutRow:
     held_types: Mapping[str, str] = field(default_factory=dict)  # changed task type -> why its alias is held back
     changed_types: tuple[str, ...] = ()  # the task types whose text differs from the baseline's
     standing: str = ""  # non-empty: a winner of an earlier look of this study, carried forward (what it rests on)
+    train_filter: str = "wilcoxon"  # sweep.train_filter that chose whether it is tested (passes_filter)
+    stopped_after: int | None = None  # futility stop: the holdout tasks it ran (of futility_of) before it stopped
+    futility_of: int = 0  # the holdout tasks a futility-stopped candidate would have run in full
+
+    @property
+    def passes_filter(self) -> bool:
+        """Whether the train filter sends it to the holdout test (train_filtered's rule on this row's comparison)."""
+        return self.train is not None and passes_train_filter(self.train, self.train_filter)
+
+    @property
+    def futility_text(self) -> str:
+        """"stopped for futility after m of n holdout tasks (mean diff so far D)", or "" when it was not stopped."""
+        if self.stopped_after is None:
+            return ""
+        return (f"stopped for futility after {self.stopped_after} of {self.futility_of} holdout tasks (mean diff so "
+                f"far {self.holdout_diff:+.3f})")
 
     @property
     def held_by_cost(self) -> bool:
@@ -357,10 +383,13 @@ def race(cands: Sequence[Candidate], reruns: Mapping[str, Sequence[Mapping[str, 
 
 
 def train_filtered(top: Sequence[Candidate], reference: Mapping[str, float], *, train_floor: float,
-                   alpha: float) -> tuple[str, ...]:
-    """The hashes of the top candidates whose train comparison passes the filter: the family the holdout tests
-    (known before any holdout run, so the look's level is fixed before the test)."""
-    return tuple(c.hash for c in top if compare(c.train_scores, reference, floor=train_floor, alpha=alpha).claimed)
+                   alpha: float, train_filter: str = "wilcoxon") -> tuple[str, ...]:
+    """The hashes of the top candidates whose train comparison passes the filter `train_filter`
+    (passes_train_filter): the family the holdout tests (known before any holdout run, so the look's level is fixed
+    before the test)."""
+    return tuple(c.hash for c in top
+                 if passes_train_filter(compare(c.train_scores, reference, floor=train_floor, alpha=alpha),
+                                        train_filter))
 
 
 def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_holdout: HoldoutScores | None,
@@ -368,7 +397,8 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
            guard: CostGuard | None = None, costs: Mapping[str, Mapping[str, float]] | None = None,
            base_key: str = "", cost_diffs: Mapping[str, Mapping[str, CostDiff]] | None = None,
            max_task_loss: float | None = None, task_types: Mapping[str, str] | None = None,
-           baseline_instructions: Mapping[str, str] | None = None) -> Promotion:
+           baseline_instructions: Mapping[str, str] | None = None, train_filter: str = "wilcoxon",
+           futility_block: int = 0, order: Sequence[str] | None = None) -> Promotion:
     """The verdict on the top candidates (see the module docstring). baseline_holdout None: no holdout ran (no
     holdout tasks or no candidate), so no row and no winner; a failed baseline holdout fails every row. `alpha` is
     the train filter's level; test.alpha the holdout look's.
@@ -381,7 +411,13 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
     Every row with a holdout difference carries its worst holdout task; with `max_task_loss` (composite points) a
     confirmed row whose worst task lost more is `held_by_task_loss`. With `task_types` (holdout task id -> type) and
     `baseline_instructions`, each row carries its per-type differences and the changed types whose alias is held
-    back (held_types); a winner is a confirmed row that `promotes` something."""
+    back (held_types); a winner is a confirmed row that `promotes` something.
+
+    `train_filter` (sweep.train_filter: wilcoxon | positive | none) chooses the family the holdout tests
+    (passes_train_filter). With `futility_block` > 0 and the holdout tasks' `order` (holdout_order), a candidate
+    whose mean difference after a block but the last is <= 0 (futility_stop) is stopped: its row carries the mean
+    over the tasks it ran, no p, `stopped_after`, and is not confirmed (Holm counts it as p = 1). The sweep runs no
+    further block of a stopped candidate; given every task's scores, decide stops it at the same block."""
     if baseline_holdout is None or not top:
         return Promotion((), None)
     test = test.pooled([baseline_holdout, *(holdout.get(c.hash) for c in top)])
@@ -389,22 +425,35 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
     for c in top:
         hold = holdout.get(c.hash) if baseline_holdout.scores else HoldoutScores(None, baseline_holdout.error)
         hold = hold or HoldoutScores(None, "not evaluated on the holdout")
-        mean, bmean = hold.mean, baseline_holdout.mean
+        stop = futility_stop(hold.scores, baseline_holdout.scores, order or (), futility_block)
+        cand_s, base_s = hold.scores, baseline_holdout.scores
+        if stop is not None:  # the tasks it ran before the stop (the sweep ran no more of this candidate)
+            ran = set(list(order or ())[: stop.after])
+            cand_s = {t: v for t, v in cand_s.items() if t in ran}
+            base_s = {t: v for t, v in base_s.items() if t in ran}
+        elif cand_s is not None and base_s is not None and set(cand_s) != set(base_s):  # a later block's baseline
+            common = set(cand_s) & set(base_s)
+            cand_s = {t: v for t, v in cand_s.items() if t in common}
+            base_s = {t: v for t, v in base_s.items() if t in common}
+        mean = sum(cand_s.values()) / len(cand_s) if cand_s else None
+        bmean = sum(base_s.values()) / len(base_s) if base_s else None
         diff = (mean - bmean) if (mean is not None and bmean is not None) else None
         cmp = compare(c.train_scores, reference, floor=train_floor, alpha=alpha)
         row = HoldoutRow(c.number, c.hash, c.operator, c.train_mean, mean, diff, cmp, False, hold.error,
-                         runs=(hold.runs, baseline_holdout.runs))
+                         runs=(hold.runs, baseline_holdout.runs), train_filter=train_filter)
         if diff is not None:
             row = dataclasses.replace(row, max_task_loss=max_task_loss,
-                                      **_worst(hold.scores, baseline_holdout.scores, task_types, c.instructions,
-                                               baseline_instructions))
-        if diff is not None and test.over_tasks:
-            td = TaskDiffs.of(hold.scores, baseline_holdout.scores)
+                                      **_worst(cand_s, base_s, task_types, c.instructions, baseline_instructions))
+        if stop is not None:
+            row = dataclasses.replace(row, holdout_diff=stop.mean, holdout_n=stop.after, stopped_after=stop.after,
+                                      futility_of=stop.of)
+        elif diff is not None and test.over_tasks:
+            td = TaskDiffs.of(cand_s, base_s)
             row = dataclasses.replace(row, holdout_se=td.se, holdout_p=td.p, holdout_df=td.df, holdout_n=td.n)
         elif diff is not None:
-            se = test.se(len(hold.scores), hold.runs, baseline_holdout.runs)
+            se = test.se(len(cand_s), hold.runs, baseline_holdout.runs)
             row = dataclasses.replace(row, holdout_se=se, holdout_p=test.p_value(diff, se), holdout_df=test.df,
-                                      holdout_n=len(hold.scores))
+                                      holdout_n=len(cand_s))
         rows.append(row)
     rows = _confirm(rows, test)
     costs = costs or {}
@@ -434,8 +483,9 @@ def _worst(cand: Mapping[str, float], base: Mapping[str, float], task_types: Map
 
 def _confirm(rows: list[HoldoutRow], test: HoldoutTest) -> list[HoldoutRow]:
     """Which rows win: train filter passed and the holdout confirms, by Holm over the train-filtered family at the
-    look's level ("tasks", "bound") or by the 2-SE floor ("floor"). A row without a measured p never wins."""
-    family = [i for i, r in enumerate(rows) if r.train is not None and r.train.claimed]
+    look's level ("tasks", "bound") or by the 2-SE floor ("floor"). A row without a measured p (a futility stop
+    among them) never wins."""
+    family = [i for i, r in enumerate(rows) if r.passes_filter]
     out = list(rows)
     if test.rule == "floor":
         for i in family:
@@ -443,7 +493,7 @@ def _confirm(rows: list[HoldoutRow], test: HoldoutTest) -> list[HoldoutRow]:
             level = FLOOR_SE * r.holdout_se if r.holdout_se is not None else None
             out[i] = dataclasses.replace(r, holdout_level=level, holdout_rule=test.rule,
                                          wins=r.holdout_diff is not None and level is not None and level > 0
-                                         and r.holdout_diff > level)
+                                         and r.stopped_after is None and r.holdout_diff > level)
         return out
     ps = [rows[i].holdout_p if rows[i].holdout_p is not None else 1.0 for i in family]
     order = sorted(range(len(family)), key=lambda j: ps[j])  # Holm: the j-th smallest p meets alpha / (F - j)

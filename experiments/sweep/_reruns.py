@@ -1,7 +1,14 @@
 """Runs of one text on a split after the search, each stored in the study once so that a resume re-runs none:
 the holdout confirmation (the baseline and the top-k candidates, seeds cfg.seed + k) and the final race (the top
 race_top candidates once more on the train split, seed cfg.seed + 1). A mixin of experiments.sweep.Sweep: it uses
-the sweep's exp, runner, pool, progress, tracker, train, holdout, dir, out and _safe."""
+the sweep's exp, runner, pool, progress, tracker, train, holdout, dir, out and _safe.
+
+With sweep.holdout_futility_block = B > 0 (issue 42) the holdout runs in blocks of B tasks (experiments.sweep's
+holdout_order): the baseline's runs of a block, then each live candidate's, then the futility look (futility_stop);
+a stopped candidate runs no further block, and the baseline stops with the last live candidate. Run k of a text is
+stored as one per-task dict however many blocks filled it (the tasks of each block merged in as they finish, its
+cost beside it), so a resume runs only the tasks a block still lacks, and a study that stopped a candidate finds
+the same stop in its stored scores and runs nothing more of it."""
 
 from __future__ import annotations
 
@@ -16,12 +23,12 @@ from experiments.storage import shared_lock
 from experiments.tracking import log_evaluation_run
 from harness.prompts import sqlite_file
 
-from ._preflight import sweep_confirmable
+from ._preflight import HOLDOUT_SET_ATTR, other_looks, sweep_confirmable
 from ._promotion import (HoldoutScores, HoldoutTest, Promotion, decide, race, row_from_record, row_record,
                          train_filtered)
+from ._screening import futility_looks, futility_stop, holdout_order
 from ._study import holdout_run, store_holdout_run, store_train_rerun, train_reruns
 
-HOLDOUT_SET_ATTR = "holdout_set"  # the study's holdout tasks' fingerprint (experiments.config.holdout_set)
 STANDING_ATTR = "standing_winner"  # the study's promoted row: carried forward by later conclusions (issue 40 F)
 
 
@@ -36,10 +43,9 @@ class SplitRuns:
         if not (self.holdout and top):
             return Promotion((), None), None, None
         sw = self.exp.sweep
-        base = self._holdout(study, base_hash, baseline, contexts, sw.holdout_baseline_runs)
-        held = ({c.hash: self._holdout(study, c.hash, c.instructions, contexts, sw.holdout_candidate_runs)
-                 for c in top} if base.scores else {})
-        family = train_filtered(top, ref, train_floor=train_floor, alpha=sw.alpha)
+        order = holdout_order([t.id for t in self.holdout], sw.seed, sw.holdout_futility_block)
+        base, held = self._holdout_blocks(study, top, base_hash, baseline, contexts, order)
+        family = train_filtered(top, ref, train_floor=train_floor, alpha=sw.alpha, train_filter=sw.train_filter)
         problem = sweep_design_problem(self.exp)
         with shared_lock(self.exp.storage_url, f"{sw.name}/study_attrs", self.dir / ".study_attrs.lock"), \
                 self._looks_lock():
@@ -53,9 +59,13 @@ class SplitRuns:
             verdict = decide(top, ref, base, held, train_floor=train_floor, alpha=sw.alpha, test=test,
                              guard=guard, costs=cost_of, base_key=base_hash, cost_diffs=costs,
                              max_task_loss=sw.max_task_loss, task_types={t.id: t.task_type for t in self.holdout},
-                             baseline_instructions=baseline)
-            if look is not None and look.new and any(r.holdout_p is not None for r in verdict.rows):
-                study.set_user_attr(LOOKS_ATTR, recorded(stored, look))  # spent: a later look tests at the next level
+                             baseline_instructions=baseline, train_filter=sw.train_filter,
+                             futility_block=sw.holdout_futility_block, order=order)
+            # spent: a later look tests at the next level; a futility stop spends it too (it is non-binding: the
+            # claim it gave up would have been made at this level)
+            if look is not None and look.new and any(r.holdout_p is not None or r.stopped_after is not None
+                                                     for r in verdict.rows):
+                study.set_user_attr(LOOKS_ATTR, recorded(stored, look))
             if problem:  # a design that cannot promote does not (never UNDERPOWERED and PROMOTED)
                 verdict = dataclasses.replace(verdict, winner=None)
             else:
@@ -93,19 +103,13 @@ class SplitRuns:
         return found[-1] if found else None
 
     def _other_looks(self, study) -> list[dict]:
-        """The looks other studies in this storage made on the same holdout tasks (experiments.stats: one budget per
-        holdout set). The study's own holdout set is stored on it so that later studies can find it; a study stored
-        before that attr existed counts when its fingerprint's holdout task ids are these (never fewer looks)."""
-        import optuna
-
+        """The looks other studies in this storage made on holdout tasks this study's holdout shares (any task in
+        common, by id and content: experiments.sweep.other_looks). The study's own holdout set is stored on it so
+        that later studies can find it."""
         key = holdout_set(self.tasks)
         if study.user_attrs.get(HOLDOUT_SET_ATTR) != key:
             study.set_user_attr(HOLDOUT_SET_ATTR, key)
-        out: list[dict] = []
-        for other in optuna.get_all_study_summaries(self.exp.storage_url, include_best_trial=False):
-            if other.study_name != study.study_name and _same_holdout(other.user_attrs, key):
-                out += [dict(e) for e in other.user_attrs.get(LOOKS_ATTR, [])]
-        return out
+        return other_looks(self.exp.storage_url, study.study_name, key)
 
     def _looks_lock(self):
         """One conclusion at a time on the storage's holdout looks (every study in it): a lock in a server
@@ -115,39 +119,83 @@ class SplitRuns:
                            (db.parent / f".{db.name}.holdout_looks.lock") if db is not None else None)
 
     def _confirmable(self, study, cands: Sequence[Any], nf: NoiseFloor, baseline_runs: int, ref, look) -> str:
-        """The summary's design power line (experiments.sweep.sweep_confirmable)."""
+        """The summary's design power line (experiments.sweep.sweep_confirmable) at this look's level, else at the
+        level the next look on these holdout tasks would have (every overlapping study's looks counted); without a
+        noise floor, with the run noise of the baseline's stored holdout runs."""
+        base, seed = study.user_attrs.get("baseline_hash"), self.exp.seed
+        runs = [holdout_run(study, base, k, seed + k) for k in range(self.exp.sweep.holdout_baseline_runs)] if base \
+            else []
         return sweep_confirmable(self.exp, noise=nf, baseline_runs=max(baseline_runs, 1), reference=ref, look=look,
                                  cands=cands, calibration=self.calibration,
-                                 stored_looks=len(study.user_attrs.get(LOOKS_ATTR, []))
-                                 + (len(self._other_looks(study)) if look is None else 0))
+                                 stored=list(study.user_attrs.get(LOOKS_ATTR, [])),
+                                 others=self._other_looks(study) if look is None else (),
+                                 holdout_baseline=[dict(r) for r in runs if r])
 
-    def _holdout(self, study, key: str, instructions, contexts, runs: int) -> HoldoutScores:
-        """`runs` holdout runs of one text (seeds cfg.seed + k), each stored once; their per-task means."""
+    def _holdout_blocks(self, study, top, base_hash: str, baseline, contexts,
+                        order: Sequence[str]) -> tuple[HoldoutScores, dict[str, HoldoutScores]]:
+        """The baseline's and the top candidates' holdout runs, block by block of sweep.holdout_futility_block tasks
+        in `order` (one block of every task when it is 0): after each block but the last, a candidate that
+        futility_stop stops runs nothing more; the baseline runs a block while a candidate does. A failed baseline
+        run fails every row (no candidate scores); a failed candidate run ends that candidate's blocks."""
+        sw = self.exp.sweep
+        by_id = {t.id: t for t in self.holdout}
+        ends = [*futility_looks(len(order), sw.holdout_futility_block), len(order)]
+        live, held = list(top), {}
+        base = HoldoutScores(None, "no holdout scores")
+        for m in ends:
+            tasks = [by_id[i] for i in order[:m]]
+            base = self._holdout(study, base_hash, baseline, contexts, sw.holdout_baseline_runs, tasks)
+            if not base.scores:
+                return base, {}
+            for c in live:
+                held[c.hash] = self._holdout(study, c.hash, c.instructions, contexts, sw.holdout_candidate_runs, tasks)
+            live = [c for c in live if held[c.hash].scores
+                    and futility_stop(held[c.hash].scores, base.scores, order, sw.holdout_futility_block) is None]
+            if not live:
+                break
+        return base, held
+
+    def _holdout(self, study, key: str, instructions, contexts, runs: int, tasks=None) -> HoldoutScores:
+        """`runs` holdout runs of one text (seeds cfg.seed + k) on `tasks` (default: every holdout task), each task
+        run stored once; their per-task means over those tasks."""
+        tasks = tuple(self.holdout if tasks is None else tasks)
         with shared_lock(self.exp.storage_url, f"{self.exp.sweep.name}/study_attrs", self.dir / ".study_attrs.lock"):
             try:
-                return HoldoutScores.of_runs([self._holdout_run(study, key, instructions, contexts, k, runs)
+                return HoldoutScores.of_runs([self._holdout_run(study, key, instructions, contexts, k, runs, tasks)
                                               for k in range(runs)])
             except TrialFailed as exc:
                 return HoldoutScores(None, str(exc))
 
-    def _holdout_run(self, study, key: str, instructions, contexts, k: int, runs: int) -> dict[str, float]:
+    def _holdout_run(self, study, key: str, instructions, contexts, k: int, runs: int,
+                     tasks: Sequence[Any]) -> dict[str, float]:
+        """Run k of one text on `tasks`: the stored scores, with the tasks not stored yet run (seed cfg.seed + k)
+        and merged into the stored run (a block of the futility stop, or a resume of one)."""
         seed = self.exp.seed + k
-        have = holdout_run(study, key, k, seed)
-        if have is not None:
-            return dict(have)
-        who = "baseline" if key == study.user_attrs.get("baseline_hash") else key
-        ev = self._split_run("holdout", self.holdout, key, instructions, contexts, k,
-                             f"holdout {who}" + (f" run {k + 1}/{runs}" if runs > 1 else ""))
-        store_holdout_cost(study, key, seed, run_costs(ev.scores))  # beside the scores: the cost guard (issue 34)
-        return dict(store_holdout_run(study, key, k, seed, ev.by_task()))
+        have = dict(holdout_run(study, key, k, seed) or {})
+        missing = [t for t in tasks if t.id not in have]
+        if missing:
+            who = "baseline" if key == study.user_attrs.get("baseline_hash") else key
+            part = (f"tasks{len(tasks) - len(missing) + 1}-{len(tasks)}" if len(missing) < len(self.holdout)
+                    else "")  # a block of the futility stop
+            ev = self._split_run("holdout", missing, key, instructions, contexts, k,
+                                 f"holdout {who}" + (f" run {k + 1}/{runs}" if runs > 1 else "")
+                                 + (f" {part.replace('tasks', 'tasks ')} of {len(self.holdout)}" if part else ""),
+                                 part=f"-{part}" if part else "")
+            # beside the scores: the cost guard (issue 34). A block's costs are stored as an entry of their own
+            # ("<seed>/tasks<a>-<b>"): each (task, seed) is in one entry, and holdout_cost averages per task
+            store_holdout_cost(study, key, f"{seed}/{part}" if part else seed, run_costs(ev.scores))
+            have = dict(store_holdout_run(study, key, k, seed, {**have, **ev.by_task()}))
+        return {t.id: have[t.id] for t in tasks}
 
-    def _split_run(self, kind: str, tasks, key: str, instructions, contexts, k: int, label: str) -> Any:
-        """One run (seed cfg.seed + k) of a text on a split, with its progress line and MLflow run."""
+    def _split_run(self, kind: str, tasks, key: str, instructions, contexts, k: int, label: str,
+                   part: str = "") -> Any:
+        """One run (seed cfg.seed + k) of a text on a split (or on a block of it: `part` names it in MLflow), with
+        its progress line and MLflow run."""
         seed, tag, name = self.exp.seed + k, (f"-s{self.exp.seed + k}" if k else ""), self.exp.sweep.name
         self.progress.begin(label, f"{name}-{kind}-{key}{tag}", len(tasks))
         ev = evaluate_candidate(instructions, tasks, self.runner, contexts=contexts, seed=seed,
                                 run_prefix=f"{name}-{kind}-{key}{tag}", pool=self.pool)
-        self._safe(lambda: log_evaluation_run(self.tracker, f"{kind}-{key}" + (f"-seed{seed}" if k else ""), {
+        self._safe(lambda: log_evaluation_run(self.tracker, f"{kind}-{key}" + (f"-seed{seed}" if k else "") + part, {
             "kind": kind, "instruction_hash": key, **({"seed": str(seed)} if k else {})}, ev))
         return ev
 
@@ -172,10 +220,3 @@ class SplitRuns:
         return race(ranked, {c.hash: list(train_reruns(stored, c.hash).values()) for c in ranked})
 
 
-def _same_holdout(attrs: Any, key: Any) -> bool:
-    """Whether a study's user attrs say it concluded on the holdout set `key` (experiments.config.holdout_set)."""
-    stored = attrs.get(HOLDOUT_SET_ATTR)
-    if isinstance(stored, dict) and stored.get("sha256"):
-        return stored.get("sha256") == key.get("sha256")
-    ids = (attrs.get("fingerprint") or {}).get("benchmark", {}).get("ids") or []
-    return bool(ids) and [i for i in ids if str(i).endswith(":holdout")] == list(key.get("ids", []))

@@ -68,6 +68,7 @@ class SweepSummary:
     train_candidates: int = 1  # candidates the best was chosen from (the train line is a filter over them)
     holdout_look: str = ""  # experiments.stats.Look.line: this conclusion's share of the study's alpha
     confirmable: str = ""  # what effect this design could have confirmed (experiments.stats.design_power_line)
+    train_filter: str = "wilcoxon"  # sweep.train_filter: which top-k candidates the holdout tests (issue 42)
 
 
 def noise_line(s: SweepSummary) -> str:
@@ -114,7 +115,7 @@ def format_sweep(s: SweepSummary) -> str:
         lines.append(f"best trial: #{s.best_trial} ({s.best_operator}) train mean {num(s.best_value)}"
                      + (f" (mean of {s.best_runs} runs: the final race)" if s.best_runs > 1 else ""))
         if s.best_comparison is not None:
-            lines.append(f"best vs baseline (train filter): {s.best_comparison.filter_reason(s.train_candidates)}")
+            lines.append(f"best vs baseline (train filter): {train_filter_text(s)}")
     else:
         lines.append("best trial: none beyond the baseline")
     if s.best_scores:
@@ -193,6 +194,22 @@ def format_sweep(s: SweepSummary) -> str:
     return "\n".join(lines)
 
 
+def train_filter_text(s: SweepSummary) -> str:
+    """The train filter's line for the best candidate: the Wilcoxon filter's reason (sweep.train_filter=wilcoxon),
+    else which filter ran, whether the best passes it, and that the holdout alone confirms (issue 42)."""
+    cmp = s.best_comparison
+    if s.train_filter == "wilcoxon":
+        return cmp.filter_reason(s.train_candidates)
+    chose = (f"the best of {s.train_candidates} candidates" if s.train_candidates > 1 else "one candidate")
+    if s.train_filter == "positive":
+        ok = bool(cmp.n) and cmp.diff > 0
+        return (f"positive (sweep.train_filter=positive): {'passes' if ok else 'does not pass'}: train mean "
+                f"{cmp.diff:+.3f} {'above' if ok else 'not above'} the baseline's over {cmp.n} tasks ({chose}; the "
+                f"holdout alone confirms; Wilcoxon p {cmp.p_value:.4f}, not used)")
+    return (f"none (sweep.train_filter=none): every top-k candidate is tested on the holdout, which alone confirms "
+            f"(train mean difference {cmp.diff:+.3f} over {cmp.n} tasks, {chose})")
+
+
 def promoted_row(s: SweepSummary) -> HoldoutRow | None:
     """The holdout row the promotion rests on (a standing winner's row when it was carried forward)."""
     rows = [r for r in s.holdout if r.trial == s.promoted_trial and r.promotes]
@@ -232,7 +249,11 @@ def row_notes(row: HoldoutRow) -> list[str]:
 
 
 def holdout_test_text(row: HoldoutRow) -> str:
-    """What the holdout test saw: runs (candidate/baseline), SE, and the p against its Holm level or the floor."""
+    """What the holdout test saw: runs (candidate/baseline), SE, and the p against its Holm level or the floor; or
+    where a futility stop ended it (issue 42)."""
+    if row.stopped_after is not None:
+        return (f" [runs {row.runs[0]}/{row.runs[1]}, {row.futility_text}: not confirmed; the look still counts"
+                + ("" if row.holdout_level is not None else "; did not pass the train filter") + "]")
     if row.holdout_se is None and row.holdout_p is None:
         if row.holdout_rule == "tasks" or (row.holdout_n and row.holdout_n < 2):
             return f" [runs {row.runs[0]}/{row.runs[1]}, {row.holdout_n} holdout task(s): nothing measured]"

@@ -444,7 +444,7 @@ class Sweep(SplitRuns):
             judge_failures=sum(int(t.user_attrs.get("judge_failures") or 0) for t in trials),
             noise_source=self.noise_note,
             underpowered=sweep_design_problem(exp), train_candidates=len(ranked),
-            holdout_look=look.line if look is not None else "",
+            holdout_look=look.line if look is not None else "", train_filter=sw.train_filter,
             confirmable=self._confirmable(study, candidates(trials, base_hash), nf, len(runs), ref, look),
             label=run_label(self.runner.identity(), self.calibration),
             unconcluded=tuple(self.unconcluded), failed_out=self.failed_out,
