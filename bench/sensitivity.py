@@ -184,22 +184,24 @@ def check_today(world: World, sims: int, seed: int = 5) -> tuple[int, int]:
 RACING = next(d for d in LEVERS if d.search == "race")
 
 
-def check_race(world: World, sims: int, d: Design = RACING, seed: int = 5) -> dict:
+def check_race(world: World, sims: int, d: Design = RACING, seed: int = 5, null: bool = False) -> dict:
     """A racing design's vectorised path against the real experiments.sweep.race_step on the same scores: every
     proposal's race (kept or dropped, and after how many train tasks) replayed through race_step at the sweep's looks
     (race_looks) in the study's task order against the leader (the best complete train mean, the earliest of
-    equals, as SearchState.parent); then the final race through the real `race`, the "positive" train filter
-    (train mean above the baseline's: not in experiments.sweep yet, inline here) and the holdout's one-sided paired t
-    through the real TaskDiffs at the look's level (what `decide` applies over tasks). Returns the studies whose
-    every race decision agrees, those whose promotion agrees, and the looks compared."""
-    from experiments.sweep import Candidate, race, race_looks, race_step, ranked
-    from experiments.sweep._promotion import TaskDiffs
+    equals, as SearchState.parent); then the final race through the real `race` and the holdout through the real
+    `decide` (sweep.train_filter = the design's, the design's holdout runs per arm as HoldoutScores.of_runs, the
+    futility stop sweep.holdout_futility_block = the design's seq_block in the simulation's task order, the paired t
+    at the look's level). Returns the studies whose every race decision agrees, those whose promotion agrees, those
+    whose holdout stop (after how many holdout tasks) agrees, and the looks compared. `null`: every proposal no
+    better than the baseline (the futility stop fires on about half the tested candidates), else planted effects
+    0, +0.5, +1 and -0.5."""
+    from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, decide, race, race_looks, race_step, ranked
 
     rng = np.random.default_rng([seed, 7])
     n = d.n_train + d.n_hold
     V = 6
     mus = np.zeros((sims, V))
-    mus[:, 1:] = rng.choice([0.0, 0.5, 1.0, -0.5], size=(sims, V - 1))
+    mus[:, 1:] = 0.0 if null else rng.choice([0.0, 0.5, 1.0, -0.5], size=(sims, V - 1))
     m = np.broadcast_to(mus[:, :, None], (sims, V, n)).copy()
     trace: dict = {}
     out = simulate(world, d, m, seed, trace)
@@ -207,7 +209,8 @@ def check_race(world: World, sims: int, d: Design = RACING, seed: int = 5) -> di
     tr = [f"t{i}" for i in range(d.n_train)]
     ho = [f"h{i}" for i in range(d.n_hold)]
     looks = race_looks(d.n_train, d.race_block)
-    agree_race = agree_promoted = n_looks = dropped = 0
+    agree_race = agree_promoted = agree_stop = stopped = promoted = n_looks = dropped = 0
+    block = d.seq_block if d.futility and not d.efficacy else 0  # the futility-only stop experiments.sweep has
     for w in range(sims):
         def scores(v: int, r: int, split: list[str], off: int) -> dict[str, float]:
             return {t: float(y[w, v, off + i, r]) for i, t in enumerate(split)}
@@ -233,18 +236,27 @@ def check_race(world: World, sims: int, d: Design = RACING, seed: int = 5) -> di
         cands = ranked([Candidate(p, f"c{p}", "op", sum(s.values()) / len(s), s) for p, s in done.items() if p])
         if len(cands) > 1 and d.final_race_top:
             cands = race(cands, {c.hash: [scores(c.number, 1, tr, 0)] for c in cands[:d.final_race_top]})
-        want = -1
+        want, ran = -1, d.n_hold
         if cands:
             top = cands[0]
-            ref = done[0]
-            if d.train_filter != "positive" or top.train_mean - sum(ref.values()) / len(ref) > 0:
-                p = TaskDiffs.of(scores(top.number, 0, ho, d.n_train), scores(0, 0, ho, d.n_train)).p
-                want = top.number if p is not None and p < d.level else -1
+            arm = {v: HoldoutScores.of_runs([scores(v, r, ho, d.n_train) for r in range(d.hold_runs)])
+                   for v in (0, top.number)}
+            verdict = decide([top], done[0], arm[0], {top.hash: arm[top.number]}, train_floor=0.0, alpha=ALPHA,
+                             test=HoldoutTest(0.0, None, d.level), train_filter=d.train_filter, futility_block=block,
+                             order=ho)
+            want = verdict.winner.trial if verdict.winner is not None else -1
+            ran = verdict.rows[0].stopped_after or d.n_hold
+            stopped += ran < d.n_hold
+            agree_stop += int(ran == trace["used"][w])
+        else:
+            agree_stop += 1
         agree_promoted += int(want == out.promoted[w])
-    if d.hold_runs != 1 or d.seq_block or d.hold_top_k != 1:  # a holdout the real code does not run yet
-        agree_promoted = None
+        promoted += want > 0
+    if d.hold_top_k != 1 or (d.seq_block and d.efficacy):  # a holdout the real code does not run
+        agree_promoted = agree_stop = None
     return {"design": d.name, "studies": sims, "race_agree": agree_race, "promoted_agree": agree_promoted,
-            "looks": n_looks, "dropped": dropped, "proposals": sims * (V - 1)}
+            "stop_agree": agree_stop, "stopped": stopped, "looks": n_looks, "dropped": dropped,
+            "proposals": sims * (V - 1), "null": null, "promoted": promoted}
 
 
 def run_world(world: World, designs: list[Design], args) -> list[dict]:
@@ -316,13 +328,19 @@ def main(argv: list[str] | None = None) -> dict:
             a, n = check_today(w, 150 if not args.quick else 60)
             out["check"][name] = [a, n]
             print(f"check: today's vectorised path and the real gate/race/compare/decide agree on {a} of {n} studies")
-            for d in (RACING, NEW):
-                r = check_race(w, 1000 if not args.quick else 200, d)
+            for d, null in ((RACING, False), (NEW, False), (NEW, True)):
+                r = check_race(w, 1000 if not args.quick else 200, d, null=null)
                 out["check"].setdefault("race", {}).setdefault(name, []).append(r)
-                print(f"check: {d.name!r}: the real race_step agrees on every race decision in {r['race_agree']} of "
+                print(f"check: {d.name!r}{' (no proposal better)' if null else ''}: the real race_step agrees on every race decision in {r['race_agree']} of "
                       f"{r['studies']} studies ({r['looks']} looks, {r['dropped']} of {r['proposals']} proposals "
-                      f"raced out)" + (f", on the promotion in {r['promoted_agree']} of {r['studies']}"
-                                       if r["promoted_agree"] is not None else " (its holdout is not in the code yet)"))
+                      f"raced out)" + (f"; the real decide (train filter {d.train_filter}, {d.hold_runs} holdout "
+                                       f"run(s) per arm" + (f", futility stop every {d.seq_block} tasks" if
+                                                           d.seq_block else "")
+                                       + f") on the promotion in {r['promoted_agree']} of {r['studies']} ("
+                                       f"{r['promoted']} promoted) and on "
+                                       f"where the holdout stopped in {r['stop_agree']} ({r['stopped']} stopped "
+                                       f"early)" if r["promoted_agree"] is not None
+                                       else " (its holdout is not in the code)"))
         if args.break_even:
             g = break_even_g(w, TODAY, args.sims)
             out["break_even"][name] = g

@@ -197,6 +197,8 @@ def simulate(world: World, d: Design, m: np.ndarray, seed: int, trace: dict | No
     promoted = np.where(conf.any(1), cand_arr[wdx, pick], -1)
     n_tested = sum((c > 0).astype(float) for c in tops) * any_cand
     runs += any_cand * used * k * (1 + n_tested) + (d.compare == "cuped") * any_cand * used
+    if trace is not None:  # holdout tasks run per study (a futility stop: fewer), the check's replay compares them
+        trace["used"] = used.copy()
     if d.compare == "pairwise":  # both orders of every compared pair
         judge_calls = any_cand * used * k * n_tested * 2 * world.calls_judge
     calls = runs * world.calls_run + judge_calls
