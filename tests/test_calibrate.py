@@ -361,21 +361,21 @@ def test_mde_is_where_detection_reaches_the_power_and_matches_the_t_formula_for_
 
 
 def test_preflight_projects_cost_and_warns_when_a_cap_allows_few_proposals():
-    exp = to_experiment(compose_config(["+sweep=synth_mutation", "sweep.n_trials=20", "sweep.max_llm_calls=200"]))
+    exp = to_experiment(compose_config(["+sweep=synth_mutation", "sweep.n_trials=20", "sweep.max_llm_calls=180"]))
     cost = Cost(llm_calls=10, uncached_calls=5, tokens=1000, wall_s=120.0)
     p = project_sweep(exp, finished=0, baseline_done=False, repeats_left=1, holdout_left=8, cost=cost,
                       source="calibration x", mutation_calls=2)
-    # baseline + 1 repeat on 16 train tasks = 32 runs = 160 calls; each proposal 16 x 5 + 2 = 82 calls: 40 left ->
+    # baseline + 1 repeat on 12 train tasks = 24 runs = 120 calls; each proposal 12 x 5 + 2 = 62 calls: 60 left ->
     # 1 proposal started
-    assert (p.proposals, p.limited_by) == (1, "max_llm_calls=200")
-    assert p.task_runs == 32 + 1 * 16 + 8 and p.llm_calls == p.task_runs * 5 + 1 * 2
+    assert (p.proposals, p.limited_by) == (1, "max_llm_calls=180")
+    assert p.task_runs == 24 + 1 * 12 + 8 and p.llm_calls == p.task_runs * 5 + 1 * 2
     assert p.wall_s == p.task_runs * 120.0
     lines = preflight_lines(exp, p, sigma=0.3, baseline_runs=1, noise_source="calibration x")
-    assert "WARNING: the budget allows only 1 proposal(s) (limited by max_llm_calls=200)" in lines[-1]
-    assert "detectable effect" in lines[2] and "16 train tasks" in lines[2]
+    assert "WARNING: the budget allows only 1 proposal(s) (limited by max_llm_calls=180)" in lines[-1]
+    assert "detectable effect" in lines[2] and "12 train tasks" in lines[2]
     exp.sweep.max_llm_calls, exp.sweep.timeout_s = None, 3600.0
     p = project_sweep(exp, finished=0, baseline_done=True, repeats_left=0, holdout_left=0, cost=cost, source="x")
-    assert (p.proposals, p.limited_by) == (2, "timeout_s=3600")  # 16 x 120 s per trial: 1.875 -> 2 started
+    assert (p.proposals, p.limited_by) == (3, "timeout_s=3600")  # 12 x 120 s per trial: 2.5 -> 3 started
     exp.sweep.timeout_s = None
     p = project_sweep(exp, finished=1, baseline_done=True, repeats_left=0, holdout_left=0, cost=None, source="none")
     assert p.proposals == 19 and p.llm_calls is None
