@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from ._cost import (COST_METRICS, BaselineCosts, CostDiff, CostGuard, GuardResult, cost_by_task, cost_diffs,
                     holdout_cost, holdout_cost_diffs, paired_cost, run_costs, store_holdout_cost, train_cost_diffs)
+from ._floors import baseline_reference, compare, holm, holm_reject, noise_floor, replication_noise, variance_ratio
 from ._looks import LOOKS_ATTR, Look, level, next_look, recorded
 from ._pareto import pareto_front, quality_cost_points, trial_cost, trial_operator, trial_value
-from ._power import (MAX_TASKS, Design, ab_design, calibrate_design_problem, decision_power, decision_power_line,
-                     detection_rate, heterogeneity, mde, min_attainable_p, replications_for_effect, spread_from_trials,
-                     sweep_design, sweep_design_problem, tasks_for_effect, tasks_needed)
-from ._tests import (DIRECTIONS, FLOOR_SE, TESTS, Comparison, NoiseFloor, PairedStats, baseline_reference, bootstrap_ci,
-                     cohens_dz, compare, finite_array, holm, holm_reject, noise_floor, paired_differences, paired_ttest,
-                     rank_biserial, replication_noise, variance_ratio, wilcoxon_reject, wilcoxon_test)
-from ._text import SMOKE_LINE, ci_text, hms, identity_text, num, pval
+from ._power import (MAX_TASKS, Design, ab_design, decision_power, detection_rate, mde, replications_for_effect,
+                     sweep_design, tasks_for_effect)
+from ._reach import calibrate_design_problem, min_attainable_p, sweep_design_problem, tasks_needed
+from ._spread import heterogeneity, spread_from_trials
+from ._tests import (DIRECTIONS, FLOOR_SE, TESTS, Comparison, NoiseFloor, PairedStats, bootstrap_ci, cohens_dz,
+                     finite_array, paired_differences, paired_ttest, rank_biserial, wilcoxon_reject, wilcoxon_test)
+from ._text import SMOKE_LINE, ci_text, decision_power_line, hms, identity_text, num, pval
 from ._verdict import (Decision, Preregistration, explain_verdict, missing_imbalance, obf_spent, sequential_decision,
                        verdict)
 

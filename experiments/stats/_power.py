@@ -20,9 +20,7 @@ calibration estimates effect_cv from its positive control (heterogeneity) and re
 effect_cv > 0 the test's power has a ceiling below 1 however large the effect (the spread grows with it): a design
 whose ceiling is below `power` has an infinite MDE, and only more tasks help.
 
-A design whose test can never reach alpha (min_attainable_p; for the holdout's t, holdout_min_p: the sign-flip p
-1 / 2^n of all holdout tasks moving the same way) is refused by experiments.config.validate unless allowed:
-sweep_design_problem and calibrate_design_problem say why, in one line.
+Reachability and the design checks are in experiments.stats._reach.
 """
 
 from __future__ import annotations
@@ -32,61 +30,13 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from ._tests import FLOOR_SE, TESTS, wilcoxon_reject
-
-if TYPE_CHECKING:
-    from experiments.config import ExperimentConfig
+from ._reach import holdout_min_p, min_attainable_p, tasks_needed
+from ._tests import FLOOR_SE, wilcoxon_reject
 
 MAX_TASKS = 500  # tasks-needed search stops here ("more than 500")
-
-
-# -- reachability: can the test reach alpha at all? -----------------------------------------------------------
-
-
-def min_attainable_p(n: int, *, test: str = "wilcoxon", alternative: str = "two-sided") -> float:
-    """The smallest p-value the test can return with n paired differences over tasks.
-
-    Exact Wilcoxon signed-rank: every difference of one sign, so 1 / 2^n one-sided and 2 / 2^n two-sided. The
-    paired t-test has no floor once n >= 2 (p -> 0 as the spread shrinks), and no test below 2 pairs.
-    """
-    if test not in TESTS:
-        raise ValueError(f"test must be one of {TESTS}, got {test!r}")
-    if alternative not in ("two-sided", "greater", "less"):
-        raise ValueError(f"alternative must be two-sided|greater|less, got {alternative!r}")
-    if test == "t":
-        return 0.0 if n >= 2 else 1.0
-    if n < 1:
-        return 1.0
-    return min(1.0, (1.0 if alternative != "two-sided" else 2.0) * 0.5 ** n)  # 2.0 ** n overflows past 1023
-
-
-def holdout_min_p(n: int) -> float:
-    """The smallest p the holdout's confirmation over n tasks can honestly give: the exact one-sided sign-flip p of
-    n differences all of one sign, 1 / 2^n (experiments.sweep's TaskDiffs gives it when the differences are all
-    equal). The paired t has no floor, but below this it rests on a normal spread alone: differences drawn from
-    {-2, -1, +1, +2} (mean 0) are confirmed at level 0.025 0.045 / 0.055 / 0.029 of the time over 3 / 4 / 5 tasks,
-    0.026 / 0.023 over 6 / 8 (20,000 draws each). 1 below 2 tasks."""
-    return 0.5 ** n if n >= 2 else 1.0
-
-
-def holdout_tasks_needed(level: float) -> int:
-    """The fewest holdout tasks whose confirmation can reach `level` (holdout_min_p(n) < level)."""
-    n = 2
-    while holdout_min_p(n) >= level:
-        n += 1
-    return n
-
-
-def tasks_needed(alpha: float, *, test: str = "wilcoxon", alternative: str = "two-sided") -> int:
-    """The fewest tasks with which `test` can return p < alpha."""
-    n = 1
-    while min_attainable_p(n, test=test, alternative=alternative) >= alpha:
-        n += 1
-    return n
 
 
 # -- power by simulation --------------------------------------------------------------------------------------
@@ -302,111 +252,7 @@ def replications_for_effect(sigma: float, n: int, effect: float, *, alpha: float
     return hi
 
 
-def heterogeneity(diffs: Sequence[float], noise_var: float) -> dict[str, float] | None:
-    """How much a real effect varied across tasks, from per-task differences of a known effect (a calibration's
-    positive control): tau^2 = var(diffs) - noise_var (the variance the runs' noise alone gives a difference,
-    e.g. sigma^2 (1/R + 1/r) for R control runs against r baseline runs per task), floored at 0, and effect_cv =
-    tau / |mean|, the spread relative to the effect (Design.effect_cv). None with fewer than 3 tasks or a mean of
-    0. A rough estimate: n - 1 degrees of freedom, so the calibration prints it with its task count."""
-    n = len(diffs)
-    if n < 3:
-        return None
-    arr = np.asarray(diffs, dtype=float)
-    mean, sd = float(arr.mean()), float(arr.std(ddof=1))
-    if mean == 0.0 or not math.isfinite(mean):
-        return None
-    tau = math.sqrt(max(sd ** 2 - noise_var, 0.0))
-    return {"n": n, "mean": mean, "sd": sd, "noise_sd": math.sqrt(max(noise_var, 0.0)), "tau": tau,
-            "effect_cv": tau / abs(mean)}
-
-
-# -- designs that cannot answer ------------------------------------------------------------------------------
-
-
-def calibrate_design_problem(exp: ExperimentConfig) -> str | None:
-    """Why the calibration's A/A test (two-sided) or positive control (one-sided) over calibrate.tasks tasks can
-    never reach calibrate.alpha, or None. The same reachability rule as the sweep (min_attainable_p)."""
-    c = exp.calibrate
-    n = c.tasks or len(exp.benchmark.tasks)
-    p_aa = min_attainable_p(n, test=c.test, alternative="two-sided")
-    p_ctl = min_attainable_p(n, test=c.test, alternative="less")
-    parts = []
-    if p_aa >= c.alpha:
-        parts.append(f"the A/A test (two-sided) cannot go below p={p_aa:.4g}")
-    if p_ctl >= c.alpha:
-        parts.append(f"the positive control (one-sided) cannot go below p={p_ctl:.4g}")
-    if not parts:
-        return None
-    need = tasks_needed(c.alpha, test=c.test, alternative="two-sided")
-    return (f"calibrate: over {n} task(s) with test={c.test}, {' and '.join(parts)} >= alpha {c.alpha:g}, so "
-            f"{'they check' if len(parts) > 1 else 'it checks'} nothing; use calibrate.tasks >= {need} (benchmark "
-            f"{exp.benchmark.name!r} has {len(exp.benchmark.tasks)}), calibrate.test=t, or "
-            f"calibrate.allow_underpowered=true")
-
-
-def sweep_design_problem(exp: ExperimentConfig) -> str | None:
-    """Why a synth_mutation sweep of this design can never promote a candidate, or None when it can.
-
-    Promotion needs (1) under sweep.train_filter "wilcoxon" (today's) the one-sided exact Wilcoxon over the train
-    tasks to reach sweep.alpha (smallest p 1 / 2^n_train) and (2) a noise floor, i.e. sweep.baseline_repeats >= 2;
-    under "positive" at least one train task (its train mean against the baseline's), under "none" nothing of the
-    train split (neither filter uses the floor or the Wilcoxon); and (3) a holdout confirmation: under
-    rule "tasks" enough holdout tasks that the exact sign-flip p of all of them moving the same way, 1 / 2^n_holdout
-    (holdout_min_p), is below the first look's level alpha / 2 (6 tasks at alpha 0.05), and sweep.holdout_top_k >= 1.
-    """
-    sw = exp.sweep
-    n_train, n_hold = len(exp.tasks("train")), len(exp.tasks("holdout"))
-    rule = getattr(sw, "train_filter", "wilcoxon")  # the key issue 42 adds (experiments.config.SweepConfig)
-    p = min_attainable_p(n_train, test="wilcoxon", alternative="greater")
-    if rule == "positive" and n_train < 1:
-        return (f"sweep: benchmark {exp.benchmark.name!r} has no train task: the train filter 'positive' (train mean "
-                f"above the baseline's) can pass no candidate; add split=train tasks, sweep.train_filter=none, or "
-                f"sweep.allow_underpowered=true")
-    if rule == "wilcoxon" and p >= sw.alpha:
-        need = tasks_needed(sw.alpha, test="wilcoxon", alternative="greater")
-        return (f"sweep: benchmark {exp.benchmark.name!r} has {n_train} train task(s) and {n_hold} holdout: the "
-                f"smallest one-sided exact Wilcoxon p over {n_train} train tasks is {p:.4g} >= alpha {sw.alpha:g}, "
-                f"so no candidate can ever be promoted; use >= {need} train tasks (benchmark=asyncio_practices has "
-                f"16 train + 8 holdout), a larger sweep.alpha, or sweep.allow_underpowered=true for a first look")
-    if rule == "wilcoxon" and sw.baseline_repeats < 2:
-        return (f"sweep: baseline_repeats={sw.baseline_repeats} measures no noise floor (it needs >= 2 baseline runs), "
-                f"so no difference can be told from noise; set sweep.baseline_repeats=2 or more, or "
-                f"sweep.allow_underpowered=true")
-    if n_hold < 2 and sw.holdout_test == "tasks" and sw.holdout_top_k >= 1:
-        return (f"sweep: {n_hold} holdout task(s): the confirmation over tasks (a paired t over the holdout tasks) "
-                f"needs at least 2 to measure their spread, so no candidate can be confirmed; add split=holdout "
-                f"tasks, or sweep.allow_underpowered=true")
-    first = sw.alpha / 2.0  # experiments.stats.level(alpha, 1): the most any look of this design may spend
-    if sw.holdout_test == "tasks" and sw.holdout_top_k >= 1 and holdout_min_p(n_hold) >= first:
-        return (f"sweep: {n_hold} holdout tasks cannot reach the first holdout look's level {first:g} (alpha "
-                f"{sw.alpha:g} / 2): every holdout task moving the same way is p = 1/2^{n_hold} = "
-                f"{holdout_min_p(n_hold):.4g} by the exact sign-flip test, and a t over so few tasks confirms only "
-                f"by trusting a normal spread; use >= {holdout_tasks_needed(first)} holdout tasks (add split=holdout "
-                f"tasks), a larger sweep.alpha, or sweep.allow_underpowered=true")
-    if n_hold < 1 or sw.holdout_top_k < 1:
-        return (f"sweep: {n_hold} holdout task(s) and holdout_top_k={sw.holdout_top_k}: no candidate can be confirmed "
-                f"on held-out tasks, so none can be promoted; add split=holdout tasks and set sweep.holdout_top_k >= 1, "
-                f"or sweep.allow_underpowered=true")
-    return None
-
-
 # -- power of the whole decision: the train filter and the confirmation over tasks --------------------------
-
-
-def spread_from_trials(candidate_diffs: Sequence[Sequence[float]], noise_var: float) -> tuple[float, int] | None:
-    """tau, the task x variant spread, from a sweep's own candidates: each candidate's per-task train differences
-    against the baseline reference vary by its task-to-task effect and by run noise (noise_var, e.g. sigma^2
-    (1 + 1/b) for one candidate run against b baseline runs). The within-candidate variances are pooled (weights
-    n - 1), the noise taken out, floored at 0. Returns (tau, degrees of freedom), None below 3 tasks in all."""
-    ss, df = 0.0, 0
-    for d in candidate_diffs:
-        arr = np.asarray(list(d), dtype=float)
-        if arr.size >= 2 and np.all(np.isfinite(arr)):
-            ss += float(((arr - arr.mean()) ** 2).sum())
-            df += arr.size - 1
-    if df < 2:
-        return None
-    return math.sqrt(max(ss / df - max(noise_var, 0.0), 0.0)), df
 
 
 TRAIN_FILTERS = ("wilcoxon", "positive", "none")  # sweep.train_filter (experiments.sweep.passes_train_filter)
@@ -589,52 +435,3 @@ def _zero_noise_needed(n_train: int, n_holdout: int, alpha: float, level: float,
         if _zero_noise_reachable(t, h, alpha, level, train_filter):
             return t, h
     return None
-
-
-def _needed_text(dp: DecisionPower) -> str:
-    if dp.needed is None:
-        return f"more than {MAX_TASKS} holdout tasks"
-    t, h = dp.needed
-    if dp.train_filter == "wilcoxon":
-        what = f"{t} train + {h} holdout tasks"
-    elif dp.train_filter == "none":
-        what = f"{h} holdout tasks (the train split only searches)"
-    else:
-        what = f"{h} holdout tasks (and {t} train tasks for the train mean to stay above the baseline's)"
-    if dp.confirm.futility_block:
-        what += ", the futility looks at the same fractions of the holdout"
-    return what
-
-
-def _design_text(dp: DecisionPower) -> str:
-    conf = dp.confirm
-    if dp.train_filter == "wilcoxon" and not conf.futility_block:
-        return (f"train filter on {dp.filter.n} tasks and confirmation over {conf.n} holdout tasks at level "
-                f"{conf.alpha:.4g} together")
-    c, b = dp.holdout_runs
-    what = (f"confirmation over {conf.n} holdout tasks ({c} candidate + {b} baseline run(s) per task) at level "
-            f"{conf.alpha:.4g}")
-    if conf.futility_block:
-        what += f" with a futility stop every {conf.futility_block} holdout tasks"
-    if dp.train_filter == "positive":
-        return f"{what}, after a train mean above the baseline's on {dp.filter.n} train tasks"
-    if dp.train_filter == "none":
-        return f"{what}, no train filter"
-    return f"{what}, after the train filter on {dp.filter.n} tasks"
-
-
-def decision_power_line(dp: DecisionPower, *, tau_source: str, sigma_source: str) -> str:
-    """The summary's and preflight's line: what this design could have confirmed."""
-    need, design = _needed_text(dp), _design_text(dp)
-    if dp.no_noise:
-        what = ("confirms any mean effect above 0" if math.isfinite(dp.mde)
-                else "cannot confirm any effect: its tasks cannot reach the levels")
-        return (f"design power: zero noise measured (run noise sigma 0 from {sigma_source}, task x variant spread "
-                f"tau 0 from {tau_source}): with no spread this design {what} ({design}), a figure that holds only "
-                f"if the noise truly is 0, so it says nothing of the effect real noise would hide; with no noise an "
-                f"effect needs {need}")
-    size = f"{dp.mde:.3f}" if math.isfinite(dp.mde) else "no effect size"
-    return (f"design power: this design confirms a mean effect of {size} composite points with probability "
-            f"{dp.power:g} ({design}; task x variant spread tau {dp.confirm.tau:.3f} from "
-            f"{tau_source}, run noise sigma {dp.sigma:.3f} from {sigma_source}); an effect of {dp.target_effect:g} "
-            f"needs {need}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from ._power import MAX_TASKS, DecisionPower
+
 SMOKE_LINE = "SMOKE RUN (embedded model): not research quality"
 
 
@@ -41,3 +43,52 @@ def identity_text(identity: Mapping[str, Any]) -> str:
 
     roles = [r for r in ("producer", "evaluator") if r in identity]
     return ", ".join(f"{r} {one(r)}" for r in roles) or "?"
+
+
+def _needed_text(dp: DecisionPower) -> str:
+    if dp.needed is None:
+        return f"more than {MAX_TASKS} holdout tasks"
+    t, h = dp.needed
+    if dp.train_filter == "wilcoxon":
+        what = f"{t} train + {h} holdout tasks"
+    elif dp.train_filter == "none":
+        what = f"{h} holdout tasks (the train split only searches)"
+    else:
+        what = f"{h} holdout tasks (and {t} train tasks for the train mean to stay above the baseline's)"
+    if dp.confirm.futility_block:
+        what += ", the futility looks at the same fractions of the holdout"
+    return what
+
+
+def _design_text(dp: DecisionPower) -> str:
+    conf = dp.confirm
+    if dp.train_filter == "wilcoxon" and not conf.futility_block:
+        return (f"train filter on {dp.filter.n} tasks and confirmation over {conf.n} holdout tasks at level "
+                f"{conf.alpha:.4g} together")
+    c, b = dp.holdout_runs
+    what = (f"confirmation over {conf.n} holdout tasks ({c} candidate + {b} baseline run(s) per task) at level "
+            f"{conf.alpha:.4g}")
+    if conf.futility_block:
+        what += f" with a futility stop every {conf.futility_block} holdout tasks"
+    if dp.train_filter == "positive":
+        return f"{what}, after a train mean above the baseline's on {dp.filter.n} train tasks"
+    if dp.train_filter == "none":
+        return f"{what}, no train filter"
+    return f"{what}, after the train filter on {dp.filter.n} tasks"
+
+
+def decision_power_line(dp: DecisionPower, *, tau_source: str, sigma_source: str) -> str:
+    """The summary's and preflight's line: what this design could have confirmed."""
+    need, design = _needed_text(dp), _design_text(dp)
+    if dp.no_noise:
+        what = ("confirms any mean effect above 0" if math.isfinite(dp.mde)
+                else "cannot confirm any effect: its tasks cannot reach the levels")
+        return (f"design power: zero noise measured (run noise sigma 0 from {sigma_source}, task x variant spread "
+                f"tau 0 from {tau_source}): with no spread this design {what} ({design}), a figure that holds only "
+                f"if the noise truly is 0, so it says nothing of the effect real noise would hide; with no noise an "
+                f"effect needs {need}")
+    size = f"{dp.mde:.3f}" if math.isfinite(dp.mde) else "no effect size"
+    return (f"design power: this design confirms a mean effect of {size} composite points with probability "
+            f"{dp.power:g} ({design}; task x variant spread tau {dp.confirm.tau:.3f} from "
+            f"{tau_source}, run noise sigma {dp.sigma:.3f} from {sigma_source}); an effect of {dp.target_effect:g} "
+            f"needs {need}")
