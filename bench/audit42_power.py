@@ -1,8 +1,8 @@
 """Issue 42: is the design power line honest for the new default design? At each detectable effect decision_power
 reports (12 + 12 tasks, train filter "positive", 3 + 3 holdout runs, futility stop every 4 holdout tasks, level
 0.025), simulate studies through the real rule: the train filter experiments.sweep.passes_train_filter on
-experiments.stats.compare, the futility stop experiments.sweep._promotion.futility_stop and the paired t
-experiments.sweep._promotion.TaskDiffs (per-task means of 3 runs per arm), and count how often it confirms.
+experiments.stats.compare, the futility stop experiments.sweep.futility_stop and the paired t
+experiments.sweep.TaskDiffs (per-task means of 3 runs per arm), and count how often it confirms.
 
     nice -n 15 python bench/audit42_power.py [--worlds 2000]
 """
@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from experiments.stats import compare, decision_power
-from experiments.sweep._promotion import TaskDiffs, futility_stop, passes_train_filter
+from experiments.sweep import TaskDiffs, futility_stop, passes_train_filter
 
 WORLDS = {"test": (0.3, 0.0), "embedded": (1.455, 1.271), "1.5B": (0.25, 2.95)}
 NEW = dict(n_train=12, n_holdout=12, alpha=0.05, level=0.025, baseline_runs=1, holdout_runs=(3, 3),

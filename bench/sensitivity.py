@@ -138,7 +138,7 @@ def check_today(world: World, sims: int, seed: int = 5) -> tuple[int, int]:
     """today's vectorised path against the real experiments.sweep functions on the same scores: (agree, studies)."""
     from experiments.stats import baseline_reference, noise_floor
     from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, decide, race, ranked
-    from experiments.sweep._optimizer import gate
+    from experiments.sweep import gate
 
     d = TODAY
     rng = np.random.default_rng([seed, 7])

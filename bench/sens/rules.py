@@ -14,7 +14,7 @@ import math
 import numpy as np
 from scipy import stats as sps
 
-from experiments.stats._tests import wilcoxon_reject
+from experiments.stats import wilcoxon_reject
 
 
 def t_p(d: np.ndarray) -> np.ndarray:

@@ -3,6 +3,7 @@ promotion rule, the Prompt Registry's write side, preflight, progress and the su
 
 from __future__ import annotations
 
+from ._holdout_tests import TaskDiffs
 from ._objective import Objective, make_objective
 from ._optimizer import (Credit, credit_from, gate, gate_tasks, merge_pair, pareto_leads, pocock_p, pruner_threshold,
                          race_looks, race_step, sample_parent, thompson_choice)
@@ -10,6 +11,7 @@ from ._preflight import ab_preflight_lines, preflight_lines, project_sweep
 from ._promotion import (Candidate, HoldoutScores, HoldoutTest, candidates, decide, holdout_runs, race, race_runs,
                          ranked, split_scores)
 from ._registry import SweepRegistry, register_texts, sweep_evidence
+from ._screening import futility_stop, passes_train_filter
 from ._search_state import Evaluated, SearchState, candidate_hash, state_from_trials
 from ._study import (STUDY_ADVICE, StudyMismatch, baseline_trial, check_decision_rule, frozen_trial, holdout_run,
                      open_store, open_study, store_holdout_run, stored_decision_rule, stored_holdout)
@@ -30,6 +32,7 @@ __all__ = [
     "StudyMismatch",
     "SweepRegistry",
     "SweepSummary",
+    "TaskDiffs",
     "ab_preflight_lines",
     "baseline_trial",
     "candidate_hash",
@@ -39,6 +42,7 @@ __all__ = [
     "decide",
     "format_sweep",
     "frozen_trial",
+    "futility_stop",
     "gate",
     "gate_tasks",
     "holdout_run",
@@ -48,6 +52,7 @@ __all__ = [
     "open_store",
     "open_study",
     "pareto_leads",
+    "passes_train_filter",
     "pocock_p",
     "preflight_lines",
     "project_sweep",
