@@ -183,7 +183,10 @@ def _sweep(exp, lines):
 def test_an_underpowered_sweep_never_says_promoted(make_exp):
     """Issue 31.2: sweep.baseline_repeats=1 with allow_underpowered. 6cbf984 printed both "UNDERPOWERED ... nothing
     can be promoted" and "PROMOTED: trial #2" (sigma 0, SE 0, anything confirmed)."""
-    exp = make_exp("sweep.n_trials=3", "sweep.baseline_repeats=1", "sweep.allow_underpowered=true",
+    from conftest import OLD_DESIGN
+
+    # the Wilcoxon + noise-floor train filter: one baseline run measures no floor, so nothing can pass it
+    exp = make_exp(*OLD_DESIGN, "sweep.n_trials=3", "sweep.baseline_repeats=1", "sweep.allow_underpowered=true",
                    operators=("add_tool",))
     lines: list[str] = []
     s = _sweep(exp, lines)
@@ -194,12 +197,18 @@ def test_an_underpowered_sweep_never_says_promoted(make_exp):
     assert "noise floor (train): not measured (1 baseline run;" in text and "noise floor (train): 0.000" not in text
 
 
-def test_a_resumed_study_concludes_at_the_next_looks_level_and_stores_the_look(make_exp):
+@pytest.mark.parametrize("design", ["old", "shipped"])
+def test_a_resumed_study_concludes_at_the_next_looks_level_and_stores_the_look(make_exp, design):
     """A study that already spent look 1 on another candidate tests its new one at alpha / 4; 6cbf984 tested every
-    conclusion at the full alpha 0.05."""
+    conclusion at the full alpha 0.05. Under the Wilcoxon filter (old) and the shipped design (3 + 3 holdout runs,
+    a futility stop every 4 tasks) alike; the power line names each design's confirmation."""
+    from conftest import OLD_DESIGN
+
     from experiments.sweep import open_study
 
-    exp = make_exp("sweep.n_trials=3", "sweep.holdout_top_k=1", operators=("add_tool",))
+    # the holdout looks of a study, under the gate + Wilcoxon-filter design and under the shipped default
+    pinned = OLD_DESIGN if design == "old" else ()
+    exp = make_exp(*pinned, "sweep.n_trials=3", "sweep.holdout_top_k=1", operators=("add_tool",))
     study = open_study(exp)
     study.set_user_attr("holdout_looks", [{"family": ["an-earlier-candidate"], "level": 0.025}])
     lines: list[str] = []
@@ -210,7 +219,8 @@ def test_a_resumed_study_concludes_at_the_next_looks_level_and_stores_the_look(m
     assert (stored["family"], stored["level"], stored["number"]) == ([row.hash], 0.0125, 2)
     text = "\n".join(lines)
     assert "\nholdout look 2 of these holdout tasks: level 0.0125" in text and "best vs baseline (train filter):" in text
-    assert "\ndesign power: this design confirms a mean effect of " in text and "at level 0.0125 together" in text
+    level = {"old": "at level 0.0125 together", "shipped": "at level 0.0125 with a futility stop every 4 holdout"}
+    assert "\ndesign power: this design confirms a mean effect of " in text and level[design] in text
     again: list[str] = []
     _sweep(exp, again)  # concluded again with nothing new: the same look, nothing more spent
     assert len(open_study(exp).user_attrs["holdout_looks"]) == 2
@@ -238,7 +248,7 @@ def test_the_task_spread_is_estimated_from_the_sweeps_candidates_and_raises_what
 # -- 7. runs spent on tasks ---------------------------------------------------------------------------------
 
 
-def test_the_default_benchmark_has_24_offline_tasks_and_the_holdout_runs_each_text_once():
+def test_the_default_benchmark_has_24_offline_tasks_and_the_holdout_runs_each_text_three_times():
     from experiments.config import compose_config, to_experiment
     from experiments.sweep import holdout_runs
 
@@ -249,5 +259,7 @@ def test_the_default_benchmark_has_24_offline_tasks_and_the_holdout_runs_each_te
     for split in ("train", "holdout"):
         assert {t.task_type for t in exp.tasks(split)} == {"enumerated", "best_practices", "research"}
     sw = exp.sweep
-    assert (sw.holdout_test, sw.holdout_baseline_runs, sw.holdout_candidate_runs) == ("tasks", 1, 1)
-    assert holdout_runs(sw, len(exp.tasks("holdout"))) == 24
+    # issue 42's default (conf/sweep/synth_mutation.yaml): 3 runs of each text per holdout task, a futility stop
+    assert (sw.holdout_test, sw.holdout_baseline_runs, sw.holdout_candidate_runs) == ("tasks", 3, 3)
+    assert sw.holdout_futility_block == 4
+    assert holdout_runs(sw, len(exp.tasks("holdout"))) == 72  # 12 x (3 + 3) at most
