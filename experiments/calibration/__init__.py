@@ -3,8 +3,8 @@ designs that read them."""
 
 from __future__ import annotations
 
-from ._calibrate import (REWRITES, CalibrationFailed, generator_seed, paired_check, pick_tasks, rewrite_of,
-                         rewrite_rule, run_calibration, runner_at)
+from ._arms import REWRITES, rewrite_of, rewrite_rule, runner_at
+from ._calibrate import CalibrationFailed, generator_seed, paired_check, pick_tasks, run_calibration
 from ._decompose import decompose, frozen_share, levers, pairwise_g
 from ._summary import CALIBRATION_BEGIN, CALIBRATION_END, format_calibration
 

@@ -39,7 +39,6 @@ import random
 import statistics
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -53,7 +52,9 @@ from experiments.storage import (FAIL, PASS, UNREACHABLE, Calibration, Check, Co
                                  calibration_fingerprint, fingerprint_key, run_label)
 from harness.fsio import atomic_write_text
 
-from ._decompose import decompose, frozen_share, levers, pairwise_g
+from ._arms import pairwise_arm, rewrite_of, runner_at
+from ._decompose import decompose, frozen_share, levers
+from ._record import log_mlflow, safe_plots
 from ._summary import format_calibration
 
 JUDGE_SEED_OFFSET = 2_000_003  # judge re-score seeds: apart from generation seeds and wiggum's verify (1_000_003)
@@ -67,67 +68,6 @@ GENERATOR_SEED_OFFSET = 3_000_017
 def generator_seed(seed: int, j: int) -> int:
     """Seed of the calibration's generator (and positive-control) run j."""
     return seed + GENERATOR_SEED_OFFSET + j
-
-
-# The A/A' arm's default: a rewrite, written by hand, of each harness.synthesis.DEFAULT_INSTRUCTIONS text: the same
-# requirements in other words and another order. A baseline that is not the default text gets rewrite_rule.
-REWRITES = {
-    "enumerated": (
-        "Answer with exactly as many numbered items as the task requests (not one more or fewer), formatted in "
-        "Markdown, and use a single numbered list only. Begin with at most one introductory sentence. Each item "
-        "starts with a bold title and then 2-3 concrete sentences that name the exact tool, function, setting or "
-        "number and explain why it matters. Keep the items from overlapping."
-    ),
-    "best_practices": (
-        "Address a practitioner who will put this into practice today: give best-practice guidance on the technical "
-        "topic, in Markdown. Concrete commands and settings beat general advice. For every practice, show how to "
-        "implement it at code level (function names, parameters, and a short snippet where useful), name the tools "
-        "and libraries to use (with versions when they matter), and list the pitfalls to stay clear of."
-    ),
-    "research": (
-        "Produce a Markdown research synthesis: prose under a few headings. Rather than going through the sources "
-        "one at a time, weave them into a single coherent account, noting where they agree and where they differ. "
-        "Mark citations as [n] to match the numbered research context, separate what is settled from what is still "
-        "open, and close with the practical implications."
-    ),
-}
-
-
-def rewrite_rule(text: str) -> str:
-    """A deterministic meaning-preserving paraphrase of an instruction: its first sentence moved to the end (a list
-    of requirements read in another order); one sentence gets "Instruction: " in front."""
-    import re
-
-    parts = [p for p in re.split(r"(?<=[.!?])\s+", text.strip()) if p]
-    if len(parts) < 2:
-        return f"Instruction: {text.strip()}"
-    return " ".join(parts[1:] + parts[:1])
-
-
-def rewrite_of(task_type: str, baseline: str, configured: str = "") -> tuple[str, str]:
-    """(the A/A' text for a task type, where it came from: config | written | rule)."""
-    from harness.synthesis import DEFAULT_INSTRUCTIONS
-
-    if configured.strip():
-        return configured.strip(), "config"
-    if task_type in REWRITES and baseline.strip() == DEFAULT_INSTRUCTIONS.get(task_type, "").strip():
-        return REWRITES[task_type], "written"
-    return rewrite_rule(baseline), "rule"
-
-
-def runner_at(runner: Any, decoding: str) -> Any:
-    """The runner for a decoding: sampled = the runner as configured; greedy = producer temperature 0 (the
-    runner's at_temperature(0.0) when it has one, else a HarnessRunner sibling with synth.temperature 0 sharing
-    its roles, memory and search). TypeError (one line) when the runner can do neither."""
-    if decoding == "sampled":
-        return runner
-    if callable(getattr(runner, "at_temperature", None)):
-        return runner.at_temperature(0.0)
-    cfg, parts = getattr(runner, "cfg", None), getattr(runner, "parts", None)
-    if cfg is None or parts is None:
-        raise TypeError(f"calibrate.decodings has greedy but the runner {type(runner).__name__} has no "
-                        f"at_temperature(t) and is no HarnessRunner; nothing was run")
-    return type(runner)(dataclasses.replace(cfg, synth=dataclasses.replace(cfg.synth, temperature=0.0)), parts=parts)
 
 
 class CalibrationFailed(RuntimeError):
@@ -408,7 +348,7 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
     for d in designs:
         needed[slots[d.name]] = (tasks_for_effect(d, c.target_effect, power=c.power, sims=c.sims)
                                  if d.name.startswith("ab") or n_train else None)
-    pairwise = _pairwise(exp, runner, tasks, contexts, gens, controls, pool) if c.pairwise else None
+    pairwise = pairwise_arm(exp, runner, tasks, contexts, gens, controls, pool, seed0=exp.seed + JUDGE_SEED_OFFSET) if c.pairwise else None
     main = decomposition.get("sampled") or decomposition["greedy"]
     lever_items = levers(main, greedy=decomposition.get("greedy"), g=(pairwise or {}).get("g"),
                          target=c.target_effect, alpha=c.alpha, power=c.power)
@@ -443,118 +383,13 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
     # -- written last: JSON, plots, MLflow ----------------------------------------------------------------------
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(cal.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
-    plots = _safe_plots(cal, folder / key / "plots", out, name)
+    plots = safe_plots(cal, folder / key / "plots", out, name)
     label = run_label(runner.identity(), cal) or ""
     ui = ""
     if exp.mlflow.enabled:
         try:
-            ui = _log_mlflow(exp, cal, format_calibration(cal, smoke_line=label), plots)
+            ui = log_mlflow(exp, cal, format_calibration(cal, smoke_line=label), plots)
         except Exception as exc:  # the calibration stands without its MLflow record
             out(f"[{name}] warning: MLflow logging failed: {type(exc).__name__}: {exc}")
     out(format_calibration(cal, smoke_line=label, plots=plots, mlflow_ui=ui))
     return cal
-
-
-def _pairwise(exp: ExperimentConfig, runner: Any, tasks: Sequence[Task], contexts: Mapping[str, Any],
-              gens: Sequence[Any], controls: Sequence[Any], pool: RunPool) -> dict[str, Any]:
-    """calibrate.pairwise: the A/A (generator run 2's answer against run 1's) and the positive control (control
-    run 1 against generator run 1) judged side by side in both orders (evaluators.pairwise.compare_pair, the
-    evaluator role at the evaluator's temperature), against the pointwise differences of the same pairs: the
-    position bias, the A/A's and the control's mean preference, and g (pairwise_g). The runner's own
-    compare_pair(prepared, candidate, baseline, *, seed) is used where it has one (test doubles)."""
-    from evaluators.pairwise import compare_pair, position_bias
-    from harness.synthesis import expected_count
-
-    text = lambda ev: {s.task_id: (s.output_text, s.score) for s in ev.scores}  # noqa: E731
-    g0, g1, ctl = text(gens[0]), text(gens[1]), text(controls[0])
-    ids = [t.id for t in tasks if t.id in g0 and t.id in g1 and t.id in ctl]
-    by_id = {t.id: t for t in tasks}
-    own = getattr(runner, "compare_pair", None)
-
-    def judge(job: tuple[str, str, str, int]) -> Any:
-        tid, cand, base, seed = job
-        if callable(own):
-            return own(contexts[tid], cand, base, seed=seed)
-        prepared, ev = contexts[tid], exp.evaluator
-        crit = by_id[tid].criteria()
-        return compare_pair(prepared.clean_task, cand, base, runner.roles.evaluator, seed=seed,
-                            temperature=ev.temperature, judge_retries=ev.judge_retries,
-                            expected_count=crit.get("expected_count", expected_count(prepared.clean_task, prepared.plan)))
-
-    jobs = [(t, g1[t][0], g0[t][0], exp.seed + JUDGE_SEED_OFFSET + 97 + i) for i, t in enumerate(ids)]
-    jobs += [(t, ctl[t][0], g0[t][0], exp.seed + JUDGE_SEED_OFFSET + 197 + i) for i, t in enumerate(ids)]
-    with pool.ordered(judge, jobs) as done:
-        results = [fut.result() for _, fut in done]
-    aa_res, ctl_res = results[:len(ids)], results[len(ids):]
-    pw_aa = [r.preference for r in aa_res if r.preference is not None]
-    pw_ctl = [r.preference for r in ctl_res if r.preference is not None]
-    pt_aa = [g1[t][1] - g0[t][1] for t in ids]
-    pt_ctl = [ctl[t][1] - g0[t][1] for t in ids]
-    bias = position_bias(results)
-    return {"n": len(ids), "aa_preferences": [r.preference for r in aa_res],
-            "control_preferences": [r.preference for r in ctl_res], "point_aa": pt_aa, "point_control": pt_ctl,
-            "aa_mean": statistics.fmean(pw_aa) if pw_aa else None,
-            "control_mean": statistics.fmean(pw_ctl) if pw_ctl else None,
-            "first_wins": bias.first_wins, "decided": bias.decided, "position_bias": bias.rate,
-            "judge_failures": sum(r.judge_failures for r in results),
-            "g": pairwise_g(pt_aa, pt_ctl, pw_aa, pw_ctl), "calls": 2 * len(results)}
-
-
-def _safe_plots(cal: Calibration, folder: Path, out: Callable[[str], None], name: str) -> dict[str, Path]:
-    try:
-        from experiments.tracking import calibration_plots
-
-        return calibration_plots(cal, folder)
-    except Exception as exc:  # the calibration stands without its pictures
-        out(f"[{name}] warning: plots failed: {type(exc).__name__}: {exc}")
-        return {}
-
-
-def _log_mlflow(exp: ExperimentConfig, cal: Calibration, text: str, plots: Mapping[str, Path]) -> str:
-    """One parent run (no children) in experiment mlflow.experiment or sweep.name; returns the UI command."""
-    from mlflow.entities import Metric, Param
-    from mlflow.tracking import MlflowClient
-
-    from experiments.config import tracking_uri
-    from experiments.tracking import trial_params, ui_command
-    from harness.prompts import enable_wal, sqlite_db, store_lock
-
-    uri = tracking_uri(exp)
-    db = sqlite_db(uri)
-    name = exp.mlflow.experiment or exp.sweep.name
-    with store_lock(db):
-        if db is not None:
-            enable_wal(db)
-        client = MlflowClient(tracking_uri=uri)
-        found = client.get_experiment_by_name(name)
-        exp_id = found.experiment_id if found is not None else client.create_experiment(
-            name, artifact_location=(Path(exp.results_dir) / "mlartifacts").resolve().as_uri())
-    tags = {"kind": "calibration", "fingerprint": cal.key, "benchmark": exp.benchmark.name,
-            "passed": str(cal.passed).lower(), "mlflow.runName": f"calibration-{cal.key}"}
-    if cal.smoke:
-        tags["smoke"] = "true"
-    rid = client.create_run(exp_id, tags=tags).info.run_id
-    params = {**trial_params(exp), **{f"calibrate.{k}": v for k, v in dataclasses.asdict(exp.calibrate).items()}}
-    client.log_batch(rid, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
-    metrics: dict[str, Any] = {
-        "sigma": cal.sigma, "judge_sigma": cal.judge_sigma, "aa_diff": cal.aa.mean_diff, "aa_p": cal.aa.p,
-        "control_diff": cal.control.mean_diff, "control_p": cal.control.p, "passed": float(cal.passed),
-        "cost_llm_calls": cal.cost.llm_calls, "cost_uncached_calls": cal.cost.uncached_calls,
-        "cost_tokens": cal.cost.tokens, "cost_wall_s": cal.cost.wall_s, "elapsed_s": cal.elapsed_s,
-        **{f"mde_{k}": v["mde"] for k, v in cal.mde.items()},
-        **{f"judge_sd.{k}": v for k, v in cal.judge_dimensions.items()},
-        **{f"generator_sd.{k}": v for k, v in cal.generator_dimensions.items()},
-        **{f"needed_{k}": v for k, v in cal.needed.items() if isinstance(v, (int, float))},
-        **({"control_tau": cal.heterogeneity["tau"], "control_effect_cv": cal.heterogeneity["effect_cv"]}
-           if cal.heterogeneity else {}),
-    }
-    now = int(time.time() * 1000)
-    items = [Metric(k, float(v), now, 0) for k, v in metrics.items()
-             if isinstance(v, (int, float)) and math.isfinite(float(v))]
-    client.log_batch(rid, metrics=items)
-    client.log_text(rid, text + "\n", "summary.md")
-    client.log_text(rid, json.dumps(cal.to_dict(), indent=2, sort_keys=True, default=str), "calibration.json")
-    for p in plots.values():
-        client.log_artifact(rid, str(p), "plots")
-    client.set_terminated(rid, status="FINISHED" if cal.passed else "FAILED")
-    return ui_command(uri)

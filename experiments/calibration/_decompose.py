@@ -161,4 +161,4 @@ def decomposition_line(dec: str, part: Mapping[str, Any]) -> str:
             f"difference var {num(part['var_same'])} vs another seed's {num(part['var_other'])}); rewrite mean "
             f"{num(part['mean_same'], '+.3f')}" + (
                 f"; frozen judge share f {num(f, '.2f')} (2 j^2 / tau^2)" if dec == "greedy" else "") + (
-                f"; f n/a (tau 0)" if dec == "greedy" and f is None else ""))
+                "; f n/a (tau 0)" if dec == "greedy" and f is None else ""))
