@@ -17,6 +17,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from conftest import OLD_DESIGN
 from scripted_harness import BASE, BOOST, ScriptedRunner, scripted_propose
 
 from experiments.config import load_tasks
@@ -127,7 +128,9 @@ def test_exact_wilcoxon_design_detects_the_control_on_six_tasks(make_exp):
 
 
 def test_a_harmless_control_fails_the_calibration_and_a_sweep_does_not_use_it(make_exp):
-    exp = make_exp("sweep.n_trials=2", operators=("add_tool",))  # plain baseline: 'harmful' changes nothing
+    # the sweep's own noise floor from 2 baseline runs (the Wilcoxon + floor filter's design) when the calibration
+    # cannot be used; a plain baseline: 'harmful' changes nothing
+    exp = make_exp(*OLD_DESIGN, "sweep.n_trials=2", operators=("add_tool",))
     lines: list[str] = []
     cal, _ = calibrate(exp, lines=lines)
     assert cal.control.status == "fail" and not cal.passed and cal.failed_out
@@ -150,8 +153,11 @@ def test_pick_tasks_spreads_over_task_types_train_first(make_exp):
 # -- a later sweep reads it ----------------------------------------------------------------------------------------
 
 
-def test_a_sweep_after_a_calibration_prints_the_preflight_and_uses_the_stored_noise_floor(make_exp):
-    exp = make_exp("sweep.n_trials=3", "sweep.baseline_repeats=3", operators=("add_tool",))
+@pytest.mark.parametrize("design", ["old", "shipped"])
+def test_a_sweep_after_a_calibration_prints_the_preflight_and_uses_the_stored_noise_floor(make_exp, design):
+    # the preflight's projection under the gate + final race + 1 + 1 holdout design, and under the shipped default
+    pinned = OLD_DESIGN if design == "old" else ()
+    exp = make_exp(*pinned, "sweep.n_trials=3", "sweep.baseline_repeats=3", operators=("add_tool",))
     exp.synth.instructions = dict(TOOLS)
     cal, _ = calibrate(exp)
     runner = ScriptedRunner(load_tasks(exp.benchmark))
@@ -177,10 +183,13 @@ def test_a_sweep_after_a_calibration_prints_the_preflight_and_uses_the_stored_no
     assert first_pre < first_trial and calls_at["preflight"] == 14 * 2  # only the 14 context preparations
     pre = [ln for ln in lines if "] preflight:" in ln]
     assert "budget n_trials=3 (3 left: baseline + 2 proposal(s))" in pre[0]
-    # baseline + 2 proposals on 8 train tasks (24), the final race of the top 2 on them (16, sweep.race_top), the
-    # baseline and the best once each on 6 holdout tasks (12, sweep.holdout_baseline_runs / holdout_candidate_runs);
-    # 2 uncached calls, 50 tokens each
-    assert "52 task runs: ~104 uncached LLM calls, ~2600 tokens" in pre[1] and f"calibration {cal.key}" in pre[1]
+    # old: baseline + 2 proposals on 8 train tasks (24), the final race of the top 2 on them (16, sweep.race_top),
+    # the baseline and the best once each on 6 holdout tasks (12, sweep.holdout_baseline_runs /
+    # holdout_candidate_runs); shipped: the 24 train runs, no final race, 3 + 3 runs on each of the 6 holdout tasks
+    # (36); 2 uncached calls, 50 tokens each
+    runs = {"old": 52, "shipped": 60}[design]
+    assert f"{runs} task runs: ~{2 * runs} uncached LLM calls, ~{50 * runs} tokens" in pre[1]
+    assert f"calibration {cal.key}" in pre[1]
     assert pre[2].startswith(f"[{exp.sweep.name}] preflight: detectable effect ")
     assert "WARNING: the budget allows only 2 proposal(s) (limited by n_trials=3)" in pre[3]
     # what the whole decision (train filter and confirmation over the holdout tasks at the first look's level) can
@@ -193,12 +202,13 @@ def test_a_sweep_after_a_calibration_prints_the_preflight_and_uses_the_stored_no
     assert co.tokens > 0 and co.runs > 0
     assert (f"preflight: cost model: {co.tokens:.0f} tokens (prompt + completion; the calibration does not split "
             f"them), {co.llm_calls:.1f} LLM calls ({co.uncached_calls:.1f} uncached) per task run, medians over "
-            f"calibration {cal.key}'s {co.runs} runs; projected {52 * co.tokens:.0f} tokens for 52 task runs") \
+            f"calibration {cal.key}'s {co.runs} runs; projected {runs * co.tokens:.0f} tokens for {runs} task runs") \
         in cost_line
 
 
 def test_a_calibration_for_another_model_is_ignored(make_exp):
-    exp = make_exp("sweep.n_trials=2", operators=("add_tool",))
+    # the sweep's own noise floor from 2 baseline runs (the Wilcoxon + floor filter's design) in its place
+    exp = make_exp(*OLD_DESIGN, "sweep.n_trials=2", operators=("add_tool",))
     exp.synth.instructions = dict(TOOLS)
     tasks = load_tasks(exp.benchmark)
     calibrate(exp, ScriptedRunner(tasks, model="model-a"))
