@@ -16,6 +16,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from conftest import OLD_DESIGN
 from pipeline_fake import Router, judge_json, make_harness, read_trace
 from scripted_harness import ScriptedRunner, scripted_propose
 
@@ -48,15 +49,19 @@ def test_readme_main_command_on_the_smoke_benchmark_is_refused_in_one_line_and_w
     elapsed = time.perf_counter() - t0
     assert proc.returncode == 2, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("config error: sweep: benchmark 'smoke' has 3 train task(s)")
-    assert "0.125 >= alpha 0.05" in lines[0] and "sweep.allow_underpowered=true" in lines[0]
+    # the shipped design's check (issue 42: no Wilcoxon train filter) is the holdout's: 2 holdout tasks all moving
+    # the same way give an exact sign-flip p of 1/4, above the first look's 0.025
+    assert len(lines) == 1 and lines[0].startswith("config error: sweep: 2 holdout tasks cannot reach the first "
+                                                   "holdout look's level 0.025 (alpha 0.05 / 2)")
+    assert "p = 1/2^2 = 0.25" in lines[0] and "sweep.allow_underpowered=true" in lines[0]
     assert not results.exists()  # no study, no MLflow store, no Hydra run folder, no cache
     assert elapsed < 10
 
 
 @pytest.mark.parametrize("overrides, fragment", [
-    (["benchmark=smoke"], "smallest one-sided exact Wilcoxon p over 3 train tasks is 0.125"),
-    (["sweep.baseline_repeats=1"], "measures no noise floor"),
+    # the Wilcoxon train filter's reachability on 3 train tasks, and its noise floor
+    ([*OLD_DESIGN, "benchmark=smoke"], "smallest one-sided exact Wilcoxon p over 3 train tasks is 0.125"),
+    ([*OLD_DESIGN, "sweep.baseline_repeats=1"], "measures no noise floor"),
     (["sweep.holdout_top_k=0"], "no candidate can be confirmed on held-out tasks"),
 ])
 def test_sweep_designs_that_cannot_promote_are_refused(overrides, fragment):
@@ -283,10 +288,16 @@ def test_contexts_are_keyed_by_the_resolved_models(make_exp, tmp_path):
     assert other.prepares == len(tasks)  # another model: planned and researched again
 
 
-def test_an_allowed_underpowered_sweep_says_so_in_its_summary(make_exp):
-    exp = make_exp("sweep.n_trials=2", "sweep.allow_underpowered=true", operators=("add_tool",), n_train=3, n_holdout=2)
+@pytest.mark.parametrize("design, reason", [
+    ("old", "sweep: benchmark"),  # the Wilcoxon train filter cannot reach alpha on 3 train tasks
+    ("shipped", "sweep: 2 holdout tasks cannot reach"),  # the holdout's sign-flip bound on 2 tasks
+])
+def test_an_allowed_underpowered_sweep_says_so_in_its_summary(make_exp, design, reason):
+    pinned = OLD_DESIGN if design == "old" else ()
+    exp = make_exp(*pinned, "sweep.n_trials=2", "sweep.allow_underpowered=true", operators=("add_tool",),
+                   n_train=3, n_holdout=2)
     lines: list[str] = []
     s, _ = _sweep(exp, lines=lines)
     text = "\n".join(lines)
-    assert "UNDERPOWERED (sweep.allow_underpowered=true): nothing can be promoted; sweep: benchmark" in text
+    assert f"UNDERPOWERED (sweep.allow_underpowered=true): nothing can be promoted; {reason}" in text
     assert not s.promoted
