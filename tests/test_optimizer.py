@@ -8,6 +8,7 @@ from collections import Counter
 
 import optuna
 import pytest
+from conftest import OLD_DESIGN
 from scripted_harness import BASE, BOOST, ScriptedRunner, scripted_propose
 
 from experiments.config import load_tasks
@@ -100,7 +101,8 @@ def test_gate_rule(child, parent, sigma, z, passed):
 
 
 def _gate_exp(make_exp, *ops, **kw):
-    exp = make_exp("sweep.gate_tasks=3", "sweep.gate_z=0.5", "sweep.parent_selection=pareto",
+    # the gate: on only with racing off (sweep.race_block=0), as in the design before issue 42's default
+    exp = make_exp(*OLD_DESIGN, "sweep.gate_tasks=3", "sweep.gate_z=0.5", "sweep.parent_selection=pareto",
                    "sweep.operator_choice=bandit", "sweep.max_merges=0", operators=ops, **kw)
     exp.sweep.n_trials = 4
     return exp
