@@ -1,7 +1,8 @@
 """Runs of one text on a split after the search, each stored in the study once so that a resume re-runs none:
 the holdout confirmation (the baseline and the top-k candidates, seeds cfg.seed + k) and the final race (the top
-race_top candidates once more on the train split, seed cfg.seed + 1). A mixin of experiments.sweep.Sweep: it uses
-the sweep's exp, runner, pool, progress, tracker, train, holdout, dir, out and _safe.
+race_top candidates once more on the train split, seed cfg.seed + 1). The baseline's repeats for
+the noise floor (seeds cfg.seed + k on the train split) live here too. A mixin of experiments.sweep.Sweep: it uses
+the sweep's exp, runner, pool, progress, tracker, calibration, train, holdout, dir, out and _safe.
 
 With sweep.holdout_futility_block = B > 0 (issue 42) the holdout runs in blocks of B tasks (experiments.sweep's
 holdout_order): the baseline's runs of a block, then each live candidate's, then the futility look (futility_stop);
@@ -13,28 +14,71 @@ the same stop in its stored scores and runs nothing more of it."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from experiments.config import holdout_set
 from experiments.runs import TrialFailed, evaluate_candidate
 from experiments.stats import (LOOKS_ATTR, CostGuard, Look, NoiseFloor, holdout_cost, holdout_cost_diffs, next_look,
-                               recorded, run_costs, store_holdout_cost, sweep_design_problem)
+                               noise_floor, recorded, run_costs, store_holdout_cost, sweep_design_problem)
 from experiments.storage import shared_lock
 from experiments.tracking import log_evaluation_run
 from harness.prompts import sqlite_file
 
-from ._preflight import HOLDOUT_SET_ATTR, other_looks, sweep_confirmable
+from ._preflight import HOLDOUT_SET_ATTR, noise_measured_line, other_looks, sweep_confirmable
 from ._promotion import (HoldoutScores, HoldoutTest, Promotion, decide, race, row_from_record, row_record,
                          train_filtered)
 from ._screening import futility_looks, futility_stop, holdout_order
-from ._study import holdout_run, store_holdout_run, store_train_rerun, train_reruns
+from ._study import baseline_trial, holdout_run, store_holdout_run, store_train_rerun, train_reruns
 
 STANDING_ATTR = "standing_winner"  # the study's promoted row: carried forward by later conclusions (issue 40 F)
 
 
 class SplitRuns:
-    """The sweep's runs after the search: `_race` (the final race), `_holdout` (the confirmation's runs) and
-    `_promotion` (the holdout runs, then the verdict at this look's level)."""
+    """The sweep's runs of a text on a split: `_noise` (the baseline's repeats for the noise floor), `_race` (the
+    final race), `_holdout` (the confirmation's runs) and `_promotion` (the holdout runs, then the verdict at this
+    look's level)."""
+
+    def _noise(self, study: Any, baseline: Mapping[str, str], contexts: Any) -> NoiseFloor:
+        """The noise floor in use: the stored calibration's, else this study's baseline repeats."""
+        if self.calibration is not None:
+            return self.calibration.noise_floor()
+        return noise_floor(self._baseline_runs(study, baseline, contexts))
+
+    def _baseline_runs(self, study: Any, baseline: Mapping[str, str], contexts) -> list[dict[str, float]]:
+        """Baseline trial scores (seed = cfg.seed) plus r-1 further runs with other seeds, each stored once."""
+        with shared_lock(self.exp.storage_url, f"{self.exp.sweep.name}/study_attrs", self.dir / ".study_attrs.lock"):
+            return self._baseline_runs_locked(study, baseline, contexts)
+
+    def _baseline_runs_locked(self, study: Any, baseline: Mapping[str, str], contexts) -> list[dict[str, float]]:
+        bt = baseline_trial(study)
+        if bt is None:
+            return []
+        runs = [dict(bt.user_attrs.get("task_scores", {}))]
+        if self.calibration is not None:  # the calibration measured the noise: no baseline repeats
+            return runs
+        stored = dict(study.user_attrs.get("baseline_runs", {}))
+        ran = False
+        sw = self.exp.sweep
+        for k in range(1, sw.baseline_repeats):
+            seed = self.exp.seed + k
+            if str(seed) not in stored:
+                self.out(f"[{sw.name}] baseline repeat {k + 1}/{sw.baseline_repeats} (seed {seed}) for the noise floor")
+                self.progress.begin(f"baseline repeat {k + 1}/{sw.baseline_repeats}", f"{sw.name}-baseline-s{seed}",
+                                    len(self.train))
+                ev = evaluate_candidate(baseline, self.train, self.runner, contexts=contexts, seed=seed,
+                                        run_prefix=f"{sw.name}-baseline-s{seed}", pool=self.pool)
+                # logged before it is stored, as the race and holdout runs are: a kill between the two re-runs the
+                # repeat, whose MLflow run is then found, not made twice (log_evaluation_run); the other order
+                # would lose the run
+                self._safe(lambda: log_evaluation_run(self.tracker, f"baseline-repeat-seed{seed}",
+                                                      {"kind": "baseline_repeat", "seed": str(seed)}, ev))
+                stored[str(seed)] = ev.by_task()
+                ran = True
+                study.set_user_attr("baseline_runs", stored)
+            runs.append(dict(stored[str(seed)]))
+        if ran and len(runs) >= 2:  # the detectable effect, once the repeats have measured the noise
+            self.out(f"[{sw.name}] {noise_measured_line(self.exp, runs, len(self.train))}")
+        return runs
 
     def _promotion(self, study, top, ref, nf: NoiseFloor, train_floor: float, base_hash: str, baseline,
                    contexts) -> tuple[Promotion, HoldoutScores | None, Look | None]:

@@ -29,17 +29,17 @@ import optuna
 from optuna.trial import TrialState
 
 from experiments.config import BASELINE, ExperimentConfig, load_tasks, split, study_fingerprint, task_types
-from experiments.runs import (RunPool, TimedRunner, TrialFailed, evaluate_candidate, llm_calls, model_failure,
-                              prepare_contexts, runner_pool)
-from experiments.stats import NoiseFloor, baseline_reference, compare, noise_floor, sweep_design_problem
+from experiments.runs import (RunPool, TimedRunner, TrialFailed, llm_calls, model_failure, prepare_contexts,
+                              runner_pool)
+from experiments.stats import baseline_reference, compare, noise_floor, sweep_design_problem
 from experiments.storage import (RETRIES, Ledger, StaleTrials, log_stale, mask_url, run_label, shared_lock, store_stop,
                                  trial_slot, worker_host)
-from experiments.tracking import NullTracker, log_evaluation_run, make_tracker
+from experiments.tracking import NullTracker, make_tracker
 from harness.logger import file_lock
 from harness.prompts import sqlite_file
 
 from ._objective import Objective
-from ._preflight import mutation_calls, noise_measured_line, pin_noise_source, sweep_preflight
+from ._preflight import mutation_calls, pin_noise_source, sweep_preflight
 from ._progress import SweepProgress
 from ._promotion import (HoldoutScores, Promotion, SplitScores, candidates, holdout_runs, kept_instructions, race_runs,
                          split_scores)
@@ -273,48 +273,6 @@ class Sweep(SplitRuns):
             return None, {"hits": 0, "computed": 0}
         return prepare_contexts(self.exp, self.runner, self.train + self.holdout, folder=self.dir / "context",
                                 pool=self.pool, out=self.out)
-
-    def _noise(self, study: optuna.Study, baseline: Mapping[str, str], contexts: Any) -> NoiseFloor:
-        """The noise floor in use: the stored calibration's, else this study's baseline repeats."""
-        if self.calibration is not None:
-            return self.calibration.noise_floor()
-        return noise_floor(self._baseline_runs(study, baseline, contexts))
-
-    def _baseline_runs(self, study: optuna.Study, baseline: Mapping[str, str], contexts) -> list[dict[str, float]]:
-        """Baseline trial scores (seed = cfg.seed) plus r-1 further runs with other seeds, each stored once."""
-        with shared_lock(self.exp.storage_url, f"{self.exp.sweep.name}/study_attrs", self.dir / ".study_attrs.lock"):
-            return self._baseline_runs_locked(study, baseline, contexts)
-
-    def _baseline_runs_locked(self, study: optuna.Study, baseline: Mapping[str, str], contexts) -> list[dict[str, float]]:
-        bt = baseline_trial(study)
-        if bt is None:
-            return []
-        runs = [dict(bt.user_attrs.get("task_scores", {}))]
-        if self.calibration is not None:  # the calibration measured the noise: no baseline repeats
-            return runs
-        stored = dict(study.user_attrs.get("baseline_runs", {}))
-        ran = False
-        sw = self.exp.sweep
-        for k in range(1, sw.baseline_repeats):
-            seed = self.exp.seed + k
-            if str(seed) not in stored:
-                self.out(f"[{sw.name}] baseline repeat {k + 1}/{sw.baseline_repeats} (seed {seed}) for the noise floor")
-                self.progress.begin(f"baseline repeat {k + 1}/{sw.baseline_repeats}", f"{sw.name}-baseline-s{seed}",
-                                    len(self.train))
-                ev = evaluate_candidate(baseline, self.train, self.runner, contexts=contexts, seed=seed,
-                                        run_prefix=f"{sw.name}-baseline-s{seed}", pool=self.pool)
-                # logged before it is stored, as the race and holdout runs are: a kill between the two re-runs the
-                # repeat, whose MLflow run is then found, not made twice (log_evaluation_run); the other order
-                # would lose the run
-                self._safe(lambda: log_evaluation_run(self.tracker, f"baseline-repeat-seed{seed}",
-                                                      {"kind": "baseline_repeat", "seed": str(seed)}, ev))
-                stored[str(seed)] = ev.by_task()
-                ran = True
-                study.set_user_attr("baseline_runs", stored)
-            runs.append(dict(stored[str(seed)]))
-        if ran and len(runs) >= 2:  # the detectable effect, once the repeats have measured the noise
-            self.out(f"[{sw.name}] {noise_measured_line(self.exp, runs, len(self.train))}")
-        return runs
 
     def _safe(self, fn: Callable[[], Any]) -> None:
         try:
