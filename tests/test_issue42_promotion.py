@@ -14,6 +14,7 @@ import dataclasses
 
 import optuna
 import pytest
+from conftest import OLD_SWEEP
 from scripted_harness import BOOST, ScriptedRunner, scripted_propose
 
 from experiments.config import BenchmarkConfig, ConfigError, TaskSpec, compose_config, load_tasks, to_experiment
@@ -60,11 +61,14 @@ def _bench(exp, train: list[str], holdout: list[str]):
     return exp
 
 
-def _exp(make_exp, *overrides, train=8, holdout=12, **sweep):
+def _exp(make_exp, *overrides, train=8, holdout=12, design="shipped", **sweep):
+    """design "old": conftest.OLD_SWEEP set on the SweepConfig (1 + 1 holdout runs, the Wilcoxon filter, no stop)."""
     exp = _bench(make_exp("sweep.n_trials=2", *overrides, operators=("add_tool",)),
                  [f"t{i}" for i in range(train)], [f"h{i}" for i in range(holdout)])
     exp.sweep.gate_tasks = 0  # every proposal runs every train task: the filter, not the gate, decides
     exp.sweep.pruner = "none"
+    for k, v in (OLD_SWEEP if design == "old" else {}).items():
+        setattr(exp.sweep, k, v)
     for k, v in sweep.items():
         setattr(exp.sweep, k, v)
     return exp
@@ -153,18 +157,22 @@ def _gain(instr, tid, part):
     return (1.0 if part == "train" else 0.4 + 0.2 * (int(tid[1:]) % 3)) if BOOST in instr.lower() else 0.0
 
 
-def test_futility_stops_a_losing_candidate_after_its_first_block_and_spends_fewer_task_runs(make_exp):
+@pytest.mark.parametrize("design, runs", [("old", 1), ("shipped", 3)])
+def test_futility_stops_a_losing_candidate_after_its_first_block_and_spends_fewer_task_runs(make_exp, design, runs):
     """12 holdout tasks in blocks of 4: the candidate losing 1 per task stops after the first block (4 tasks of each
     arm instead of 12); not confirmed; the look is still counted and stored. A gaining candidate runs every block and
-    is confirmed with the p of the test without stops (the same scores: the claim is made at the last block)."""
-    off, r_off = _sweep(_exp(make_exp, "sweep.name=off"), _train_gain_holdout_loss)
-    assert len(_holdout_runs(r_off)) == 24 and not off.promoted
+    is confirmed with the p of the test without stops (the same scores: the claim is made at the last block). With
+    one holdout run of each text (old) and with the shipped 3 + 3."""
+    # the futility stop, on and off, at 1 + 1 (the old design) and 3 + 3 (shipped) holdout runs per task
+    off, r_off = _sweep(_exp(make_exp, "sweep.name=off", design=design, holdout_futility_block=0),
+                        _train_gain_holdout_loss)
+    assert len(_holdout_runs(r_off)) == 12 * 2 * runs and not off.promoted
 
     lines: list[str] = []
-    exp = _exp(make_exp, "sweep.name=on", holdout_futility_block=4)
+    exp = _exp(make_exp, "sweep.name=on", design=design, holdout_futility_block=4)
     s, runner = _sweep(exp, _train_gain_holdout_loss, lines)
     (row,) = s.holdout
-    assert len(_holdout_runs(runner)) == 8, _holdout_runs(runner)  # 4 tasks x (baseline + candidate)
+    assert len(_holdout_runs(runner)) == 4 * 2 * runs, _holdout_runs(runner)  # 4 tasks x (baseline + candidate)
     assert row.stopped_after == 4 and not row.wins and not s.promoted and row.holdout_p is None
     assert row.holdout_diff == pytest.approx(-1.0, abs=0.05)
     text = _text(lines)
@@ -174,9 +182,9 @@ def test_futility_stops_a_losing_candidate_after_its_first_block_and_spends_fewe
     looks = open_study(exp).user_attrs["holdout_looks"]
     assert [e["family"] for e in looks] == [[row.hash]]  # the look is spent
 
-    seq, r_seq = _sweep(_exp(make_exp, "sweep.name=gain-on", holdout_futility_block=4), _gain)
-    one, _ = _sweep(_exp(make_exp, "sweep.name=gain-off"), _gain)
-    assert len(_holdout_runs(r_seq)) == 24 and seq.promoted and one.promoted
+    seq, r_seq = _sweep(_exp(make_exp, "sweep.name=gain-on", design=design, holdout_futility_block=4), _gain)
+    one, _ = _sweep(_exp(make_exp, "sweep.name=gain-off", design=design, holdout_futility_block=0), _gain)
+    assert len(_holdout_runs(r_seq)) == 12 * 2 * runs and seq.promoted and one.promoted
     assert seq.holdout[0].stopped_after is None
     assert seq.holdout[0].holdout_p == pytest.approx(one.holdout[0].holdout_p, rel=1e-9)
 
@@ -195,20 +203,25 @@ def test_a_resumed_study_that_stopped_for_futility_does_not_run_it_again(make_ex
     assert len(open_study(exp).user_attrs["holdout_looks"]) == 1  # the same family: the same look
 
 
-def test_a_holdout_cut_short_mid_block_resumes_with_the_tasks_it_lacks(make_exp):
-    """The backend dies after the gaining candidate's first block (4 holdout tasks stored, its second block fails):
-    NOT CONCLUDED. The resume runs only the candidate's 8 holdout tasks it lacks (3306971 stored a holdout run only
-    whole and ran all 12 again) and concludes exactly as a study that was never cut short."""
-    exp = _exp(make_exp, "sweep.name=cut", holdout_futility_block=4)
+@pytest.mark.parametrize("design, lacks, baseline_lacks", [("old", 8, 4), ("shipped", 32, 24)])
+def test_a_holdout_cut_short_mid_block_resumes_with_the_tasks_it_lacks(make_exp, design, lacks, baseline_lacks):
+    """The backend dies after 4 of the gaining candidate's holdout task runs: NOT CONCLUDED. old (1 + 1 runs): its
+    first block stored, the second fails; the resume runs only the candidate's 8 holdout tasks it lacks (3306971
+    stored a holdout run only whole and ran all 12 again) and the baseline's third block (its first two were
+    stored: 4). shipped (3 + 3): run 1 of its first block stored, run 2 fails; the resume runs runs 2-3 of that
+    block and all 3 runs of the other two (8 + 24 = 32), and the baseline's 8 unrun tasks x 3 (24; its first block
+    was whole). Either way it concludes exactly as a study that was never cut short."""
+    # resuming the futility stop's blocks at 1 + 1 (old design) and 3 + 3 (shipped) holdout runs per task
+    exp = _exp(make_exp, "sweep.name=cut", design=design, holdout_futility_block=4)
     lines: list[str] = []
     cut, _ = _sweep(exp, _gain, lines, fail_after=4)
     assert not cut.promoted and "scripted backend died" in _text(lines)
     s, runner = _sweep(exp, _gain)
     (row,) = s.holdout
-    assert len(_holdout_runs(runner, row.hash)) == 8, _holdout_runs(runner)
-    assert len(_holdout_runs(runner)) == 12  # and the baseline's third block (its first two were stored)
+    assert len(_holdout_runs(runner, row.hash)) == lacks, _holdout_runs(runner)
+    assert len(_holdout_runs(runner)) == lacks + baseline_lacks
     assert "NOT CONCLUDED" in _text(lines)  # the cut-short study said so (issue 41)
-    whole, _ = _sweep(_exp(make_exp, "sweep.name=whole", holdout_futility_block=4), _gain)
+    whole, _ = _sweep(_exp(make_exp, "sweep.name=whole", design=design, holdout_futility_block=4), _gain)
     assert s.promoted and row.holdout_p == pytest.approx(whole.holdout[0].holdout_p, rel=1e-12)
     assert row.holdout_diff == pytest.approx(whole.holdout[0].holdout_diff, rel=1e-12)
 
@@ -275,22 +288,24 @@ def test_a_re_split_that_keeps_8_of_12_holdout_tasks_continues_their_count_of_lo
             "0.0125 = alpha 0.05 / 2^2") in _text(lines)
 
 
-def test_the_preflight_prints_the_level_a_new_study_on_a_used_holdout_will_test_at(make_exp):
+@pytest.mark.parametrize("design, then", [("old", "together"), ("shipped", "with a futility stop every 4")])
+def test_the_preflight_prints_the_level_a_new_study_on_a_used_holdout_will_test_at(make_exp, design, then):
     """With a stored calibration the preflight prints the design power at the next look's level. Study s1 spent
     look 1 of these holdout tasks; a new study s2 on them tests at 0.0125. 3306971 counted s2's own looks only and
     printed level 0.025."""
     from experiments.calibration import run_calibration
 
-    exp = _exp(make_exp, "sweep.name=s1", holdout=6)
+    # the looks across studies, under the Wilcoxon-filter design and the shipped one (each names its own design)
+    exp = _exp(make_exp, "sweep.name=s1", holdout=6, design=design)
     cal = to_experiment(compose_config(["+sweep=calibrate", "backend=fake"]))
     cal.benchmark, cal.synth.instructions, cal.mlflow.enabled = exp.benchmark, dict(exp.synth.instructions), False
     run_calibration(validate(cal), ScriptedRunner(load_tasks(exp.benchmark)), out=lambda s: None)
     first: list[str] = []
     _sweep(exp, _e_rule, first)
     pre1 = next(ln for ln in first if "preflight: design power:" in ln)
-    assert "level 0.025 together" in pre1
+    assert f"level 0.025 {then}" in pre1
     assert len(open_study(exp).user_attrs["holdout_looks"]) == 1
     lines: list[str] = []
     _sweep(dataclasses.replace(exp, sweep=dataclasses.replace(exp.sweep, name="s2")), _e_rule, lines)
     pre = next(ln for ln in lines if "preflight: design power:" in ln)
-    assert "level 0.0125 together" in pre, pre
+    assert f"level 0.0125 {then}" in pre, pre
