@@ -43,12 +43,14 @@ def run_single(exp: ExperimentConfig, runner: Any, *, tracker: Any = None, out: 
     tracker.start(exp, smoke=smoke)
     scores: dict[str, float] = {}
     failed = 0
+    first_error = ""
     try:
         for i, task in enumerate(tasks, 1):
             try:
                 ev = evaluate_candidate(instructions, [task], runner, seed=exp.seed, run_prefix=f"{exp.sweep.name}")
             except TrialFailed as exc:
                 failed += 1
+                first_error = first_error or f"{task.id}: {exc}"
                 out(f"[{exp.sweep.name}] task {i}/{len(tasks)} {task.id}: FAILED {exc}")
                 continue
             s = ev.scores[0]
@@ -74,6 +76,9 @@ def run_single(exp: ExperimentConfig, runner: Any, *, tracker: Any = None, out: 
     tracker.finish({"composite": mean, "failed": failed} if scores else {"failed": failed}, {"summary.md": text + "\n"},
                    status="FINISHED" if scores else "FAILED")
     out(text)
+    if failed:  # a failure never becomes data: the mean above is over the tasks that ran, and the run says so (exit 3)
+        raise TrialFailed(f"{failed} of {len(tasks)} task(s) failed, the mean is over the other {len(scores)} "
+                          f"(first: {first_error[:300]})")
     return scores
 
 

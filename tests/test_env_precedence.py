@@ -35,9 +35,9 @@ def test_a_results_dir_on_the_command_line_beats_the_exported_one(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "experiments.run", "+sweep=single", "backend=fake", "benchmark=smoke",
                            f"results_dir={cli_dir}"], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    records = [json.loads(line) for line in (cli_dir / "runs.jsonl").read_text().splitlines()]
-    assert {r["run_id"].split("-", 1)[0] for r in records} == {"single"} and len(records) >= 3
-    assert all(r["trace"].startswith(str(cli_dir)) for r in records)
-    assert (cli_dir / "mlflow.db").is_file()
-    assert not (env_dir / "runs.jsonl").exists() and not (env_dir / "mlflow.db").exists()
+    # backend=fake answers no model call: every task fails at its context's preparation (issue 41: never cached,
+    # never scored), the run says so and exits 3; what it did write shows where the results folder is
+    assert proc.returncode == 3 and "5 of 5 task(s) failed" in proc.stderr, proc.stderr[-3000:]
+    assert (cli_dir / "mlflow.db").is_file() and (cli_dir / "search_cache.sqlite").is_file()
+    assert any((cli_dir / "hydra").rglob("*"))  # Hydra's job folder too (issue 41 item 15)
+    assert not env_dir.exists()
