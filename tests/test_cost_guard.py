@@ -13,6 +13,7 @@ from experiments.config import ConfigError
 from experiments.stats import CostGuard
 from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, decide
 
+from conftest import OLD_DESIGN
 from scripted_harness import BOOST, ScriptedRunner, scripted_propose
 
 
@@ -35,7 +36,9 @@ def _sweep(exp, lines):
 
 def test_a_better_but_twice_as_long_candidate_is_promoted_with_the_guard_off_and_held_back_at_10_percent(make_exp):
     off_lines: list[str] = []
-    exp = make_exp("sweep.n_trials=3", "sweep.holdout_top_k=1", operators=("add_tool",), mlflow=True)
+    # the cost guard on a fixed design: every proposal runs all 8 train tasks (the gate passes them; racing would
+    # stop one after 4) and one holdout run of each text
+    exp = make_exp(*OLD_DESIGN, "sweep.n_trials=3", "sweep.holdout_top_k=1", operators=("add_tool",), mlflow=True)
     off = _sweep(exp, off_lines)
     assert off.promoted
     (row,) = off.holdout
@@ -48,8 +51,8 @@ def test_a_better_but_twice_as_long_candidate_is_promoted_with_the_guard_off_and
     _figures_beside_the_summary(exp, off, row)
 
     on_lines: list[str] = []
-    on = _sweep(make_exp("sweep.n_trials=3", "sweep.holdout_top_k=1", "sweep.max_cost_increase=0.1", "sweep.name=guarded",
-                         operators=("add_tool",)), on_lines)
+    on = _sweep(make_exp(*OLD_DESIGN, "sweep.n_trials=3", "sweep.holdout_top_k=1", "sweep.max_cost_increase=0.1",
+                         "sweep.name=guarded", operators=("add_tool",)), on_lines)
     (row,) = on.holdout
     assert row.wins and row.held_by_cost and not on.promoted  # the quality claim stands; cost holds it back
     assert row.cost.upper == pytest.approx(1.0)  # upper bound of the increase: +100% against the 10% limit
