@@ -742,9 +742,13 @@ def main(argv: list[str] | None = None) -> dict:
     g.add_argument("--baseline-repeats", type=int, default=3)
     g.add_argument("--holdout-top-k", type=int, default=2)
     g.add_argument("--alpha", type=float, default=0.05)
-    shipped = _shipped_sweep()  # the new loop's defaults: conf/sweep/synth_mutation.yaml
+    # the new loop's search parts (operators and their credit, parent selection, gate z, merges, holdout top-k and
+    # test) come from conf/sweep/synth_mutation.yaml; its decision design is issue 14's (a noise floor from 2
+    # baseline runs, the 3-task gate, the final race, one holdout run per text): the shipped design since issue 42
+    # (racing, train_filter positive, 3 + 3 holdout runs, futility) is simulated in bench/sensitivity.py
+    shipped = _shipped_sweep()
     g.add_argument("--seed-offset", type=int, default=0, help="first world (fresh worlds for a held-out check)")
-    g.add_argument("--new-baseline-repeats", type=int, default=shipped.baseline_repeats,
+    g.add_argument("--new-baseline-repeats", type=int, default=2,
                    help="new loop: sweep.baseline_repeats")
     g.add_argument("--parent", choices=("best", "pareto"), default=shipped.parent_selection,
                    help="new loop: sweep.parent_selection")
@@ -752,10 +756,10 @@ def main(argv: list[str] | None = None) -> dict:
                    help="new loop: sweep.operator_choice")
     g.add_argument("--new-operators", nargs="+", default=list(shipped.operators), choices=list(OPS),
                    help="new loop: sweep.operators")
-    g.add_argument("--gate", type=int, default=shipped.gate_tasks, help="new loop: sweep.gate_tasks (0 = no gate)")
+    g.add_argument("--gate", type=int, default=3, help="new loop: sweep.gate_tasks (0 = no gate)")
     g.add_argument("--gate-z", type=float, default=shipped.gate_z, help="new loop: sweep.gate_z")
     g.add_argument("--max-merges", type=int, default=shipped.max_merges, help="new loop: sweep.max_merges")
-    g.add_argument("--race-top", type=int, default=shipped.race_top,
+    g.add_argument("--race-top", type=int, default=2,
                    help="new loop: sweep.race_top (the final race; 0 = none)")
     g.add_argument("--intensify", type=int, default=0,
                    help="new loop: re-runs on the train split of a candidate that takes the lead (0 = none)")
@@ -768,9 +772,9 @@ def main(argv: list[str] | None = None) -> dict:
                    help="new loop: sweep.holdout_top_k (default: conf/sweep/synth_mutation.yaml)")
     g.add_argument("--new-holdout-test", choices=("tasks", "bound", "floor"), default=shipped.holdout_test,
                    help="new loop: sweep.holdout_test")
-    g.add_argument("--new-holdout-baseline-runs", type=int, default=shipped.holdout_baseline_runs,
+    g.add_argument("--new-holdout-baseline-runs", type=int, default=1,
                    help="new loop: sweep.holdout_baseline_runs")
-    g.add_argument("--new-holdout-candidate-runs", type=int, default=shipped.holdout_candidate_runs,
+    g.add_argument("--new-holdout-candidate-runs", type=int, default=1,
                    help="new loop: sweep.holdout_candidate_runs")
     args = ap.parse_args(argv)
     if args.quick:

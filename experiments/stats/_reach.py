@@ -107,7 +107,7 @@ def sweep_design_problem(exp: ExperimentConfig) -> str | None:
         return (f"sweep: benchmark {exp.benchmark.name!r} has {n_train} train task(s) and {n_hold} holdout: the "
                 f"smallest one-sided exact Wilcoxon p over {n_train} train tasks is {p:.4g} >= alpha {sw.alpha:g}, "
                 f"so no candidate can ever be promoted; use >= {need} train tasks (benchmark=asyncio_practices has "
-                f"16 train + 8 holdout), a larger sweep.alpha, or sweep.allow_underpowered=true for a first look")
+                f"12 train + 12 holdout), a larger sweep.alpha, or sweep.allow_underpowered=true for a first look")
     if rule == "wilcoxon" and sw.baseline_repeats < 2:
         return (f"sweep: baseline_repeats={sw.baseline_repeats} measures no noise floor (it needs >= 2 baseline runs), "
                 f"so no difference can be told from noise; set sweep.baseline_repeats=2 or more, or "
