@@ -2,7 +2,7 @@
 
 The world is tests/scripted_harness.ScriptedRunner with effect 0: a run's score is the task's difficulty plus seeded
 noise (sd 0.3) drawn per (instruction, task, seed), whatever the instruction says. Each seed is one study of the
-shipped synth_mutation design (conf/sweep/synth_mutation.yaml) on 8 train + 4 holdout tasks: it runs to
+shipped synth_mutation design (conf/sweep/synth_mutation.yaml) on 12 train + 12 holdout tasks (--train, --holdout; 8 + 4 before issue 42): it runs to
 --trials and concludes, is resumed to --resume-trials and concludes again (a second look at the holdout), and is
 then resumed with sweep.alpha changed, which must be refused with the field named. Any promotion is a false one.
 
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 
-def study_exp(seed: int, folder: Path, trials: int):
+def study_exp(seed: int, folder: Path, trials: int, n_train: int = 12, n_holdout: int = 12):
     """The shipped sweep design on the scripted benchmark, one study per seed (harness and sampler seeds)."""
     from scripted_harness import BASE
 
@@ -34,7 +34,7 @@ def study_exp(seed: int, folder: Path, trials: int):
                                         f"sweep.seed={seed}", f"sweep.n_trials={trials}", f"results_dir={folder}"]))
     exp.benchmark = BenchmarkConfig(name="scripted", tasks=[
         TaskSpec(id=f"t{i}", task=f"task number {i}", task_type=("enumerated", "research")[i % 2],
-                 split="train" if i < 8 else "holdout") for i in range(12)])
+                 split="train" if i < n_train else "holdout") for i in range(n_train + n_holdout)])
     exp.synth.instructions = dict(BASE)
     exp.sweep.operators = ["add_tool", "noise"]  # add_tool names a tool: worth nothing in this world
     exp.sweep.operator_choice = "tpe"  # the scripted operators are not mutators' (the bandit offers either)
@@ -44,7 +44,8 @@ def study_exp(seed: int, folder: Path, trials: int):
     return exp
 
 
-def one_study(seed: int, trials: int, resume_trials: int, effect: float = 0.0) -> dict:
+def one_study(seed: int, trials: int, resume_trials: int, effect: float = 0.0, n_train: int = 12,
+              n_holdout: int = 12) -> dict:
     """Conclude, resume and conclude again, then try a changed alpha: what each step decided."""
     from scripted_harness import ScriptedRunner, scripted_propose
 
@@ -53,7 +54,7 @@ def one_study(seed: int, trials: int, resume_trials: int, effect: float = 0.0) -
     from experiments.sweep import run_sweep
 
     with tempfile.TemporaryDirectory() as tmp:
-        exp = study_exp(seed, Path(tmp), trials)
+        exp = study_exp(seed, Path(tmp), trials, n_train, n_holdout)
         runner = ScriptedRunner(load_tasks(exp.benchmark), effect=effect)
 
         def sweep(e):
@@ -90,13 +91,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--resume-trials", type=int, default=8, help="n_trials of the resumed conclusion")
     p.add_argument("--effect", type=float, default=0.0,
                    help="what naming a tool adds (0: no instruction is better; > 0: a positive control)")
+    p.add_argument("--train", type=int, default=12, help="train tasks (the shipped benchmark: 12)")
+    p.add_argument("--holdout", type=int, default=12, help="holdout tasks (the shipped benchmark: 12)")
     args = p.parse_args(argv)
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     os.environ.setdefault("DDGS_DISABLED", "1")
     t0 = time.perf_counter()
-    rows = [one_study(s, args.trials, args.resume_trials, args.effect)
+    rows = [one_study(s, args.trials, args.resume_trials, args.effect, args.train, args.holdout)
             for s in range(args.first_seed, args.first_seed + args.seeds)]
     for r in rows:
         print(f"seed {r['seed']:3d}: trials {r['trials']}  promoted at {args.trials}: {r['first']!s:5}  after the "
