@@ -9,6 +9,7 @@ import re
 
 import numpy as np
 
+from conftest import OLD_DESIGN
 from experiments.stats import compare, noise_floor, sweep_design_problem
 from experiments.sweep._preflight import confirmable_line, sweep_confirmable
 from experiments.sweep._promotion import TaskDiffs
@@ -65,7 +66,7 @@ def test_the_new_design_power_line_is_the_new_path_s_detectable_effect(make_exp)
     assert "futility stop every 4 holdout tasks" in line and "3 candidate + 3 baseline run(s)" in line, line
     assert "an effect of 0.5 needs 6 holdout tasks" in line, line
 
-    today = make_exp(n_train=16, n_holdout=8)  # today's design: Wilcoxon filter and floor, 2 baseline runs
+    today = make_exp(*OLD_DESIGN, n_train=16, n_holdout=8)  # 3306971's design: Wilcoxon filter and floor, 2 runs
     today_line = confirmable_line(today, sigma=SIGMA, sigma_source="2 baseline runs", baseline_runs=2,
                                   candidate_diffs=(), calibration=None, level=0.025)
     assert _mde(today_line) > 1.8 * mde, (today_line, line)
@@ -91,7 +92,7 @@ def test_the_design_check_accepts_the_new_design_without_repeats_and_still_refus
     exp = _new_design(make_exp(n_train=12, n_holdout=12))
     assert sweep_design_problem(exp) is None
 
-    today = make_exp(n_train=12, n_holdout=12)
+    today = make_exp(*OLD_DESIGN, n_train=12, n_holdout=12)
     today.sweep.baseline_repeats = 1
     assert "measures no noise floor" in sweep_design_problem(today)
     few = _new_design(make_exp(n_train=12, n_holdout=4))  # the holdout-size refusal holds for the new design

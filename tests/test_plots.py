@@ -13,6 +13,7 @@ import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
+from conftest import OLD_DESIGN
 from scripted_harness import ScriptedRunner, scripted_propose
 
 from experiments.config import load_tasks
@@ -151,8 +152,9 @@ def test_sweep_saves_plots_and_logs_them_on_the_parent_run(make_exp):
 
 
 def test_progress_lines_show_trial_task_best_elapsed_and_eta(make_exp):
-    exp = make_exp("sweep.n_trials=4", "sweep.pruner=none", "sweep.baseline_repeats=2", "sweep.holdout_top_k=1",
-                   "sweep.holdout_baseline_runs=3", "sweep.holdout_candidate_runs=2", mlflow=False)
+    # every task of a trial that runs them all: the gate's design (racing would stop trial #1 after a block)
+    exp = make_exp(*OLD_DESIGN, "sweep.n_trials=4", "sweep.pruner=none", "sweep.baseline_repeats=2",
+                   "sweep.holdout_top_k=1", "sweep.holdout_baseline_runs=3", "sweep.holdout_candidate_runs=2", mlflow=False)
     _, lines = _run(exp)
     tasks = [ln for ln in lines if re.search(r" task \d+/\d+ ", ln)]
     # every evaluated task of every trial: trial i/n #number, task j/m, its id and score, elapsed, ETA of the trial

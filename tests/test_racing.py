@@ -85,7 +85,7 @@ def test_race_config_keys_are_validated(make_exp):
 
     exp = make_exp("sweep.race_block=4", "sweep.race_z=0.5")
     assert (exp.sweep.race_block, exp.sweep.race_z) == (4, 0.5)
-    assert make_exp().sweep.race_block == 0  # off by default: the shipped sweep still gates
+    assert make_exp().sweep.race_block == 4  # the shipped design races in blocks of 4 (issue 42; 0 = the gate)
     for key, bad in (("race_block", -1), ("race_z", -0.1), ("race_z", float("inf"))):
         exp = make_exp()
         setattr(exp.sweep, key, bad)

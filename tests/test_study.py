@@ -101,7 +101,8 @@ def test_every_decision_field_is_pinned_and_budget_and_search_fields_are_not(mak
                "holdout_candidate_runs": sw.holdout_candidate_runs + 1, "reuse_context": not sw.reuse_context,
                "cost_metric": "llm_calls", "max_cost_increase": 0.1,  # the cost guard (issue 34)
                "max_task_loss": 2.0,  # the worst-task guard (issue 40)
-               "train_filter": "positive", "holdout_futility_block": 2}  # issue 42
+               "train_filter": "wilcoxon" if sw.train_filter != "wilcoxon" else "positive",  # issue 42
+               "holdout_futility_block": sw.holdout_futility_block + 1}
     assert set(changed) == set(DECISION_RULE)
     for field, value in changed.items():
         with pytest.raises(StudyMismatch, match=rf"1 field\(s\) differ: sweep\.{field}: "):
