@@ -17,6 +17,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +73,30 @@ def corpus(folder: Path) -> Path:
     (c / "formats.md").write_text("# Data formats\nThe json module parses JSON; csv reads rows; pickle stores "
                                   "objects. Open text files with encoding='utf-8'.\n")
     return c
+
+
+def start_mid_trial(folder: Path, corpus_root: Path, *,
+                    poll_s: float = 0.05) -> tuple[subprocess.Popen, list[str], threading.Thread]:
+    """Start the scripted sweep (SWEEP_ARGS) in `folder` with SIGINT at its default action, as a terminal's Ctrl-C
+    finds it (a test started with nohup ... & hands its children SIGINT ignored), and return once trial #1 is
+    mid-way: (the process, its output lines as they come, the reader thread)."""
+    import signal
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_TEST_")}
+    env.update(PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT), DDGS_DISABLED="1", HARNESS_TEST_DELAY_S="0.05",
+               HARNESS_RESULTS_DIR=str(folder / "results"), MLFLOW_TRACKING_URI=f"sqlite:///{folder / 'mlflow.db'}")
+    args = SWEEP_ARGS + [f"search.local_corpus=[{corpus(corpus_root)}]"]
+    p = subprocess.Popen([sys.executable, str(DRIVER), *args], cwd=folder, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(ln.rstrip("\n") for ln in p.stdout), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 300
+    while not any("trial 2/4 #1 task 1/3" in ln for ln in list(lines)):  # mid-trial #1
+        assert p.poll() is None and time.monotonic() < deadline, "\n".join(lines[-40:])
+        time.sleep(poll_s)
+    return p, lines, reader
 
 
 def run_cli(folder: Path, kind: str, *, hook: str | None = None, fail_after: str | None = None,

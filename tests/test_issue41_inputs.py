@@ -246,26 +246,12 @@ def mlflow_status(folder: Path) -> dict[str, str]:
                                                 ("SIGTERM", "SIGINT", 0.01)])
 def test_a_second_signal_during_the_stop_does_not_undo_it(sweep_reference, first, second, gap):
     import signal
-    import threading
     import time
 
     base, ref = sweep_reference
     folder = base / f"twice-{first}-{second}-{gap}"
     folder.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_TEST_")}
-    env.update(PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT), DDGS_DISABLED="1", HARNESS_TEST_DELAY_S="0.05",
-               HARNESS_RESULTS_DIR=str(folder / "results"), MLFLOW_TRACKING_URI=f"sqlite:///{folder / 'mlflow.db'}")
-    args = h.SWEEP_ARGS + [f"search.local_corpus=[{h.corpus(base)}]"]
-    p = subprocess.Popen([sys.executable, str(h.DRIVER), *args], cwd=folder, env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal's Ctrl-C
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(ln.rstrip("\n") for ln in p.stdout), daemon=True)
-    reader.start()
-    deadline = time.monotonic() + 300
-    while not any("trial 2/4 #1 task 1/3" in ln for ln in list(lines)):  # mid-trial #1
-        assert p.poll() is None and time.monotonic() < deadline, "\n".join(lines[-40:])
-        time.sleep(0.02)
+    p, lines, reader = h.start_mid_trial(folder, base, poll_s=0.02)  # as a terminal's Ctrl-C finds it
     p.send_signal(getattr(signal, first))
     time.sleep(gap)
     p.send_signal(getattr(signal, second))

@@ -7,15 +7,9 @@ prints the same comparison for every moment (docs/RELIABILITY.md).
 
 from __future__ import annotations
 
-import collections
 import json
-import os
 import signal
 import sqlite3
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -120,22 +114,8 @@ def test_sigterm_and_sigint_close_the_runs_and_resume(reference, sig, code):
     ref = reference[1]["sweep"]
     folder = _folder(reference, f"signal-{sig.name}")
     folder.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_TEST_")}
-    env.update(PYTHONUNBUFFERED="1", PYTHONPATH=str(h.ROOT), DDGS_DISABLED="1", HARNESS_TEST_DELAY_S="0.05",
-               HARNESS_RESULTS_DIR=str(folder / "results"), MLFLOW_TRACKING_URI=f"sqlite:///{folder / 'mlflow.db'}")
-    args = h.SWEEP_ARGS + [f"search.local_corpus=[{h.corpus(folder.parent)}]"]
-    # SIGINT as a terminal's Ctrl-C finds it: a test run started in the background of a non-interactive shell
-    # (nohup ... &) hands its children SIGINT ignored, and Python then never raises KeyboardInterrupt
-    p = subprocess.Popen([sys.executable, str(h.DRIVER), *args], cwd=folder, env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(ln.rstrip("\n") for ln in p.stdout), daemon=True)
-    reader.start()
-    deadline = time.monotonic() + 300
-    while not any("trial 2/4 #1 task 1/3" in ln for ln in list(lines)):  # mid-trial #1
-        assert p.poll() is None and time.monotonic() < deadline, "\n".join(lines[-40:])
-        time.sleep(0.05)
+    # SIGINT as a terminal's Ctrl-C finds it (resume_harness.start_mid_trial)
+    p, lines, reader = h.start_mid_trial(folder, folder.parent)
     p.send_signal(sig)
     rc = p.wait(120)
     reader.join(10)
