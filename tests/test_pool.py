@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import hashlib
 import threading
 import time
@@ -196,7 +197,13 @@ def test_a_sweep_gives_identical_results_at_concurrency_1_and_4(make_exp, tmp_pa
     assert _cache_rows(c1) == _cache_rows(c4) and len(_cache_rows(c1)) > 20
     assert r1.llm_calls() == r4.llm_calls()
     assert mlflow_metrics(e1) == mlflow_metrics(e4)
-    assert (s1.promoted, s1.best_trial, s1.best_value, s1.holdout) == (s4.promoted, s4.best_trial, s4.best_value, s4.holdout)
+    # the holdout rows without their cost figures: since issue 42 both texts' holdout runs of a block share the queue,
+    # and when two of them send the same request at once, which one the response cache charges depends on which
+    # finishes first (the total calls are equal: above). The cost guard is off here; the decision fields must agree.
+    def rows(s):
+        return [dataclasses.replace(r, cost_diffs={}) for r in s.holdout]
+
+    assert (s1.promoted, s1.best_trial, s1.best_value, rows(s1)) == (s4.promoted, s4.best_trial, s4.best_value, rows(s4))
     assert dict(open_study(e1).user_attrs["baseline_runs"]) == dict(open_study(e4).user_attrs["baseline_runs"])
 
 
