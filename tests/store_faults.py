@@ -215,6 +215,19 @@ def make_mutable(path: Path) -> None:
         os.chmod(folder, 0o755)
 
 
+def immutable_mid_trial(results: Path, docs: Path) -> tuple[Ran, str]:
+    """A sweep whose results folder turns immutable mid-trial (make_immutable), made writable again after: what it
+    did, and how the folder was made immutable (issue 41 item 16)."""
+    gate, how = Gate(), []
+    try:
+        with stub(reply=gate) as s:
+            ran = mid_trial(sweep_cmd(s.url, results, docs, "sweep.n_trials=3"), gate,
+                            lambda: how.append(make_immutable(results)))
+    finally:
+        make_mutable(results)
+    return ran, how[0] if how else ""
+
+
 @contextlib.contextmanager
 def held_lock(db: Path) -> Iterator[int]:
     """Another process holding BEGIN EXCLUSIVE on db; yields its pid."""

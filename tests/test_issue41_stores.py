@@ -169,18 +169,11 @@ def test_a_results_folder_made_immutable_mid_trial_exits_cleanly_with_one_line(t
     """Before: the one-line StoreError, then the process died of SIGBUS (a write to the memory-mapped -shm of a WAL
     store that turned immutable; closing the connection at exit writes it too): 'Bus error', exit 135."""
     results = tmp_path / "r"
-    gate = sf.Gate()
-    how: list[str] = []
-    try:
-        with sf.stub(reply=gate) as s:
-            ran = sf.mid_trial(sf.sweep_cmd(s.url, results, docs, "sweep.n_trials=3"), gate,
-                               lambda: how.append(sf.make_immutable(results)))
-    finally:
-        sf.make_mutable(results)
+    ran, how = sf.immutable_mid_trial(results, docs)
     line = ran.one_line()
     assert ran.rc == 1 and line is not None, (how, ran.rc, ran.out[-6000:])
     assert "Bus error" not in ran.out and "Fatal Python error" not in ran.out
-    if how == ["chattr +i"]:
+    if how == "chattr +i":
         assert "became read-only" in line and str(results) in line
     print(f"FIGURES immutable: how={how} exit={ran.rc} line={line[:200]!r}")
 

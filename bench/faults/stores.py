@@ -118,13 +118,7 @@ def locked(name: str):
 
 
 def immutable(tmp: Path) -> Outcome:
-    docs, results, gate, how = sf.corpus(tmp / "corpus"), tmp / "r", sf.Gate(), []
-    try:
-        with sf.stub(reply=gate) as s:
-            ran = sf.mid_trial(sf.sweep_cmd(s.url, results, docs, "sweep.n_trials=3"), gate,
-                               lambda: how.append(sf.make_immutable(results)))
-    finally:
-        sf.make_mutable(results)
+    ran, how = sf.immutable_mid_trial(tmp / "r", sf.corpus(tmp / "corpus"))
     ok = ran.rc == 1 and ran.one_line() is not None and "Bus error" not in ran.out
     return Outcome(ok, f"{how}: {_line(ran)}")
 
