@@ -154,6 +154,9 @@ def _sweep(make_exp, tmp_path, name: str, workers: int):
                    "wiggum.max_rounds=1", "research.max_rounds=1", "research.enrich_urls=0",
                    "evaluator.repeats=1", mlflow=True, n_train=6, n_holdout=2)
     exp.results_dir = str(tmp_path / name)
+    # a storage of its own: two sweeps in one storage on the same holdout tasks share one error budget (issue 40 E),
+    # so the second would test at the next look's level whenever the first spent one
+    exp.sweep.storage = f"sqlite:///{tmp_path / name / 'optuna.db'}"
     cache = ResponseCache(tmp_path / name / "llm_cache.sqlite")
     roles = fake_roles(pipeline_llm(_router(), latency_s=0.002), cache=cache)
     runner = HarnessRunner(to_harness_config(exp), roles)
