@@ -1,0 +1,122 @@
+"""One A/B of a real, subtle instruction edit, read by the A/B design before issue 42 and by today's (issue 42).
+
+Runs the real command once, at today's design (`+sweep=prior_knowledge_ab`'s defaults: 3 replications per
+(task, arm), each replication's seed shared by both arms, two-sided paired t over tasks), with the arms
+
+    A  the default SYNTH_INSTRUCTION of each task type (harness.synthesis.DEFAULT_INSTRUCTIONS)
+    B  the same texts with one sentence appended (EDIT below)
+
+then analyses the same ledger twice, without running anything more (experiments.ab.load_result):
+
+    old  the design of 3306971: 2 replications (the first two of the same cells: replication r's seed is
+         experiments.ab.pair_seed(seed, task, r) whatever the replication count), exact Wilcoxon over tasks
+    new  the design as run: 3 replications, paired t
+
+and prints each one's mean difference B - A over tasks, its 95% interval, p, verdict, the run-noise share of the
+per-task differences and the smallest effect each design detects with probability 0.8 at the measured spread
+(experiments.stats: the A/B's own power model). Cells are cached in the results folder: a second call resumes.
+
+    python bench/ab_old_new.py --model <gguf> [--results DIR] [--split holdout] [-- extra overrides]
+
+Prints the model file (name, sha256 prefix) it ran on. On the 1.5B validation model on 2 cores, 12 tasks x 3
+replications x 2 arms took the time printed at the end (docs/BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+EDIT = " Open each item or section with its takeaway in one bold sentence, then give the details."
+
+
+def sha_prefix(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()[:12]
+
+
+def overrides(args) -> list[str]:
+    from harness.synthesis import DEFAULT_INSTRUCTIONS
+
+    def quoted(text: str) -> str:
+        return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+    arm_b = ",".join(f"synth.instructions.{k}:{quoted(v + EDIT)}" for k, v in DEFAULT_INSTRUCTIONS.items())
+    model = ["backend=embedded", f"backend.embedded_model_path={args.model}"] if args.model else []
+    return ["+sweep=prior_knowledge_ab", "sweep.name=instruction_edit_ab", "ab.a_name=default",
+            "ab.b_name=takeaway_first", "ab.a={}", f"ab.b={{{arm_b}}}", f"ab.split={args.split}",
+            "ab.min_effect=0.3", "ab.hypothesis=Opening each item with its takeaway changes the composite score.",
+            f"results_dir={args.results}", *model, *args.extra]
+
+
+def describe(label: str, exp, result, runs_per_arm: int) -> list[str]:
+    from scipy.stats import t as tdist
+
+    p = result.primary
+    test = exp.ab.test
+    lines = [f"{label}: {exp.ab.replications} replication(s) per (task, arm), {test} over tasks; "
+             f"{p.n} task pairs, {runs_per_arm} runs per arm",
+             f"  mean B - A {p.mean_diff:+.3f} (sd over tasks {p.sd_diff:.3f}); 95% interval "
+             f"[{p.ci.low:+.3f}, {p.ci.high:+.3f}] (width {p.ci.high - p.ci.low:.3f}); p ({test}) {p.p(test):.4f}",
+             f"  verdict: {result.verdict} ({result.verdict_reason})"]
+    if p.noise is not None and p.n > 1:
+        nz = p.noise
+        tau = math.sqrt(max(0.0, p.sd_diff ** 2 - nz.sd_task_diff ** 2))
+        share = min(1.0, nz.sd_task_diff ** 2 / p.sd_diff ** 2) if p.sd_diff > 0 else float("nan")
+        lines.append(f"  run noise (within-task sd {nz.sd_within:.3f}) gives a task's difference sd "
+                     f"{nz.sd_task_diff:.3f}: {share:.0%} of the per-task differences' variance; the rest, "
+                     f"task x variant spread tau {tau:.3f}")
+    if p.n > 1:
+        se = p.sd_diff / math.sqrt(p.n)
+        mde = (tdist.ppf(1 - exp.ab.alpha / 2, p.n - 1) + tdist.ppf(0.8, p.n - 1)) * se
+        lines.append(f"  the smallest mean difference this design detects with probability 0.8 at this spread "
+                     f"(two-sided paired t at alpha {exp.ab.alpha}, noncentral approximation): {mde:.3f}")
+    return lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=os.environ.get("HARNESS_EMBEDDED_MODEL", ""))
+    ap.add_argument("--results", default=str(ROOT / "results" / "bench_ab_old_new"))
+    ap.add_argument("--split", default="holdout")
+    ap.add_argument("--analyse-only", action="store_true", help="analyse the ledger without running the command")
+    ap.add_argument("extra", nargs="*", help="more overrides after --")
+    args = ap.parse_args(argv)
+    if args.model:
+        print(f"model {Path(args.model).name} sha256 {sha_prefix(args.model)}")
+    ov = overrides(args)
+    t0 = time.monotonic()
+    if not args.analyse_only:
+        rc = subprocess.call([sys.executable, "-m", "experiments.run", *ov], cwd=ROOT)
+        print(f"the command exited {rc} after {time.monotonic() - t0:.0f} s")
+        if rc != 0:
+            return rc
+
+    from experiments.ab import ab_paths, design_from_config, load_result
+    from experiments.config import compose_config, to_experiment
+
+    new = to_experiment(compose_config(ov))
+    old = dataclasses.replace(new, ab=dataclasses.replace(new.ab, replications=2, test="wilcoxon"))
+    ledger = ab_paths(new).ledger
+    for label, exp in (("old design (before issue 42)", old), ("new design (issue 42)", new)):
+        design, prereg = design_from_config(exp)
+        result = load_result(design, prereg, ledger)
+        print("\n".join(describe(label, exp, result, len(design.tasks) * exp.ab.replications)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
