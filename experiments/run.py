@@ -82,12 +82,6 @@ def run_single(exp: ExperimentConfig, runner: Any, *, tracker: Any = None, out: 
     return scores
 
 
-def run_ab(cfg: DictConfig | ExperimentConfig) -> Any:
-    from experiments.ab import run_ab_from_config
-
-    return run_ab_from_config(cfg)
-
-
 def checked(exp: ExperimentConfig) -> ExperimentConfig:
     """exp validated (experiments.config.validate) and, for an A/B, its design checked (experiments.ab.check_ab_design:
     the metric exists and the test can reach alpha): everything refused before anything is written."""
@@ -116,8 +110,10 @@ def main(cfg: DictConfig | ExperimentConfig, *, runner: Any = None, out: Callabl
 
     check_services(exp)  # the study's database and the MLflow store: driver missing / unreachable, one line
     try:
-        if kind == "ab":
-            return run_ab(cfg)
+        if kind == "ab":  # validated and design-checked above (checked): the A/B runs this experiment as it is
+            from experiments.ab import run_ab_test
+
+            return run_ab_test(exp, out=out)
         runner = runner if runner is not None else make_runner(exp)
         if kind == "single":
             return run_single(exp, runner, out=out)

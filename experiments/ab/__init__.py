@@ -7,7 +7,7 @@ from ._analysis import load_result, paired_stats
 from ._cells import (ABDesign, PreregistrationMismatch, arm_order, judge_failures_of, pair_seed, prereg_path, run_ab,
                      write_or_check_prereg)
 from ._design import ab_metrics, ab_paths, arm_configs, cell_plan, check_ab_design, design_from_config, selection_note
-from ._entry import run_ab_from_config, summary_metrics
+from ._entry import run_ab_from_config, run_ab_test, summary_metrics
 from ._report import AB_BEGIN, AB_END, DIFF_PNG, FOREST_PNG, REPORT_NAME, render_markdown, write_report
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "render_markdown",
     "run_ab",
     "run_ab_from_config",
+    "run_ab_test",
     "selection_note",
     "summary_metrics",
     "write_or_check_prereg",

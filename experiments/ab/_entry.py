@@ -254,8 +254,28 @@ def run_ab_from_config(
 
     run_arm replaces the real harness (tests); roles runs the real harness on injected backends. The backend
     identity registered with the pre-registration comes from the harness's roles, from `roles` when run_arm is
-    injected with them, else is {} (a scripted run has no backend).
+    injected with them, else is {} (a scripted run has no backend). The config is validated and the design
+    checked first (run_ab_test runs one already checked).
     """
+    exp = validate(to_experiment(cfg), warn=False)
+    if exp.sweep.kind != "ab":
+        raise ConfigError(f"sweep.kind={exp.sweep.kind!r} is not allowed here; expected 'ab' (+sweep=prior_knowledge_ab)")
+    check_ab_design(exp)  # metric name and reachability, before anything is written
+    warn_judge(exp.backend)
+    return run_ab_test(exp, run_arm=run_arm, roles=roles, tracker=tracker, out=out, pool=pool)
+
+
+def run_ab_test(
+    exp: ExperimentConfig,
+    *,
+    run_arm: RunArm | None = None,
+    roles: Any = None,
+    tracker: NullTracker | None = None,
+    out: Callable[[str], None] = print,
+    pool: Any = None,
+) -> ABRun:
+    """Run (or resume) the A/B test of an experiment already validated and design-checked (experiments.run.main
+    hands it one; run_ab_from_config checks a raw config first). Arguments as run_ab_from_config's."""
     from experiments.runs import HarnessCells
     from experiments.storage import label_for
     from experiments.sweep import ab_preflight_lines
@@ -263,11 +283,6 @@ def run_ab_from_config(
     from ._report import DIFF_PNG, FOREST_PNG, write_report
 
     t0 = time.perf_counter()
-    exp = validate(to_experiment(cfg), warn=False)
-    if exp.sweep.kind != "ab":
-        raise ConfigError(f"sweep.kind={exp.sweep.kind!r} is not allowed here; expected 'ab' (+sweep=prior_knowledge_ab)")
-    check_ab_design(exp)  # metric name and reachability, before anything is written
-    warn_judge(exp.backend)
     name = exp.sweep.name
     design, prereg = design_from_config(exp)
     arms = arm_configs(exp)  # bad keys and same-config arms fail here, before anything is written
