@@ -8,7 +8,11 @@ so this measures the project's real parallel path: harness.orchestrator.Orchestr
 one level of the step graph in a thread pool of orchestrator.max_parallel workers, each step a full
 single-focus run (plan, research, synthesis, one wiggum round, memory store) sharing the backend, memory and
 search. The simulated server (bench.sim.SimLLM) answers the step graph with `--steps` independent steps, holds
-each call for the latency, and has C slots (capacity 0 = unbounded); further calls wait for a slot.
+each call for the latency, and has C slots (capacity 0 = unbounded); further calls wait for a slot. Its step
+questions name the task's two topics in turn (asyncio error handling; comparing with threads), as the harness
+asks of a planned graph since 63c867b: one that leaves out a topic the task names falls back to the steps read off
+the task text (2 here). A run whose graph is not the planned `--steps` steps, or that logged a graph warning, stops
+the bench.
 
 Reported per (C, N): wall seconds of the steps phase (from the run record), steps per second, speedup over
 N = 1, efficiency (speedup / min(N, C)), the most calls the server saw in flight at once, and failed steps.
@@ -34,6 +38,22 @@ sys.path.insert(0, str(ROOT))
 from bench.sim import SimLLM  # noqa: E402
 
 TASK = "Research asyncio error handling, compare it with threads, then write a unified guide"
+TOPICS = ("asyncio.gather", "asyncio.TaskGroup", "asyncio.timeout", "asyncio.Queue", "asyncio.Semaphore",
+          "threading.Lock", "concurrent.futures", "contextvars", "the GIL", "multiprocessing.Pool")
+
+
+class StepSim(SimLLM):
+    """SimLLM whose step graph covers TASK's topics (harness.routing.research_topics: 'asyncio error handling',
+    'compare it with threads'): step i researches the first with one of TOPICS, or compares one with threads,
+    alternately, so any 2+ steps cover both."""
+
+    def _shape(self, kind: str, obj: dict, task: str, rng) -> None:
+        super()._shape(kind, obj, task, rng)
+        if kind == "step_graph":
+            for i, step in enumerate(obj["tasks"], 1):
+                topic = TOPICS[(i - 1) % len(TOPICS)]
+                step["question"] = (f"Research asyncio error handling with {topic} (part {i})" if i % 2 else
+                                    f"Compare {topic} with threads (part {i})")
 
 
 def run_once(n: int, capacity: int, steps: int, latency_s: float, results: Path) -> dict:
@@ -45,7 +65,7 @@ def run_once(n: int, capacity: int, steps: int, latency_s: float, results: Path)
     warm = results.parent / "warm" / "search_index"
     if warm.is_dir() and not (results / "search_index").exists():  # the local-corpus index, built once
         shutil.copytree(warm, results / "search_index")
-    sim = SimLLM(latency_s, capacity=capacity or None, steps=steps)
+    sim = StepSim(latency_s, capacity=capacity or None, steps=steps)
     cfg = HarnessConfig(results_dir=str(results), backend=BackendConfig(kind="sim", cache=False),
                         search=SearchConfig(provider="local"),
                         orchestrator=OrchestratorConfig(mode="always", max_parallel=n, max_steps=steps))
@@ -55,8 +75,10 @@ def run_once(n: int, capacity: int, steps: int, latency_s: float, results: Path)
     rec = result.record
     par = rec.get("parallel") or {}
     run_steps = rec.get("steps") or []
-    if result.status != "ok" or len(run_steps) != steps:
-        raise RuntimeError(f"N={n} C={capacity}: status {result.status} ({result.error}); {len(run_steps)} steps")
+    warnings = rec.get("graph_warnings") or []
+    if result.status != "ok" or len(run_steps) != steps or warnings:
+        raise RuntimeError(f"N={n} C={capacity}: status {result.status} ({result.error}); {len(run_steps)} of "
+                           f"{steps} steps; graph warnings {warnings}")
     return {"steps_wall_s": float(par["steps_wall_s"]), "steps_sum_s": float(par["steps_sum_s"]),
             "failed": sum(s["status"] != "ok" for s in run_steps), "max_in_flight": sim.max_in_flight,
             "calls": sim.calls, "run_wall_s": wall,
