@@ -16,9 +16,12 @@ backend, so response-cache hits are not calls. Arms:
 Per search trial (baseline trial excluded): mean backend calls and tokens, and the kinds of call (planner,
 prior-knowledge, research compression, synthesis, count retry, judge, revision, memory, mutation). The goal
 is that a trial costs only synthesis + evaluation calls (plus the mutation call that proposes the candidate).
-sweep.baseline_repeats=1 and holdout_top_k=1 keep the one-off work small; it is reported apart. The pruner is off
-(sweep.pruner=none) so that every trial evaluates its candidate on every train task in every arm: the arms
-would otherwise prune different trials (bench/optimizer_sim.py measures pruning).
+sweep.baseline_repeats=1 and holdout_top_k=1 keep the one-off work small; it is reported apart. The pruner, the
+racing and the minibatch gate are off (sweep.pruner=none, sweep.race_block=0, sweep.gate_tasks=0) so that every
+trial evaluates its candidate on every train task in every arm: the arms would otherwise stop different trials
+early (bench/optimizer_sim.py measures pruning). Racing is on in the shipped config since c78832f and the gate was
+from e4af554: with either, the naive arm's trials were cut at other tasks than the reuse arms' (7 search trials,
+5 of them stopped early in naive, 2 in reuse, at a01130c).
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ def make_exp(results: Path, overrides: list[str], trials: int, benchmark: str):
     exp = to_experiment(compose_config([
         "+sweep=synth_mutation", "backend=fake", "search.provider=local", f"benchmark={benchmark}",
         f"results_dir={results}", f"sweep.n_trials={trials}", "sweep.baseline_repeats=1", "sweep.holdout_top_k=1",
-        "sweep.pruner=none",
+        "sweep.pruner=none", "sweep.race_block=0", "sweep.gate_tasks=0",
         *overrides]), environ={})
     exp.mlflow.enabled = False
     return validate(exp)
