@@ -29,7 +29,7 @@ from typing import Any, Iterator
 
 __all__ = ["BUSY_TIMEOUT_S", "DiskFull", "StoreError", "StoreGone", "StoreLocked", "StoreReadOnly", "busy_timeout_s",
            "check", "damaged", "fault_in", "full_in", "locked_in", "named_faults", "no_space", "set_wal", "connect",
-           "unsafe_to_close", "ThreadLocalSQLite"]
+           "unsafe_to_close", "watch", "ThreadLocalSQLite"]
 
 BUSY_TIMEOUT_S = 30.0  # how long a statement waits for another connection's lock; HARNESS_LOCK_WAIT_S overrides
 
@@ -216,7 +216,8 @@ def no_space(path: str | Path) -> Iterator[None]:
 
 # -- files in use: each store file's identity when first used, checked before every statement ------------------
 
-_in_use: dict[str, tuple[tuple[int, int], list[tuple[Path, tuple[int, int]]]]] = {}  # path -> identity, folders'
+Known = tuple[tuple[int, int], list[tuple[Path, tuple[int, int]]]]  # a file's identity and its folders'
+_in_use: dict[str, Known] = {}  # path -> the identity of the file last opened at it
 
 
 def _identity(path: str | Path) -> tuple[int, int]:
@@ -224,25 +225,31 @@ def _identity(path: str | Path) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def watch(path: str | Path) -> None:
-    """Remember the identity (device, inode) of path and of the folders above it, if it exists and is not remembered
-    yet."""
+def watch(path: str | Path) -> Known | None:
+    """The identity (device, inode) of path and of the folders above it now, as a connection that just opened it
+    sees it: returned for that connection's own checks (check(path, known)) and remembered for checks by path alone
+    (the file opened last at path). None when path cannot be read.
+
+    Per connection, not per path: one process may delete a store and create it anew at the same path (a notebook
+    that removes results/optuna.db* and sweeps again; a temp file's name made again): each connection compares with
+    the file it opened, so the new one is not taken for a vanished one, and an old connection to the deleted file
+    still is."""
     key = str(path)
-    if key in _in_use:
-        return
     try:
-        folders = [(f, _identity(f)) for f in Path(key).absolute().parents if f != f.parent]
-        _in_use[key] = (_identity(key), folders)
+        known = (_identity(key), [(f, _identity(f)) for f in Path(key).absolute().parents if f != f.parent])
     except OSError:
-        return
+        return None
+    _in_use[key] = known
+    return known
 
 
-def check(path: str | Path) -> None:
+def check(path: str | Path, known: Known | None = None) -> None:
     """Raise StoreGone when a watched store file vanished or was replaced (the message names the outermost folder
     that went with it: `rm -rf results` then a writer's mkdir makes a new, empty one), StoreReadOnly when it or its
-    -shm can no longer be written (writing the -shm's mapping then would be a SIGBUS)."""
+    -shm can no longer be written (writing the -shm's mapping then would be a SIGBUS). `known`: the identity the
+    checking connection opened (watch); without it, the file last opened at path."""
     key = str(path)
-    known = _in_use.get(key)
+    known = known if known is not None else _in_use.get(key)
     if known is None:
         watch(key)
         return
@@ -337,18 +344,21 @@ class _Cursor(sqlite3.Cursor):
     def _path(self) -> str:
         return getattr(self.connection, "store_path", "?")
 
+    def _check(self) -> None:
+        check(self._path(), getattr(self.connection, "store_known", None))
+
     def execute(self, *args: Any) -> "_Cursor":
-        check(self._path())
+        self._check()
         with named_faults(self._path()):
             return super().execute(*args)
 
     def executemany(self, *args: Any) -> "_Cursor":
-        check(self._path())
+        self._check()
         with named_faults(self._path()):
             return super().executemany(*args)
 
     def executescript(self, *args: Any) -> "_Cursor":
-        check(self._path())
+        self._check()
         with named_faults(self._path()):
             return super().executescript(*args)
 
@@ -374,22 +384,23 @@ class StoreConnection(sqlite3.Connection):
     itself, not through the cursor's execute, so both are wrapped)."""
 
     store_path = "?"
+    store_known: Known | None = None  # the file this connection opened (watch)
 
     def cursor(self, factory: Any = _Cursor) -> Any:
         return super().cursor(factory)
 
     def execute(self, *args: Any) -> Any:
-        check(self.store_path)
+        check(self.store_path, self.store_known)
         with named_faults(self.store_path):
             return super().execute(*args)
 
     def executemany(self, *args: Any) -> Any:
-        check(self.store_path)
+        check(self.store_path, self.store_known)
         with named_faults(self.store_path):
             return super().executemany(*args)
 
     def executescript(self, *args: Any) -> Any:
-        check(self.store_path)
+        check(self.store_path, self.store_known)
         with named_faults(self.store_path):
             return super().executescript(*args)
 
@@ -415,6 +426,7 @@ def connect(path: str | Path, *, timeout_s: float | None = None) -> sqlite3.Conn
     with named_faults(path):
         conn = sqlite3.connect(path, timeout=timeout_s, isolation_level=None, factory=StoreConnection)
     conn.store_path = str(path)
+    conn.store_known = watch(path)
     try:
         conn.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
         set_wal(conn)

@@ -194,3 +194,44 @@ def test_a_store_whose_shm_turned_read_only_says_so_before_any_statement(tmp_pat
         os.chmod(tmp_path / "c.sqlite-shm", 0o644)
     with sqlite3.connect(tmp_path / "c.sqlite") as other:
         assert other.execute("SELECT count(*) FROM t").fetchone() == (0,)
+
+
+# -- a store deleted and created again in one process: the new file is the run's own, not a vanished one ------------
+
+
+def test_a_store_deleted_and_created_again_in_one_process_opens_and_the_old_connection_still_sees_it_gone(tmp_path):
+    """Found after issue 41: the check remembered one file per path for the whole process, so a notebook that ran a
+    sweep, removed results/optuna.db* and swept again met StoreGone naming its own new file (the temp file of the
+    whole creation, whose name came back), every time it tried; the response cache likewise. Each connection now
+    checks against the file it opened: the new store opens, the old connection to the deleted file still stops."""
+    import optuna
+
+    from experiments.config import compose_config, to_experiment, validate
+    from experiments.storage import check_services
+    from experiments.sweep import open_store
+    from harness.inference import ResponseCache
+    from harness.sqlite_store import StoreGone
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    exp = validate(to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake",
+                                                 f"results_dir={tmp_path}"]), environ={}), warn=False)
+    check_services(exp)  # as experiments.run.main does: every SQLite engine checks its file before a statement
+    first = open_store(exp).storage
+    first.get_all_studies()
+    for p in tmp_path.glob("optuna.db*"):
+        if p.suffix != ".lock":
+            p.unlink()
+    for _ in range(2):  # as the message would have it: run again
+        open_store(exp).storage.get_all_studies()
+    assert (tmp_path / "optuna.db").stat().st_size > 0
+    with pytest.raises(StoreGone):  # the first store's connection points at the deleted file
+        first.create_new_study([optuna.study.StudyDirection.MAXIMIZE], "after")
+
+    old = ResponseCache(tmp_path / "llm_cache.sqlite")
+    old.get("k")
+    for p in tmp_path.glob("llm_cache.sqlite*"):
+        p.unlink()
+    new = ResponseCache(tmp_path / "llm_cache.sqlite")
+    assert new.get("k") is None
+    with pytest.raises(StoreGone):
+        old.get("k")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from harness.sqlite_store import (DiskFull, StoreError, StoreLocked, StoreReadOnly, busy_timeout_s, check, full_in,
-                                  locked_in)
+                                  locked_in, watch)
 
 
 def created_whole(db: Path, create: Callable[[Path], None]) -> bool:
@@ -147,9 +147,20 @@ def guard_engines() -> None:
 
 
 def _before_execute(conn, cursor, statement, parameters, context, executemany) -> None:  # noqa: ANN001
+    """Each pooled DBAPI connection checks against the file it opened (recorded at its first statement in the
+    pool's per-connection info), so a store deleted and created anew in this process is not taken for a vanished
+    one by the new connections, and still is by the old ones (harness.sqlite_store.watch)."""
     url = conn.engine.url
     if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
-        check(url.database)
+        info = conn.connection.info
+        known = info.get(_KNOWN)
+        if known is None:
+            info[_KNOWN] = watch(url.database)
+            return
+        check(url.database, known)
+
+
+_KNOWN = "harness.store_known"
 
 
 def _not_a_disconnect(ctx) -> None:  # noqa: ANN001
