@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from harness.sqlite_store import StoreError
+from harness.stores import StoreError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except StoreError as exc:  # a damaged or unwritable store, named (harness.sqlite_store): the run stops
+    except StoreError as exc:  # a damaged or unwritable store, named (harness.stores): the run stops
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except Exception as exc:  # the CLI edge: one line, non-zero exit

@@ -147,7 +147,8 @@ def harness_config(overrides: Sequence[str], environ: Mapping[str, str] | None =
     setting checked. Raises ConfigError (one line) on a bad override or value."""
     from omegaconf.errors import MissingMandatoryValue
 
-    from harness.prompts import resolve_synth, tracking_uri
+    from harness.prompts import resolve_synth
+    from harness.stores import tracking_uri
 
     try:
         conf = OmegaConf.to_object(compose_config(list(overrides)))

@@ -31,8 +31,6 @@ from typing import Any, Callable, Mapping, Sequence
 
 from harness.chunker import CONVERT_SUFFIXES, MAX_READ_BYTES, find_paths, read_file_context, select_chunks, split_chunks
 from harness.config import ResearchConfig
-from harness.fsio import atomic_write_json
-from harness.logger import current_tracer
 from harness.research_compress import COMPRESS_SCHEMA, SMOKE_COMPRESS_SCHEMA, SNIPPET_CHARS, compress_round
 from harness.research_queries import (
     QUERY_RULES,
@@ -57,6 +55,8 @@ from harness.security import (
     safe_path,
     scan_text,
 )
+from harness.stores import atomic_write_json
+from harness.tracing import current_tracer
 
 log = logging.getLogger("harness.research")
 

@@ -15,7 +15,7 @@ from experiments.ab import DIFF_PNG, FOREST_PNG, REPORT_NAME
 from experiments.runs import HarnessCells
 from experiments.stats import min_attainable_p
 from experiments.ab import AB_BEGIN, AB_END
-from harness.logger import read_jsonl
+from harness.stores import read_jsonl
 
 ON, OFF = "prior_knowledge_on", "prior_knowledge_off"
 SMOKE_IDS = ["list-json-modules", "file-handling-tips", "what-is-gil", "list-testing-tools", "logging-tips"]

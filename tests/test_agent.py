@@ -14,9 +14,9 @@ from evaluators import HARNESS_EVALUATOR
 from harness.agent import Harness, output_name_for
 from harness.config import MemoryConfig, ResearchConfig, WiggumConfig, apply_env, config_hash
 from harness.inference import BackendError, ROLES, SMOKE_LABEL
-from harness.logger import read_jsonl
 from harness.memory import Memory
 from harness.skills import DEEP_INSTRUCTION
+from harness.stores import read_jsonl
 from pipeline_fake import (
     RESEARCH,
     ListSearch,

@@ -18,7 +18,7 @@ import harness.search
 from harness.__main__ import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, build_parser, compose_harness_config,
                                flag_overrides, main, quote, split_words)
 from harness.inference import BackendError, register_backend
-from harness.logger import read_jsonl
+from harness.stores import read_jsonl
 from pipeline_fake import ListSearch, Router, numbered, pipeline_llm, plan_json
 
 REPO = Path(__file__).resolve().parents[1]

@@ -671,7 +671,7 @@ def test_optuna_storage_concurrent_workers_lose_nothing(tmp_path):
 
 def test_append_after_a_torn_line_keeps_the_new_record(tmp_path):
     """A process killed mid-append leaves a line without its newline; the next append must not be glued to it."""
-    from harness.logger import append_jsonl, read_jsonl
+    from harness.stores import append_jsonl, read_jsonl
 
     path = tmp_path / "runs.jsonl"
     append_jsonl(path, {"a": 1})

@@ -9,7 +9,6 @@ import pytest
 
 from harness.config import ResearchConfig, apply_env, HarnessConfig
 from harness.inference import FakeLLM
-from harness.logger import Tracer, use_tracer
 from harness.planner import Plan
 from harness.research import (
     COMPRESS_SCHEMA,
@@ -23,6 +22,7 @@ from harness.research import (
 )
 from harness.search import FallbackSearch, DDGSProvider, LocalCorpusProvider, SearchResult, reset_degradation
 from harness.security import REMOVED, FetchError, UnsafeURL
+from harness.tracing import Tracer, use_tracer
 
 
 class Scripted:

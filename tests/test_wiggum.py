@@ -11,7 +11,7 @@ from evaluators.composite import evaluate
 from evaluators.deterministic import prompt_echo_reasons
 from harness.config import EvaluatorConfig, WiggumConfig
 from harness.inference import BackendError, FakeLLM
-from harness.logger import Tracer, use_tracer
+from harness.tracing import Tracer, use_tracer
 from harness.wiggum import WiggumResult, revision_messages, wiggum_loop
 
 

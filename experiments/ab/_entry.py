@@ -102,7 +102,7 @@ class ABTracking:
         as an MLflow trace linked to it (a trace that fails to log is a warning; the cell stays logged)."""
         if not self.on:
             return 0
-        from harness.logger import read_jsonl
+        from harness.stores import read_jsonl
 
         n = 0
         for rec in read_jsonl(ledger):

@@ -33,7 +33,7 @@ def _check_task_text(i: int, t: Any) -> None:
 
 
 # The longest name of a file built from sweep.name and a task id is traces/.<sweep.name>-holdout-<12 hex>-s<seed>-
-# <task id>.json.<8 random>.tmp (harness.fsio's temporary name): 100 + 80 bytes and 20 seed digits leave it under
+# <task id>.json.<8 random>.tmp (harness.stores' temporary name): 100 + 80 bytes and 20 seed digits leave it under
 # the file system's 255 bytes per name.
 MAX_NAME_BYTES, MAX_TASK_ID_BYTES = 100, 80
 

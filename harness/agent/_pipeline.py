@@ -13,11 +13,11 @@ from typing import Any, Mapping
 from harness import skills as skills_mod
 from harness.config import HarnessConfig
 from harness.evaluator import Evaluator, NoEvaluator
-from harness.fsio import atomic_write_text, claim_output
 from harness.inference import Roles, context_overflow, make_roles
-from harness.logger import Tracer, append_jsonl, current_tracer, new_run_id, use_tracer
 from harness.planner import make_plan
 from harness.research import gather_research, memory_match
+from harness.stores import append_jsonl, atomic_write_text, claim_output
+from harness.tracing import Tracer, current_tracer, new_run_id, use_tracer
 
 from ._prepared import _NO_RESEARCH, Prepared, _empty_prepared
 from ._record import RunResult, run_record

@@ -75,7 +75,7 @@ class RoleLLM:
         return self.backend == "embedded"
 
     def chat(self, messages, *, schema=None, temperature=0.7, max_tokens=512, seed=None) -> ChatResult:
-        from harness.logger import current_tracer
+        from harness.tracing import current_tracer
 
         scope = _RUN_SCOPE.get()
         if scope is not None and scope.stop.is_set():

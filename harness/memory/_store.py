@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from harness.config import MemoryConfig
-from harness.sqlite_store import ThreadLocalSQLite
+from harness.stores import ThreadLocalSQLite
 
 from ._compress import Compression, compress_run
 from ._observation import Observation, format_context
@@ -290,7 +290,7 @@ class Memory:
         """
         if self.frozen:
             return None
-        from harness.logger import current_tracer
+        from harness.tracing import current_tracer
 
         with current_tracer().span("memory.compress", cat="memory") as span:
             obs, info = compress_run(task, output, plan, llm, run_id)
