@@ -139,7 +139,7 @@ def compress_round(
 
 def _parse(text: str) -> tuple[dict, str]:
     try:
-        from harness.jsonparse import parse_json_object
+        from harness.text import parse_json_object
     except ImportError:  # jsonparse not present: plain json on the outermost braces
         start, end = text.find("{"), text.rfind("}")
         return json.loads(text[start : end + 1]), "json"

@@ -288,8 +288,8 @@ def test_check_url_raises_only_unsafe_url(url):
 @fuzz
 @given(replies)
 def test_json_helpers_raise_only_their_error(text):
-    from harness.jsonparse import JSONParseError, extract_number_field, extract_string_field, extract_string_list
-    from harness.jsonparse import parse_json_object
+    from harness.text import JSONParseError, extract_number_field, extract_string_field, extract_string_list
+    from harness.text import parse_json_object
 
     try:
         obj, parser = parse_json_object(text)

@@ -7,11 +7,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from harness.markdown import ANY_LIST as _ANY_LIST
-from harness.markdown import HEADING as _HEADING
-from harness.markdown import LINE_PREFIX as _LINE_PREFIX
-from harness.markdown import lines_outside_code as _lines_outside_code
-from harness.text import code_marks
+from harness.text import (
+    ANY_LIST as _ANY_LIST, HEADING as _HEADING, LINE_PREFIX as _LINE_PREFIX, code_marks,
+    lines_outside_code as _lines_outside_code,
+)
 
 
 DEGENERATE_CAP = 1.0  # the most any criterion (and the composite) scores for a degenerate output

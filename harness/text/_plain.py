@@ -9,17 +9,6 @@ from __future__ import annotations
 import re
 from typing import Collection, Iterable
 
-__all__ = [
-    "FUNCTION_WORDS",
-    "STOPWORDS",
-    "unwrap_fence",
-    "fenced_bodies",
-    "drop_lone_fence",
-    "is_fence_line",
-    "code_marks",
-    "fts_query",
-]
-
 # -- stop words ------------------------------------------------------------------------------------------
 
 # The hashing embedding drops these before it builds features (harness/embeddings.py). They are part of that
