@@ -17,7 +17,7 @@ import hydra
 from omegaconf import DictConfig
 
 from experiments.config import ConfigError, ExperimentConfig, to_experiment, to_harness_config, validate
-from harness.checks import warn_judge
+from harness.compose import warn_judge
 from harness.stores import StoreError, damaged, fault_in
 
 
@@ -109,7 +109,7 @@ def main(cfg: DictConfig | ExperimentConfig, *, runner: Any = None, out: Callabl
 
         preflight(exp.backend)  # server down / model missing: fail before a study, run or cache is written
         if exp.backend.kind in ("ollama", "openai") and kind != "single":  # a night's run: each role answers first
-            from harness.readiness import require_ready
+            from harness.backends.readiness import require_ready
 
             require_ready(exp.backend, out=out)
     from experiments.storage import check_services

@@ -215,7 +215,7 @@ def summary_block(result) -> str:
 
 
 def check(task: str | None, overrides: list[str]) -> int:
-    """--check: the readiness of the configured backend (harness.readiness), printed; exit 2 with one line per
+    """--check: the readiness of the configured backend (harness.backends.readiness), printed; exit 2 with one line per
     problem on stderr. Nothing is written (no results folder, no cache)."""
     if task is not None:
         print(f"error: --check takes no task (got {task[:60]!r}); give only overrides", file=sys.stderr)
@@ -225,7 +225,7 @@ def check(task: str | None, overrides: list[str]) -> int:
     except ValueError as exc:
         print(f"config error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return EXIT_USAGE
-    from harness.readiness import check as readiness
+    from harness.backends.readiness import check as readiness
 
     try:
         found = readiness(cfg.backend)

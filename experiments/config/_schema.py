@@ -18,8 +18,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from harness.compose import compose_config as compose
-from harness.config import TASK_TYPES  # noqa: F401  (the experiment's task types are the harness's: on the face)
-from harness.config import ConfigError, HarnessConfig, MLflowConfig, apply_env
+from harness.config import TASK_TYPES, ConfigError, HarnessConfig, MLflowConfig, apply_env
 
 SPLITS = ("train", "holdout")
 SWEEP_KINDS = ("single", "synth_mutation", "ab", "calibrate")
@@ -249,7 +248,7 @@ def experiment_dict(exp: ExperimentConfig) -> dict[str, Any]:
 
 def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
     """Raise ConfigError (one line: key, value, allowed values) on the first invalid setting, then log the judge
-    warnings unless warn=False; the checks live in _validation (the harness's own in harness.checks)."""
+    warnings unless warn=False; the checks live in _validation (the harness's own in harness.compose)."""
     from ._validation import validate as validate_experiment
 
     return validate_experiment(exp, warn=warn)

@@ -9,7 +9,7 @@ import math
 import re
 from typing import Any
 
-from harness.checks import check, check_harness, check_positive, check_range, warn_judge
+from harness.compose import check, check_harness, check_positive, check_range, warn_judge
 from harness.config import TASK_TYPES, ConfigError
 
 from ._schema import PRUNERS, SAMPLERS, SPLITS, SWEEP_KINDS, ExperimentConfig
@@ -82,7 +82,7 @@ def known_operators() -> list[str] | None:
 
 def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
     """Raise ConfigError (one line: key, value, allowed values) on the first invalid setting; then, when `warn`,
-    log each judge warning once (harness.checks.warn_judge; a caller with checks of its own to run first passes
+    log each judge warning once (harness.compose.warn_judge; a caller with checks of its own to run first passes
     warn=False and warns after them)."""
     check_harness(exp)
     if not re.match(r"^[A-Za-z0-9_.-]+$", exp.mlflow.prompt_prefix):

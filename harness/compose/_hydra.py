@@ -14,8 +14,9 @@ from typing import Any, Mapping, Sequence
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from harness.checks import check_harness, warn_judge
 from harness.config import ConfigError, HarnessConfig, MLflowConfig, apply_env, results_dir_in
+
+from ._checks import check_harness, warn_judge
 
 SCHEMA_NAME = "experiment_schema"  # the schema conf/config.yaml's defaults list names
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 ROLES = ("planner", "producer", "evaluator", "compressor")
-log = logging.getLogger(__name__)
+log = logging.getLogger("harness.config")
 
 
 @dataclass
