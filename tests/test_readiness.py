@@ -128,7 +128,7 @@ def test_the_warning_speaks_of_the_backend_actually_resolved(monkeypatch):
 
 
 def test_offline_the_search_fallback_is_decided_once_per_process(caplog):
-    from harness import search
+    from harness.research import search
 
     search.reset_degradation()
     calls = []

@@ -20,7 +20,7 @@ from harness.research import (
     novelty,
     usable_query,
 )
-from harness.search import FallbackSearch, DDGSProvider, LocalCorpusProvider, SearchResult, reset_degradation
+from harness.research.search import DDGSProvider, FallbackSearch, LocalCorpusProvider, SearchResult, reset_degradation
 from harness.security import REMOVED, FetchError, UnsafeURL
 from harness.tracing import Tracer, use_tracer
 

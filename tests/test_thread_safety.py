@@ -19,7 +19,7 @@ import pytest
 from harness.config import BackendConfig, MemoryConfig
 from harness.inference import ChatResult, FakeLLM, ResponseCache, make_llm
 from harness.memory import Memory, Observation
-from harness.search import CachedSearch, FallbackSearch, SearchResult, reset_degradation
+from harness.research.search import CachedSearch, FallbackSearch, SearchResult, reset_degradation
 from harness.stores import set_wal
 from harness.tracing import Tracer, current_tracer
 

@@ -18,7 +18,8 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from harness.compose import compose_config as compose
-from harness.config import TASK_TYPES, ConfigError, HarnessConfig, MLflowConfig, apply_env
+from harness.config import TASK_TYPES  # noqa: F401  (the experiment's task types are the harness's: on the face)
+from harness.config import ConfigError, HarnessConfig, MLflowConfig, apply_env
 
 SPLITS = ("train", "holdout")
 SWEEP_KINDS = ("single", "synth_mutation", "ab", "calibrate")

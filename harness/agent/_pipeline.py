@@ -57,7 +57,7 @@ class Harness:
     @property
     def search(self):
         if self._search is None:
-            from harness.search import make_search
+            from harness.research.search import make_search
 
             self._search = make_search(self.cfg.search, self.cfg.results_dir)
         return self._search

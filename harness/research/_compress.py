@@ -9,9 +9,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from harness.research_queries import content_words
-from harness.search import SearchResult
 from harness.security import DataMarker, scan_text
+
+from ._queries import content_words
+from .search import SearchResult
 
 __all__ = ["KNOWLEDGE_CHARS", "SNIPPET_CHARS", "COMPRESS_SCHEMA", "SMOKE_COMPRESS_SCHEMA", "compress_round"]
 
