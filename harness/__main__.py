@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: the task is not UTF-8 text ({bad}); give it in UTF-8 (nothing was run or written)",
               file=sys.stderr)
         return EXIT_USAGE
-    from harness.skills import parse_skills
+    from harness.agent import parse_skills
 
     if not parse_skills(task)[0].strip():
         print(f"error: task is empty after the skill tokens {task.strip()!r}: add the task after them", file=sys.stderr)

@@ -146,7 +146,7 @@ def test_parse_rubric_never_raises_and_scores_in_range(text):
 @fuzz
 @given(replies)
 def test_parse_verdict_never_raises(text):
-    from harness.panel import parse_verdict
+    from harness.review import parse_verdict
 
     v = parse_verdict("critic", text)
     assert v.verdict in {"accept", "revise", "reject", "unparsed"}
@@ -208,7 +208,7 @@ def test_resolve_placeholders_never_raises(text, outputs):
 def test_task_text_parsers_never_raise_and_outputs_stay_confined(task):
     from harness.agent import output_name_for
     from harness.research import find_paths
-    from harness.skills import SKILLS, parse_skills_detailed
+    from harness.agent import SKILLS, parse_skills_detailed
     from harness.taskgraph import complexity_score
 
     clean, active, unknown = parse_skills_detailed(task)

@@ -1,9 +1,9 @@
 """Where an experiment's MLflow tracking store is (and the Prompt Registry in it), and its synth.source resolved
-from there: harness.stores and harness.prompts given the experiment's mlflow.tracking_uri and results_dir."""
+from there: harness.stores and harness.synthesis given the experiment's mlflow.tracking_uri and results_dir."""
 
 from __future__ import annotations
 
-from harness import prompts, stores
+from harness import stores, synthesis
 from harness.config import SynthConfig
 
 from ._schema import ExperimentConfig
@@ -21,4 +21,4 @@ def registry_uri(exp: ExperimentConfig) -> str:
 
 def resolve_synth(synth: SynthConfig, exp: ExperimentConfig) -> SynthConfig:
     """synth with the texts synth.source names in `instructions` and their pinned URIs in `resolved`."""
-    return prompts.resolve_synth(synth, registry_uri(exp))
+    return synthesis.resolve_synth(synth, registry_uri(exp))

@@ -25,7 +25,7 @@ def _check_task_text(i: int, t: Any) -> None:
                           f"...); expected at most {MAX_TASK_ID_BYTES}: run ids and file names are built from it")
     if not str(t.task or "").strip():
         raise ConfigError(f"benchmark.tasks[{i}].task={t.task!r} (id {t.id!r}) is empty; expected the task as a sentence")
-    from harness.skills import parse_skills_detailed
+    from harness.agent import parse_skills_detailed
 
     if not parse_skills_detailed(str(t.task))[0].strip():
         raise ConfigError(f"benchmark.tasks[{i}].task={t.task!r} (id {t.id!r}) has only skill tokens; expected a task "

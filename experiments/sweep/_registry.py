@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from experiments.config import ExperimentConfig, registry_uri
-from harness.prompts import (
+from harness.synthesis import (
     CHAMPION, PREVIOUS, lookup_source, parse_source, prompt_name, prompt_version, prompt_versions, registry_client,
     short_reason, with_texts,
 )

@@ -10,15 +10,15 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from harness import skills as skills_mod
 from harness.config import HarnessConfig
-from harness.evaluator import Evaluator, NoEvaluator
 from harness.inference import Roles, context_overflow, make_roles
 from harness.planner import make_plan
 from harness.research import gather_research, memory_match
+from harness.review import Evaluator, NoEvaluator
 from harness.stores import append_jsonl, atomic_write_text, claim_output
 from harness.tracing import Tracer, current_tracer, new_run_id, use_tracer
 
+from . import _skills as skills_mod
 from ._prepared import _NO_RESEARCH, Prepared, _empty_prepared
 from ._record import RunResult, run_record
 
@@ -193,10 +193,9 @@ class Harness:
 
     # -- internals -----------------------------------------------------------------------------------
     def _finish(self, prepared, run_id, instructions, criteria, output_name, state) -> RunResult:
-        from harness.panel import run_panel
         from harness.security import safe_output_path, unsourced_urls
         from harness.synthesis import instruction_for, instruction_provenance, synthesize
-        from harness.wiggum import RESCORE_SEED_OFFSET, rescore_config, rescore_samples, wiggum_loop
+        from harness.review import RESCORE_SEED_OFFSET, rescore_config, rescore_samples, run_panel, wiggum_loop
 
         cfg, roles, plan, research = self.cfg, self.roles, prepared.plan, prepared.research
         if self.evaluator is None:

@@ -148,7 +148,7 @@ def harness_config(overrides: Sequence[str], environ: Mapping[str, str] | None =
     setting checked. Raises ConfigError (one line) on a bad override or value."""
     from omegaconf.errors import MissingMandatoryValue
 
-    from harness.prompts import resolve_synth
+    from harness.synthesis import resolve_synth
     from harness.stores import tracking_uri
 
     try:

@@ -75,7 +75,7 @@ class Memory:
             self._read_dir = self.dir
             self._db = ThreadLocalSQLite(self.sqlite_path)
             self._conn().executescript(_SCHEMA)
-            from harness.embeddings import make_embedding_function
+            from .embeddings import make_embedding_function
 
             make_embedding_function(self.embedding)  # fail early on an unknown or missing embedding
 
@@ -139,7 +139,7 @@ class Memory:
                 import chromadb
                 from chromadb.config import Settings
 
-                from harness.embeddings import make_embedding_function
+                from .embeddings import make_embedding_function
 
                 client = chromadb.PersistentClient(
                     path=str(src / "chroma"), settings=Settings(anonymized_telemetry=False)

@@ -1,6 +1,6 @@
-"""The Prompt Registry's read side: `synth.source=prompts:/...` -> the registered instructions, and where the
-MLflow tracking store (and so the registry) is: its URI, SQLite file, lock and WAL. The write side (registering
-and promoting) is the sweep's: experiments.sweep."""
+"""The Prompt Registry's read side: `synth.source=prompts:/...` -> the registered instructions. Where the MLflow
+tracking store (and so the registry) is, its URI, SQLite file, lock and WAL, is harness.stores'. The write side
+(registering and promoting) is the sweep's: experiments.sweep."""
 
 from __future__ import annotations
 
