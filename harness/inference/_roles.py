@@ -27,7 +27,8 @@ def base_llm(llm: Any) -> Any:
 
 
 def smoke_label(models: Sequence[str]) -> str:
-    """The label of output from embedded models, naming the model files actually loaded."""
+    """The one label of output from embedded models, naming the model files actually loaded (none named: "embedded
+    model"): a run's output and record, and the experiments' summaries and run label, all carry this wording."""
     return f"SMOKE RUN (embedded {', '.join(models) or 'model'}): structure check only, not research quality"
 
 
