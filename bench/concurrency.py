@@ -43,7 +43,7 @@ TOPICS = ("asyncio.gather", "asyncio.TaskGroup", "asyncio.timeout", "asyncio.Que
 
 
 class StepSim(SimLLM):
-    """SimLLM whose step graph covers TASK's topics (harness.routing.research_topics: 'asyncio error handling',
+    """SimLLM whose step graph covers TASK's topics (harness.orchestrator.research_topics: 'asyncio error handling',
     'compare it with threads'): step i researches the first with one of TOPICS, or compares one with threads,
     alternately, so any 2+ steps cover both."""
 

@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 from harness.config import MemoryConfig
-from harness.embeddings import load_minilm, make_embedding_function, minilm_available
 from harness.memory import Memory, Observation, rrf_merge
+from harness.memory.embeddings import load_minilm, make_embedding_function, minilm_available
 
 # id -> (title, narrative, key facts)
 CORPUS: dict[str, tuple[str, str, tuple[str, ...]]] = {

@@ -53,10 +53,10 @@ from typing import Any, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness import research as research_mod  # noqa: E402
 from harness.config import ResearchConfig, SynthConfig  # noqa: E402
 from harness.planner import Plan  # noqa: E402
-from harness.search import LocalCorpusProvider  # noqa: E402
+from harness.research import gather as research_mod  # noqa: E402
+from harness.research.search import LocalCorpusProvider  # noqa: E402
 from harness.security import DataMarker, ScanResult, scan_text  # noqa: E402
 from harness.synthesis import DEFAULT_INSTRUCTIONS, synthesize  # noqa: E402
 
@@ -297,8 +297,8 @@ def false_positives(index_dir: Path, folders: list[Path] = ()) -> dict[str, Any]
     """Scan every passage of the default local corpus (built in index_dir), or of the .md/.rst/.txt files under
     folders cut into passages the same way: how many are flagged, by pattern."""
     if folders:
-        from harness.chunker import split_chunks
-        from harness.search import PASSAGE_CHARS
+        from harness.research import split_chunks
+        from harness.research.search import PASSAGE_CHARS
 
         rows = [(str(p), chunk) for folder in folders for p in sorted(folder.rglob("*"))
                 if p.suffix.lower() in {".md", ".rst", ".txt"} and p.is_file()

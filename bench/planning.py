@@ -109,7 +109,7 @@ QUICK = ("asyncio-5", "gha-secrets", "gil", "seed003-guide")
 
 def run_case(harness: Any, case: Case, graph: bool) -> dict[str, Any]:
     """One task through the --plan-preview path: prepare (no research), decide_route, choose_queries."""
-    from harness.logger import Tracer, new_run_id, use_tracer
+    from harness.tracing import Tracer, new_run_id, use_tracer
     from harness.orchestrator import build_graph, decide_route
     from harness.research import choose_queries
 

@@ -7,7 +7,7 @@ from evaluators.composite import MODES, Evaluation, combine, evaluate
 from evaluators.deterministic import DEGENERATE_CAP, aggregate, count_items, degenerate_reasons, deterministic_scores
 from evaluators.deterministic import prompt_echo_reasons
 from evaluators.rubric import EvalResult, parse_rubric, score_rubric
-from harness.evaluator import Evaluator
+from harness.review import Evaluator
 
 HARNESS_EVALUATOR = Evaluator(evaluate=evaluate, echo_reasons=prompt_echo_reasons)  # what the harness scores with
 

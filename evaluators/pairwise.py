@@ -27,8 +27,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from harness.jsonparse import JSONParseError, extract_string_field, parse_json_object
 from harness.security import DataMarker
+from harness.text import JSONParseError, extract_string_field, parse_json_object
 
 __all__ = ["PairResult", "PositionBias", "VERDICTS", "combine_orders", "compare_pair", "disagreement_rate", "pairwise_messages",
            "pairwise_schema", "parse_verdict", "position_bias"]

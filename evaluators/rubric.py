@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.config import EvaluatorConfig
-from harness.jsonparse import JSONParseError, extract_string_field, extract_string_list, parse_json_object
 from harness.security import DataMarker
+from harness.text import JSONParseError, extract_string_field, extract_string_list, parse_json_object
 
 __all__ = [
     "EvalResult",

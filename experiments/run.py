@@ -17,8 +17,8 @@ import hydra
 from omegaconf import DictConfig
 
 from experiments.config import ConfigError, ExperimentConfig, to_experiment, to_harness_config, validate
-from harness.checks import warn_judge
-from harness.sqlite_store import StoreError, damaged, fault_in
+from harness.compose import warn_judge
+from harness.stores import StoreError, damaged, fault_in
 
 
 def make_runner(exp: ExperimentConfig) -> Any:
@@ -103,7 +103,7 @@ def main(cfg: DictConfig | ExperimentConfig, *, runner: Any = None, out: Callabl
 
         preflight(exp.backend)  # server down / model missing: fail before a study, run or cache is written
         if exp.backend.kind in ("ollama", "openai") and kind != "single":  # a night's run: each role answers first
-            from harness.readiness import require_ready
+            from harness.backends.readiness import require_ready
 
             require_ready(exp.backend, out=out)
     from experiments.storage import check_services
@@ -235,7 +235,7 @@ def cli(cfg: DictConfig) -> None:
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         sys.exit(2)
-    except StoreError as exc:  # a damaged or unwritable store, named: the run stops (harness.sqlite_store)
+    except StoreError as exc:  # a damaged or unwritable store, named: the run stops (harness.stores)
         print(f"error: {exc}", file=sys.stderr)
         leave(1)
     except KeyboardInterrupt as exc:
@@ -255,7 +255,7 @@ def leave(code: int) -> None:
     """sys.exit(code), or, when a SQLite file this process used can no longer be written (its -shm turned read-only
     or immutable under it), leave without closing the connections: closing one writes its memory-mapped WAL index,
     which the kernel answers with SIGBUS (issue 41: a Bus error, exit 135, after the one-line error)."""
-    from harness.sqlite_store import unsafe_to_close
+    from harness.stores import unsafe_to_close
 
     if unsafe_to_close():
         sys.stdout.flush()
@@ -271,8 +271,8 @@ def store_fault(exc: BaseException, cfg: Any) -> StoreError | None:
     (StoreLocked) are named too. None when no SQLite fault is behind exc."""
     from experiments.config import tracking_uri
     from experiments.sweep import STUDY_ADVICE
-    from harness.prompts import sqlite_file
-    from harness.sqlite_store import DiskFull, StoreLocked, full_in, locked_in
+    from harness.stores import sqlite_file
+    from harness.stores import DiskFull, StoreLocked, full_in, locked_in
 
     try:
         exp = to_experiment(cfg)

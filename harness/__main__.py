@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from harness.sqlite_store import StoreError
+from harness.stores import StoreError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -215,7 +215,7 @@ def summary_block(result) -> str:
 
 
 def check(task: str | None, overrides: list[str]) -> int:
-    """--check: the readiness of the configured backend (harness.readiness), printed; exit 2 with one line per
+    """--check: the readiness of the configured backend (harness.backends.readiness), printed; exit 2 with one line per
     problem on stderr. Nothing is written (no results folder, no cache)."""
     if task is not None:
         print(f"error: --check takes no task (got {task[:60]!r}); give only overrides", file=sys.stderr)
@@ -225,7 +225,7 @@ def check(task: str | None, overrides: list[str]) -> int:
     except ValueError as exc:
         print(f"config error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return EXIT_USAGE
-    from harness.readiness import check as readiness
+    from harness.backends.readiness import check as readiness
 
     try:
         found = readiness(cfg.backend)
@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: the task is not UTF-8 text ({bad}); give it in UTF-8 (nothing was run or written)",
               file=sys.stderr)
         return EXIT_USAGE
-    from harness.skills import parse_skills
+    from harness.agent import parse_skills
 
     if not parse_skills(task)[0].strip():
         print(f"error: task is empty after the skill tokens {task.strip()!r}: add the task after them", file=sys.stderr)
@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except StoreError as exc:  # a damaged or unwritable store, named (harness.sqlite_store): the run stops
+    except StoreError as exc:  # a damaged or unwritable store, named (harness.stores): the run stops
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except Exception as exc:  # the CLI edge: one line, non-zero exit

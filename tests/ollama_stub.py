@@ -157,7 +157,7 @@ class StubRequest:
 
 def is_check_call(body: dict) -> bool:
     """A timed call of the readiness check (its one fixed message)."""
-    from harness.readiness import CALL_MESSAGES
+    from harness.backends.readiness import CALL_MESSAGES
 
     return list(body.get("messages") or []) == CALL_MESSAGES
 
@@ -341,7 +341,7 @@ class OllamaStub:
             self._drops = 0
 
     def chat_requests(self, include_checks: bool = False) -> list[StubRequest]:
-        """The chat requests of the work; the readiness check's timed calls (harness.readiness, one per role
+        """The chat requests of the work; the readiness check's timed calls (harness.backends.readiness, one per role
         before a sweep) only with include_checks, so a test counting a sweep's calls counts its work."""
         chats = [r for r in self.requests if r.path in ("/api/chat", "/v1/chat/completions")]
         return chats if include_checks else [r for r in chats if not is_check_call(r.body)]

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from harness.config import HarnessConfig, OrchestratorConfig, ResearchConfig, WiggumConfig
 from harness.inference import FakeLLM, fake_roles
-from harness.search import SearchResult
+from harness.research.search import SearchResult
 
 STAGE_MARKERS = (  # (system prompt substring, stage), first match wins
     ("You assess what you already know", "prior"),

@@ -37,13 +37,13 @@ def reply(messages) -> str:
 
 def install() -> None:
     from harness import inference
-    from harness import logger
+    from harness import stores, tracing
 
     fail = os.environ.get("HARNESS_TEST_FAIL_AFTER")
 
     def scripted(msgs):
         if fail:
-            tracer = logger.current_tracer()
+            tracer = tracing.current_tracer()
             if re.search(fail, getattr(tracer, "run_id", "") or ""):
                 raise inference.BackendUnavailable("scripted: the server stopped answering (HTTP 500)")
         return reply(msgs)
@@ -56,7 +56,7 @@ def install() -> None:
     if kill:
         pattern, n = kill.rsplit(":", 1)
         rx, seen = re.compile(pattern), [0]
-        real = logger.append_jsonl
+        real = stores.append_jsonl
 
         def append(path, record, **kw):
             real(path, record, **kw)
@@ -65,7 +65,7 @@ def install() -> None:
                 if seen[0] >= int(n):
                     os.kill(os.getpid(), signal.SIGKILL)
 
-        logger.append_jsonl = append
+        stores.append_jsonl = append
         from harness.agent import _pipeline
 
         _pipeline.append_jsonl = append

@@ -12,7 +12,7 @@ from experiments.runs import blind_label
 from experiments.ab import load_result
 from experiments.ab import DIFF_PNG, FOREST_PNG, write_report
 from experiments.stats import Preregistration
-from harness.logger import read_jsonl
+from harness.stores import read_jsonl
 
 TASKS = tuple(f"task-{i}" for i in range(8))
 ARMS = {"without_prior": {"skip_prior_knowledge": True}, "with_prior": {"skip_prior_knowledge": False}}

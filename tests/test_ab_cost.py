@@ -12,7 +12,7 @@ from experiments.ab import load_result
 from experiments.ab import run_ab_from_config, summary_metrics
 from experiments.ab import render_markdown
 from experiments.stats import Preregistration
-from harness.logger import read_jsonl
+from harness.stores import read_jsonl
 
 TASKS = tuple(f"task-{i}" for i in range(6))
 ARMS = {"short": {"long": False}, "long": {"long": True}}

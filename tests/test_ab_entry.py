@@ -15,7 +15,7 @@ from experiments.ab import DIFF_PNG, FOREST_PNG, REPORT_NAME
 from experiments.runs import HarnessCells
 from experiments.stats import min_attainable_p
 from experiments.ab import AB_BEGIN, AB_END
-from harness.logger import read_jsonl
+from harness.stores import read_jsonl
 
 ON, OFF = "prior_knowledge_on", "prior_knowledge_off"
 SMOKE_IDS = ["list-json-modules", "file-handling-tips", "what-is-gil", "list-testing-tools", "logging-tips"]
@@ -291,7 +291,7 @@ def test_real_harness_cells_differ_in_planning_and_the_judge_is_blind(_isolated_
     assert not any(ON in p or OFF in p for p in prompts)  # no model call, the judge included, sees an arm name
     judge_seeds = sorted(call.seed for call, p in zip(fake.calls, prompts) if "strict, fair reviewer" in p)
     # both arms of a pair judged with the pair's seed; the kept text re-scored with seeds of its own
-    # (harness.wiggum.RESCORE_SEED_OFFSET: a sampled judgement, issue 31 item 7)
+    # (harness.review.RESCORE_SEED_OFFSET: a sampled judgement, issue 31 item 7)
     assert judge_seeds == sorted([c["pair_seed"] for c in cells] + [c["pair_seed"] + 1_000_003 for c in cells])
     outputs = sorted(p.name for p in run.paths.outputs.iterdir())
     assert len(outputs) == 6 and not any(ON in o or OFF in o for o in outputs)
@@ -306,7 +306,7 @@ def test_champion_ab_verdict_says_its_tasks_chose_the_champion(_isolated_results
     # verdict "supported" with no word of it.
     from mlflow import MlflowClient
 
-    from harness.prompts import CHAMPION, PREVIOUS, prompt_name
+    from harness.synthesis import CHAMPION, PREVIOUS, prompt_name
     from experiments.sweep import register_texts
     from experiments.tracking import NullTracker
 

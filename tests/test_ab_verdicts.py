@@ -14,7 +14,7 @@ from experiments.ab import run_ab_from_config, summary_metrics
 from experiments.config import ConfigError, compose_config, to_experiment
 from experiments.ab import REPORT_NAME
 from experiments.stats import Preregistration
-from harness.logger import read_jsonl
+from harness.stores import read_jsonl
 
 ON, OFF = "prior_knowledge_on", "prior_knowledge_off"
 

@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 
 from evaluators import HARNESS_EVALUATOR
-from harness.agent import Harness, output_name_for
+from harness.agent import DEEP_INSTRUCTION, Harness, output_name_for
 from harness.config import MemoryConfig, ResearchConfig, WiggumConfig, apply_env, config_hash
 from harness.inference import BackendError, ROLES, SMOKE_LABEL
-from harness.logger import read_jsonl
 from harness.memory import Memory
-from harness.skills import DEEP_INSTRUCTION
+from harness.stores import read_jsonl
 from pipeline_fake import (
     RESEARCH,
     ListSearch,
@@ -148,9 +147,9 @@ def test_failure_before_synthesis_is_recorded_too(tmp_path):
 
 
 def test_a_harness_built_without_an_evaluator_fails_its_run_in_one_line_and_writes_no_output(tmp_path):
-    """The harness takes its scorer from whoever builds it (harness.evaluator); one built without (as plan_preview
-    builds it) fails a run before synthesis: recorded, one line naming what to pass, no output file, no
-    synthesis call."""
+    """The harness takes its scorer from whoever builds it (harness.review.Evaluator); one built without (as
+    plan_preview builds it) fails a run before synthesis: recorded, one line naming what to pass, no output file,
+    no synthesis call."""
     router = Router()
     roles = make_harness(tmp_path, router).roles
     h = Harness(config(tmp_path), roles, search=ListSearch())

@@ -461,7 +461,7 @@ def test_label_names_the_file_and_stays_smoke_unless_the_judge_detected_the_cont
     # the scripted world's harmful instruction lowers every dimension: the rubric alone detects it
     assert cal.judge_control is not None and cal.judge_control.status == "pass" and cal.judge_discriminates
     assert run_label({"producer": {"backend": "scripted", "model": "x"}}, cal) is None  # no embedded role
-    assert run_label(EMBEDDED) == "SMOKE RUN (embedded qwen-1.5b.gguf): not research quality"
+    assert run_label(EMBEDDED) == "SMOKE RUN (embedded qwen-1.5b.gguf): structure check only, not research quality"
     assert run_label(EMBEDDED, cal).startswith(
         f"EMBEDDED MODEL (qwen-1.5b.gguf): its judge discriminates per calibration {cal.key} (positive control on "
         "the rubric: diff ")

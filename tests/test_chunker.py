@@ -6,14 +6,8 @@ import tracemalloc
 
 import pytest
 
-from harness.chunker import (
-    ChunkerError,
-    find_paths,
-    iter_file_chunks,
-    query_terms,
-    read_file_context,
-    select_chunks,
-    split_chunks,
+from harness.research import (
+    ChunkerError, find_paths, iter_file_chunks, query_terms, read_file_context, select_chunks, split_chunks,
 )
 
 

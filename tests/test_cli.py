@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-import harness.search
+import harness.research.search
 from harness.__main__ import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, build_parser, compose_harness_config,
                                flag_overrides, main, quote, split_words)
 from harness.inference import BackendError, register_backend
-from harness.logger import read_jsonl
+from harness.stores import read_jsonl
 from pipeline_fake import ListSearch, Router, numbered, pipeline_llm, plan_json
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,7 +40,7 @@ def router(monkeypatch):
     r = Router(graph=GRAPH)
     _ACTIVE["router"] = r
     search = ListSearch()
-    monkeypatch.setattr(harness.search, "make_search", lambda cfg, results_dir: search)
+    monkeypatch.setattr(harness.research.search, "make_search", lambda cfg, results_dir: search)
     r.search = search
     yield r
     _ACTIVE.clear()

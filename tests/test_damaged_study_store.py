@@ -20,7 +20,7 @@ import sqlalchemy
 from store_damage import garble_pages
 
 from experiments.run import store_fault
-from harness.sqlite_store import damaged, fault_in
+from harness.stores import damaged, fault_in
 
 ROOT = Path(__file__).resolve().parents[1]
 

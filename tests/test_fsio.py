@@ -1,4 +1,4 @@
-"""harness.fsio: a reader sees the old file or the whole new one; a failed write leaves no temp file behind."""
+"""harness.stores' atomic writes (_files): a reader sees the old file or the whole new one; a failed write leaves no temp file behind."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import fsio
-from harness.fsio import atomic_write_bytes, atomic_write_json, atomic_write_text, replacing
+from harness.stores import _files as fsio
+from harness.stores import atomic_write_bytes, atomic_write_json, atomic_write_text, replacing
 from workers import run_workers
 
 

@@ -146,7 +146,7 @@ def test_parse_rubric_never_raises_and_scores_in_range(text):
 @fuzz
 @given(replies)
 def test_parse_verdict_never_raises(text):
-    from harness.panel import parse_verdict
+    from harness.review import parse_verdict
 
     v = parse_verdict("critic", text)
     assert v.verdict in {"accept", "revise", "reject", "unparsed"}
@@ -207,8 +207,8 @@ def test_resolve_placeholders_never_raises(text, outputs):
 @given(replies)
 def test_task_text_parsers_never_raise_and_outputs_stay_confined(task):
     from harness.agent import output_name_for
-    from harness.chunker import find_paths
-    from harness.skills import SKILLS, parse_skills_detailed
+    from harness.research import find_paths
+    from harness.agent import SKILLS, parse_skills_detailed
     from harness.taskgraph import complexity_score
 
     clean, active, unknown = parse_skills_detailed(task)
@@ -257,8 +257,8 @@ def test_scan_text_neutralises_completely(text):
 @fuzz
 @given(st.text(max_size=200), st.text(max_size=400), st.text(max_size=80))
 def test_search_results_are_sanitised_before_prompts(title, snippet, url):
-    from harness.research import _sanitise
-    from harness.search import SearchResult
+    from harness.research.gather import _sanitise
+    from harness.research.search import SearchResult
     from harness.security import scan_text
 
     clean, flagged = _sanitise(SearchResult(title, url, snippet, "fuzz"))
@@ -288,8 +288,8 @@ def test_check_url_raises_only_unsafe_url(url):
 @fuzz
 @given(replies)
 def test_json_helpers_raise_only_their_error(text):
-    from harness.jsonparse import JSONParseError, extract_number_field, extract_string_field, extract_string_list
-    from harness.jsonparse import parse_json_object
+    from harness.text import JSONParseError, extract_number_field, extract_string_field, extract_string_list
+    from harness.text import parse_json_object
 
     try:
         obj, parser = parse_json_object(text)
@@ -307,8 +307,8 @@ def test_json_helpers_raise_only_their_error(text):
 @given(replies)
 def test_compressors_never_raise(text):
     from harness.memory import Observation, compress_run
-    from harness.research_compress import compress_round as _compress
-    from harness.search import SearchResult
+    from harness.research import compress_round as _compress
+    from harness.research.search import SearchResult
 
     fresh = [SearchResult("asyncio.gather", "pydoc://asyncio.gather", "runs awaitables concurrently", "local")]
     out = _compress("Explain asyncio gather", "", fresh, _fake(text), True)
@@ -323,8 +323,8 @@ def test_compressors_never_raise(text):
 
 def test_an_unknown_users_home_in_a_task_or_a_setting_is_no_crash(tmp_path):
     from harness.backends.embedded import ModelMissing, locate_gguf
-    from harness.chunker import find_paths
-    from harness.search import LocalCorpusProvider
+    from harness.research import find_paths
+    from harness.research.search import LocalCorpusProvider
 
     assert find_paths('"~0/"') == []  # quoted: kept only when it exists; expanding ~0 raised RuntimeError
     with pytest.raises(ModelMissing, match="cannot expand '~'"):

@@ -16,7 +16,7 @@ from harness.inference import (
     fake_roles,
     make_llm,
 )
-from harness.logger import Tracer, use_tracer
+from harness.tracing import Tracer, use_tracer
 
 MSG = [{"role": "user", "content": "hello there"}]
 

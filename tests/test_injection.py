@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 
 from harness.config import MemoryConfig, WiggumConfig
-from harness.logger import read_jsonl
-from harness.search import SearchResult
+from harness.research.search import SearchResult
 from harness.security import DataMarker, REMOVED
+from harness.stores import read_jsonl
 from pipeline_fake import Router, judge_json, make_harness, numbered
 
 TASK = "List 5 best practices for Python asyncio and save to output.md"

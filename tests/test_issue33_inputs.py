@@ -119,7 +119,7 @@ def test_results_dir_and_sweep_name_are_checked_like_output_paths(tmp_path, fold
 def test_the_search_index_opens_in_a_folder_with_uri_characters(tmp_path):
     """Item 7, harness/search/: the read-only index was opened as file:{path}?mode=ro unquoted, so in a folder
     named with '#', '?' or '%' SQLite opened another file and every local search found nothing."""
-    from harness.search import LocalCorpusProvider
+    from harness.research.search import LocalCorpusProvider
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -132,11 +132,11 @@ def test_the_search_index_opens_in_a_folder_with_uri_characters(tmp_path):
 
 
 def test_one_of_several_racing_writers_claims_a_name(tmp_path):
-    """harness.fsio.claim_output: of runs racing for one output name exactly one gets it, the others a name of their
+    """harness.stores.claim_output: of runs racing for one output name exactly one gets it, the others a name of their
     own (O_EXCL, not check-then-write)."""
     import threading
 
-    from harness.fsio import claim_output
+    from harness.stores import claim_output
 
     got: list[Path] = []
     barrier = threading.Barrier(8)

@@ -20,7 +20,7 @@ from ollama_stub import OllamaStub
 from store_damage import garble_pages
 
 from harness.inference import CachedLLM, ChatResult, FakeLLM, ResponseCache, cache_key
-from harness.sqlite_store import StoreError
+from harness.stores import StoreError
 
 ROOT = Path(__file__).resolve().parents[1]
 REPLY = ("1. **json**: parse JSON text with json.loads and write it with json.dumps.\n"
@@ -153,7 +153,7 @@ def test_a_file_that_is_not_a_database_raises_store_error_for_memory_too(tmp_pat
 
 
 def test_sql_errors_of_the_caller_are_not_store_errors(tmp_path):
-    from harness.sqlite_store import connect
+    from harness.stores import connect
 
     conn = connect(tmp_path / "x.sqlite")
     with pytest.raises(sqlite3.OperationalError, match="syntax error"):

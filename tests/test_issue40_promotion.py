@@ -20,7 +20,7 @@ from scripted_harness import BASE, BOOST, ScriptedRunner, scripted_propose
 from experiments.config import BenchmarkConfig, ConfigError, TaskSpec, compose_config, load_tasks, registry_uri
 from experiments.config import to_experiment, validate
 from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, StudyMismatch, decide, open_study, run_sweep
-from harness.prompts import CHAMPION, prompt_name
+from harness.synthesis import CHAMPION, prompt_name
 from mutators.base import Candidate as MCandidate
 from mutators.base import instruction_hash
 

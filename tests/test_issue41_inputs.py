@@ -73,7 +73,7 @@ def test_a_failed_run_redone_on_resume_is_in_runs_jsonl(tmp_path, kind, fail):
 
 
 def test_append_jsonl_lets_a_success_supersede_a_failure_only(tmp_path):
-    from harness.logger import append_jsonl, read_jsonl
+    from harness.stores import append_jsonl, read_jsonl
 
     path = tmp_path / "runs.jsonl"
     assert append_jsonl(path, {"run_id": "a", "status": "failed", "n": 1}, unique="run_id")

@@ -179,7 +179,7 @@ def test_a_results_folder_made_immutable_mid_trial_exits_cleanly_with_one_line(t
 
 
 def test_a_store_whose_shm_turned_read_only_says_so_before_any_statement(tmp_path):
-    from harness.sqlite_store import StoreReadOnly, connect, unsafe_to_close
+    from harness.stores import StoreReadOnly, connect, unsafe_to_close
 
     conn = connect(tmp_path / "c.sqlite")
     conn.execute("CREATE TABLE t (x)")
@@ -210,7 +210,7 @@ def test_a_store_deleted_and_created_again_in_one_process_opens_and_the_old_conn
     from experiments.storage import check_services
     from experiments.sweep import open_store
     from harness.inference import ResponseCache
-    from harness.sqlite_store import StoreGone
+    from harness.stores import StoreGone
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     exp = validate(to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake",

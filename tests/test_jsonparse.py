@@ -1,4 +1,4 @@
-"""harness.jsonparse: the json -> dirtyjson ladder and regex extraction on broken model output."""
+"""harness.text (_jsonparse): the json -> dirtyjson ladder and regex extraction on broken model output."""
 
 from __future__ import annotations
 
@@ -8,13 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.jsonparse import (
-    JSONParseError,
-    extract_number_field,
-    extract_string_field,
-    extract_string_list,
-    parse_json,
-    parse_json_object,
+from harness.text import (
+    JSONParseError, extract_number_field, extract_string_field, extract_string_list, parse_json, parse_json_object,
 )
 
 PARSE_CASES = [

@@ -30,7 +30,7 @@ from experiments.sweep import open_study
 from experiments.sweep import run_sweep
 from harness.config import EvaluatorConfig, MemoryConfig, WiggumConfig
 from harness.inference import ChatResult, FakeLLM, fake_roles
-from harness.wiggum import rescore_config, wiggum_loop
+from harness.review import rescore_config, wiggum_loop
 
 DIMS = tuple(EvaluatorConfig().dimensions)
 TASK = "List 5 best practices for Python asyncio"

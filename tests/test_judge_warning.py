@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from harness import checks as validation
+from harness.compose import _checks as validation
 from experiments.config import compose_config, to_experiment, validate
 from harness.config import BackendConfig
 from test_cli import cli, router  # noqa: F401  (the CLI's scripted backend and its fixture)

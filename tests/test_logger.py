@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import threading
 
-from harness.logger import Tracer, append_jsonl, read_jsonl, use_tracer
+from harness.stores import append_jsonl, read_jsonl
+from harness.tracing import Tracer, use_tracer
 from workers import run_workers
 
 

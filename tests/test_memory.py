@@ -16,13 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.config import MemoryConfig
-from harness.embeddings import (
-    EmbeddingUnavailable,
-    HashingEmbeddingFunction,
-    hashing_vector,
-    make_embedding_function,
-    minilm_available,
-)
 from harness.inference import FakeLLM
 from harness.memory import (
     COMPRESS_SCHEMA,
@@ -35,6 +28,9 @@ from harness.memory import (
     keyword_query,
     list_items,
     rrf_merge,
+)
+from harness.memory.embeddings import (
+    EmbeddingUnavailable, HashingEmbeddingFunction, hashing_vector, make_embedding_function, minilm_available,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -390,7 +386,7 @@ def test_hashing_embedding_is_deterministic_across_processes():
     text = "Deterministic hashing: asyncio.gather, pytest fixtures, unicode café 東京"
     here = hashlib.sha256(np.round(hashing_vector(text), 6).tobytes()).hexdigest()
     code = (
-        "import hashlib, numpy as np; from harness.embeddings import hashing_vector as h; "
+        "import hashlib, numpy as np; from harness.memory.embeddings import hashing_vector as h; "
         f"print(hashlib.sha256(np.round(h({text!r}), 6).tobytes()).hexdigest())"
     )
     for seed in ("1", "12345"):

@@ -44,7 +44,7 @@ def test_an_llm_span_carries_model_tokens_latency_and_cache_hit():
 
 
 def test_a_trace_file_is_placed_in_wall_time(tmp_path):
-    from harness.logger import Tracer
+    from harness.tracing import Tracer
 
     tracer = Tracer("r1")
     with tracer.stage("synthesize"):
@@ -169,7 +169,7 @@ def on_threads(monkeypatch):
 
 
 def test_each_trial_run_holds_one_trace_per_task_with_spans_and_assessments(make_exp, tmp_path, on_threads):
-    from harness.logger import read_jsonl
+    from harness.stores import read_jsonl
 
     lines: list[str] = []
     exp, runner, summary = _sweep(make_exp, tmp_path, "traces", lines)
@@ -398,7 +398,7 @@ def _ab_runs():
 
 
 def test_each_ab_cell_run_holds_its_harness_run_as_a_trace_with_the_cells_tags(_isolated_results):
-    from harness.logger import read_jsonl
+    from harness.stores import read_jsonl
 
     lines: list[str] = []
     run = _ab_on_fake_roles(lines, "evaluator.repeats=2", llm=_judge_llm())
@@ -466,7 +466,7 @@ def test_a_failed_ab_cell_is_traced_with_its_error(_isolated_results, monkeypatc
     """A harness run that raised in a stage: its trace shows the stages up to the failure, that stage ERROR, the
     trace ERROR with the error line. A run_arm that raised before any trace file: a root-only ERROR trace."""
     from harness.agent import _pipeline
-    from harness.logger import read_jsonl
+    from harness.stores import read_jsonl
 
     from experiments.runs import HarnessCells
 
@@ -524,7 +524,7 @@ def test_a_failed_ab_cell_is_traced_with_its_error(_isolated_results, monkeypatc
 
 def test_a_trial_failed_by_a_harness_run_holds_that_run_as_an_error_trace(make_exp, tmp_path, monkeypatch):
     import harness.synthesis
-    from harness.logger import current_tracer
+    from harness.tracing import current_tracer
 
     real = harness.synthesis.synthesize
 

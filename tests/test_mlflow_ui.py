@@ -520,7 +520,7 @@ def prompt_aliases(client, name: str) -> dict[str, int]:
 
 def champion_prompt(client) -> str | None:
     """The first registered prompt with a champion alias (else the first prompt, else None)."""
-    from harness.prompts import CHAMPION
+    from harness.synthesis import CHAMPION
 
     names = sorted(p.name for p in client.search_prompts(max_results=100))
     return next((n for n in names if CHAMPION in prompt_aliases(client, n)), names[0] if names else None)
@@ -548,7 +548,7 @@ def test_mlflow_ui_shows_the_promoted_prompt_with_versions_and_aliases(chromium,
     from mlflow.tracking import MlflowClient
     from scripted_harness import BASE
 
-    from harness.prompts import CHAMPION, PREVIOUS, prompt_name
+    from harness.synthesis import CHAMPION, PREVIOUS, prompt_name
 
     exp, summary = promoted_sweep_store(tmp_path / "store")
     assert summary.promoted

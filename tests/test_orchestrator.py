@@ -13,9 +13,9 @@ import pytest
 from evaluators import HARNESS_EVALUATOR
 from harness.config import OrchestratorConfig, WiggumConfig
 from harness.inference import BackendError
-from harness.logger import read_jsonl
 from harness.orchestrator import Orchestrator, build_graph, decide_route, plan_preview, run_task
 from harness.planner import Plan
+from harness.stores import read_jsonl
 from pipeline_fake import Router, config, make_harness, plan_json, read_trace, top_stages
 
 COMPOUND = "Research agent failure modes and context engineering, then write a unified guide"

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from harness.inference import BackendError, FakeLLM
-from harness.panel import DEFAULT_PERSONAS, panel_schema, parse_verdict, run_panel, summarize
+from harness.review import DEFAULT_PERSONAS, panel_schema, parse_verdict, run_panel, summarize
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,6 @@ import pytest
 
 from harness.config import HarnessConfig, PlannerConfig, apply_env
 from harness.inference import BackendUnavailable, FakeLLM, fake_roles
-from harness.logger import Tracer, use_tracer
 from harness.planner import (
     MAX_SENTENCE_CHARS,
     Plan,
@@ -22,6 +21,7 @@ from harness.planner import (
     plan_schema,
     prior_knowledge_schema,
 )
+from harness.tracing import Tracer, use_tracer
 
 GOOD_PLAN = {
     "task_type": "enumerated",

@@ -85,7 +85,7 @@ def test_check_reports_thinking_models_and_a_judge_of_the_producers_family(tmp_p
 
 def test_require_ready_raises_one_line_before_an_experiment(tmp_path):
     from harness.inference import BackendError
-    from harness.readiness import require_ready
+    from harness.backends.readiness import require_ready
 
     printed: list[str] = []
     with OllamaStub(models=MODELS[:2]) as stub:
@@ -101,7 +101,7 @@ def test_require_ready_raises_one_line_before_an_experiment(tmp_path):
 
 
 def test_the_shipped_ollama_config_does_not_warn_about_itself(caplog):
-    from harness import checks as validation
+    from harness.compose import _checks as validation
     from experiments.config import compose_config, to_experiment, validate
 
     validation._WARNED.clear()
@@ -112,7 +112,7 @@ def test_the_shipped_ollama_config_does_not_warn_about_itself(caplog):
 
 
 def test_the_warning_speaks_of_the_backend_actually_resolved(monkeypatch):
-    from harness import checks as validation
+    from harness.compose import _checks as validation
     from harness.backends import auto
 
     auto.reset()
@@ -128,7 +128,7 @@ def test_the_warning_speaks_of_the_backend_actually_resolved(monkeypatch):
 
 
 def test_offline_the_search_fallback_is_decided_once_per_process(caplog):
-    from harness import search
+    from harness.research import search
 
     search.reset_degradation()
     calls = []
@@ -165,7 +165,7 @@ def test_offline_the_search_fallback_is_decided_once_per_process(caplog):
 def test_a_sweep_on_ollama_is_refused_before_its_study_when_the_check_finds_a_problem(tmp_path):
     from experiments.config import compose_config
     from experiments.run import main
-    from harness.readiness import NotReady
+    from harness.backends.readiness import NotReady
 
     printed: list[str] = []
     with OllamaStub(models=MODELS, default_reply=schema_reply("ready")) as stub:

@@ -18,7 +18,7 @@ from experiments.config import ConfigError, compose_config, to_experiment
 from experiments.config import harness_hash
 from experiments.runs import baseline_instructions
 from experiments.config import registry_uri
-from harness.prompts import CHAMPION, PREVIOUS, prompt_name
+from harness.synthesis import CHAMPION, PREVIOUS, prompt_name
 from experiments.sweep import SweepRegistry, register_texts
 from experiments.sweep._registry import _digest
 from experiments.sweep import open_study

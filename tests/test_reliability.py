@@ -518,7 +518,7 @@ def test_huge_task_file_is_read_bounded(env, tmp_path, monkeypatch):
     """A 200 MB log named in a task: streamed in chunks, only the first MAX_READ_BYTES read, and the run says so."""
     import tracemalloc
 
-    from harness.chunker import MAX_READ_BYTES
+    from harness.research import MAX_READ_BYTES
 
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "huge.log"
@@ -588,7 +588,7 @@ def _llm_cache_writer(worker: int, path: str) -> None:
 
 
 def _search_cache_writer(worker: int, path: str) -> None:
-    from harness.search import CachedSearch, SearchResult
+    from harness.research.search import CachedSearch, SearchResult
 
     class Provider:
         name = "stress"
@@ -671,7 +671,7 @@ def test_optuna_storage_concurrent_workers_lose_nothing(tmp_path):
 
 def test_append_after_a_torn_line_keeps_the_new_record(tmp_path):
     """A process killed mid-append leaves a line without its newline; the next append must not be glued to it."""
-    from harness.logger import append_jsonl, read_jsonl
+    from harness.stores import append_jsonl, read_jsonl
 
     path = tmp_path / "runs.jsonl"
     append_jsonl(path, {"a": 1})

@@ -9,7 +9,6 @@ import pytest
 
 from harness.config import ResearchConfig, apply_env, HarnessConfig
 from harness.inference import FakeLLM
-from harness.logger import Tracer, use_tracer
 from harness.planner import Plan
 from harness.research import (
     COMPRESS_SCHEMA,
@@ -21,8 +20,9 @@ from harness.research import (
     novelty,
     usable_query,
 )
-from harness.search import FallbackSearch, DDGSProvider, LocalCorpusProvider, SearchResult, reset_degradation
+from harness.research.search import DDGSProvider, FallbackSearch, LocalCorpusProvider, SearchResult, reset_degradation
 from harness.security import REMOVED, FetchError, UnsafeURL
+from harness.tracing import Tracer, use_tracer
 
 
 class Scripted:

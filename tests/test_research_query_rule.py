@@ -8,9 +8,9 @@ import json
 import pytest
 
 from harness.config import ResearchConfig
-from harness.logger import read_jsonl
 from harness.planner import Plan
 from harness.research import QUERY_RULES, auto_queries, cache_key, choose_queries, gather_research, memory_match
+from harness.stores import read_jsonl
 from pipeline_fake import ListSearch, Router, make_harness, plan_json
 from test_research import Scripted, compressor, fresh_results
 

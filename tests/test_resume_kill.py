@@ -143,7 +143,7 @@ def test_sigterm_and_sigint_close_the_runs_and_resume(reference, sig, code):
 
 
 def test_append_jsonl_with_a_unique_key_appends_a_run_id_once(tmp_path):
-    from harness.logger import append_jsonl, read_jsonl
+    from harness.stores import append_jsonl, read_jsonl
 
     path = tmp_path / "runs.jsonl"
     assert append_jsonl(path, {"run_id": "a", "n": 1}, unique="run_id") is True

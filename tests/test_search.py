@@ -8,16 +8,9 @@ import time
 import pytest
 
 from harness.config import SearchConfig
-from harness.search import (
-    CachedSearch,
-    DDGSProvider,
-    FallbackSearch,
-    LocalCorpusProvider,
-    SearchProvider,
-    SearchResult,
-    SearchUnavailable,
-    make_search,
-    reset_degradation,
+from harness.research.search import (
+    CachedSearch, DDGSProvider, FallbackSearch, LocalCorpusProvider, SearchProvider, SearchResult, SearchUnavailable,
+    make_search, reset_degradation,
 )
 from harness.text import fts_query
 

@@ -1,24 +1,14 @@
-"""harness.skills: /token parsing, auto-activation, hooks per stage."""
+"""harness.agent's skills (_skills): /token parsing, auto-activation, hooks per stage."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.planner import Plan
-from harness.skills import (
-    ANNOTATED_HEADING,
-    SKILLS,
-    Skill,
-    annotated_sources_section,
-    apply_post_synthesis,
-    auto_activate,
-    parse_skills,
-    parse_skills_detailed,
-    post_wiggum_flags,
-    pre_synthesis_injections,
-    research_rounds_bonus,
-    run_hooks,
+from harness.agent import (
+    ANNOTATED_HEADING, SKILLS, Skill, annotated_sources_section, apply_post_synthesis, auto_activate, parse_skills,
+    parse_skills_detailed, post_wiggum_flags, pre_synthesis_injections, research_rounds_bonus, run_hooks,
 )
+from harness.planner import Plan
 
 
 class Src:

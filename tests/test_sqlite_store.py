@@ -1,4 +1,4 @@
-"""harness.sqlite_store: the WAL switch retried on "database is locked", and one connection per thread."""
+"""harness.stores (_sqlite): the WAL switch retried on "database is locked", and one connection per thread."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.sqlite_store import ThreadLocalSQLite, connect, set_wal
+from harness.stores import ThreadLocalSQLite, connect, set_wal
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -115,7 +115,7 @@ def test_connect_waits_for_another_process_creating_the_db(tmp_path):
 
 _WRITER = """
 import sys
-from harness.sqlite_store import ThreadLocalSQLite
+from harness.stores import ThreadLocalSQLite
 db = ThreadLocalSQLite(sys.argv[1])
 conn = db.conn()
 conn.execute("CREATE TABLE IF NOT EXISTS rows (who TEXT, n INTEGER)")

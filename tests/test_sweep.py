@@ -288,7 +288,7 @@ def test_two_trial_sweep_on_the_embedded_model(make_exp):
     s = run_sweep(exp, runner, out=lines.append)
     # the label names the GGUF file actually loaded (no calibration: a smoke run)
     assert s.smoke and "SMOKE RUN (embedded SmolLM2-135M-Instruct.Q4_1.gguf" in "\n".join(lines)
-    assert s.label == "SMOKE RUN (embedded SmolLM2-135M-Instruct.Q4_1.gguf): not research quality"
+    assert s.label == "SMOKE RUN (embedded SmolLM2-135M-Instruct.Q4_1.gguf): structure check only, not research quality"
     assert s.trials["total"] == 2
     calls_before = runner.llm_calls()
     again = run_sweep(exp, runner, out=lambda x: None)

@@ -6,19 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.config import SynthConfig
+from harness.config import TASK_TYPES, SynthConfig
 from harness.inference import BackendError, FakeLLM
 from harness.synthesis import (
-    DEFAULT_INSTRUCTIONS,
-    TASK_TYPES,
-    count_from_task,
-    count_items,
-    expected_count,
-    instruction_for,
-    strip_fences,
-    synthesis_messages,
+    DEFAULT_INSTRUCTIONS, count_from_task, expected_count, instruction_for, strip_fences, synthesis_messages,
     synthesize,
 )
+from harness.text import count_items
 
 
 @dataclass(frozen=True)

@@ -10,14 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.text import (
-    FUNCTION_WORDS,
-    STOPWORDS,
-    code_marks,
-    drop_lone_fence,
-    fenced_bodies,
-    fts_query,
-    is_fence_line,
-    unwrap_fence,
+    FUNCTION_WORDS, STOPWORDS, code_marks, drop_lone_fence, fenced_bodies, fts_query, is_fence_line, unwrap_fence,
 )
 
 # -- stop words ---------------------------------------------------------------------------------------------

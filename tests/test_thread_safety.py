@@ -18,10 +18,10 @@ import pytest
 
 from harness.config import BackendConfig, MemoryConfig
 from harness.inference import ChatResult, FakeLLM, ResponseCache, make_llm
-from harness.logger import Tracer, current_tracer
 from harness.memory import Memory, Observation
-from harness.search import CachedSearch, FallbackSearch, SearchResult, reset_degradation
-from harness.sqlite_store import set_wal
+from harness.research.search import CachedSearch, FallbackSearch, SearchResult, reset_degradation
+from harness.stores import set_wal
+from harness.tracing import Tracer, current_tracer
 
 THREADS = 16
 
@@ -209,9 +209,9 @@ def test_stores_opened_at_once_by_threads(tmp_path, opener):
 
 
 def test_stores_use_the_retrying_wal_helper(tmp_path, monkeypatch):
-    """Response cache, search cache and memory switch to WAL through harness.sqlite_store.set_wal, not a bare
+    """Response cache, search cache and memory switch to WAL through harness.stores.set_wal, not a bare
     PRAGMA."""
-    import harness.sqlite_store
+    from harness.stores import _sqlite
 
     seen: list[str] = []
 
@@ -219,7 +219,7 @@ def test_stores_use_the_retrying_wal_helper(tmp_path, monkeypatch):
         seen.append(str(conn.execute("PRAGMA database_list").fetchone()[2]))
         set_wal(conn, *args, **kwargs)
 
-    monkeypatch.setattr(harness.sqlite_store, "set_wal", recording)
+    monkeypatch.setattr(_sqlite, "set_wal", recording)
     ResponseCache(tmp_path / "r.sqlite")
     CachedSearch(_Scripted(), tmp_path / "s.sqlite")
     Memory(MemoryConfig(path=str(tmp_path / "mem")), tmp_path)
@@ -252,12 +252,12 @@ def test_concurrent_trace_writes_of_one_run_id(tmp_path):
 
 
 def test_trace_write_cleans_its_temp_file_on_failure(tmp_path, monkeypatch):
-    import harness.logger
+    from harness.tracing import _trace
 
     def refuse(src: str, dst: str) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(harness.logger.os, "replace", refuse)
+    monkeypatch.setattr(_trace.os, "replace", refuse)
     with pytest.raises(OSError, match="disk full"):
         _traced("r", 0).write(tmp_path / "traces")
     assert list((tmp_path / "traces").iterdir()) == []

@@ -11,8 +11,8 @@ from evaluators.composite import evaluate
 from evaluators.deterministic import prompt_echo_reasons
 from harness.config import EvaluatorConfig, WiggumConfig
 from harness.inference import BackendError, FakeLLM
-from harness.logger import Tracer, use_tracer
-from harness.wiggum import WiggumResult, revision_messages, wiggum_loop
+from harness.review import WiggumResult, revision_messages, wiggum_loop
+from harness.tracing import Tracer, use_tracer
 
 
 def current_draft(prompt: str) -> str:

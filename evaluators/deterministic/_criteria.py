@@ -8,13 +8,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.markdown import ANY_LIST as _ANY_LIST
-from harness.markdown import HEADING as _HEADING
-from harness.markdown import LINE_PREFIX as _LINE_PREFIX
-from harness.markdown import URL as _URL
-from harness.markdown import count_items
-from harness.markdown import lines_outside_code as _lines_outside_code
-from harness.text import is_fence_line
+from harness.text import (
+    ANY_LIST as _ANY_LIST, HEADING as _HEADING, LINE_PREFIX as _LINE_PREFIX, URL as _URL, count_items, is_fence_line,
+    lines_outside_code as _lines_outside_code,
+)
 
 from ._degenerate import cap_degenerate, degenerate_reasons
 from ._grounding import grounding_score

@@ -7,11 +7,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from harness.markdown import ANY_LIST as _ANY_LIST
-from harness.markdown import HEADING as _HEADING
-from harness.markdown import LINE_PREFIX as _LINE_PREFIX
-from harness.markdown import lines_outside_code as _lines_outside_code
-from harness.text import code_marks
+from harness.text import (
+    ANY_LIST as _ANY_LIST, HEADING as _HEADING, LINE_PREFIX as _LINE_PREFIX, code_marks,
+    lines_outside_code as _lines_outside_code,
+)
 
 
 DEGENERATE_CAP = 1.0  # the most any criterion (and the composite) scores for a degenerate output
@@ -36,7 +35,7 @@ _PROMPT_COPY_MIN = 2  # copied lines (of >= _UNIT_MIN_WORDS + 1 words) ...
 _PROMPT_COPY_SHARE = 0.5  # ... making up at least this share of the output's lines: an echo of the prompt
 _ECHO_MARKERS_MIN = 2  # distinct scaffolding markers (at least one strong) that make an echo
 
-# Scaffolding of the prompts this harness sends: the wiggum revise prompt (harness.wiggum.revision_messages),
+# Scaffolding of the prompts this harness sends: the wiggum revise prompt (harness.review.revision_messages),
 # the synthesis prompt and its count retry (harness.synthesis) and the judge prompt (evaluators.rubric). Headings
 # are matched as whole heading titles; phrases anywhere, whitespace- and case-insensitive.
 _ECHO_HEADINGS_STRONG = frozenset({

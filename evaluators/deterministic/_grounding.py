@@ -7,12 +7,10 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from harness.markdown import ANY_LIST as _ANY_LIST
-from harness.markdown import HEADING as _HEADING
-from harness.markdown import LINE_PREFIX as _LINE_PREFIX
-from harness.markdown import URL as _URL
-from harness.markdown import lines_outside_code as _lines_outside_code
-from harness.text import STOPWORDS
+from harness.text import (
+    ANY_LIST as _ANY_LIST, HEADING as _HEADING, LINE_PREFIX as _LINE_PREFIX, STOPWORDS, URL as _URL,
+    lines_outside_code as _lines_outside_code,
+)
 
 
 # Grounding compares the content words of a claim with the sources. Besides the stop words, the filler of advice

@@ -35,8 +35,7 @@ import numpy as np
 
 from experiments.runs import SERIAL, RunPool
 from experiments.stats import Decision, PairedStats, Preregistration, sequential_decision
-from harness.fsio import atomic_write_json
-from harness.logger import append_jsonl, read_jsonl
+from harness.stores import append_jsonl, atomic_write_json, read_jsonl
 
 RunArm = Callable[[str, Mapping[str, Any], Any, int, int], Mapping[str, Any]]
 SECONDARY = ("search_calls", "tokens", "wall_s", "gaps")

@@ -149,7 +149,7 @@ def selection_note(arms: Mapping[str, Mapping[str, Any]], tasks: Sequence[Task],
     train tasks, a gate it passed on the holdout ones), so a 'supported' there repeats the selection instead of
     confirming it. The registry does not say which benchmark chose it: the note counts this benchmark's tasks.
     """
-    from harness.prompts import CHAMPION, parse_source
+    from harness.synthesis import CHAMPION, parse_source
 
     champions = []
     for arm, overrides in arms.items():

@@ -39,7 +39,7 @@ from omegaconf import DictConfig
 from experiments.config import ConfigError, ExperimentConfig, load_tasks, to_experiment, validate
 from experiments.stats import SMOKE_LINE, PairedStats, Preregistration, hms, num
 from experiments.tracking import NullTracker, make_tracker
-from harness.checks import warn_judge
+from harness.compose import warn_judge
 
 from ._cells import ABDesign, ABResult, RunArm, load_cells, run_ab, task_id, write_or_check_prereg
 from ._design import (ABPaths, ab_paths, arm_backends, arm_configs, cell_plan, check_ab_design, design_from_config,
@@ -102,7 +102,7 @@ class ABTracking:
         as an MLflow trace linked to it (a trace that fails to log is a warning; the cell stays logged)."""
         if not self.on:
             return 0
-        from harness.logger import read_jsonl
+        from harness.stores import read_jsonl
 
         n = 0
         for rec in read_jsonl(ledger):

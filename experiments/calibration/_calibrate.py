@@ -50,7 +50,7 @@ from experiments.stats import (Design, ab_design, detection_rate, heterogeneity,
                                tasks_for_effect, wilcoxon_test)
 from experiments.storage import (FAIL, PASS, UNREACHABLE, Calibration, Check, Cost, calibration_dir,
                                  calibration_fingerprint, fingerprint_key, run_label)
-from harness.fsio import atomic_write_text
+from harness.stores import atomic_write_text
 
 from ._arms import pairwise_arm, rewrite_of, runner_at
 from ._decompose import decompose, frozen_share, levers

@@ -30,7 +30,7 @@ def log_mlflow(exp: ExperimentConfig, cal: Calibration, text: str, plots: Mappin
 
     from experiments.config import tracking_uri
     from experiments.tracking import trial_params, ui_command
-    from harness.prompts import enable_wal, sqlite_db, store_lock
+    from harness.stores import enable_wal, sqlite_db, store_lock
 
     uri = tracking_uri(exp)
     db = sqlite_db(uri)

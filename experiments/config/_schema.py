@@ -249,7 +249,7 @@ def experiment_dict(exp: ExperimentConfig) -> dict[str, Any]:
 
 def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
     """Raise ConfigError (one line: key, value, allowed values) on the first invalid setting, then log the judge
-    warnings unless warn=False; the checks live in _validation (the harness's own in harness.checks)."""
+    warnings unless warn=False; the checks live in _validation (the harness's own in harness.compose)."""
     from ._validation import validate as validate_experiment
 
     return validate_experiment(exp, warn=warn)

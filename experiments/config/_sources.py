@@ -1,9 +1,9 @@
 """Where an experiment's MLflow tracking store is (and the Prompt Registry in it), and its synth.source resolved
-from there: harness.prompts given the experiment's mlflow.tracking_uri and results_dir."""
+from there: harness.stores and harness.synthesis given the experiment's mlflow.tracking_uri and results_dir."""
 
 from __future__ import annotations
 
-from harness import prompts
+from harness import stores, synthesis
 from harness.config import SynthConfig
 
 from ._schema import ExperimentConfig
@@ -11,7 +11,7 @@ from ._schema import ExperimentConfig
 
 def tracking_uri(exp: ExperimentConfig) -> str:
     """mlflow.tracking_uri, else $MLFLOW_TRACKING_URI, else sqlite:///<results_dir>/mlflow.db."""
-    return prompts.tracking_uri(exp.mlflow.tracking_uri, exp.results_dir)
+    return stores.tracking_uri(exp.mlflow.tracking_uri, exp.results_dir)
 
 
 def registry_uri(exp: ExperimentConfig) -> str:
@@ -21,4 +21,4 @@ def registry_uri(exp: ExperimentConfig) -> str:
 
 def resolve_synth(synth: SynthConfig, exp: ExperimentConfig) -> SynthConfig:
     """synth with the texts synth.source names in `instructions` and their pinned URIs in `resolved`."""
-    return prompts.resolve_synth(synth, registry_uri(exp))
+    return synthesis.resolve_synth(synth, registry_uri(exp))

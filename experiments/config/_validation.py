@@ -9,7 +9,7 @@ import math
 import re
 from typing import Any
 
-from harness.checks import check, check_harness, check_positive, check_range, warn_judge
+from harness.compose import check, check_harness, check_positive, check_range, warn_judge
 from harness.config import TASK_TYPES, ConfigError
 
 from ._schema import PRUNERS, SAMPLERS, SPLITS, SWEEP_KINDS, ExperimentConfig
@@ -25,7 +25,7 @@ def _check_task_text(i: int, t: Any) -> None:
                           f"...); expected at most {MAX_TASK_ID_BYTES}: run ids and file names are built from it")
     if not str(t.task or "").strip():
         raise ConfigError(f"benchmark.tasks[{i}].task={t.task!r} (id {t.id!r}) is empty; expected the task as a sentence")
-    from harness.skills import parse_skills_detailed
+    from harness.agent import parse_skills_detailed
 
     if not parse_skills_detailed(str(t.task))[0].strip():
         raise ConfigError(f"benchmark.tasks[{i}].task={t.task!r} (id {t.id!r}) has only skill tokens; expected a task "
@@ -33,7 +33,7 @@ def _check_task_text(i: int, t: Any) -> None:
 
 
 # The longest name of a file built from sweep.name and a task id is traces/.<sweep.name>-holdout-<12 hex>-s<seed>-
-# <task id>.json.<8 random>.tmp (harness.fsio's temporary name): 100 + 80 bytes and 20 seed digits leave it under
+# <task id>.json.<8 random>.tmp (harness.stores' temporary name): 100 + 80 bytes and 20 seed digits leave it under
 # the file system's 255 bytes per name.
 MAX_NAME_BYTES, MAX_TASK_ID_BYTES = 100, 80
 
@@ -82,7 +82,7 @@ def known_operators() -> list[str] | None:
 
 def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
     """Raise ConfigError (one line: key, value, allowed values) on the first invalid setting; then, when `warn`,
-    log each judge warning once (harness.checks.warn_judge; a caller with checks of its own to run first passes
+    log each judge warning once (harness.compose.warn_judge; a caller with checks of its own to run first passes
     warn=False and warns after them)."""
     check_harness(exp)
     if not re.match(r"^[A-Za-z0-9_.-]+$", exp.mlflow.prompt_prefix):

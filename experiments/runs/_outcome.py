@@ -67,7 +67,7 @@ class TaskOutcome:
     smoke: bool = False
     rescored: bool = False  # score comes from an independent judge sample
     judge_failures: int = 0  # judge replies that could not be read in this run (re-asked ones included)
-    trace_path: str | None = None  # the run's Chrome trace file (harness.logger.Tracer.write)
+    trace_path: str | None = None  # the run's Chrome trace file (harness.tracing.Tracer.write)
     context_trace_path: str | None = None  # the Chrome trace of the reused context's preparation (Prepared.trace_path)
 
     def __post_init__(self) -> None:

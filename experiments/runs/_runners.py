@@ -163,7 +163,7 @@ class HarnessRunner:
     def prepare(self, task: str) -> Any:
         """The task's context (planning, memory recall, research), its stages' Chrome trace written to the traces
         folder and named in prepared.trace_path: each run that reuses the context shows them in its MLflow trace."""
-        from harness.logger import Tracer, new_run_id, use_tracer
+        from harness.tracing import Tracer, new_run_id, use_tracer
 
         tracer = Tracer(new_run_id("prepare"))
         with use_tracer(tracer):
@@ -215,7 +215,7 @@ class HarnessRunner:
         """Score a fixed text again, as Harness.finish's judge does (evaluators.composite.evaluate with the
         evaluator role and config, the task's criteria, the research sources), with judge seeds from `seed`."""
         from evaluators.composite import evaluate
-        from harness.logger import Tracer, use_tracer
+        from harness.tracing import Tracer, use_tracer
         from harness.synthesis import expected_count
 
         from ._outcome import Usage, dimensions_of
@@ -247,7 +247,7 @@ class HarnessRunner:
     def run(self, task: Any, *, seed: int, run_id: str, output_name: str) -> FullRun:
         """One full harness run of a benchmark task with the config's own instructions: prepare + finish under one
         trace (a failed preparation is recorded in runs.jsonl like Harness.run does, and returned failed)."""
-        from harness.logger import Tracer, use_tracer
+        from harness.tracing import Tracer, use_tracer
 
         h = self._for_seed(seed)
         tracer = Tracer(run_id)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from harness.inference import smoke_label
+
 from ._power import MAX_TASKS, DecisionPower
 
-SMOKE_LINE = "SMOKE RUN (embedded model): not research quality"
+SMOKE_LINE = smoke_label([])  # no model named: the one smoke label, "SMOKE RUN (embedded model): ..."
 
 
 def num(x: Any, signed: bool = False, fmt: str = ".3f") -> str:

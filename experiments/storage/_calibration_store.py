@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from experiments.config import ExperimentConfig, fingerprint_diff, study_fingerprint
 from experiments.stats import NoiseFloor
+from harness.inference import smoke_label
 
 CAL_DIR = "calibration"
 VERSION = 2  # 2: generator runs have seeds of their own (1 reused a sweep's baseline seeds: its runs were those)
@@ -160,7 +161,7 @@ def run_label(identity: Mapping[str, Mapping[str, Any]], calibration: "Calibrati
         return (f"EMBEDDED MODEL ({names}): its judge discriminates per calibration {calibration.key} (positive "
                 f"control on the rubric: diff {jc.mean_diff:+.2f}, p={jc.p:.3g}); a small local model, not a "
                 f"production judge")
-    return f"SMOKE RUN (embedded {names}): not research quality"
+    return smoke_label(files)
 
 
 def label_for(exp: ExperimentConfig, identity: Mapping[str, Any], tasks: Sequence[Any]) -> str | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from experiments.config import Task
-from harness.fsio import atomic_write_json
+from harness.stores import atomic_write_json
 
 log = logging.getLogger("experiments.storage")
 

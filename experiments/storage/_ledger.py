@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from harness.logger import append_jsonl, file_lock, read_jsonl
+from harness.stores import append_jsonl, file_lock, read_jsonl
 
 STATUSES = ("keep", "discard", "crash", "pruned", "gated", "duplicate")
 

@@ -125,7 +125,7 @@ def check_tracking(uri: str) -> None:
 def check_services(exp: Any) -> None:
     """Before any trial: the study's storage (a sweep) and the MLflow store, each one line when unusable; a SQLite
     file of either that another process holds locked, or that cannot be written, one line naming it (StoreError)."""
-    from harness.prompts import sqlite_file
+    from harness.stores import sqlite_file
 
     from ._sqlite_files import guard_engines, probe_lock
 
@@ -171,7 +171,7 @@ def shared_lock(url: str, name: str, local: Path | None = None) -> Iterator[None
         if local is None:
             yield
             return
-        from harness.logger import file_lock
+        from harness.stores import file_lock
 
         with file_lock(local):
             yield

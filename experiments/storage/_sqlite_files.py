@@ -5,7 +5,7 @@ read-only or be held locked by another process (issue 41).
   disk or a kill mid-creation leaves no half-created store behind (MLflow's tables come from ~60 migrations, each
   its own commit: one cut short left a file every later run failed on with "index ... already exists").
 - `guard_engines`: SQLAlchemy's engines (Optuna's, MLflow's) check their SQLite file before every statement, as the
-  harness's own stores do (harness.sqlite_store.check): a file that vanished or turned read-only stops the run with
+  harness's own stores do (harness.stores.check): a file that vanished or turned read-only stops the run with
   one line, before a write to its memory-mapped -shm could kill the process with SIGBUS.
 - `probe_lock` / `locked_store`: a file another process holds locked, named with its holder.
 """
@@ -19,8 +19,8 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from harness.sqlite_store import (DiskFull, StoreError, StoreLocked, StoreReadOnly, busy_timeout_s, check, full_in,
-                                  locked_in, watch)
+from harness.stores import (DiskFull, StoreError, StoreLocked, StoreReadOnly, busy_timeout_s, check, full_in, locked_in,
+                            watch)
 
 
 def created_whole(db: Path, create: Callable[[Path], None]) -> bool:
@@ -130,7 +130,7 @@ _installed = False
 
 
 def guard_engines() -> None:
-    """Every SQLAlchemy engine on a SQLite file checks the file before each statement (harness.sqlite_store.check:
+    """Every SQLAlchemy engine on a SQLite file checks the file before each statement (harness.stores.check:
     vanished, replaced, read-only); idempotent. The check's StoreError passes Optuna's and MLflow's handlers (a
     BaseException) to the CLI; SQLAlchemy would take it for a disconnect and close the connection, which writes the
     -shm a read-only file cannot take, so the error handler says it is not one."""
@@ -149,7 +149,7 @@ def guard_engines() -> None:
 def _before_execute(conn, cursor, statement, parameters, context, executemany) -> None:  # noqa: ANN001
     """Each pooled DBAPI connection checks against the file it opened (recorded at its first statement in the
     pool's per-connection info), so a store deleted and created anew in this process is not taken for a vanished
-    one by the new connections, and still is by the old ones (harness.sqlite_store.watch)."""
+    one by the new connections, and still is by the old ones (harness.stores.watch)."""
     url = conn.engine.url
     if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
         info = conn.connection.info

@@ -34,8 +34,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from experiments.config import ExperimentConfig, registry_uri
-from harness.prompts import (CHAMPION, PREVIOUS, lookup_source, parse_source, prompt_name, prompt_version,
-                             prompt_versions, registry_client, short_reason, with_texts)
+from harness.synthesis import (
+    CHAMPION, PREVIOUS, lookup_source, parse_source, prompt_name, prompt_version, prompt_versions, registry_client,
+    short_reason, with_texts,
+)
 
 # -- read side: synth.source -> instructions ------------------------------------------------------------
 
@@ -248,7 +250,7 @@ def register_texts(client: Any, prefix: str, instructions: Mapping[str, str], *,
 
 
 def _lock(uri: str) -> Any:
-    from harness.prompts import sqlite_db, store_lock
+    from harness.stores import sqlite_db, store_lock
 
     return store_lock(sqlite_db(uri))
 

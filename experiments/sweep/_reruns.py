@@ -22,7 +22,7 @@ from experiments.stats import (LOOKS_ATTR, CostGuard, Look, NoiseFloor, holdout_
                                noise_floor, recorded, run_costs, store_holdout_cost, sweep_design_problem)
 from experiments.storage import shared_lock
 from experiments.tracking import log_evaluation_run
-from harness.prompts import sqlite_file
+from harness.stores import sqlite_file
 
 from ._preflight import HOLDOUT_SET_ATTR, noise_measured_line, other_looks, sweep_confirmable
 from ._promotion import (HoldoutScores, HoldoutTest, Promotion, decide, race, row_from_record, row_record,

@@ -23,8 +23,9 @@ from optuna.trial import FrozenTrial, TrialState
 from experiments.config import (BASELINE, ConfigError, ExperimentConfig, decision_rule, fingerprint_diff, load_tasks,
                                 split, with_rule_defaults)
 from experiments.storage import RETRIES, StaleTrials, created_whole, mask_url, requeued, shared_lock, worker_host
-from harness.prompts import enable_wal, sqlite_db, sqlite_file, store_lock
-from harness.sqlite_store import DiskFull, StoreError, busy_timeout_s, fault_in, full_in
+from harness.stores import (
+    DiskFull, StoreError, busy_timeout_s, enable_wal, fault_in, full_in, sqlite_db, sqlite_file, store_lock,
+)
 
 from ._promotion import HoldoutScores
 
@@ -209,7 +210,7 @@ def stored_decision_rule(exp: ExperimentConfig) -> Mapping[str, Any] | None:
 @contextmanager
 def named_store(url: str) -> Iterator[None]:
     """A study's SQLite file that SQLite cannot use (not a database, damaged pages), named in a StoreError
-    (harness.sqlite_store) instead of Optuna's "An exception is raised during the commit" over a traceback."""
+    (harness.stores) instead of Optuna's "An exception is raised during the commit" over a traceback."""
     try:
         yield
     except Exception as exc:

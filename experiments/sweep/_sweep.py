@@ -35,8 +35,7 @@ from experiments.stats import baseline_reference, compare, noise_floor, sweep_de
 from experiments.storage import (RETRIES, Ledger, StaleTrials, log_stale, mask_url, run_label, shared_lock, store_stop,
                                  trial_slot, worker_host)
 from experiments.tracking import NullTracker, make_tracker
-from harness.logger import file_lock
-from harness.prompts import sqlite_file
+from harness.stores import file_lock, sqlite_file
 
 from ._objective import Objective
 from ._preflight import mutation_calls, pin_noise_source, sweep_preflight

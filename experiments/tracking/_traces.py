@@ -1,6 +1,6 @@
 """Harness runs as MLflow traces, built after the run from its Chrome trace file, scored by MLflow assessments.
 
-The harness writes one Chrome trace per run (harness.logger.Tracer.write) and never imports mlflow. After a trial,
+The harness writes one Chrome trace per run (harness.tracing.Tracer.write) and never imports mlflow. After a trial,
 MLflowTracker.log_trial (on the sweep's coordinating thread) hands each task's TaskScore here, and each becomes one
 MLflow trace linked to the trial's run:
 

@@ -10,17 +10,18 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from harness import skills as skills_mod
 from harness.config import HarnessConfig
-from harness.evaluator import Evaluator, NoEvaluator
-from harness.fsio import atomic_write_text, claim_output
 from harness.inference import Roles, context_overflow, make_roles
-from harness.logger import Tracer, append_jsonl, current_tracer, new_run_id, use_tracer
 from harness.planner import make_plan
 from harness.research import gather_research, memory_match
+from harness.review import Evaluator, NoEvaluator
+from harness.stores import append_jsonl, atomic_write_text, claim_output
+from harness.tracing import Tracer, current_tracer, new_run_id, use_tracer
 
 from ._prepared import _NO_RESEARCH, Prepared, _empty_prepared
 from ._record import RunResult, run_record
+from ._skills import (apply_post_synthesis, auto_activate, parse_skills_detailed, post_wiggum_flags,
+                      pre_synthesis_injections, research_rounds_bonus)
 
 _SAVE_TO = re.compile(r"\b(?:save|write|store|output)\b[^.\n]*?\b(?:to|as|in|into)\s+[`'\"]?([\w./-]+\.(?:md|markdown|txt))\b", re.I)
 
@@ -57,7 +58,7 @@ class Harness:
     @property
     def search(self):
         if self._search is None:
-            from harness.search import make_search
+            from harness.research.search import make_search
 
             self._search = make_search(self.cfg.search, self.cfg.results_dir)
         return self._search
@@ -79,7 +80,7 @@ class Harness:
             return _Timed(tracer, name, timings)
 
         with timed("parse_skills"):
-            clean, active, unknown = skills_mod.parse_skills_detailed(task)
+            clean, active, unknown = parse_skills_detailed(task)
         if not clean.strip():
             raise ValueError(f"task is empty after the skill tokens: {task.strip()!r}; expected a task after them")
         memory_context, titles, match = "", (), 0.0
@@ -95,7 +96,7 @@ class Harness:
             plan = make_plan(clean, self.roles.planner, memory_context=memory_context, cfg=self.cfg.planner,
                              seed=self.cfg.seed, memory_strong=strong)
         with timed("auto_activate"):
-            active = skills_mod.auto_activate(clean, plan, active)
+            active = auto_activate(clean, plan, active)
         prepared = Prepared(
             task=task,
             clean_task=clean,
@@ -118,7 +119,7 @@ class Harness:
         timings = dict(prepared.timings)
         with _Timed(tracer, "gather_research", timings):
             research_cfg = self.cfg.research
-            bonus = skills_mod.research_rounds_bonus(frozenset(prepared.skills))
+            bonus = research_rounds_bonus(frozenset(prepared.skills))
             if bonus:
                 research_cfg = dataclasses.replace(research_cfg, max_rounds=research_cfg.max_rounds + bonus)
             research = gather_research(
@@ -193,10 +194,10 @@ class Harness:
 
     # -- internals -----------------------------------------------------------------------------------
     def _finish(self, prepared, run_id, instructions, criteria, output_name, state) -> RunResult:
-        from harness.panel import run_panel
+        # imported at call time, not for a cycle (agent sits above these): tests swap synthesize on harness.synthesis
+        from harness.review import RESCORE_SEED_OFFSET, rescore_config, rescore_samples, run_panel, wiggum_loop
         from harness.security import safe_output_path, unsourced_urls
         from harness.synthesis import instruction_for, instruction_provenance, synthesize
-        from harness.wiggum import RESCORE_SEED_OFFSET, rescore_config, rescore_samples, wiggum_loop
 
         cfg, roles, plan, research = self.cfg, self.roles, prepared.plan, prepared.research
         if self.evaluator is None:
@@ -211,7 +212,7 @@ class Harness:
         state["instruction"] = instruction
         state["prompt"] = instruction_provenance(plan.task_type, instruction, cfg.synth)
         with tracer.stage("synthesize", task_type=plan.task_type):
-            injections = skills_mod.pre_synthesis_injections(active, task=task, plan=plan)
+            injections = pre_synthesis_injections(active, task=task, plan=plan)
             synth = synthesize(
                 task,
                 plan=plan,
@@ -266,13 +267,13 @@ class Harness:
                 state["rescored"] = True
 
         panel: tuple = ()
-        flags = skills_mod.post_wiggum_flags(active, task=task, output=text, plan=plan)
+        flags = post_wiggum_flags(active, task=task, output=text, plan=plan)
         if cfg.panel.enabled or flags.get("panel"):
             with tracer.stage("run_panel"):
                 panel = tuple(run_panel(task, text, roles.evaluator, cfg.panel.personas))
 
         with tracer.stage("post_synthesis"):
-            text = skills_mod.apply_post_synthesis(active, text, task=task, sources=research.sources)
+            text = apply_post_synthesis(active, text, task=task, sources=research.sources)
         self._write(out_path, text)
         gathered = [prepared.task, prepared.memory_context, research.context,
                     *(f"{s.url} {s.snippet}" for s in research.sources)]

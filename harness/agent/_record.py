@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from harness.config import HarnessConfig, config_hash, to_dict
 from harness.inference import Roles
-from harness.logger import Tracer
+from harness.tracing import Tracer
 
 from ._prepared import Prepared
 

@@ -18,9 +18,10 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 
-from harness.backends import ollama_host
 from harness.config import ROLES, BackendConfig
 from harness.inference import LLM, make_llm, register_backend
+
+from ._common import ollama_host
 
 log = logging.getLogger("harness.backends.auto")
 

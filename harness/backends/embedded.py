@@ -26,9 +26,10 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from harness.backends import plain_messages
 from harness.config import BackendConfig
 from harness.inference import BackendError, ChatResult, Message, ModelMissing, register_backend
+
+from ._common import plain_messages
 
 log = logging.getLogger("harness.backends.embedded")
 

@@ -29,10 +29,11 @@ from typing import Any, Mapping, Sequence
 import httpx
 import ollama
 
-from harness.backends import ollama_host, plain_messages, with_retries
-from harness.backends.context import Window, model_num_ctx, role_setting
 from harness.config import BackendConfig
 from harness.inference import BackendError, BackendUnavailable, ChatResult, Message, ModelMissing, register_backend
+
+from ._common import ollama_host, plain_messages, with_retries
+from .context import Window, model_num_ctx, role_setting
 
 log = logging.getLogger("harness.backends.ollama")
 

@@ -23,11 +23,12 @@ from typing import Any, Mapping, Sequence
 
 import openai
 
-from harness.backends import plain_messages, with_retries
-from harness.backends.context import Window, configured_num_ctx
 from harness.config import BackendConfig
 from harness.inference import (BackendError, BackendUnavailable, ChatResult, ContextOverflow, Message, ModelMissing,
                                register_backend)
+
+from ._common import plain_messages, with_retries
+from .context import Window, configured_num_ctx
 
 log = logging.getLogger("harness.backends.openai")
 WINDOW_KEYS = ("max_model_len", "max_context_length", "context_length", "context_window")

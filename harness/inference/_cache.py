@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from harness.sqlite_store import ThreadLocalSQLite
+from harness.stores import ThreadLocalSQLite
 
 from ._protocol import LLM, ChatResult, Message
 
@@ -98,7 +98,7 @@ class ResponseCache:
     def get(self, key: str) -> ChatResult | None:
         """The stored reply, or None (a miss). An entry that does not read back as a reply (bad JSON, missing or
         unknown fields, wrong types, empty text) is a miss too, logged with the file: the caller asks the model
-        again and `put` overwrites it. A file SQLite cannot read raises StoreError (harness.sqlite_store)."""
+        again and `put` overwrites it. A file SQLite cannot read raises StoreError (harness.stores)."""
         row = self._conn().execute("SELECT result FROM replies WHERE key=?", (key,)).fetchone()
         result, why = (None, "") if row is None else decode_reply(row[0])
         if why:

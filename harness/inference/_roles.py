@@ -27,7 +27,8 @@ def base_llm(llm: Any) -> Any:
 
 
 def smoke_label(models: Sequence[str]) -> str:
-    """The label of output from embedded models, naming the model files actually loaded."""
+    """The one label of output from embedded models, naming the model files actually loaded (none named: "embedded
+    model"): a run's output and record, and the experiments' summaries and run label, all carry this wording."""
     return f"SMOKE RUN (embedded {', '.join(models) or 'model'}): structure check only, not research quality"
 
 
@@ -75,7 +76,7 @@ class RoleLLM:
         return self.backend == "embedded"
 
     def chat(self, messages, *, schema=None, temperature=0.7, max_tokens=512, seed=None) -> ChatResult:
-        from harness.logger import current_tracer
+        from harness.tracing import current_tracer
 
         scope = _RUN_SCOPE.get()
         if scope is not None and scope.stop.is_set():

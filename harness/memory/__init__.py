@@ -12,6 +12,8 @@ memory folder, because opening a Chroma store updates its SQLite file even for q
 - _compress: `compress_run`, the model call that turns a run into an observation, and its `Compression` record.
 - _recall: `keyword_query`, `clamp_k` and `rrf_merge`, the parts of a recall that need no store.
 - _store: `Memory`, the two indices on disk.
+- embeddings: the embedding functions of the Chroma collection (`make_embedding_function`, the hashing one,
+  MiniLM). A public module, not on this face: it imports chromadb, which `Memory` imports only when it opens.
 """
 
 from ._compress import (

@@ -74,7 +74,7 @@ def compress_messages(task: str, output: str, plan: Any = None) -> list[dict[str
 
 def compress_run(task: str, output: str, plan: Any, llm: Any, run_id: str) -> tuple[Observation, Compression]:
     """Ask the model for an observation; never raises: any model or parse trouble gives the fallback."""
-    from harness.jsonparse import JSONParseError, parse_json_object
+    from harness.text import JSONParseError, parse_json_object
 
     created = time.time()
     try:

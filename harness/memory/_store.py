@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from harness.config import MemoryConfig
-from harness.sqlite_store import ThreadLocalSQLite
+from harness.stores import ThreadLocalSQLite
 
 from ._compress import Compression, compress_run
 from ._observation import Observation, format_context
@@ -75,7 +75,7 @@ class Memory:
             self._read_dir = self.dir
             self._db = ThreadLocalSQLite(self.sqlite_path)
             self._conn().executescript(_SCHEMA)
-            from harness.embeddings import make_embedding_function
+            from .embeddings import make_embedding_function
 
             make_embedding_function(self.embedding)  # fail early on an unknown or missing embedding
 
@@ -139,7 +139,7 @@ class Memory:
                 import chromadb
                 from chromadb.config import Settings
 
-                from harness.embeddings import make_embedding_function
+                from .embeddings import make_embedding_function
 
                 client = chromadb.PersistentClient(
                     path=str(src / "chroma"), settings=Settings(anonymized_telemetry=False)
@@ -290,7 +290,7 @@ class Memory:
         """
         if self.frozen:
             return None
-        from harness.logger import current_tracer
+        from harness.tracing import current_tracer
 
         with current_tracer().span("memory.compress", cat="memory") as span:
             obs, info = compress_run(task, output, plan, llm, run_id)

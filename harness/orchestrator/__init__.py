@@ -3,6 +3,11 @@ single-focus pipeline in seed 001's order (the order --plan-preview prints; inde
 resolve #E placeholders, assemble, then the wiggum loop on the assembly.
 
 A failing step does not abort the run: its error is substituted downstream and the run is flagged had_errors.
+
+- _routing: when a research task is compound (`route_score`, `research_topics`, `uncovered_topics`).
+- _decompose: `decide_route`, the step graph (`build_graph`, `split_compound_task`), `plan_preview`.
+- _assemble: a step's outcome, the assembled context, the merged telemetry.
+- _run: `Orchestrator` and `run_task`.
 """
 
 from ._assemble import StepOutcome, assemble_context, step_telemetry
@@ -16,6 +21,7 @@ from ._decompose import (
     researchable,
     split_compound_task,
 )
+from ._routing import research_topics, route_points, route_score, uncovered_topics
 from ._run import Orchestrator, graft_trace, run_task
 
 __all__ = [
@@ -30,7 +36,11 @@ __all__ = [
     "graft_trace",
     "plan_preview",
     "researchable",
+    "research_topics",
+    "route_points",
+    "route_score",
     "run_task",
     "split_compound_task",
     "step_telemetry",
+    "uncovered_topics",
 ]

@@ -15,8 +15,9 @@ from harness.config import HarnessConfig, OrchestratorConfig
 from harness.inference import BackendError, Roles
 from harness.planner import filter_subtasks
 from harness.research import letter_words
-from harness.routing import route_points, route_score, uncovered_topics
 from harness.taskgraph import GraphError, TaskGraph, graph_messages, graph_schema
+
+from ._routing import route_points, route_score, uncovered_topics
 
 log = logging.getLogger("harness.orchestrator")
 
@@ -31,7 +32,7 @@ class Route:
 
 
 def decide_route(task: str, plan: Any, cfg: OrchestratorConfig) -> Route:
-    """off | always | auto: orchestrated when the research route score (harness.routing) reaches cfg.threshold
+    """off | always | auto: orchestrated when the research route score (_routing) reaches cfg.threshold
     and the task spans at least cfg.min_topics topics; the planner's researchable subtasks count unless the
     planner rated the task low complexity."""
     if cfg.mode not in MODES:

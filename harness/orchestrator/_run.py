@@ -12,12 +12,12 @@ from typing import Any
 
 from harness.agent import Harness, RunResult
 from harness.config import HarnessConfig
-from harness.evaluator import Evaluator
 from harness.inference import Roles
-from harness.logger import Tracer, current_tracer, new_run_id, use_tracer
 from harness.research import ResearchQuality, ResearchResult
+from harness.review import Evaluator
 from harness.security import flag_record, scan_text
 from harness.taskgraph import TaskGraph, merge_telemetry, resolve_placeholders_detailed
+from harness.tracing import Tracer, current_tracer, new_run_id, use_tracer
 
 from ._assemble import StepOutcome, assemble_context, step_telemetry
 from ._decompose import build_graph, decide_route

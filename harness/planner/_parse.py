@@ -6,12 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Sequence
 
-from harness.jsonparse import (
-    JSONParseError,
-    extract_number_field,
-    extract_string_field,
-    extract_string_list,
-    parse_json_object,
+from harness.text import (
+    JSONParseError, extract_number_field, extract_string_field, extract_string_list, parse_json_object,
 )
 
 from ._plan import (

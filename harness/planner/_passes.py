@@ -19,7 +19,7 @@ def _describe(exc: BaseException) -> str:
 
 def _span(name: str):
     try:
-        from harness.logger import current_tracer
+        from harness.tracing import current_tracer
 
         return current_tracer().span(name, cat="planner")
     except Exception:  # noqa: BLE001 - tracing must never break planning

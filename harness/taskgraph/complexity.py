@@ -1,7 +1,7 @@
 """Seed 004's complexity heuristic: ComplexityScore(task) -> 0..10, calibrated so plan-first fires only when a
 step graph pays off. Three capped signals: action verbs (5), file artefacts (3), sequencers (2); English and pt-BR.
-Calibrated for coding tasks; the orchestrator routes research tasks with harness.routing, which reuses FILE_RE and
-SEQUENCER_RE.
+Calibrated for coding tasks; the orchestrator routes research tasks with its own route score (route_score), which
+reuses FILE_RE and SEQUENCER_RE.
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ import math
 import re
 from typing import Any, Mapping, NamedTuple, Sequence
 
-from harness.jsonparse import JSONParseError, parse_json
 from harness.taskgraph.ids import ID_LIKE, canonical_id
 from harness.taskgraph.nodes import GraphError, TaskNode
+from harness.text import JSONParseError, parse_json
 
 TASK_LIST_KEYS = ("tasks", "steps", "plan", "subtasks", "nodes", "graph", "task_graph")
 ID_KEYS = ("id", "task_id", "step_id", "step", "key", "name")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from harness.inference import LLM, BackendError, ChatResult
-from harness.jsonparse import JSONParseError, parse_json_object
+from harness.text import JSONParseError, parse_json_object
 from mutators.base import (
     Candidate,
     MutationContext,

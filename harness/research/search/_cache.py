@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from harness.sqlite_store import ThreadLocalSQLite
+from harness.stores import ThreadLocalSQLite
 
 from ._protocol import SearchProvider, SearchResult, normalize_query
 

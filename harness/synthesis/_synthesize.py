@@ -13,11 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.markdown import count_items
 from harness.config import TASK_TYPES, SynthConfig
 from harness.inference import BackendError
 from harness.security import DataMarker
-from harness.text import unwrap_fence
+from harness.text import count_items, unwrap_fence
 
 __all__ = [
     "TASK_TYPES",

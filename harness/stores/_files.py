@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
+from ._sqlite import no_space
+
 __all__ = ["replacing", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "claim_new_file",
            "claim_output"]
 
@@ -44,9 +46,7 @@ def replacing(path: str | Path, *, mode: int = FILE_MODE) -> Iterator[Path]:
         for leftover in (tmp, tmp.with_name(tmp.name + "-journal")):
             with contextlib.suppress(OSError):
                 leftover.unlink()
-        if isinstance(exc, OSError):  # a full disk stops the run, naming the file (harness.sqlite_store.DiskFull)
-            from harness.sqlite_store import no_space
-
+        if isinstance(exc, OSError):  # a full disk stops the run, naming the file (harness.stores.DiskFull)
             with no_space(path):
                 raise
         raise

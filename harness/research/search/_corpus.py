@@ -25,11 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from harness.chunker import split_chunks
-from harness.fsio import replacing
-from harness.sqlite_store import named_faults, no_space
+from harness.stores import named_faults, no_space, replacing
 from harness.text import fts_query
 
+from .._chunker import split_chunks
 from ._protocol import SearchResult
 
 log = logging.getLogger("harness.search")

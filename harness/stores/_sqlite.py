@@ -226,14 +226,10 @@ def _identity(path: str | Path) -> tuple[int, int]:
 
 
 def watch(path: str | Path) -> Known | None:
-    """The identity (device, inode) of path and of the folders above it now, as a connection that just opened it
-    sees it: returned for that connection's own checks (check(path, known)) and remembered for checks by path alone
-    (the file opened last at path). None when path cannot be read.
-
-    Per connection, not per path: one process may delete a store and create it anew at the same path (a notebook
-    that removes results/optuna.db* and sweeps again; a temp file's name made again): each connection compares with
-    the file it opened, so the new one is not taken for a vanished one, and an old connection to the deleted file
-    still is."""
+    """The identity (device, inode) of path and its folders now, for the connection that just opened it (its own
+    checks: check(path, known)) and for checks by path alone (the file opened last there); None if unreadable. Per
+    connection: a store deleted and made anew in one process (a notebook's second sweep) is not taken for a
+    vanished one, and an old connection to the deleted file still sees it gone."""
     key = str(path)
     try:
         known = (_identity(key), [(f, _identity(f)) for f in Path(key).absolute().parents if f != f.parent])

@@ -17,9 +17,9 @@ from typing import Any
 
 from harness.config import EvaluatorConfig, WiggumConfig
 from harness.inference import BackendError
-from harness.logger import current_tracer
 from harness.security import DataMarker
 from harness.synthesis import strip_fences
+from harness.tracing import current_tracer
 
 __all__ = [
     "RESCORE_SEED_OFFSET", "WiggumRound", "WiggumResult", "rescore_config", "rescore_samples", "revision_messages",

@@ -117,9 +117,9 @@ def _families(checks: tuple[RoleCheck, ...]) -> tuple[list[str], list[str]]:
 
 
 def check_ollama(cfg: BackendConfig, roles: tuple[str, ...] = ROLES) -> Readiness:
-    from harness.backends import ollama_host
-    from harness.backends.context import ROLE_MAX_TOKENS, model_num_ctx
-    from harness.backends.ollama_backend import configured_think, read_model_info
+    from . import ollama_host
+    from .context import ROLE_MAX_TOKENS, model_num_ctx
+    from .ollama_backend import configured_think, read_model_info
     import ollama
 
     host = ollama_host(cfg.host)
@@ -194,7 +194,7 @@ def _loaded_together(host: str, cfg: BackendConfig, checks: tuple[RoleCheck, ...
 def check_openai(cfg: BackendConfig, roles: tuple[str, ...] = ROLES) -> Readiness:
     import os
 
-    from harness.backends.context import ROLE_MAX_TOKENS
+    from .context import ROLE_MAX_TOKENS
 
     base = (cfg.base_url or "").rstrip("/")
     where = f"openai-compatible server at {base}"
@@ -205,7 +205,7 @@ def check_openai(cfg: BackendConfig, roles: tuple[str, ...] = ROLES) -> Readines
         reason = getattr(exc, "reason", exc)
         return Readiness(where, (), problems=(f"the server at {base} does not list its models: "
                                               f"{type(exc).__name__}: {reason}; start it or set backend.base_url",))
-    from harness.backends.openai_backend import served_window
+    from .openai_backend import served_window
 
     served = {str(m.get("id")): m for m in listed.get("data") or [] if isinstance(m, dict)}
     checks, problems = [], []
@@ -233,7 +233,7 @@ def check(cfg: BackendConfig) -> Readiness:
     """The readiness of cfg's backend (auto: of what it resolves to; embedded and fake: nothing to check)."""
     kind = cfg.kind
     if kind == "auto":
-        from harness.backends.auto import auto_decision
+        from .auto import auto_decision
 
         decision = auto_decision(cfg)
         on_ollama = tuple(r for r in ROLES if decision.kind_for(r) == "ollama")

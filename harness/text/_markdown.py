@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from harness.text import code_marks
+from ._plain import code_marks
 
 HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 ANY_LIST = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+\S")

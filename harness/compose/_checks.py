@@ -21,7 +21,7 @@ from harness.config import (
     resolve_concurrency,
 )
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("harness.checks")  # the name the judge warnings have always been logged under
 
 
 _WARNED: set[str] = set()  # a warning is logged once per process, however many configs a sweep validates

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.inference import BackendError
-from harness.jsonparse import JSONParseError, extract_number_field, extract_string_field, parse_json_object
 from harness.security import DataMarker
+from harness.text import JSONParseError, extract_number_field, extract_string_field, parse_json_object
 
 __all__ = [
     "DEFAULT_PERSONAS",

@@ -1,18 +1,14 @@
-"""Structured run logging: one JSON line per run in runs.jsonl, one Chrome Trace Event file per run.
+"""One Chrome Trace Event file per run, the per-role and per-stage usage of its model calls, and its run id.
 
 The trace format is the JSON Object Format of Chrome's Trace Event spec ("traceEvents" list of complete
-events, ph="X", microsecond ts/dur), which Perfetto and chrome://tracing open.
-
-runs.jsonl appends are whole-line, single `write` calls on an O_APPEND descriptor under an exclusive flock,
-so several processes appending at once never interleave or tear a line. A run id is one line, except that a
-failed run redone by a resume appends its successful record after the failed one (the last record counts).
+events, ph="X", microsecond ts/dur), which Perfetto and chrome://tracing open. The run's line in runs.jsonl is
+written with harness.stores.append_jsonl.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import fcntl
 import json
 import os
 import threading
@@ -22,8 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from harness.fsio import atomic_write_json
-from harness.sqlite_store import no_space
+from harness.stores import atomic_write_json
 
 _PID = os.getpid()
 
@@ -177,103 +172,6 @@ def use_tracer(tracer: Tracer) -> Iterator[Tracer]:
 
 def _jsonable(obj: Any) -> Any:
     return json.loads(json.dumps(obj, default=str))
-
-
-_seen: dict[str, tuple[int, int, dict[str, bool]]] = {}  # path -> (inode, bytes read, unique value -> a record of it did not fail)
-_seen_lock = threading.Lock()
-
-
-def _failed(record: Any) -> bool:
-    return isinstance(record, dict) and record.get("status") == "failed"
-
-
-def _recorded(fd: int, path: Path, key: str) -> dict[str, bool]:
-    """The values of `key` in the file's records, each with whether a record of it did not fail (the caller holds
-    its flock): read once, then only what was appended since (by any process)."""
-    st = os.fstat(fd)
-    name = f"{path.resolve()}#{key}"
-    inode, offset, values = _seen.get(name, (st.st_ino, 0, {}))
-    if inode != st.st_ino or st.st_size < offset:  # replaced or truncated: read it again
-        offset, values = 0, {}
-    if st.st_size > offset:
-        chunk = os.pread(fd, st.st_size - offset, offset)
-        end = chunk.rfind(b"\n") + 1  # a torn last line is not a record
-        for raw in chunk[:end].splitlines():
-            try:
-                record = json.loads(raw)
-                value = record.get(key)
-            except (ValueError, AttributeError):
-                continue
-            if value is not None:
-                values[str(value)] = values.get(str(value), False) or not _failed(record)
-        offset += end
-    _seen[name] = (st.st_ino, offset, values)
-    return values
-
-
-def append_jsonl(path: str | Path, record: dict[str, Any], *, unique: str | None = None) -> bool:
-    """Append one record as one line, atomically with respect to other appenders. With `unique` (runs.jsonl:
-    "run_id"), a record whose value there is already in the file is not appended again (a step a killed process
-    had half done runs again on resume under the same run ids, and each run stays one line), unless every earlier
-    record of that value failed (`status` "failed") and this one did not: a failed run redone on resume (a server
-    that failed, then answered) supersedes its failure, and a reader takes the last record of a run id. False: not
-    appended."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    line = (json.dumps(record, default=str, ensure_ascii=False) + "\n").encode()
-    value = None if unique is None or record.get(unique) is None else str(record[unique])
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            if value is not None:
-                with _seen_lock:
-                    recorded = _recorded(fd, path, unique)
-                    if value in recorded and (recorded[value] or _failed(record)):
-                        return False
-            size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                line = b"\n" + line  # a torn last line (killed mid-write) must not swallow this record
-            view = memoryview(line)
-            with no_space(path):  # a full disk stops the run (harness.sqlite_store.DiskFull), not one record
-                while view:
-                    written = os.write(fd, view)
-                    view = view[written:]
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
-    return True
-
-
-@contextlib.contextmanager
-def file_lock(path: str | Path) -> Iterator[None]:
-    """Hold an exclusive flock on `path` (created if missing): serialises check-then-write steps across processes."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
-
-
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """Read every valid record; a torn final line (e.g. power loss) is skipped, not fatal."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
 
 
 def new_run_id(prefix: str = "run") -> str:

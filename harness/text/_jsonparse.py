@@ -20,17 +20,7 @@ from typing import Any
 
 import dirtyjson
 
-from harness.text import fenced_bodies
-
-__all__ = [
-    "JSONParseError",
-    "parse_json",
-    "parse_json_object",
-    "extract_string_list",
-    "extract_string_field",
-    "extract_number_field",
-    "to_plain",
-]
+from ._plain import fenced_bodies
 
 _STRING_BODY = r'"((?:[^"\\]|\\.)*)'  # body of a double-quoted string, closing quote matched by caller
 _PY_LITERALS = {"True": "true", "False": "false", "None": "null"}
@@ -59,24 +49,28 @@ def _strip_fences(text: str) -> str:
     return text.replace("```", "")
 
 
+def _string_char(ch: str, escaped: bool) -> tuple[bool, bool]:
+    """One character inside a double-quoted string, after a backslash or not: (whether the next character is
+    escaped, whether this one is a quote that may close the string). The one string scanner of this module."""
+    if escaped:
+        return False, False
+    return ch == "\\", ch == '"'
+
+
 def _balanced_end(text: str, start: int) -> int | None:
     """Index just past the bracket closing text[start], honouring strings; None when never closed."""
     closer = {"{": "}", "[": "]"}
     stack: list[str] = []
-    in_str: str | None = None
+    in_str = False
     escaped = False
     for i in range(start, len(text)):
         ch = text[i]
         if in_str:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == in_str:
-                in_str = None
+            escaped, closing = _string_char(ch, escaped)
+            in_str = not closing
             continue
         if ch == '"':
-            in_str = ch
+            in_str = True
         elif ch in closer:
             stack.append(closer[ch])
         elif ch in "}]":
@@ -123,11 +117,9 @@ def _repair(text: str) -> str:
     while i < n:
         ch = text[i]
         if in_str:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
+            was_escaped = escaped
+            escaped, closing = _string_char(ch, escaped)
+            if closing:
                 j = i + 1
                 while j < n and text[j] in " \t\r\n":
                     j += 1
@@ -137,7 +129,7 @@ def _repair(text: str) -> str:
                     out.append('\\"')
                     i += 1
                     continue
-            elif ch == "\n":
+            elif ch == "\n" and not was_escaped:
                 out.append("\\n")
                 i += 1
                 continue

@@ -1,17 +1,16 @@
-"""The Prompt Registry's read side: `synth.source=prompts:/...` -> the registered instructions, and where the
-MLflow tracking store (and so the registry) is: its URI, SQLite file, lock and WAL. The write side (registering
-and promoting) is the sweep's: experiments.sweep."""
+"""The Prompt Registry's read side: `synth.source=prompts:/...` -> the registered instructions. Where the MLflow
+tracking store (and so the registry) is, its URI, SQLite file, lock and WAL, is harness.stores'. The write side
+(registering and promoting) is the sweep's: experiments.sweep."""
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping
 
 from harness.config import TASK_TYPES, ConfigError, SynthConfig
+from harness.stores import enable_wal, sqlite_db, sqlite_file, store_lock
 
 
 CHAMPION, PREVIOUS = "champion", "previous"
@@ -132,11 +131,6 @@ def _known(client: Any) -> str:
     return ", ".join(names) or "(none)"
 
 
-def sqlite_file(uri: str) -> Path | None:
-    """The database file of a sqlite:/// URL (nothing created); None for any other URL."""
-    return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
-
-
 def registry_client(uri: str) -> Any:
     from mlflow import MlflowClient
 
@@ -153,36 +147,3 @@ def short_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}".rstrip(": ")
 
 
-def tracking_uri(configured: str | None, results_dir: str) -> str:
-    """mlflow.tracking_uri (`configured`), else $MLFLOW_TRACKING_URI, else sqlite:///<results_dir>/mlflow.db."""
-    if configured:
-        return configured
-    if os.environ.get("MLFLOW_TRACKING_URI"):
-        return os.environ["MLFLOW_TRACKING_URI"]
-    return f"sqlite:///{(Path(results_dir) / 'mlflow.db').resolve()}"
-
-
-def sqlite_db(url: str) -> Path | None:
-    """The database file of a sqlite:/// URL, with its folder created; None for any other URL."""
-    db = sqlite_file(url)
-    if db is not None:
-        db.parent.mkdir(parents=True, exist_ok=True)
-    return db
-
-
-def store_lock(db: Path | None):
-    """An exclusive lock on <db>.lock that serialises a SQLite store's check-then-create steps across processes
-    (MLflow tables and parent run, Optuna tables and study). A no-op for None: a server database needs none."""
-    import contextlib
-
-    from harness.logger import file_lock
-
-    return file_lock(db.with_name(db.name + ".lock")) if db is not None else contextlib.nullcontext()
-
-
-def enable_wal(db: Path) -> None:
-    """Put a SQLite file in WAL mode (persistent) with a busy timeout and the lock retry (harness.sqlite_store), so
-    concurrent writers wait, not fail."""
-    from harness.sqlite_store import connect
-
-    connect(db).close()

@@ -9,20 +9,9 @@ from __future__ import annotations
 import re
 from typing import Collection, Iterable
 
-__all__ = [
-    "FUNCTION_WORDS",
-    "STOPWORDS",
-    "unwrap_fence",
-    "fenced_bodies",
-    "drop_lone_fence",
-    "is_fence_line",
-    "code_marks",
-    "fts_query",
-]
-
 # -- stop words ------------------------------------------------------------------------------------------
 
-# The hashing embedding drops these before it builds features (harness/embeddings.py). They are part of that
+# The hashing embedding drops these before it builds features (harness/memory/embeddings.py). They are part of that
 # embedding's vector format: Chroma collections on disk hold vectors built with exactly this set, and a query
 # embedded with another set no longer lines up with them. Do not edit it without a new embedding name.
 FUNCTION_WORDS = frozenset(

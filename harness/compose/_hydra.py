@@ -14,8 +14,9 @@ from typing import Any, Mapping, Sequence
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from harness.checks import check_harness, warn_judge
 from harness.config import ConfigError, HarnessConfig, MLflowConfig, apply_env, results_dir_in
+
+from ._checks import check_harness, warn_judge
 
 SCHEMA_NAME = "experiment_schema"  # the schema conf/config.yaml's defaults list names
 
@@ -147,7 +148,8 @@ def harness_config(overrides: Sequence[str], environ: Mapping[str, str] | None =
     setting checked. Raises ConfigError (one line) on a bad override or value."""
     from omegaconf.errors import MissingMandatoryValue
 
-    from harness.prompts import resolve_synth, tracking_uri
+    from harness.synthesis import resolve_synth
+    from harness.stores import tracking_uri
 
     try:
         conf = OmegaConf.to_object(compose_config(list(overrides)))

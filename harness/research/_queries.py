@@ -13,9 +13,10 @@ import json
 import re
 from typing import Iterable, Sequence
 
-from harness.chunker import find_paths
-from harness.search import SearchResult, normalize_query
 from harness.text import STOPWORDS
+
+from ._chunker import find_paths
+from .search import SearchResult, normalize_query
 
 __all__ = [
     "content_words",

@@ -9,9 +9,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from harness.research_queries import content_words
-from harness.search import SearchResult
 from harness.security import DataMarker, scan_text
+
+from ._queries import content_words
+from .search import SearchResult
 
 __all__ = ["KNOWLEDGE_CHARS", "SNIPPET_CHARS", "COMPRESS_SCHEMA", "SMOKE_COMPRESS_SCHEMA", "compress_round"]
 
@@ -139,7 +140,7 @@ def compress_round(
 
 def _parse(text: str) -> tuple[dict, str]:
     try:
-        from harness.jsonparse import parse_json_object
+        from harness.text import parse_json_object
     except ImportError:  # jsonparse not present: plain json on the outermost braces
         start, end = text.find("{"), text.rfind("}")
         return json.loads(text[start : end + 1]), "json"

@@ -15,8 +15,8 @@ research-quality record (last query, relevance, coverage, confidence, notes, str
 4. File paths in the task are read through the chunker, only under the allowed roots.
 5. The top novel http(s) URLs are fetched (SSRF-checked), scanned and excerpted; failures are recorded.
 
-Query choice and the novelty measures live in harness.research_queries, the compressor call in
-harness.research_compress; this module runs the stage.
+Query choice and the novelty measures live in _queries, the compressor call in _compress; this module runs the
+stage.
 """
 
 from __future__ import annotations
@@ -29,24 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from harness.chunker import CONVERT_SUFFIXES, MAX_READ_BYTES, find_paths, read_file_context, select_chunks, split_chunks
 from harness.config import ResearchConfig
-from harness.fsio import atomic_write_json
-from harness.logger import current_tracer
-from harness.research_compress import COMPRESS_SCHEMA, SMOKE_COMPRESS_SCHEMA, SNIPPET_CHARS, compress_round
-from harness.research_queries import (
-    QUERY_RULES,
-    auto_queries,
-    cache_key,
-    choose_queries,
-    content_words,
-    dedupe_queries,
-    letter_words,
-    memory_match,
-    novelty,
-    usable_query,
-)
-from harness.search import SearchProvider, SearchResult, normalize_query
 from harness.security import (
     FetchError,
     ScanResult,
@@ -57,25 +40,26 @@ from harness.security import (
     safe_path,
     scan_text,
 )
+from harness.stores import atomic_write_json
+from harness.tracing import current_tracer
+
+from ._chunker import CONVERT_SUFFIXES, MAX_READ_BYTES, find_paths, read_file_context, select_chunks, split_chunks
+from ._compress import SNIPPET_CHARS, compress_round
+from ._queries import (
+    QUERY_RULES,
+    auto_queries,
+    cache_key,
+    choose_queries,
+    content_words,
+    dedupe_queries,
+    novelty,
+    usable_query,
+)
+from .search import SearchProvider, SearchResult, normalize_query
 
 log = logging.getLogger("harness.research")
 
-__all__ = [
-    "ResearchQuality",
-    "ResearchResult",
-    "gather_research",
-    "auto_queries",
-    "novelty",
-    "content_words",
-    "cache_key",
-    "choose_queries",
-    "memory_match",
-    "QUERY_RULES",
-    "COMPRESS_SCHEMA",
-    "SMOKE_COMPRESS_SCHEMA",
-    "letter_words",
-    "usable_query",
-]
+__all__ = ["ResearchQuality", "ResearchResult", "gather_research"]
 
 PAGE_CHARS = 1200
 

@@ -15,19 +15,6 @@ from typing import Iterable, Iterator
 
 from harness.text import STOPWORDS
 
-__all__ = [
-    "ChunkerError",
-    "TEXT_SUFFIXES",
-    "MAX_READ_BYTES",
-    "CONVERT_SUFFIXES",
-    "find_paths",
-    "split_chunks",
-    "iter_file_chunks",
-    "query_terms",
-    "select_chunks",
-    "read_file_context",
-]
-
 TEXT_SUFFIXES = frozenset(
     ".md .markdown .txt .rst .py .pyi .json .jsonl .yaml .yml .toml .ini .cfg .csv .tsv .log .tex .xml .sql "
     ".sh .js .ts .c .h .cpp .hpp .go .rs .java .rb .r .ipynb".split()

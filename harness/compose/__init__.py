@@ -1,0 +1,35 @@
+"""A run's configuration put together: Hydra composes conf/ with the command line's overrides against the typed
+schema (harness.config), the environment toggles are applied, synth.source is read from the Prompt Registry, and
+every harness setting is checked (one line naming the key, the value and what is allowed), with the judge
+warnings. Above the stages: the checks ask the backend registry which kinds exist and what `auto` resolves to.
+
+- _hydra: `compose_config`, `harness_config`, `command_line_environ`.
+- _checks: `check_harness` and the checks it is made of (`check`, `check_range`, `check_positive`), and the judge
+  warnings (`judge_warnings`, `warn_judge`, `warn_once`, `model_family`).
+"""
+
+from ._checks import (
+    check,
+    check_harness,
+    check_positive,
+    check_range,
+    judge_warnings,
+    model_family,
+    warn_judge,
+    warn_once,
+)
+from ._hydra import command_line_environ, compose_config, harness_config
+
+__all__ = [
+    "compose_config",
+    "harness_config",
+    "command_line_environ",
+    "check",
+    "check_range",
+    "check_positive",
+    "check_harness",
+    "model_family",
+    "judge_warnings",
+    "warn_once",
+    "warn_judge",
+]

@@ -1,0 +1,36 @@
+"""Stage 7, evaluate and revise: the wiggum loop (evaluate -> revise -> verify), the scorer seam it is handed, and
+the advisory review panel of personas.
+
+- _evaluator: `Evaluator`, what the pipeline asks of the scorer it is handed (the scorers are evaluators/'), and
+  `NoEvaluator`.
+- _wiggum: `wiggum_loop`, `WiggumResult`, the revision messages and the verify re-score (`rescore_config`,
+  `rescore_samples`, `RESCORE_SEED_OFFSET`).
+- _panel: `run_panel`, its personas, schema, verdict parsing and summary.
+"""
+
+from ._evaluator import Evaluator, NoEvaluator
+from ._panel import DEFAULT_PERSONAS, panel_schema, parse_verdict, run_panel, summarize
+from ._wiggum import (
+    RESCORE_SEED_OFFSET,
+    WiggumResult,
+    rescore_config,
+    rescore_samples,
+    revision_messages,
+    wiggum_loop,
+)
+
+__all__ = [
+    "Evaluator",
+    "NoEvaluator",
+    "WiggumResult",
+    "RESCORE_SEED_OFFSET",
+    "revision_messages",
+    "rescore_config",
+    "rescore_samples",
+    "wiggum_loop",
+    "DEFAULT_PERSONAS",
+    "panel_schema",
+    "parse_verdict",
+    "summarize",
+    "run_panel",
+]
