@@ -239,30 +239,15 @@ class ABRun:
     noun: str = "A/B test"
 
 
-def run_ab_from_config(
-    cfg: DictConfig | ExperimentConfig,
-    *,
-    run_arm: RunArm | None = None,
-    roles: Any = None,
-    tracker: NullTracker | None = None,
-    out: Callable[[str], None] = print,
-    pool: Any = None,
-) -> ABRun:
-    """Run (or resume) the A/B test a composed config describes; see the module docstring.
-
-    Cells run backend.concurrency at once (experiments.runs; `pool` overrides it), against arm A's backend.
-
-    run_arm replaces the real harness (tests); roles runs the real harness on injected backends. The backend
-    identity registered with the pre-registration comes from the harness's roles, from `roles` when run_arm is
-    injected with them, else is {} (a scripted run has no backend). The config is validated and the design
-    checked first (run_ab_test runs one already checked).
-    """
+def run_ab_from_config(cfg: DictConfig | ExperimentConfig, **options: Any) -> ABRun:
+    """Run (or resume) the A/B test a composed config describes, the config validated and the design checked first
+    (experiments.run.main checks it itself and calls run_ab_test); options are run_ab_test's."""
     exp = validate(to_experiment(cfg), warn=False)
     if exp.sweep.kind != "ab":
         raise ConfigError(f"sweep.kind={exp.sweep.kind!r} is not allowed here; expected 'ab' (+sweep=prior_knowledge_ab)")
     check_ab_design(exp)  # metric name and reachability, before anything is written
     warn_judge(exp.backend)
-    return run_ab_test(exp, run_arm=run_arm, roles=roles, tracker=tracker, out=out, pool=pool)
+    return run_ab_test(exp, **options)
 
 
 def run_ab_test(
@@ -274,8 +259,14 @@ def run_ab_test(
     out: Callable[[str], None] = print,
     pool: Any = None,
 ) -> ABRun:
-    """Run (or resume) the A/B test of an experiment already validated and design-checked (experiments.run.main
-    hands it one; run_ab_from_config checks a raw config first). Arguments as run_ab_from_config's."""
+    """Run (or resume) the A/B test of an experiment already validated and design-checked; see the module docstring.
+
+    Cells run backend.concurrency at once (experiments.runs; `pool` overrides it), against arm A's backend.
+
+    run_arm replaces the real harness (tests); roles runs the real harness on injected backends. The backend
+    identity registered with the pre-registration comes from the harness's roles, from `roles` when run_arm is
+    injected with them, else is {} (a scripted run has no backend).
+    """
     from experiments.runs import HarnessCells
     from experiments.storage import label_for
     from experiments.sweep import ab_preflight_lines
