@@ -292,8 +292,6 @@ def format_ab(*, name: str, result: Any, prereg: Any, design: Any, smoke: bool, 
               note: str | None = None) -> str:
     """The A/B's greppable block (result: experiments.ab.ABResult, prereg: experiments.stats.Preregistration,
     design: ABDesign, paths: experiments.ab.ABPaths; note: why the test cannot reach alpha, if so)."""
-    from ._cells import metric_kind
-
     s = result.primary
     a, b = result.arm_names
     total = len(design.tasks) * design.replications * 2
