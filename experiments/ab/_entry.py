@@ -37,7 +37,8 @@ from typing import Any, Callable, Mapping, Sequence
 from omegaconf import DictConfig
 
 from experiments.config import ConfigError, ExperimentConfig, load_tasks, to_experiment, validate
-from experiments.stats import SMOKE_LINE, PairedStats, Preregistration, hms, num
+from experiments.report import SMOKE_LINE, hms, num
+from experiments.stats import PairedStats, Preregistration
 from experiments.tracking import NullTracker, make_tracker
 from harness.compose import warn_judge
 

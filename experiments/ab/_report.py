@@ -15,7 +15,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from experiments.stats import SMOKE_LINE, PairedStats, Preregistration, hms, num, pval
+from experiments.report import SMOKE_LINE, hms, num, pval
+from experiments.stats import PairedStats, Preregistration
 
 from ._cells import ABResult, metric_kind
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from experiments.config import ExperimentConfig
-from experiments.stats import (ab_design, decision_power, decision_power_line, detection_rate, hms, mde, num,
-                               spread_from_trials, sweep_design)
+from experiments.report import decision_power_line, hms, num
+from experiments.stats import ab_design, decision_power, detection_rate, mde, spread_from_trials, sweep_design
 from experiments.storage import Cost, find_calibration
 
 from ._promotion import holdout_runs, race_runs
