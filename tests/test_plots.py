@@ -262,7 +262,8 @@ COSTLY = [
 
 
 def test_quality_cost_points_and_front_of_a_sweep(tmp_path):
-    from experiments.stats import pareto_front, quality_cost_points, trial_cost
+    from experiments.stats import pareto_front
+    from experiments.tracking._trials import quality_cost_points, trial_cost
 
     pts = quality_cost_points(COSTLY)
     assert [(p.number, p.value, p.cost, p.pruned) for p in pts] == [

@@ -3,11 +3,11 @@ differences, the study's error budget over holdout looks, and the A/B verdict ru
 
 from __future__ import annotations
 
-from ._cost import (COST_METRICS, BaselineCosts, CostDiff, CostGuard, GuardResult, cost_by_task, cost_diffs,
-                    holdout_cost, holdout_cost_diffs, paired_cost, run_costs, store_holdout_cost, train_cost_diffs)
+from ._cost import (COST_METRICS, CostDiff, CostGuard, GuardResult, cost_by_task, cost_diffs, paired_cost, run_costs,
+                    train_cost_diffs)
 from ._floors import baseline_reference, compare, holm, holm_reject, noise_floor, replication_noise, variance_ratio
 from ._looks import LOOKS_ATTR, Look, level, next_look, recorded
-from ._pareto import pareto_front, quality_cost_points, trial_cost, trial_operator, trial_value
+from ._pareto import pareto_front
 from ._power import (MAX_TASKS, DecisionPower, Design, ab_design, decision_power, detection_rate, mde,
                      replications_for_effect, sweep_design, tasks_for_effect)
 from ._reach import calibrate_design_problem, min_attainable_p, sweep_design_problem, tasks_needed
@@ -18,7 +18,6 @@ from ._verdict import (Decision, Preregistration, explain_verdict, missing_imbal
                        verdict)
 
 __all__ = [
-    "BaselineCosts",
     "COST_METRICS",
     "Comparison",
     "CostDiff",
@@ -49,8 +48,6 @@ __all__ = [
     "explain_verdict",
     "finite_array",
     "heterogeneity",
-    "holdout_cost",
-    "holdout_cost_diffs",
     "holm",
     "holm_reject",
     "level",
@@ -64,7 +61,6 @@ __all__ = [
     "paired_differences",
     "paired_ttest",
     "pareto_front",
-    "quality_cost_points",
     "rank_biserial",
     "recorded",
     "replication_noise",
@@ -72,15 +68,11 @@ __all__ = [
     "run_costs",
     "sequential_decision",
     "spread_from_trials",
-    "store_holdout_cost",
     "sweep_design",
     "sweep_design_problem",
     "tasks_for_effect",
     "tasks_needed",
     "train_cost_diffs",
-    "trial_cost",
-    "trial_operator",
-    "trial_value",
     "variance_ratio",
     "verdict",
     "wilcoxon_reject",
