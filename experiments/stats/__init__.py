@@ -6,7 +6,7 @@ from __future__ import annotations
 from ._cost import (COST_METRICS, CostDiff, CostGuard, GuardResult, cost_by_task, cost_diffs, paired_cost, run_costs,
                     train_cost_diffs)
 from ._floors import baseline_reference, compare, holm, holm_reject, noise_floor, replication_noise, variance_ratio
-from ._looks import LOOKS_ATTR, Look, level, next_look, recorded
+from ._looks import Look, level, next_look, recorded
 from ._pareto import pareto_front
 from ._power import (MAX_TASKS, DecisionPower, Design, ab_design, decision_power, detection_rate, mde,
                      replications_for_effect, sweep_design, tasks_for_effect)
@@ -28,7 +28,6 @@ __all__ = [
     "Design",
     "FLOOR_SE",
     "GuardResult",
-    "LOOKS_ATTR",
     "Look",
     "MAX_TASKS",
     "NoiseFloor",
