@@ -3,9 +3,9 @@ differences, the study's error budget over holdout looks, and the A/B verdict ru
 
 from __future__ import annotations
 
-from ._cost import (COST_METRICS, CostDiff, CostGuard, GuardResult, cost_by_task, cost_diffs, paired_cost, run_costs,
+from ._cost import (COST_METRICS, CostDiff, CostGuard, GuardResult, cost_by_task, paired_cost, run_costs,
                     train_cost_diffs)
-from ._floors import baseline_reference, compare, holm, holm_reject, noise_floor, replication_noise, variance_ratio
+from ._floors import baseline_reference, compare, holm, noise_floor, replication_noise, variance_ratio
 from ._looks import Look, level, next_look, recorded
 from ._pareto import pareto_front
 from ._power import (MAX_TASKS, DecisionPower, Design, ab_design, decision_power, detection_rate, mde,
@@ -14,8 +14,7 @@ from ._reach import calibrate_design_problem, min_attainable_p, sweep_design_pro
 from ._spread import heterogeneity, spread_from_trials
 from ._tests import (DIRECTIONS, FLOOR_SE, TESTS, Comparison, NoiseFloor, PairedStats, bootstrap_ci, cohens_dz,
                      finite_array, paired_differences, paired_ttest, rank_biserial, wilcoxon_reject, wilcoxon_test)
-from ._verdict import (Decision, Preregistration, explain_verdict, missing_imbalance, obf_spent, sequential_decision,
-                       verdict)
+from ._verdict import Decision, Preregistration, explain_verdict, missing_imbalance, sequential_decision
 
 __all__ = [
     "COST_METRICS",
@@ -41,21 +40,18 @@ __all__ = [
     "cohens_dz",
     "compare",
     "cost_by_task",
-    "cost_diffs",
     "decision_power",
     "detection_rate",
     "explain_verdict",
     "finite_array",
     "heterogeneity",
     "holm",
-    "holm_reject",
     "level",
     "mde",
     "min_attainable_p",
     "missing_imbalance",
     "next_look",
     "noise_floor",
-    "obf_spent",
     "paired_cost",
     "paired_differences",
     "paired_ttest",
@@ -73,7 +69,6 @@ __all__ = [
     "tasks_needed",
     "train_cost_diffs",
     "variance_ratio",
-    "verdict",
     "wilcoxon_reject",
     "wilcoxon_test",
 ]
