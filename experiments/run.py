@@ -31,8 +31,8 @@ def make_runner(exp: ExperimentConfig) -> Any:
 def run_single(exp: ExperimentConfig, runner: Any, *, tracker: Any = None, out: Callable[[str], None] = print) -> dict[str, float]:
     """One run of the configured instructions on every benchmark task; per-task scores logged to MLflow."""
     from experiments.config import load_tasks, task_types
+    from experiments.report import SMOKE_LINE
     from experiments.runs import TrialFailed, baseline_instructions, evaluate_candidate
-    from experiments.stats import SMOKE_LINE
     from experiments.storage import label_for
     from experiments.tracking import make_tracker
 

@@ -7,10 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from experiments.ab import ABDesign, PreregistrationMismatch, arm_order, pair_seed, prereg_path, run_ab
-from experiments.runs import blind_label
+from experiments.ab import ABDesign, run_ab
 from experiments.ab import load_result
-from experiments.ab import DIFF_PNG, FOREST_PNG, write_report
+from experiments.ab._cells import PreregistrationMismatch, arm_order, pair_seed, prereg_path
+from experiments.ab._report import DIFF_PNG, FOREST_PNG, write_report
+from experiments.runs._runners import blind_label
 from experiments.stats import Preregistration
 from harness.stores import read_jsonl
 

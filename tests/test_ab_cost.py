@@ -9,8 +9,8 @@ import pytest
 
 from experiments.ab import ABDesign, run_ab
 from experiments.ab import load_result
-from experiments.ab import run_ab_from_config, summary_metrics
-from experiments.ab import render_markdown
+from experiments.ab._entry import run_ab_from_config, summary_metrics
+from experiments.ab._report import render_markdown
 from experiments.stats import Preregistration
 from harness.stores import read_jsonl
 
@@ -105,8 +105,8 @@ def test_mlflow_metrics_carry_both_arms_and_the_interval(tmp_path):
 
 
 def test_the_printed_summary_has_the_cost_block(_isolated_results):
+    from experiments.ab._report import AB_BEGIN, AB_END
     from experiments.config import compose_config, to_experiment
-    from experiments.ab import AB_BEGIN, AB_END
 
     def arm(name, overrides, task, replication, seed):
         skip = overrides.get("planner.skip_prior_knowledge", False)

@@ -7,14 +7,15 @@ import json
 import numpy as np
 import pytest
 
-from experiments.ab import prereg_path
-from experiments.ab import arm_configs, cell_plan, design_from_config
-from experiments.ab import run_ab_from_config
+from experiments.ab import design_from_config
+from experiments.ab._cells import prereg_path
+from experiments.ab._design import arm_configs, cell_plan
+from experiments.ab._entry import run_ab_from_config
+from experiments.ab._report import DIFF_PNG, FOREST_PNG, REPORT_NAME
+from experiments.ab._report import AB_BEGIN, AB_END
 from experiments.config import ConfigError, compose_config, to_experiment
-from experiments.ab import DIFF_PNG, FOREST_PNG, REPORT_NAME
 from experiments.runs import HarnessCells
 from experiments.stats import min_attainable_p
-from experiments.ab import AB_BEGIN, AB_END
 from harness.stores import read_jsonl
 
 ON, OFF = "prior_knowledge_on", "prior_knowledge_off"
@@ -234,7 +235,7 @@ def test_a_failing_cell_is_reported_and_retried_on_the_next_run():
 
 
 def test_changed_hypothesis_on_the_same_ledger_is_refused():
-    from experiments.ab import PreregistrationMismatch
+    from experiments.ab._cells import PreregistrationMismatch
 
     run_ab_from_config(_exp("ab.replications=1", "mlflow.enabled=false"), run_arm=ScriptedArm(), out=lambda _: None)
     with pytest.raises(PreregistrationMismatch, match="hypothesis and design cannot change") as info:
@@ -306,9 +307,9 @@ def test_champion_ab_verdict_says_its_tasks_chose_the_champion(_isolated_results
     # verdict "supported" with no word of it.
     from mlflow import MlflowClient
 
-    from harness.synthesis import CHAMPION, PREVIOUS, prompt_name
-    from experiments.sweep import register_texts
+    from experiments.sweep._registry import register_texts
     from experiments.tracking import NullTracker
+    from harness.synthesis import CHAMPION, PREVIOUS, prompt_name
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"  # the store _isolated_results points MLFLOW_TRACKING_URI at
     client = MlflowClient(tracking_uri=uri)
@@ -343,7 +344,7 @@ def test_champion_ab_verdict_says_its_tasks_chose_the_champion(_isolated_results
 
 
 def test_an_ab_without_the_champion_carries_no_caveat():
-    from experiments.ab import selection_note
+    from experiments.ab._design import selection_note
 
     exp = _exp()
     design, _ = design_from_config(exp)

@@ -8,11 +8,13 @@ import json
 import numpy as np
 import pytest
 
-from experiments.ab import ABDesign, PreregistrationMismatch, prereg_path, run_ab
-from experiments.ab import ab_metrics, check_ab_design
-from experiments.ab import run_ab_from_config, summary_metrics
+from experiments.ab import ABDesign, run_ab
+from experiments.ab import check_ab_design
+from experiments.ab._cells import PreregistrationMismatch, prereg_path
+from experiments.ab._design import ab_metrics
+from experiments.ab._entry import run_ab_from_config, summary_metrics
+from experiments.ab._report import REPORT_NAME
 from experiments.config import ConfigError, compose_config, to_experiment
-from experiments.ab import REPORT_NAME
 from experiments.stats import Preregistration
 from harness.stores import read_jsonl
 
@@ -236,7 +238,7 @@ def test_resume_on_another_model_is_refused_listing_the_field(_isolated_results)
 
 
 def test_prereg_without_a_backend_is_accepted_and_then_records_it(tmp_path):
-    from experiments.ab import write_or_check_prereg
+    from experiments.ab._cells import write_or_check_prereg
 
     design = ABDesign(tasks=("t1", "t2"), arms={"a": {}, "b": {"b": True}}, replications=1)
     prereg = Preregistration("h", n_tasks=2, replications=1)
@@ -370,7 +372,7 @@ def test_arms_that_differ_in_unreadable_judge_replies_get_no_verdict(tmp_path):
 
 def test_a_ledger_without_judge_failures_counts_none(tmp_path):
     """Cells written before the count existed (or by a runner that keeps it in meta) are read defensively."""
-    from experiments.ab import judge_failures_of
+    from experiments.ab._cells import judge_failures_of
 
     assert judge_failures_of({"status": "ok", "score": 5.0}) == 0
     assert judge_failures_of({"status": "ok", "score": 5.0, "meta": {"judge_failures": 2}}) == 2
@@ -388,7 +390,7 @@ def test_the_ab_power_model_is_the_verdicts_rule_at_a_true_effect_equal_to_min_e
     # min_effect: P = 1.00) while the verdict called it 'supported' about half the time.
     from experiments.ab import paired_stats
     from experiments.stats import ab_design, detection_rate, mde, replications_for_effect
-    from experiments.stats import verdict
+    from experiments.stats._verdict import verdict
 
     sigma, n, reps, min_effect = 0.1, 12, 2, 0.3  # sd of one task's diff: 0.1 (per-task means of 2 runs per arm)
     prereg = Preregistration("B higher", min_effect=min_effect, direction="greater", n_tasks=n, replications=reps)
@@ -420,8 +422,8 @@ def test_the_ab_power_model_is_the_verdicts_rule_at_a_true_effect_equal_to_min_e
 def test_ab_preflight_warns_that_a_true_effect_of_min_effect_is_a_coin_flip(make_exp):
     from scripted_harness import BASE, BOOST, ScriptedRunner
 
-    from experiments.config import load_tasks
     from experiments.calibration import run_calibration
+    from experiments.config import load_tasks
     from experiments.config import validate
     from experiments.sweep import ab_preflight_lines
 

@@ -20,17 +20,19 @@ import pytest
 from conftest import OLD_DESIGN
 from scripted_harness import BASE, BOOST, ScriptedRunner, scripted_propose
 
+from experiments.calibration import pick_tasks, run_calibration
+from experiments.calibration._calibrate import CalibrationFailed
+from experiments.calibration._summary import CALIBRATION_BEGIN, CALIBRATION_END, format_calibration
 from experiments.config import load_tasks
-from experiments.calibration import CalibrationFailed, pick_tasks, run_calibration
-from experiments.storage import Cost, find_calibration
 from experiments.config import ConfigError, compose_config, to_experiment, validate
 from experiments.stats import Design, detection_rate, mde, tasks_for_effect
-from experiments.stats._power import _normals
-from experiments.sweep import ab_preflight_lines, preflight_lines, project_sweep
 from experiments.stats import wilcoxon_reject
+from experiments.stats._power import _normals
+from experiments.storage import Cost, find_calibration
+from experiments.sweep import ab_preflight_lines
 from experiments.sweep import open_study
-from experiments.calibration import CALIBRATION_BEGIN, CALIBRATION_END, format_calibration
 from experiments.sweep import run_sweep
+from experiments.sweep._preflight import preflight_lines, project_sweep
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 ROOT = Path(__file__).resolve().parents[1]
@@ -238,7 +240,7 @@ def test_calibration_runs_are_runs_of_their_own_not_the_sweeps_baseline_runs_aga
     """Issue 31 item 8c. Before (6cbf984) generator run j used seed `seed + j`, the seed of the sweep's baseline trial
     (j = 0), its repeats and its holdout runs; with the response cache keyed on the seed those were the same runs,
     so a sweep pooling the calibration's sigma with its holdout repeats counted them twice."""
-    from experiments.calibration import generator_seed
+    from experiments.calibration._calibrate import generator_seed
     from experiments.runs import evaluate_candidate
     from experiments.runs import baseline_instructions
 

@@ -8,8 +8,9 @@ import random
 import pytest
 from scipy import stats as sps
 
-from experiments.stats import COST_METRICS, CostGuard, cost_by_task, cost_diffs, paired_cost
 from experiments.runs import TaskScore
+from experiments.stats import COST_METRICS, CostGuard, cost_by_task, paired_cost
+from experiments.stats._cost import cost_diffs
 
 
 def _ts(task: str, completion: int, calls: int = 5, latency: float = 1.0, prompt: int = 900) -> TaskScore:

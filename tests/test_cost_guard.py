@@ -68,8 +68,9 @@ def _figures_beside_the_summary(exp, s, row):
 
     from mlflow.tracking import MlflowClient
 
-    from experiments.sweep import sweep_evidence
-    from experiments.sweep import frozen_trial, open_study
+    from experiments.sweep import open_study
+    from experiments.sweep._registry import sweep_evidence
+    from experiments.sweep._study import frozen_trial
 
     rows = [json.loads(line) for line in (exp.sweep_dir / "ledger.jsonl").read_text().splitlines()]
     tool = [r for r in rows if r["operator"] == "add_tool"]
@@ -143,7 +144,8 @@ def test_decide_tests_the_cost_at_the_looks_level_and_a_cost_not_measured_holds_
 
 
 def test_preflight_states_its_cost_model_unknown_first_then_from_the_baseline_trials_tasks(make_exp):
-    from experiments.sweep import baseline_trial, open_study
+    from experiments.sweep import open_study
+    from experiments.sweep._study import baseline_trial
 
     first: list[str] = []
     _sweep(make_exp("sweep.n_trials=2", "sweep.holdout_top_k=0", operators=("add_tool",)), first)

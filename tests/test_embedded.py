@@ -359,7 +359,7 @@ def recording_server(monkeypatch, tmp_path):
 def test_repeat_penalty_reaches_the_server_and_keys_the_cache_and_the_fingerprint(recording_server):
     """Ollama's repeat_penalty 1.1 by default (llama.cpp's server has it off, and a 1.5B model looped); a reply
     cached under other sampler options is not served, and the study fingerprint records them."""
-    from experiments.config import model_identity
+    from experiments.config._fingerprint import model_identity
     from harness.inference import ResponseCache
 
     fake, gguf, cache = recording_server
@@ -386,7 +386,7 @@ def test_repeat_penalty_reaches_the_server_and_keys_the_cache_and_the_fingerprin
 def test_prompt_reuse_is_off_by_default_and_keys_the_cache_and_the_fingerprint(recording_server):
     """llama.cpp's reuse of a slot's cached prefix changes greedy replies: off by default (cache_prompt false in
     every request), and a reply made with reuse is not served to a run without it."""
-    from experiments.config import model_identity
+    from experiments.config._fingerprint import model_identity
 
     fake, gguf, cache = recording_server
     roles = lambda **kw: make_roles(BackendConfig(kind="embedded", embedded_model_path=str(gguf),  # noqa: E731
@@ -458,7 +458,7 @@ def test_replies_are_the_same_alone_and_beside_another_request():
 def test_weight_repacking_is_off_by_default_and_keys_the_cache_and_the_fingerprint(recording_server):
     """llama.cpp's CPU repacking keeps a repacked copy of the weights per server (replicas could not share the
     mmap'd file) and changes greedy replies: off by default, and a reply made with it is not served without it."""
-    from experiments.config import model_identity
+    from experiments.config._fingerprint import model_identity
     from harness.inference import base_llm
 
     fake, gguf, cache = recording_server

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, decide, race
 from experiments.stats import Comparison, noise_floor
+from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, decide, race
 
 TRAIN = [f"t{i}" for i in range(8)]
 REF = {t: 5.0 for t in TRAIN}
@@ -146,7 +146,8 @@ def test_five_conclusions_of_one_study_promote_a_no_better_candidate_at_most_alp
 
 
 def test_the_train_line_says_it_is_a_filter_over_the_candidates_compared():
-    from experiments.sweep import SweepSummary, format_sweep
+    from experiments.sweep import SweepSummary
+    from experiments.sweep._summary import format_sweep
 
     cmp = Comparison(0.8, 0.004, 0.3, 8, 0.05, True, 1 / 256)
     assert cmp.filter_reason(12).startswith("passes: +0.800 > floor 0.300 and p=0.0040 < 0.05")
@@ -250,7 +251,7 @@ def test_the_task_spread_is_estimated_from_the_sweeps_candidates_and_raises_what
 
 def test_the_default_benchmark_has_24_offline_tasks_and_the_holdout_runs_each_text_three_times():
     from experiments.config import compose_config, to_experiment
-    from experiments.sweep import holdout_runs
+    from experiments.sweep._promotion import holdout_runs
 
     exp = to_experiment(compose_config(["+sweep=synth_mutation"]))
     assert exp.benchmark.name == "asyncio_practices"

@@ -83,7 +83,8 @@ SHIPPED = dict(n_train=16, n_holdout=8, alpha=0.05, level=0.025, baseline_runs=2
 
 
 def test_decision_power_with_zero_noise_simulates_nothing_and_the_line_says_zero_noise(monkeypatch):
-    from experiments.stats import decision_power, decision_power_line
+    from experiments.report import decision_power_line
+    from experiments.stats import decision_power
 
     calls = _count_monte_carlo(monkeypatch)
     dp = decision_power(0.0, 0.0, **SHIPPED)

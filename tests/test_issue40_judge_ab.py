@@ -127,7 +127,8 @@ def test_python_m_harness_with_every_judge_reply_cut_after_two_scores_is_not_ok(
 
 # -- B: failed A/B cells on different tasks -------------------------------------------------------------------------
 
-from experiments.ab import ABDesign, run_ab, write_report  # noqa: E402
+from experiments.ab import ABDesign, run_ab
+from experiments.ab._report import write_report  # noqa: E402
 from experiments.stats import Preregistration  # noqa: E402
 
 TWELVE = tuple(f"task-{i:02d}" for i in range(12))

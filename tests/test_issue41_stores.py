@@ -208,7 +208,7 @@ def test_a_store_deleted_and_created_again_in_one_process_opens_and_the_old_conn
 
     from experiments.config import compose_config, to_experiment, validate
     from experiments.storage import check_services
-    from experiments.sweep import open_store
+    from experiments.sweep._study import open_store
     from harness.inference import ResponseCache
     from harness.stores import StoreGone
 

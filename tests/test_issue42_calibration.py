@@ -150,7 +150,7 @@ def test_a_bad_decoding_is_refused_in_one_line(make_exp):
 
 
 def test_the_default_rewrite_is_written_for_default_instructions_and_a_rule_otherwise():
-    from experiments.calibration import rewrite_of
+    from experiments.calibration._arms import rewrite_of
     from harness.synthesis import DEFAULT_INSTRUCTIONS
 
     for tt, text in DEFAULT_INSTRUCTIONS.items():

@@ -23,9 +23,10 @@ from evaluators.composite import evaluate
 from evaluators.deterministic import prompt_echo_reasons
 from experiments.config import Task, load_tasks
 from experiments.runs import TrialFailed, evaluate_candidate
-from experiments.storage import Ledger
-from experiments.runs import TaskOutcome, outcome_from_result
+from experiments.runs import TaskOutcome
 from experiments.runs import HarnessRunner
+from experiments.runs._outcome import outcome_from_result
+from experiments.storage import Ledger
 from experiments.sweep import open_study
 from experiments.sweep import run_sweep
 from harness.config import EvaluatorConfig, MemoryConfig, WiggumConfig

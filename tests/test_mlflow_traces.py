@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from experiments.tracking import EVALUATION_RUN, RUN_TYPE_TAG, TOKEN_USAGE, assessments, read_chrome_trace, span_attributes, span_tree
 from experiments.runs import TaskScore
+from experiments.tracking._traces import (EVALUATION_RUN, RUN_TYPE_TAG, TOKEN_USAGE, assessments, read_chrome_trace,
+                                          span_attributes, span_tree)
 
 
 def _ev(name, ts, dur, tid=1, cat="stage", **args):
@@ -61,13 +62,13 @@ def test_a_trace_file_is_placed_in_wall_time(tmp_path):
 
 
 def _chrome(events, ts0_s, run_id="r"):
-    from experiments.tracking import ChromeTrace
+    from experiments.tracking._traces import ChromeTrace
 
     return ChromeTrace(tuple(events), ts0_s * 1e6, run_id)
 
 
 def test_a_reused_context_is_grafted_just_before_the_run_at_its_own_durations():
-    from experiments.tracking import with_context
+    from experiments.tracking._traces import with_context
 
     run = _chrome([_ev("synthesize", 10, 50), _ev("llm.producer", 12, 40, cat="llm")], ts0_s=1000.0)
     # prepared 400 s earlier: planning with its model call, then research on two threads
@@ -144,7 +145,7 @@ def _sweep(make_exp, tmp_path, name: str, lines: list[str]):
 
 
 def _trial_runs(exp):
-    from experiments.tracking import MLflowTracker
+    from experiments.tracking._mlflow import MLflowTracker
 
     tracker = MLflowTracker(exp)
     tracker.start(exp)
@@ -303,9 +304,9 @@ def _assert_run_traced(client, experiment_id, run, task_ids, records):
 
 
 def test_trace_logging_that_fails_warns_once_and_loses_nothing_else(make_exp, tmp_path, monkeypatch):
-    from experiments.tracking import _traces as mt
     from experiments.storage import Ledger
     from experiments.sweep import open_study
+    from experiments.tracking import _traces as mt
 
     real, calls = mt.start_task_trace, []
 
@@ -341,7 +342,7 @@ def test_exporting_to_puts_the_environment_back_exactly(monkeypatch, tmp_path):
     sweep must not leave it there, or every later tracker in the process logs to the stale store."""
     import mlflow
 
-    from experiments.tracking import exporting_to
+    from experiments.tracking._traces import exporting_to
 
     stale, mine, env = (f"sqlite:///{tmp_path / n}.db" for n in ("stale", "mine", "env"))
     mlflow.set_tracking_uri(stale)  # an earlier sweep in this process left its store as the global URI
@@ -381,7 +382,7 @@ def _ab_on_fake_roles(lines: list[str], *overrides: str, llm=None):
     from harness.inference import fake_roles
     from test_ab_entry import _exp, _fake_llm
 
-    from experiments.ab import run_ab_from_config
+    from experiments.ab._entry import run_ab_from_config
 
     exp = _exp("ab.replications=1", "ab.split=train", "wiggum.max_rounds=1", "research.max_rounds=1",
                "research.enrich_urls=0", "search.provider=local", "orchestrator.mode=off", *overrides)

@@ -376,7 +376,7 @@ def sweep_store(tmp_path):
 def test_mlflow_ui_shows_the_sweep_in_headless_chromium(chromium, sweep_store, tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from experiments.tracking import UI_ADDRESS
+    from experiments.tracking._mlflow import UI_ADDRESS
 
     exp, summary = sweep_store
     client = MlflowClient(summary.mlflow_ui.split()[-1])

@@ -17,11 +17,13 @@ from conftest import OLD_DESIGN
 from scripted_harness import ScriptedRunner, scripted_propose
 
 from experiments.config import load_tasks
-from experiments.tracking import HEATMAP_PNG, HISTORY_PNG, OPERATORS_PNG, QUALITY_COST_PNG, history_points, operator_stats, score_matrix, sweep_plots
-from experiments.sweep import split_scores
 from experiments.sweep import open_study
-from experiments.sweep import SUMMARY_BEGIN, SUMMARY_END, format_sweep
 from experiments.sweep import run_sweep
+from experiments.sweep._promotion import split_scores
+from experiments.sweep._summary import SUMMARY_BEGIN, SUMMARY_END, format_sweep
+from experiments.tracking import sweep_plots
+from experiments.tracking._plots import (HEATMAP_PNG, HISTORY_PNG, OPERATORS_PNG, QUALITY_COST_PNG, history_points,
+                                         operator_stats, score_matrix)
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -262,7 +264,8 @@ COSTLY = [
 
 
 def test_quality_cost_points_and_front_of_a_sweep(tmp_path):
-    from experiments.stats import pareto_front, quality_cost_points, trial_cost
+    from experiments.stats import pareto_front
+    from experiments.tracking._trials import quality_cost_points, trial_cost
 
     pts = quality_cost_points(COSTLY)
     assert [(p.number, p.value, p.cost, p.pruned) for p in pts] == [
@@ -275,7 +278,7 @@ def test_quality_cost_points_and_front_of_a_sweep(tmp_path):
 
 
 def test_quality_cost_png_is_written_and_joins_the_sweep_plots(tmp_path):
-    from experiments.tracking import plot_quality_cost
+    from experiments.tracking._plots import plot_quality_cost
 
     path = plot_quality_cost(COSTLY, tmp_path / QUALITY_COST_PNG, promoted=2, title="t")
     assert path.read_bytes()[:8] == PNG and path.stat().st_size > 10_000

@@ -11,8 +11,9 @@ import random
 import numpy as np
 from scipy import stats as sps
 
-from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, candidates, decide, holdout_runs, race, race_runs
 from experiments.stats import noise_floor
+from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, decide, race
+from experiments.sweep._promotion import candidates, holdout_runs, race_runs
 
 TRAIN = [f"t{i}" for i in range(8)]
 HOLD = ["h0", "h1", "h2", "h3"]

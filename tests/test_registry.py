@@ -15,14 +15,14 @@ from scripted_harness import BASE, BOOST, ScriptedRunner, scripted_propose
 
 from experiments.config import load_tasks
 from experiments.config import ConfigError, compose_config, to_experiment
-from experiments.config import harness_hash
-from experiments.runs import baseline_instructions
 from experiments.config import registry_uri
-from harness.synthesis import CHAMPION, PREVIOUS, prompt_name
-from experiments.sweep import SweepRegistry, register_texts
-from experiments.sweep._registry import _digest
+from experiments.config._fingerprint import harness_hash
+from experiments.runs import baseline_instructions
 from experiments.sweep import open_study
 from experiments.sweep import run_sweep
+from experiments.sweep._registry import SweepRegistry, register_texts
+from experiments.sweep._registry import _digest
+from harness.synthesis import CHAMPION, PREVIOUS, prompt_name
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -303,7 +303,7 @@ def test_sweep_baseline_from_a_source_and_its_resume_after_the_alias_moved(make_
 
 
 def test_champion_ab_arms_resolve_their_aliases(seeded):
-    from experiments.ab import arm_configs
+    from experiments.ab._design import arm_configs
 
     exp = _compose("+sweep=champion_ab")
     arms = arm_configs(exp)
@@ -317,7 +317,7 @@ def test_champion_ab_arms_resolve_their_aliases(seeded):
 
 
 def test_champion_ab_is_one_command_to_a_verdict(seeded):
-    from experiments.ab import run_ab_from_config
+    from experiments.ab._entry import run_ab_from_config
     from experiments.tracking import NullTracker
 
     def arm(name, overrides, task, replication, seed):  # the champion scores 1 point more, little noise

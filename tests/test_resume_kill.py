@@ -160,7 +160,7 @@ def test_append_jsonl_with_a_unique_key_appends_a_run_id_once(tmp_path):
 def test_an_evaluation_run_is_logged_once_and_a_half_logged_one_is_replaced(make_exp):
     from experiments.runs import CandidateEval, TaskScore
     from experiments.tracking import log_evaluation_run
-    from experiments.tracking import MLflowTracker
+    from experiments.tracking._mlflow import MLflowTracker
 
     exp = make_exp(mlflow=True)
     tracker = MLflowTracker(exp)

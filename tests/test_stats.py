@@ -9,10 +9,13 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from experiments.stats import bootstrap_ci, cohens_dz, holm, holm_reject, paired_differences, paired_ttest, rank_biserial, replication_noise, variance_ratio, wilcoxon_test
 from experiments.ab import paired_stats
+from experiments.stats import (bootstrap_ci, cohens_dz, holm, paired_differences, paired_ttest, rank_biserial,
+                               replication_noise, variance_ratio, wilcoxon_test)
 from experiments.stats import min_attainable_p, tasks_needed
-from experiments.stats import Preregistration, explain_verdict, obf_spent, sequential_decision, verdict
+from experiments.stats import Preregistration, explain_verdict, sequential_decision
+from experiments.stats._floors import holm_reject
+from experiments.stats._verdict import obf_spent, verdict
 
 # scipy.stats.wilcoxon docstring: Darwin's corn heights (cross- minus self-fertilised)
 DARWIN = [6, 8, 14, 16, 23, 24, 28, 29, 41, -48, 49, 56, 60, -67, 75]

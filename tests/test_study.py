@@ -7,7 +7,7 @@ import time
 import optuna
 
 from experiments.sweep import HoldoutScores
-from experiments.sweep import holdout_run, open_store, store_holdout_run, stored_holdout
+from experiments.sweep._study import holdout_run, open_store, store_holdout_run, stored_holdout
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -89,7 +89,7 @@ def test_a_resume_under_another_alpha_is_refused_naming_the_field_and_runs_nothi
 def test_every_decision_field_is_pinned_and_budget_and_search_fields_are_not(make_exp):
     import pytest
 
-    from experiments.config import DECISION_RULE
+    from experiments.config._fingerprint import DECISION_RULE
     from experiments.sweep import StudyMismatch
 
     exp = make_exp("sweep.n_trials=2", operators=("add_tool",))

@@ -13,15 +13,15 @@ from scripted_harness import BASE, BOOST, ScriptedRunner, scripted_propose
 
 from experiments.config import load_tasks
 from experiments.config import BenchmarkConfig, TaskSpec
-from experiments.storage import Ledger
 from experiments.runs import TrialFailed
-from experiments.sweep import make_objective
+from experiments.stats import compare, noise_floor
+from experiments.storage import Ledger
 from experiments.sweep import HoldoutScores, HoldoutTest
 from experiments.sweep import candidate_hash
-from experiments.stats import compare, noise_floor
 from experiments.sweep import open_study
-from experiments.sweep import SUMMARY_BEGIN
 from experiments.sweep import run_sweep
+from experiments.sweep._objective import make_objective
+from experiments.sweep._summary import SUMMARY_BEGIN
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -160,7 +160,8 @@ def test_the_final_race_reruns_the_leaders_once_ranks_on_their_mean_and_a_resume
     reruns = study.user_attrs["train_reruns"]
     assert len(reruns) == 2 and all(list(v) == ["1"] for v in reruns.values())
     # the ranking the holdout took its top from is the mean of each leader's trial run and its re-run
-    from experiments.sweep import candidates, race
+    from experiments.sweep import race
+    from experiments.sweep._promotion import candidates
 
     ranked = race(candidates(study.trials, study.user_attrs["baseline_hash"]),
                   {h: list(v.values()) for h, v in reruns.items()})
@@ -191,7 +192,7 @@ def test_resume_runs_only_new_trials_and_counts_agree(make_exp):
     assert len(study.trials) == 5
     ledger = Ledger(exp.sweep_dir / "ledger.jsonl").rows()
     assert sorted(r["trial"] for r in ledger) == [0, 1, 2, 3, 4]
-    from experiments.tracking import MLflowTracker
+    from experiments.tracking._mlflow import MLflowTracker
 
     tracker = MLflowTracker(exp)
     tracker.start(exp)
@@ -209,7 +210,7 @@ def test_failed_trials_are_recorded_and_the_sweep_continues(make_exp):
     assert failed and all("scripted crash" in t.user_attrs["fail_reason"] for t in failed)
     rows = Ledger(exp.sweep_dir / "ledger.jsonl").rows()
     assert {r["trial"] for r in rows if r["status"] == "crash"} == {t.number for t in failed}
-    from experiments.tracking import MLflowTracker
+    from experiments.tracking._mlflow import MLflowTracker
 
     tracker = MLflowTracker(exp)
     tracker.start(exp)
@@ -268,9 +269,9 @@ def test_duplicate_candidate_reuses_value(make_exp):
 @pytest.mark.embedded
 def test_two_trial_sweep_on_the_embedded_model(make_exp):
     """Real harness, SmolLM2-135M: structure only (it finishes, resumes, logs to MLflow, says SMOKE)."""
-    from experiments.runs import HarnessRunner
     from experiments.config import to_harness_config
-    from experiments.tracking import MLflowTracker
+    from experiments.runs import HarnessRunner
+    from experiments.tracking._mlflow import MLflowTracker
 
     exp = make_exp("backend=embedded", "planner=single_pass", "evaluator=deterministic_only", "wiggum.max_rounds=1",
                    "research.max_rounds=1", "research.compress=false", "research.enrich_urls=0",

@@ -7,8 +7,9 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
 from experiments.config import compose_config, to_experiment
-from experiments.tracking import MLflowTracker, instruction_diff, ui_command
 from experiments.config import tracking_uri
+from experiments.tracking import instruction_diff, ui_command
+from experiments.tracking._mlflow import MLflowTracker
 
 
 @pytest.fixture

@@ -22,8 +22,9 @@ from scripted_harness import ScriptedRunner, scripted_propose
 
 from experiments.config import load_tasks
 from experiments.config import ConfigError, compose_config, to_experiment, validate
+from experiments.runs import TaskOutcome
+from experiments.runs._outcome import outcome_from_result
 from experiments.storage import Ledger
-from experiments.runs import TaskOutcome, outcome_from_result
 from experiments.sweep import StudyMismatch, open_study
 from experiments.sweep import run_sweep
 from harness.config import EvaluatorConfig
@@ -157,7 +158,7 @@ def test_real_propose_never_repeats_a_tried_instruction_and_credits_the_fallback
 
 
 def test_scripted_propose_fallback_is_credited_in_ledger_and_plots(make_exp):
-    from experiments.tracking import operator_stats
+    from experiments.tracking._plots import operator_stats
 
     exp = make_exp("sweep.n_trials=4", "sweep.pruner=none", operators=("add_tool",))
     _sweep(exp)
@@ -266,7 +267,7 @@ def test_runner_must_return_a_task_outcome(make_exp):
         evaluate_candidate({"enumerated": "x", "research": "y"}, tasks[:1], Untyped(tasks))
     bad = TaskOutcome.failed("boom")
     with pytest.raises(TrialFailed, match="boom"):
-        from experiments.runs import task_score
+        from experiments.runs._evaluate import task_score
 
         task_score(tasks[0], bad)
     with pytest.raises(ValueError, match="needs a numeric score"):

@@ -37,14 +37,16 @@ from typing import Any, Callable, Mapping, Sequence
 from omegaconf import DictConfig
 
 from experiments.config import ConfigError, ExperimentConfig, load_tasks, to_experiment, validate
-from experiments.stats import SMOKE_LINE, PairedStats, Preregistration, hms, num
+from experiments.report import SMOKE_LINE, hms, num
+from experiments.stats import PairedStats, Preregistration
 from experiments.tracking import NullTracker, make_tracker
 from harness.compose import warn_judge
 
-from ._cells import ABDesign, ABResult, RunArm, load_cells, run_ab, task_id, write_or_check_prereg
+from ._cells import ABDesign, ABResult, RunArm, load_cells, task_id, write_or_check_prereg
 from ._design import (ABPaths, ab_paths, arm_backends, arm_configs, cell_plan, check_ab_design, design_from_config,
                       power_note, selection_note)
 from ._report import format_ab
+from ._run import run_ab
 
 CELL_KIND = "ab_cell"
 VERDICT_CODE = {"supported": 1.0, "inconclusive": 0.0, "not supported": -1.0}

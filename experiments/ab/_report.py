@@ -15,7 +15,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from experiments.stats import SMOKE_LINE, PairedStats, Preregistration, hms, num, pval
+from experiments.report import SMOKE_LINE, hms, num, pval
+from experiments.stats import PairedStats, Preregistration
 
 from ._cells import ABResult, metric_kind
 
@@ -292,8 +293,6 @@ def format_ab(*, name: str, result: Any, prereg: Any, design: Any, smoke: bool, 
               note: str | None = None) -> str:
     """The A/B's greppable block (result: experiments.ab.ABResult, prereg: experiments.stats.Preregistration,
     design: ABDesign, paths: experiments.ab.ABPaths; note: why the test cannot reach alpha, if so)."""
-    from ._cells import metric_kind
-
     s = result.primary
     a, b = result.arm_names
     total = len(design.tasks) * design.replications * 2

@@ -44,10 +44,10 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from experiments.config import ExperimentConfig, Task, load_tasks, split
+from experiments.report import hms, identity_text
 from experiments.runs import RunPool, TimedRunner, runner_pool
-from experiments.stats import (Design, ab_design, detection_rate, heterogeneity, hms, identity_text, mde,
-                               min_attainable_p, noise_floor, paired_ttest, replications_for_effect, sweep_design,
-                               tasks_for_effect, wilcoxon_test)
+from experiments.stats import (Design, ab_design, detection_rate, heterogeneity, mde, min_attainable_p, noise_floor,
+                               paired_ttest, replications_for_effect, sweep_design, tasks_for_effect, wilcoxon_test)
 from experiments.storage import (FAIL, PASS, UNREACHABLE, Calibration, Check, Cost, calibration_dir,
                                  calibration_fingerprint, fingerprint_key, run_label)
 from harness.stores import atomic_write_text

@@ -6,7 +6,8 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
-from experiments.stats import MAX_TASKS, hms, identity_text, num, variance_ratio
+from experiments.report import hms, identity_text, num
+from experiments.stats import MAX_TASKS, variance_ratio
 
 CALIBRATION_BEGIN, CALIBRATION_END = "===== CALIBRATION =====", "===== END CALIBRATION ====="
 

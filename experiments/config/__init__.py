@@ -3,19 +3,20 @@ prompt and store locations, and the checks a config passes before anything runs.
 
 from __future__ import annotations
 
+from harness.config import ConfigError  # an experiment's config errors are the harness's
+
 from ._benchmark import Task, load_tasks, split, task_from_spec, task_types
-from ._fingerprint import (DECISION_RULE, backend_identity, decision_rule, fingerprint_diff, harness_hash,
-                           holdout_set, model_identity, study_fingerprint, with_rule_defaults)
-from ._schema import (BASELINE, HOLDOUT_TESTS, TRAIN_FILTERS, BenchmarkConfig, ConfigError, ExperimentConfig,
-                      TaskSpec, apply_overrides, compose_config, experiment_dict, to_experiment, to_harness_config,
-                      validate)
+from ._convert import apply_overrides, experiment_dict, to_experiment, to_harness_config
+from ._fingerprint import (backend_identity, decision_rule, fingerprint_diff, holdout_set, study_fingerprint,
+                           with_rule_defaults)
+from ._schema import BASELINE, HOLDOUT_TESTS, TRAIN_FILTERS, BenchmarkConfig, ExperimentConfig, TaskSpec, compose_config
 from ._sources import registry_uri, tracking_uri
+from ._validation import validate
 
 __all__ = [
     "BASELINE",
     "BenchmarkConfig",
     "ConfigError",
-    "DECISION_RULE",
     "ExperimentConfig",
     "HOLDOUT_TESTS",
     "TRAIN_FILTERS",
@@ -27,10 +28,8 @@ __all__ = [
     "decision_rule",
     "experiment_dict",
     "fingerprint_diff",
-    "harness_hash",
     "holdout_set",
     "load_tasks",
-    "model_identity",
     "registry_uri",
     "split",
     "study_fingerprint",

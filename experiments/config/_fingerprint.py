@@ -21,6 +21,8 @@ from typing import Any, Iterable, Mapping
 
 from harness.inference import base_llm
 
+from ._convert import to_harness_config
+
 _SHA_CACHE: dict[tuple[str, int, int], str] = {}
 ROLES = ("planner", "producer", "evaluator", "compressor")
 
@@ -129,8 +131,6 @@ def harness_hash(harness_cfg: Any) -> str:
 def study_fingerprint(exp: Any, backend: Mapping[str, Any], tasks: Iterable[Any]) -> dict[str, Any]:
     """The fingerprint of an experiment's objective (see the module docstring); `backend` is the runner's
     identity(), i.e. backend_identity(roles) for the real harness."""
-    from ._schema import to_harness_config
-
     harness = to_harness_config(exp)
     return {
         "sweep_kind": exp.sweep.kind,

@@ -9,10 +9,12 @@ import math
 import re
 from typing import Any
 
+from experiments.stats import COST_METRICS
 from harness.compose import check, check_harness, check_positive, check_range, warn_judge
 from harness.config import TASK_TYPES, ConfigError
 
-from ._schema import PRUNERS, SAMPLERS, SPLITS, SWEEP_KINDS, ExperimentConfig
+from ._schema import (HOLDOUT_TESTS, OPERATOR_CHOICES, PARENT_SELECTIONS, PRUNER_CORRECTIONS, PRUNERS, SAMPLERS,
+                      SPLITS, SWEEP_KINDS, TRAIN_FILTERS, ExperimentConfig)
 
 
 def _check_task_text(i: int, t: Any) -> None:
@@ -92,8 +94,6 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
     check("sweep.kind", sw.kind, SWEEP_KINDS)
     check("sweep.pruner", sw.pruner, PRUNERS)
     check("sweep.sampler", sw.sampler, SAMPLERS)
-    from ._schema import OPERATOR_CHOICES, PARENT_SELECTIONS, PRUNER_CORRECTIONS
-
     check("sweep.pruner_correction", sw.pruner_correction, PRUNER_CORRECTIONS)
     check("sweep.parent_selection", sw.parent_selection, PARENT_SELECTIONS)
     check("sweep.operator_choice", sw.operator_choice, OPERATOR_CHOICES)
@@ -114,17 +114,11 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
     check_range("sweep.failure_rate_stop", sw.failure_rate_stop, 0.0, 1.0)
     check_range("sweep.holdout_top_k", sw.holdout_top_k, 0)
     check_range("sweep.race_top", sw.race_top, 0)
-    from ._schema import HOLDOUT_TESTS
-
     check("sweep.holdout_test", sw.holdout_test, HOLDOUT_TESTS)
     check_range("sweep.holdout_baseline_runs", sw.holdout_baseline_runs, 1)
     check_range("sweep.holdout_candidate_runs", sw.holdout_candidate_runs, 1)
-    from ._schema import TRAIN_FILTERS
-
     check("sweep.train_filter", sw.train_filter, TRAIN_FILTERS)  # issue 42
     check_range("sweep.holdout_futility_block", sw.holdout_futility_block, 0)  # issue 42: 0 = off
-    from experiments.stats import COST_METRICS
-
     check("sweep.cost_metric", sw.cost_metric, COST_METRICS)
     mci = sw.max_cost_increase
     if mci is not None and (isinstance(mci, bool) or not isinstance(mci, (int, float)) or not math.isfinite(mci)

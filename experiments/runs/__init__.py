@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from ._contexts import prepare_contexts
 from ._evaluate import (CandidateEval, FailedRun, TaskScore, TrialFailed, baseline_instructions, evaluate_candidate,
-                        model_failure, task_score)
-from ._outcome import TaskOutcome, Usage, outcome_from_result
+                        model_failure)
+from ._outcome import TaskOutcome, Usage
 from ._pool import SERIAL, RunPool, runner_pool
-from ._runners import HarnessCells, HarnessRunner, Runner, TimedRunner, blind_label, llm_calls
+from ._runners import HarnessCells, HarnessRunner, Runner, TimedRunner, llm_calls
 
 __all__ = [
     "CandidateEval",
@@ -24,12 +24,9 @@ __all__ = [
     "TrialFailed",
     "Usage",
     "baseline_instructions",
-    "blind_label",
     "evaluate_candidate",
     "llm_calls",
     "model_failure",
-    "outcome_from_result",
     "prepare_contexts",
     "runner_pool",
-    "task_score",
 ]

@@ -1,77 +1,61 @@
 """Statistics the verdicts rest on: paired tests and noise floors, power and detectable effects, cost
-differences, the study's error budget over holdout looks, the A/B verdict rule, and their text."""
+differences, the study's error budget over holdout looks, and the A/B verdict rule (their text: experiments.report)."""
 
 from __future__ import annotations
 
-from ._cost import (COST_METRICS, BaselineCosts, CostDiff, CostGuard, GuardResult, cost_by_task, cost_diffs,
-                    holdout_cost, holdout_cost_diffs, paired_cost, run_costs, store_holdout_cost, train_cost_diffs)
-from ._floors import baseline_reference, compare, holm, holm_reject, noise_floor, replication_noise, variance_ratio
-from ._looks import LOOKS_ATTR, Look, level, next_look, recorded
-from ._pareto import pareto_front, quality_cost_points, trial_cost, trial_operator, trial_value
-from ._power import (MAX_TASKS, Design, ab_design, decision_power, detection_rate, mde, replications_for_effect,
-                     sweep_design, tasks_for_effect)
+from ._cost import (COST_METRICS, CostDiff, CostGuard, GuardResult, cost_by_task, paired_cost, run_costs,
+                    train_cost_diffs)
+from ._floors import baseline_reference, compare, holm, noise_floor, replication_noise, variance_ratio
+from ._looks import Look, level, next_look, recorded
+from ._pareto import pareto_front
+from ._power import (MAX_TASKS, DecisionPower, Design, ab_design, decision_power, detection_rate, mde,
+                     replications_for_effect, sweep_design, tasks_for_effect)
 from ._reach import calibrate_design_problem, min_attainable_p, sweep_design_problem, tasks_needed
 from ._spread import heterogeneity, spread_from_trials
 from ._tests import (DIRECTIONS, FLOOR_SE, TESTS, Comparison, NoiseFloor, PairedStats, bootstrap_ci, cohens_dz,
                      finite_array, paired_differences, paired_ttest, rank_biserial, wilcoxon_reject, wilcoxon_test)
-from ._text import SMOKE_LINE, ci_text, decision_power_line, hms, identity_text, num, pval
-from ._verdict import (Decision, Preregistration, explain_verdict, missing_imbalance, obf_spent, sequential_decision,
-                       verdict)
+from ._verdict import Decision, Preregistration, explain_verdict, missing_imbalance, sequential_decision
 
 __all__ = [
-    "BaselineCosts",
     "COST_METRICS",
     "Comparison",
     "CostDiff",
     "CostGuard",
     "DIRECTIONS",
     "Decision",
+    "DecisionPower",
     "Design",
     "FLOOR_SE",
     "GuardResult",
-    "LOOKS_ATTR",
     "Look",
     "MAX_TASKS",
     "NoiseFloor",
     "PairedStats",
     "Preregistration",
-    "SMOKE_LINE",
     "TESTS",
     "ab_design",
     "baseline_reference",
     "bootstrap_ci",
     "calibrate_design_problem",
-    "ci_text",
     "cohens_dz",
     "compare",
     "cost_by_task",
-    "cost_diffs",
     "decision_power",
-    "decision_power_line",
     "detection_rate",
     "explain_verdict",
     "finite_array",
     "heterogeneity",
-    "hms",
-    "holdout_cost",
-    "holdout_cost_diffs",
     "holm",
-    "holm_reject",
-    "identity_text",
     "level",
     "mde",
     "min_attainable_p",
     "missing_imbalance",
     "next_look",
     "noise_floor",
-    "num",
-    "obf_spent",
     "paired_cost",
     "paired_differences",
     "paired_ttest",
     "pareto_front",
-    "pval",
-    "quality_cost_points",
     "rank_biserial",
     "recorded",
     "replication_noise",
@@ -79,17 +63,12 @@ __all__ = [
     "run_costs",
     "sequential_decision",
     "spread_from_trials",
-    "store_holdout_cost",
     "sweep_design",
     "sweep_design_problem",
     "tasks_for_effect",
     "tasks_needed",
     "train_cost_diffs",
-    "trial_cost",
-    "trial_operator",
-    "trial_value",
     "variance_ratio",
-    "verdict",
     "wilcoxon_reject",
     "wilcoxon_test",
 ]

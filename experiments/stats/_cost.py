@@ -43,8 +43,7 @@ import numpy as np
 from scipy import stats as sps
 
 __all__ = ["COST_METRICS", "CostDiff", "CostGuard", "GuardResult", "cost_by_task", "paired_cost", "cost_diffs",
-           "run_costs", "store_holdout_cost", "holdout_cost", "holdout_cost_diffs", "train_cost_diffs",
-           "BaselineCosts"]
+           "run_costs", "train_cost_diffs"]
 
 COST_METRICS = ("completion_tokens", "prompt_tokens", "llm_calls", "wall_s")
 _FIELD = {"completion_tokens": "completion_tokens", "prompt_tokens": "prompt_tokens", "llm_calls": "llm_calls",
@@ -232,36 +231,10 @@ def ratio_upper_log(logs: Sequence[float], alpha: float) -> float:
     return float(np.quantile(float(y.mean()) - z * np.sqrt(v / n) + v / 2.0, 1.0 - alpha))
 
 
-# -- the holdout runs' cost, stored in the study beside their scores: attr "holdout_costs" {hash: {seed: {metric:
-# {task: cost}}}} (scores live in "holdout"/"holdout_repeats"; a run stored before issue 34 has no cost: not measured)
-
-HOLDOUT_COSTS = "holdout_costs"
-
-
 def run_costs(scores: Iterable[Any]) -> dict[str, dict[str, float]]:
     """metric -> task -> cost of one run (TaskScores), every metric."""
     runs = [list(scores)]
     return {m: {t: round(v, 4) for t, v in cost_by_task(runs, m).items()} for m in COST_METRICS}
-
-
-def store_holdout_cost(study: Any, key: str, seed: int, costs: Mapping[str, Mapping[str, float]]) -> None:
-    """Store one holdout run's per-task cost (run_costs) for text `key` (call under the study-attrs lock)."""
-    stored = {h: dict(v) for h, v in dict(study.user_attrs.get(HOLDOUT_COSTS, {})).items()}
-    stored.setdefault(key, {})[str(seed)] = {m: dict(v) for m, v in costs.items()}
-    study.set_user_attr(HOLDOUT_COSTS, stored)
-
-
-def holdout_cost(user_attrs: Mapping[str, Any], key: str, metric: str) -> dict[str, float]:
-    """Per-task mean cost of one text over its stored holdout runs ({} when none was measured)."""
-    runs = dict(dict(user_attrs.get(HOLDOUT_COSTS, {})).get(key, {})).values()
-    return _mean_runs([dict(r.get(metric, {})) for r in runs])
-
-
-def holdout_cost_diffs(user_attrs: Mapping[str, Any], key: str, base_key: str, *,
-                       level: float = 0.95) -> dict[str, CostDiff]:
-    """Every metric of a text's holdout cost against the baseline's, paired over tasks."""
-    return {m: paired_cost(holdout_cost(user_attrs, key, m), holdout_cost(user_attrs, base_key, m), m, level=level)
-            for m in COST_METRICS}
 
 
 def train_cost_diffs(trial_attrs: Mapping[str, Any], base_attrs: Mapping[str, Any], *,
@@ -269,34 +242,3 @@ def train_cost_diffs(trial_attrs: Mapping[str, Any], base_attrs: Mapping[str, An
     """A trial's train cost against the baseline trial's (their `task_costs` attrs), paired over tasks."""
     cand, base = dict(trial_attrs.get("task_costs") or {}), dict(base_attrs.get("task_costs") or {})
     return {m: paired_cost(dict(cand.get(m, {})), dict(base.get(m, {})), m, level=level) for m in COST_METRICS}
-
-
-def _mean_runs(runs: Sequence[Mapping[str, float]]) -> dict[str, float]:
-    sums: dict[str, list[float]] = {}
-    for r in runs:
-        for t, v in r.items():
-            sums.setdefault(str(t), []).append(float(v))
-    return {t: sum(v) / len(v) for t, v in sums.items()}
-
-
-class BaselineCosts:
-    """The tracker's view of the baseline trial's per-task cost (its `task_costs` attr, seen when the tracker logs
-    the baseline trial, which runs first), and each later trial's MLflow metrics against it: cost_diff.<metric>
-    (mean difference per train task) and cost_diff.<metric>_lo / _hi (its 95% t interval over tasks)."""
-
-    def __init__(self) -> None:
-        self.base: Mapping[str, Any] | None = None
-
-    def metrics(self, attrs: Mapping[str, Any]) -> dict[str, float]:
-        if attrs.get("operator") == "baseline":  # search_state.BASELINE
-            self.base = dict(attrs)
-            return {}
-        if not self.base or not attrs.get("task_costs") or not self.base.get("task_costs"):
-            return {}
-        out: dict[str, float] = {}
-        for m, d in train_cost_diffs(attrs, self.base).items():
-            if d.diff is not None:
-                out[f"cost_diff.{m}"] = d.diff
-                if d.ci:
-                    out[f"cost_diff.{m}_lo"], out[f"cost_diff.{m}_hi"] = d.ci
-        return out

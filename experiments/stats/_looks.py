@@ -20,7 +20,7 @@ conservative: its looks tested on the shared tasks, and no bound on their depend
 The budget is the smallest alpha any of those looks was made under; a look never spends more than half of what
 the earlier ones left (with one alpha throughout that is alpha / 2^k). Another storage is another budget.
 
-The looks are stored in each study (user attr holdout_looks, a list of {"family": [hashes], "level": float, ...}),
+The looks are stored in each study (user attr holdout_looks, experiments.sweep's LOOKS_ATTR, a list of {"family": [hashes], "level": float, ...}),
 so every worker and every resume reads the same budget. Pure functions; the sweep stores what they return.
 """
 
@@ -28,8 +28,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
-
-LOOKS_ATTR = "holdout_looks"
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,15 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from experiments.config import ExperimentConfig
-from experiments.stats import (ab_design, decision_power, decision_power_line, detection_rate, hms, mde, num,
-                               spread_from_trials, sweep_design)
+from experiments.report import decision_power_line, hms, num
+from experiments.stats import ab_design, decision_power, detection_rate, mde, spread_from_trials, sweep_design
 from experiments.storage import Cost, find_calibration
 
 from ._promotion import holdout_runs, race_runs
 
 HANDFUL = 5  # fewer proposals than this and the preflight warns
 HOLDOUT_SET_ATTR = "holdout_set"  # a study's holdout tasks' fingerprint (experiments.config.holdout_set)
+LOOKS_ATTR = "holdout_looks"  # a study's holdout looks (experiments.stats.Look entries: the error budget)
 
 
 @dataclass(frozen=True)
@@ -362,18 +363,16 @@ def next_level(exp: ExperimentConfig, study: Any) -> float:
     (experiments.stats.next_look). What the preflight prints (issue 42: it counted this study's looks only, so a
     new study on a used holdout set printed the power of a level it would not test at)."""
     from experiments.config import holdout_set, load_tasks
-    from experiments.stats import LOOKS_ATTR, next_look
+    from experiments.stats import next_look
 
     others = other_looks(exp.storage_url, study.study_name, holdout_set(load_tasks(exp.benchmark)))
     return next_look(list(study.user_attrs.get(LOOKS_ATTR, [])), (NEXT_FAMILY,), exp.sweep.alpha, others).level
 
 
 def other_looks(storage_url: str, study_name: str, key: Mapping[str, Any]) -> list[dict]:
-    """The looks (experiments.stats LOOKS_ATTR entries) other studies in the storage made on a holdout that
+    """The looks (LOOKS_ATTR entries) other studies in the storage made on a holdout that
     overlaps `key` (experiments.config.holdout_set of this study's tasks: holdout_overlaps)."""
     import optuna
-
-    from experiments.stats import LOOKS_ATTR
 
     out: list[dict] = []
     for other in optuna.get_all_study_summaries(storage_url, include_best_trial=False):

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from optuna.trial import FrozenTrial, TrialState
 
-from experiments.stats import hms, num
+from experiments.report import hms, num
 
 
 @dataclass

@@ -18,13 +18,14 @@ from typing import Any, Mapping, Sequence
 
 from experiments.config import holdout_set
 from experiments.runs import TrialFailed, evaluate_candidate
-from experiments.stats import (LOOKS_ATTR, CostGuard, Look, NoiseFloor, holdout_cost, holdout_cost_diffs, next_look,
-                               noise_floor, recorded, run_costs, store_holdout_cost, sweep_design_problem)
+from experiments.stats import (CostGuard, Look, NoiseFloor, next_look, noise_floor, recorded, run_costs,
+                               sweep_design_problem)
 from experiments.storage import shared_lock
 from experiments.tracking import log_evaluation_run
 from harness.stores import sqlite_file
 
-from ._preflight import HOLDOUT_SET_ATTR, noise_measured_line, other_looks, sweep_confirmable
+from ._holdout_costs import holdout_cost, holdout_cost_diffs, store_holdout_cost
+from ._preflight import HOLDOUT_SET_ATTR, LOOKS_ATTR, noise_measured_line, other_looks, sweep_confirmable
 from ._promotion import (HoldoutScores, HoldoutTest, Promotion, decide, race, row_from_record, row_record,
                          train_filtered)
 from ._screening import futility_looks, futility_stop, holdout_order

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from experiments.config import ExperimentConfig
-from experiments.stats import SMOKE_LINE, Comparison, NoiseFloor, ci_text, hms, num, pval
+from experiments.report import SMOKE_LINE, ci_text, hms, num, pval
+from experiments.stats import Comparison, NoiseFloor
 from experiments.tracking import instruction_diff
 
 from ._promotion import HoldoutRow, SplitScores

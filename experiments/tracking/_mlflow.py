@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from experiments.config import ExperimentConfig, experiment_dict, tracking_uri
-from experiments.stats import BaselineCosts
 from experiments.storage import HalfCreated, created_whole, guard_engines, mask_secrets, mask_url, shared_lock
 from harness.stores import enable_wal, fault_in, full_in, locked_in, sqlite_db, store_lock
 
 from ._textdiff import instruction_diff
 from ._traces import EVALUATION_RUN, RUN_TYPE_TAG
+from ._trials import BaselineCosts
 
 log = logging.getLogger("experiments.tracking")
 

@@ -17,8 +17,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from experiments.config import BASELINE
-from experiments.stats import (bootstrap_ci, pareto_front, quality_cost_points, trial_operator as _operator,
-                               trial_value as _value)
+from experiments.stats import bootstrap_ci, pareto_front
+
+from ._trials import quality_cost_points, trial_operator as _operator, trial_value as _value
 
 HISTORY_PNG = "optimization_history.png"
 OPERATORS_PNG = "operator_importance.png"

@@ -1,13 +1,13 @@
-"""Numbers, intervals, p-values, durations and backend identities as the summaries print them."""
+"""Numbers, intervals, p-values, durations, backend identities and a design's power as the summaries, reports and
+preflight print them."""
 
 from __future__ import annotations
 
 import math
 from typing import Any, Mapping
 
+from experiments.stats import MAX_TASKS, DecisionPower
 from harness.inference import smoke_label
-
-from ._power import MAX_TASKS, DecisionPower
 
 SMOKE_LINE = smoke_label([])  # no model named: the one smoke label, "SMOKE RUN (embedded model): ..."
 
