@@ -14,7 +14,7 @@ then analyses the same ledger twice, without running anything more (experiments.
 
 and prints each one's mean difference B - A over tasks, its 95% interval, p, verdict, the run-noise share of the
 per-task differences and the smallest effect each design detects with probability 0.8 at the measured spread
-(experiments.stats: the A/B's own power model). Cells are cached in the results folder: a second call resumes.
+(experiments.stats.mde: the A/B's own power model). Cells are cached in the results folder: a second call resumes.
 
     python bench/ab_old_new.py --model <gguf> [--results DIR] [--split holdout] [-- extra overrides]
 
@@ -63,7 +63,7 @@ def overrides(args) -> list[str]:
 
 
 def describe(label: str, exp, result, runs_per_arm: int) -> list[str]:
-    from scipy.stats import t as tdist
+    from experiments.stats import Design, mde
 
     p = result.primary
     test = exp.ab.test
@@ -79,11 +79,11 @@ def describe(label: str, exp, result, runs_per_arm: int) -> list[str]:
         lines.append(f"  run noise (within-task sd {nz.sd_within:.3f}) gives a task's difference sd "
                      f"{nz.sd_task_diff:.3f}: {share:.0%} of the per-task differences' variance; the rest, "
                      f"task x variant spread tau {tau:.3f}")
-    if p.n > 1:
-        se = p.sd_diff / math.sqrt(p.n)
-        mde = (tdist.ppf(1 - exp.ab.alpha / 2, p.n - 1) + tdist.ppf(0.8, p.n - 1)) * se
+    if p.n > 1:  # the A/B's own power model (experiments.stats.mde), at the spread of these tasks' differences
+        design = Design("ab", p.n, p.sd_diff, exp.ab.alpha, "two-sided", test, min_mean=exp.ab.min_effect)
         lines.append(f"  the smallest mean difference this design detects with probability 0.8 at this spread "
-                     f"(two-sided paired t at alpha {exp.ab.alpha}, noncentral approximation): {mde:.3f}")
+                     f"({test} at alpha {exp.ab.alpha}, and at least ab.min_effect {exp.ab.min_effect}): "
+                     f"{mde(design):.3f}")
     return lines
 
 
