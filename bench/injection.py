@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
-import dataclasses
 import hashlib
 import json
 import re

@@ -4,7 +4,6 @@ Ollama stand-in. The machinery is tests/store_faults.py, shared with tests/test_
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
