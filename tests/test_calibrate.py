@@ -434,6 +434,36 @@ def test_harness_runner_rescore_scores_a_fixed_text_with_the_evaluator_alone(tmp
     assert o.score == pytest.approx(ev.composite)
 
 
+def test_the_calibration_re_scores_with_the_judge_behind_a_run_s_score(tmp_path):
+    """A run's score is the verify re-score, a sample at evaluator.rescore_temperature when the loop's judge is
+    greedy; the calibration's judge re-scores must be that judgement (they judged at temperature 0 before, so every
+    re-score repeated the first and the judge noise was 0 by construction)."""
+    import dataclasses
+
+    from pipeline_fake import Router, judge_json, make_harness, numbered
+
+    from experiments.runs import HarnessRunner
+
+    h = make_harness(tmp_path, Router(judge=[judge_json(7)]))
+    assert h.cfg.evaluator.temperature == 0 and h.cfg.evaluator.rescore
+    prepared = h.prepare("List 5 best practices for asyncio")
+    llm = h.roles.evaluator.inner  # the FakeLLM behind the role: it records each call's temperature and seed
+    runner = HarnessRunner(h.cfg, h.roles)
+    n = len(llm.calls)
+    assert runner.rescore(prepared, numbered(5), seed=11).ok
+    assert [c.temperature for c in llm.calls[n:]] == [h.cfg.evaluator.rescore_temperature]
+
+    finished = h.finish(prepared, instructions={}, run_id="r1")  # the run's own verify re-score judges alike
+    assert finished.score is not None
+    verify = [c.temperature for c in llm.calls if c.seed is not None and c.seed >= h.cfg.seed + 1_000_003]
+    assert verify and set(verify) == {h.cfg.evaluator.rescore_temperature}
+
+    off = dataclasses.replace(h.cfg, evaluator=dataclasses.replace(h.cfg.evaluator, rescore=False))
+    n = len(llm.calls)
+    assert HarnessRunner(off, h.roles).rescore(prepared, numbered(5), seed=11).ok
+    assert [c.temperature for c in llm.calls[n:]] == [0.0]  # no verify re-score: a run's score is the loop's judge
+
+
 def test_the_entry_point_dispatches_calibrate_and_a_failed_check_is_not_a_success(make_exp):
     from experiments.run import main
 

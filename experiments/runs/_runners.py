@@ -212,9 +212,13 @@ class HarnessRunner:
 
     def rescore(self, prepared: Any, output_text: str, *, criteria: Mapping[str, Any] | None = None,
                 seed: int = 0) -> TaskOutcome:
-        """Score a fixed text again, as Harness.finish's judge does (evaluators.composite.evaluate with the
-        evaluator role and config, the task's criteria, the research sources), with judge seeds from `seed`."""
+        """Score a fixed text again as the judge behind a run's score does (evaluators.composite.evaluate with the
+        evaluator role, the task's criteria, the research sources), with judge seeds from `seed`. The config is the
+        verify re-score's (`harness.review.rescore_config`: a sample at evaluator.rescore_temperature when the
+        loop's judge is greedy) wherever a run's score is that re-score, so the calibration's judge noise is the
+        noise of the judgement a trial value carries (at temperature 0 every re-score repeated the first)."""
         from evaluators.composite import evaluate
+        from harness.review import rescore_config, rescore_samples
         from harness.tracing import Tracer, use_tracer
         from harness.synthesis import expected_count
 
@@ -226,7 +230,10 @@ class HarnessRunner:
         tracer = Tracer("rescore")
         t0 = time.perf_counter()
         with use_tracer(tracer):
-            ev = evaluate(prepared.clean_task, output_text, self.roles.evaluator, self.cfg.evaluator,
+            judge_cfg = self.cfg.evaluator
+            if rescore_samples(judge_cfg):
+                judge_cfg = rescore_config(judge_cfg)
+            ev = evaluate(prepared.clean_task, output_text, self.roles.evaluator, judge_cfg,
                           expected_count=expected, required_terms=tuple(criteria.get("required_terms", ())),
                           sources=prepared.research.sources, task_type=plan.task_type, seed=seed)
         used = tracer.usage.values()
