@@ -31,7 +31,7 @@ from harness.security import DataMarker
 from harness.text import JSONParseError, extract_string_field, parse_json_object
 
 __all__ = ["PairResult", "PositionBias", "VERDICTS", "combine_orders", "compare_pair", "disagreement_rate", "pairwise_messages",
-           "pairwise_schema", "parse_verdict", "position_bias"]
+           "pairwise_schema", "parse_preference", "position_bias"]
 
 VERDICTS = ("A", "B", "tie")
 REASON_MAX_CHARS = 400
@@ -89,7 +89,7 @@ def _verdict_of(value: Any) -> str | None:
     return {"a": "A", "b": "B", "tie": "tie", "draw": "tie", "equal": "tie", "both": "tie"}.get(v)
 
 
-def parse_verdict(text: str) -> tuple[str | None, str]:
+def parse_preference(text: str) -> tuple[str | None, str]:
     """One reply -> (verdict A | B | tie, or None when none can be read; the reason). Never raises."""
     text = text if isinstance(text, str) else ""
     try:
@@ -153,7 +153,7 @@ def _ask(llm: Any, messages: list[dict[str, str]], *, temperature: float, max_to
         reply = llm.chat(messages, schema=pairwise_schema(), temperature=temperature,
                          max_tokens=max_tokens * (2 if attempt else 1), seed=seed + RETRY_SEED_OFFSET * attempt)
         raws.append(reply.text[:1000])
-        verdict, reason = parse_verdict(reply.text)
+        verdict, reason = parse_preference(reply.text)
         if verdict is not None:
             break
         unreadable += 1

@@ -214,7 +214,7 @@ def summary_block(result) -> str:
     return "\n".join(lines)
 
 
-def check(task: str | None, overrides: list[str]) -> int:
+def check_command(task: str | None, overrides: list[str]) -> int:
     """--check: the readiness of the configured backend (harness.backends.readiness), printed; exit 2 with one line per
     problem on stderr. Nothing is written (no results folder, no cache)."""
     if task is not None:
@@ -225,10 +225,10 @@ def check(task: str | None, overrides: list[str]) -> int:
     except ValueError as exc:
         print(f"config error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return EXIT_USAGE
-    from harness.backends.readiness import check as readiness
+    from harness.backends.readiness import check_readiness
 
     try:
-        found = readiness(cfg.backend)
+        found = check_readiness(cfg.backend)
     except ValueError as exc:  # a bad backend.num_ctx / backend.think value
         print(f"config error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.check:
-        return check(task, [*flag_overrides(args), *typed])
+        return check_command(task, [*flag_overrides(args), *typed])
     if task is None or not task.strip():
         hint = " (a task that looks like key=value goes after --task or --)" if task is None and typed else ""
         print(f"error: task is empty: give the task as the first argument{hint}", file=sys.stderr)

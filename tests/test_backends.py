@@ -9,7 +9,7 @@ import pytest
 from ollama_stub import OllamaStub, StubReply, free_port
 
 from harness.backends import auto, backoff_delays, ollama_host, plain_messages, with_retries
-from harness.backends.auto import Probe, decide
+from harness.backends.auto import Probe, choose_backends
 from harness.backends.ollama_backend import OllamaLLM
 from harness.backends.openai_backend import OpenAICompatLLM
 from harness.config import ROLES, BackendConfig
@@ -256,7 +256,7 @@ CFG = BackendConfig(planner_model="glm4:9b", producer_model="qwen2.5:32b", evalu
     ],
 )
 def test_decide_table(probe, expected, reason):
-    decision = decide(CFG, probe)
+    decision = choose_backends(CFG, probe)
     assert [decision.kind_for(r) for r in ROLES] == expected
     assert reason in decision.reason and reason in decision.line()
 
@@ -264,7 +264,7 @@ def test_decide_table(probe, expected, reason):
 def test_decide_matches_latest_tag():
     cfg = dataclasses.replace(CFG, planner_model="llama3", producer_model="llama3", evaluator_model="llama3",
                               compressor_model="llama3")
-    assert decide(cfg, Probe("h", True, frozenset({"llama3:latest"}))).kind_for("planner") == "ollama"
+    assert choose_backends(cfg, Probe("h", True, frozenset({"llama3:latest"}))).kind_for("planner") == "ollama"
 
 
 @pytest.mark.parametrize("name, listed, has", [

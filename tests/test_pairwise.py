@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from evaluators.pairwise import (combine_orders, compare_pair, disagreement_rate, pairwise_messages, parse_verdict,
+from evaluators.pairwise import (combine_orders, compare_pair, disagreement_rate, pairwise_messages, parse_preference,
                                  position_bias)
 from harness.inference import FakeLLM
 from harness.security import DataMarker
@@ -69,12 +69,12 @@ def test_an_unreadable_reply_is_asked_again_then_missing_never_a_tie():
 
 
 def test_parse_verdict_reads_json_dirty_json_and_a_reply_cut_after_the_verdict():
-    assert parse_verdict('{"reason": "both fine", "verdict": "tie"}')[0] == "tie"
-    assert parse_verdict("Sure! ```json\n{'reason': 'B lists more', 'verdict': 'answer b'}\n```")[0] == "B"
-    assert parse_verdict('{"reason": "A is concrete", "verdict": "A"')[0] == "A"
+    assert parse_preference('{"reason": "both fine", "verdict": "tie"}')[0] == "tie"
+    assert parse_preference("Sure! ```json\n{'reason': 'B lists more', 'verdict': 'answer b'}\n```")[0] == "B"
+    assert parse_preference('{"reason": "A is concrete", "verdict": "A"')[0] == "A"
     # prose that names an answer is not a verdict: nothing is guessed
-    assert parse_verdict("I think answer A is better overall.")[0] is None
-    assert parse_verdict('{"reason": "x", "verdict": "C"}')[0] is None
+    assert parse_preference("I think answer A is better overall.")[0] is None
+    assert parse_preference('{"reason": "x", "verdict": "C"}')[0] is None
 
 
 def test_both_answers_are_marked_as_untrusted_data_and_cannot_forge_the_end_of_their_block():

@@ -9,7 +9,8 @@ import pytest
 
 from harness.config import ResearchConfig
 from harness.planner import Plan
-from harness.research import QUERY_RULES, auto_queries, cache_key, choose_queries, gather_research, memory_match
+from harness.research import (QUERY_RULES, auto_queries, choose_queries, gather_research, memory_match,
+                              research_cache_key)
 from harness.stores import read_jsonl
 from pipeline_fake import ListSearch, Router, make_harness, plan_json
 from test_research import Scripted, compressor, fresh_results
@@ -112,7 +113,7 @@ def test_skipped_and_searched_runs_of_one_task_do_not_share_a_cache_entry(tmp_pa
     assert not searched.from_cache and search.calls and searched.query_rule == "no_gaps_searched"
     search, again = _gather(tmp_path, plan, 0.9, reuse_cache=True)
     assert again.from_cache and again.query_rule == "no_gaps_strong_memory" and search.calls == []
-    assert cache_key(TASK, []) != cache_key(TASK, TASK_Q)
+    assert research_cache_key(TASK, []) != research_cache_key(TASK, TASK_Q)
 
 
 # -- end to end: the run record ------------------------------------------------------------------------

@@ -10,9 +10,10 @@ from typing import Any, Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from harness.config import ConfigError, HarnessConfig, apply_env
+from harness.synthesis import resolve_synth
 
 from ._schema import ExperimentConfig
-from ._sources import resolve_synth
+from ._sources import registry_uri
 
 
 # -- DictConfig -> dataclasses -----------------------------------------------------------------------
@@ -42,7 +43,7 @@ def to_experiment(cfg: DictConfig | ExperimentConfig, environ: dict[str, str] | 
     if obj.sweep.kind in ("synth_mutation", "ab") and obj.sweep.freeze_memory:
         obj.memory = dataclasses.replace(obj.memory, frozen=True)
     if obj.synth.source and not obj.synth.resolved:  # prompts:/... -> the registered texts (once per config)
-        obj.synth = resolve_synth(obj.synth, obj)
+        obj.synth = resolve_synth(obj.synth, registry_uri(obj))
     obj.ab = dataclasses.replace(obj.ab, a=arm_overrides(obj.ab.a, "ab.a"), b=arm_overrides(obj.ab.b, "ab.b"))
     return obj
 

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
-from harness.compose import compose_config as compose
+from harness.compose import compose_hydra
 from harness.config import HarnessConfig, MLflowConfig
 
 SPLITS = ("train", "holdout")
@@ -185,7 +185,7 @@ register_configs()
 def compose_config(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
     """Compose conf/ with overrides against ExperimentConfig (harness.compose: the one composition both command
     lines use); an unknown group option becomes a one-line ConfigError."""
-    return compose(overrides, config_name, schema=ExperimentConfig)
+    return compose_hydra(overrides, config_name, schema=ExperimentConfig)
 
 
 def results_dir_from_env(default: str = "results") -> str:

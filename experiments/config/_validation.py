@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from experiments.stats import COST_METRICS
-from harness.compose import check, check_harness, check_positive, check_range, warn_judge
+from harness.compose import check_choice, check_harness, check_positive, check_range, warn_judge
 from harness.config import TASK_TYPES, ConfigError
 
 from ._schema import (HOLDOUT_TESTS, OPERATOR_CHOICES, PARENT_SELECTIONS, PRUNER_CORRECTIONS, PRUNERS, SAMPLERS,
@@ -91,12 +91,12 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
         raise ConfigError(f"mlflow.prompt_prefix={exp.mlflow.prompt_prefix!r} is not allowed; expected letters, "
                           "digits, '_', '-' or '.' (MLflow prompt names)")
     sw = exp.sweep
-    check("sweep.kind", sw.kind, SWEEP_KINDS)
-    check("sweep.pruner", sw.pruner, PRUNERS)
-    check("sweep.sampler", sw.sampler, SAMPLERS)
-    check("sweep.pruner_correction", sw.pruner_correction, PRUNER_CORRECTIONS)
-    check("sweep.parent_selection", sw.parent_selection, PARENT_SELECTIONS)
-    check("sweep.operator_choice", sw.operator_choice, OPERATOR_CHOICES)
+    check_choice("sweep.kind", sw.kind, SWEEP_KINDS)
+    check_choice("sweep.pruner", sw.pruner, PRUNERS)
+    check_choice("sweep.sampler", sw.sampler, SAMPLERS)
+    check_choice("sweep.pruner_correction", sw.pruner_correction, PRUNER_CORRECTIONS)
+    check_choice("sweep.parent_selection", sw.parent_selection, PARENT_SELECTIONS)
+    check_choice("sweep.operator_choice", sw.operator_choice, OPERATOR_CHOICES)
     check_range("sweep.gate_tasks", sw.gate_tasks, 0)
     check_range("sweep.gate_z", sw.gate_z, -3.0, 5.0)
     check_range("sweep.race_block", sw.race_block, 0)  # issue 42 lever e: 0 = off (the gate)
@@ -114,12 +114,12 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
     check_range("sweep.failure_rate_stop", sw.failure_rate_stop, 0.0, 1.0)
     check_range("sweep.holdout_top_k", sw.holdout_top_k, 0)
     check_range("sweep.race_top", sw.race_top, 0)
-    check("sweep.holdout_test", sw.holdout_test, HOLDOUT_TESTS)
+    check_choice("sweep.holdout_test", sw.holdout_test, HOLDOUT_TESTS)
     check_range("sweep.holdout_baseline_runs", sw.holdout_baseline_runs, 1)
     check_range("sweep.holdout_candidate_runs", sw.holdout_candidate_runs, 1)
-    check("sweep.train_filter", sw.train_filter, TRAIN_FILTERS)  # issue 42
+    check_choice("sweep.train_filter", sw.train_filter, TRAIN_FILTERS)  # issue 42
     check_range("sweep.holdout_futility_block", sw.holdout_futility_block, 0)  # issue 42: 0 = off
-    check("sweep.cost_metric", sw.cost_metric, COST_METRICS)
+    check_choice("sweep.cost_metric", sw.cost_metric, COST_METRICS)
     mci = sw.max_cost_increase
     if mci is not None and (isinstance(mci, bool) or not isinstance(mci, (int, float)) or not math.isfinite(mci)
                             or mci < 0):
@@ -136,19 +136,19 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
         check_range("sweep.timeout_s", sw.timeout_s, 0.0)
     check_store_paths(exp)
     for tt in sw.mutate_task_types:
-        check("sweep.mutate_task_types item", tt, TASK_TYPES)
+        check_choice("sweep.mutate_task_types item", tt, TASK_TYPES)
     if sw.kind == "synth_mutation":
         if not sw.operators:
             raise ConfigError("sweep.operators=[] is not allowed; expected at least one mutation operator")
         ops = known_operators()
         if ops is not None:
             for op in sw.operators:
-                check("sweep.operators item", op, ops)
+                check_choice("sweep.operators item", op, ops)
     ids = set()
     for i, t in enumerate(exp.benchmark.tasks):
         _check_task_text(i, t)
-        check(f"benchmark.tasks[{i}].task_type", t.task_type, TASK_TYPES)
-        check(f"benchmark.tasks[{i}].split", t.split, SPLITS)
+        check_choice(f"benchmark.tasks[{i}].task_type", t.task_type, TASK_TYPES)
+        check_choice(f"benchmark.tasks[{i}].split", t.split, SPLITS)
         if t.id in ids:
             raise ConfigError(f"benchmark.tasks[{i}].id={t.id!r} is a duplicate; expected unique task ids")
         ids.add(t.id)
@@ -164,9 +164,9 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
             raise ConfigError("ab.a and ab.b are identical; expected two different override sets")
         from experiments.stats import DIRECTIONS, TESTS
 
-        check("ab.direction", ab.direction, DIRECTIONS)
-        check("ab.test", ab.test, TESTS)
-        check("ab.split", ab.split, ("all", *SPLITS))
+        check_choice("ab.direction", ab.direction, DIRECTIONS)
+        check_choice("ab.test", ab.test, TESTS)
+        check_choice("ab.split", ab.split, ("all", *SPLITS))
         check_range("ab.replications", ab.replications, 1)
         check_range("ab.min_effect", ab.min_effect, 0.0)
         check_range("ab.looks", ab.looks, 2)
@@ -204,7 +204,7 @@ def check_calibrate_design(exp: ExperimentConfig) -> None:
                           f"expected a value in [2, inf]")
     check_range("calibrate.replications", c.replications, 1)
     check_range("calibrate.sims", c.sims, 200)
-    check("calibrate.test", c.test, TESTS)
+    check_choice("calibrate.test", c.test, TESTS)
     for key, value in (("calibrate.alpha", c.alpha), ("calibrate.power", c.power)):
         if not 0.0 < value < 1.0:
             raise ConfigError(f"{key}={value!r} is out of range; expected a value in (0, 1)")

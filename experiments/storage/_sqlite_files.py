@@ -5,7 +5,7 @@ read-only or be held locked by another process (issue 41).
   disk or a kill mid-creation leaves no half-created store behind (MLflow's tables come from ~60 migrations, each
   its own commit: one cut short left a file every later run failed on with "index ... already exists").
 - `guard_engines`: SQLAlchemy's engines (Optuna's, MLflow's) check their SQLite file before every statement, as the
-  harness's own stores do (harness.stores.check): a file that vanished or turned read-only stops the run with
+  harness's own stores do (harness.stores.check_store): a file that vanished or turned read-only stops the run with
   one line, before a write to its memory-mapped -shm could kill the process with SIGBUS.
 - `probe_lock` / `locked_store`: a file another process holds locked, named with its holder.
 """
@@ -19,8 +19,8 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from harness.stores import (DiskFull, StoreError, StoreLocked, StoreReadOnly, busy_timeout_s, check, full_in, locked_in,
-                            watch)
+from harness.stores import (DiskFull, StoreError, StoreLocked, StoreReadOnly, busy_timeout_s, check_store, full_in,
+                            locked_in, watch)
 
 
 def created_whole(db: Path, create: Callable[[Path], None]) -> bool:
@@ -130,7 +130,7 @@ _installed = False
 
 
 def guard_engines() -> None:
-    """Every SQLAlchemy engine on a SQLite file checks the file before each statement (harness.stores.check:
+    """Every SQLAlchemy engine on a SQLite file checks the file before each statement (harness.stores.check_store:
     vanished, replaced, read-only); idempotent. The check's StoreError passes Optuna's and MLflow's handlers (a
     BaseException) to the CLI; SQLAlchemy would take it for a disconnect and close the connection, which writes the
     -shm a read-only file cannot take, so the error handler says it is not one."""
@@ -157,7 +157,7 @@ def _before_execute(conn, cursor, statement, parameters, context, executemany) -
         if known is None:
             info[_KNOWN] = watch(url.database)
             return
-        check(url.database, known)
+        check_store(url.database, known)
 
 
 _KNOWN = "harness.store_known"
@@ -177,7 +177,7 @@ def store_stop(exc: BaseException | None, db: Path | None) -> StoreError | None:
         return exc
     if db is not None:
         try:
-            check(db)
+            check_store(db)
         except StoreError as gone:
             return gone
     full = full_in(exc)

@@ -81,7 +81,7 @@ def probe_ollama(host: str, timeout_s: float) -> Probe:
     return Probe(host, True, frozenset(names))
 
 
-def decide(cfg: BackendConfig, probe: Probe, fallback: str = "embedded") -> AutoDecision:
+def choose_backends(cfg: BackendConfig, probe: Probe, fallback: str = "embedded") -> AutoDecision:
     """Pure: which backend each role gets, and why, given the probe."""
     if not probe.reachable:
         kinds = tuple((role, fallback) for role in ROLES)
@@ -125,7 +125,7 @@ def auto_decision(cfg: BackendConfig) -> AutoDecision:
     with _LOCK:
         found = _DECISIONS.get(key)
     if found is None:
-        found = decide(cfg, probe_ollama(host, cfg.probe_timeout_s), fallback_kind)
+        found = choose_backends(cfg, probe_ollama(host, cfg.probe_timeout_s), fallback_kind)
         with _LOCK:
             found = _DECISIONS.setdefault(key, found)
     announce(found.line())

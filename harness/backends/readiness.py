@@ -229,7 +229,7 @@ def check_openai(cfg: BackendConfig, roles: tuple[str, ...] = ROLES) -> Readines
     return Readiness(where, tuple(checks), tuple(notes), tuple(warnings), tuple(problems))
 
 
-def check(cfg: BackendConfig) -> Readiness:
+def check_readiness(cfg: BackendConfig) -> Readiness:
     """The readiness of cfg's backend (auto: of what it resolves to; embedded and fake: nothing to check)."""
     kind = cfg.kind
     if kind == "auto":
@@ -250,7 +250,7 @@ def check(cfg: BackendConfig) -> Readiness:
 
 def require_ready(cfg: BackendConfig, out: Callable[[str], None] = print) -> Readiness:
     """Run the check, print its lines, raise NotReady (one line naming every problem) when it found any."""
-    found = check(cfg)
+    found = check_readiness(cfg)
     for line in found.lines():
         out(line)
     if found.problems:

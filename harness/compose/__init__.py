@@ -3,13 +3,13 @@ schema (harness.config), the environment toggles are applied, synth.source is re
 every harness setting is checked (one line naming the key, the value and what is allowed), with the judge
 warnings. Above the stages: the checks ask the backend registry which kinds exist and what `auto` resolves to.
 
-- _hydra: `compose_config`, `harness_config`, `command_line_environ`.
-- _checks: `check_harness` and the checks it is made of (`check`, `check_range`, `check_positive`), and the judge
+- _hydra: `compose_hydra`, `harness_config`, `command_line_environ`.
+- _checks: `check_harness` and the checks it is made of (`check_choice`, `check_range`, `check_positive`), and the judge
   warnings (`judge_warnings`, `warn_judge`, `warn_once`, `model_family`).
 """
 
 from ._checks import (
-    check,
+    check_choice,
     check_harness,
     check_positive,
     check_range,
@@ -18,13 +18,13 @@ from ._checks import (
     warn_judge,
     warn_once,
 )
-from ._hydra import command_line_environ, compose_config, harness_config
+from ._hydra import command_line_environ, compose_hydra, harness_config
 
 __all__ = [
-    "compose_config",
+    "compose_hydra",
     "harness_config",
     "command_line_environ",
-    "check",
+    "check_choice",
     "check_range",
     "check_positive",
     "check_harness",

@@ -89,7 +89,7 @@ def warn_once(messages: Sequence[str]) -> None:
             log.warning(msg)
 
 
-def check(key: str, value: Any, allowed: Sequence[Any]) -> None:
+def check_choice(key: str, value: Any, allowed: Sequence[Any]) -> None:
     if value not in allowed:
         raise ConfigError(f"{key}={value!r} is not allowed; expected one of: {', '.join(map(str, allowed))}")
 
@@ -133,7 +133,7 @@ def check_harness(cfg: HarnessConfig) -> HarnessConfig:
     warnings (warn_judge) once every check has passed: a config refused makes no backend probe."""
     from harness.inference import backend_names
 
-    check("backend.kind", cfg.backend.kind, backend_names())
+    check_choice("backend.kind", cfg.backend.kind, backend_names())
     check_range("backend.n_ctx", cfg.backend.n_ctx, 256)
     check_range("backend.embedded_slots", cfg.backend.embedded_slots, 1)
     check_range("backend.parallel_default", cfg.backend.parallel_default, 1)
@@ -150,10 +150,10 @@ def check_harness(cfg: HarnessConfig) -> HarnessConfig:
         resolve_concurrency(cfg.backend.concurrency, "fake", environ={})
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    check("planner.mode", cfg.planner.mode, PLANNER_MODES)
-    check("search.provider", cfg.search.provider, SEARCH_PROVIDERS)
-    check("evaluator.composite", cfg.evaluator.composite, COMPOSITES)
-    check("orchestrator.mode", cfg.orchestrator.mode, ORCHESTRATOR_MODES)
+    check_choice("planner.mode", cfg.planner.mode, PLANNER_MODES)
+    check_choice("search.provider", cfg.search.provider, SEARCH_PROVIDERS)
+    check_choice("evaluator.composite", cfg.evaluator.composite, COMPOSITES)
+    check_choice("orchestrator.mode", cfg.orchestrator.mode, ORCHESTRATOR_MODES)
     check_range("evaluator.rubric_weight", cfg.evaluator.rubric_weight, 0.0, 1.0)
     check_range("evaluator.repeats", cfg.evaluator.repeats, 1)
     check_range("evaluator.judge_retries", cfg.evaluator.judge_retries, 0, 5)
@@ -161,7 +161,7 @@ def check_harness(cfg: HarnessConfig) -> HarnessConfig:
         check_range("evaluator.rescore_temperature", cfg.evaluator.rescore_temperature, 0.01, 2.0)
     check_range("wiggum.max_rounds", cfg.wiggum.max_rounds, 0)
     for key in cfg.synth.instructions:
-        check("synth.instructions key", key, TASK_TYPES)
+        check_choice("synth.instructions key", key, TASK_TYPES)
     check_finite(cfg)  # every other float: NaN or infinity refused (the experiment's nodes too, when cfg has them)
     return cfg
 

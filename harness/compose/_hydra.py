@@ -38,7 +38,7 @@ class HarnessConf(HarnessConfig):
     calibrate: Any = None
 
 
-def compose_config(overrides: Sequence[str] = (), config_name: str = "config",
+def compose_hydra(overrides: Sequence[str] = (), config_name: str = "config",
                    schema: type | None = None) -> DictConfig:
     """Compose conf/ with overrides against `schema` (HarnessConf unless given: experiments.config passes its
     ExperimentConfig); an unknown group option becomes a one-line ConfigError."""
@@ -149,16 +149,16 @@ def harness_config(overrides: Sequence[str], environ: Mapping[str, str] | None =
     from omegaconf.errors import MissingMandatoryValue
 
     from harness.synthesis import resolve_synth
-    from harness.stores import tracking_uri
+    from harness.stores import resolve_tracking_uri
 
     try:
-        conf = OmegaConf.to_object(compose_config(list(overrides)))
+        conf = OmegaConf.to_object(compose_hydra(list(overrides)))
     except MissingMandatoryValue as exc:
         raise ConfigError(f"{getattr(exc, 'full_key', '') or 'a mandatory value'} is missing; expected a value") from None
     assert isinstance(conf, HarnessConf)
     conf = apply_env(conf, None if environ is None else dict(environ))
     if conf.synth.source and not conf.synth.resolved:
-        conf.synth = resolve_synth(conf.synth, tracking_uri(conf.mlflow.tracking_uri, conf.results_dir))
+        conf.synth = resolve_synth(conf.synth, resolve_tracking_uri(conf.mlflow.tracking_uri, conf.results_dir))
     check_harness(conf)
     warn_judge(conf.backend)
     return HarnessConfig.of(conf)  # the environment is folded in above (apply_env)

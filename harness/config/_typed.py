@@ -135,7 +135,7 @@ class SynthConfig:
     max_tokens: int = 700
     count_retry: bool = True
     # MLflow Prompt Registry texts for `instructions`, resolved when experiments/ builds the config
-    # (experiments.sweep.resolve_synth): prompts:/<prefix>-synth-<task_type>@<alias> or .../<version> (one task
+    # (harness.synthesis.resolve_synth): prompts:/<prefix>-synth-<task_type>@<alias> or .../<version> (one task
     # type), prompts:/<prefix>@<alias> (every task type registered under <prefix>). They win over `instructions`.
     source: str | None = None
     resolved: dict[str, str] = field(default_factory=dict)  # set by the resolver: task_type -> prompts:/<name>/<version>

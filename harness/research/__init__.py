@@ -24,12 +24,12 @@ from ._compress import COMPRESS_SCHEMA, SMOKE_COMPRESS_SCHEMA, compress_round
 from ._queries import (
     QUERY_RULES,
     auto_queries,
-    cache_key,
     choose_queries,
     content_words,
     letter_words,
     memory_match,
     novelty,
+    research_cache_key,
     usable_query,
 )
 from .gather import ResearchQuality, ResearchResult, gather_research
@@ -46,7 +46,7 @@ __all__ = [
     "content_words",
     "novelty",
     "memory_match",
-    "cache_key",
+    "research_cache_key",
     "COMPRESS_SCHEMA",
     "SMOKE_COMPRESS_SCHEMA",
     "compress_round",

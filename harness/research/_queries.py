@@ -2,8 +2,8 @@
 
 `choose_queries` picks the first round's queries and names the rule that chose them (QUERY_RULES); `auto_queries`
 makes queries from the task; `content_words`, `novelty` and `memory_match` are the word-overlap measures that stop
-rounds and decide whether memory already answers the task; `cache_key` keys the research cache on the task and its
-queries.
+rounds and decide whether memory already answers the task; `research_cache_key` keys the research cache on the task
+and its queries.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ __all__ = [
     "QUERY_RULES",
     "choose_queries",
     "auto_queries",
-    "cache_key",
+    "research_cache_key",
     "letter_words",
     "usable_query",
     "dedupe_queries",
@@ -119,7 +119,7 @@ def auto_queries(task: str, n: int = 2) -> list[str]:
     return out[:n]
 
 
-def cache_key(task: str, queries: Sequence[str]) -> str:
+def research_cache_key(task: str, queries: Sequence[str]) -> str:
     blob = json.dumps([normalize_query(task), sorted(normalize_query(q) for q in queries)])
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 

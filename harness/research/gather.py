@@ -48,7 +48,7 @@ from ._compress import SNIPPET_CHARS, compress_round
 from ._queries import (
     QUERY_RULES,
     auto_queries,
-    cache_key,
+    research_cache_key,
     choose_queries,
     content_words,
     dedupe_queries,
@@ -194,7 +194,7 @@ def gather_research(
     prior_ran = bool(_plan_attr(plan, "prior_knowledge_ran", False))
     queries, rule = choose_queries(task, plan_queries, gaps, prior_ran, memory_match, cfg.strong_memory_match)
     # keyed on the queries chosen, so a skipped search and a searched one for the same task never share an entry
-    key = cache_key(task, queries)
+    key = research_cache_key(task, queries)
     cache_file = Path(cache_dir) / f"{key}.json"
     if cfg.reuse_cache and cache_file.exists():
         try:

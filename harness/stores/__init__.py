@@ -5,13 +5,13 @@ several threads and processes share a store.
   run naming the file (`StoreError`, `DiskFull`, `StoreLocked`, `StoreReadOnly`; `fault_in`, `no_space` ...).
 - _files: atomic writes (`atomic_write_text` / `_bytes` / `_json`, `replacing`) and `claim_output`.
 - _jsonl: `append_jsonl` (whole lines, once per run id) and `read_jsonl` (a torn last line skipped).
-- _sharing: a store file several processes share: `sqlite_file`, `sqlite_db`, `tracking_uri`, `file_lock`,
+- _sharing: a store file several processes share: `sqlite_file`, `sqlite_db`, `resolve_tracking_uri`, `file_lock`,
   `store_lock`, `enable_wal`.
 """
 
 from ._files import atomic_write_bytes, atomic_write_json, atomic_write_text, claim_output, replacing
 from ._jsonl import append_jsonl, read_jsonl
-from ._sharing import enable_wal, file_lock, sqlite_db, sqlite_file, store_lock, tracking_uri
+from ._sharing import enable_wal, file_lock, resolve_tracking_uri, sqlite_db, sqlite_file, store_lock
 from ._sqlite import (
     DiskFull,
     StoreError,
@@ -20,7 +20,7 @@ from ._sqlite import (
     StoreReadOnly,
     ThreadLocalSQLite,
     busy_timeout_s,
-    check,
+    check_store,
     connect,
     damaged,
     fault_in,
@@ -43,7 +43,7 @@ __all__ = [
     "connect",
     "set_wal",
     "ThreadLocalSQLite",
-    "check",
+    "check_store",
     "damaged",
     "fault_in",
     "full_in",
@@ -62,7 +62,7 @@ __all__ = [
     "file_lock",
     "sqlite_file",
     "sqlite_db",
-    "tracking_uri",
+    "resolve_tracking_uri",
     "store_lock",
     "enable_wal",
 ]

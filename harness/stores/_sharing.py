@@ -1,4 +1,4 @@
-"""A store file several processes share: where it is (sqlite_file, sqlite_db, tracking_uri), the exclusive lock
+"""A store file several processes share: where it is (sqlite_file, sqlite_db, resolve_tracking_uri), the exclusive lock
 that serialises check-then-create steps across processes (file_lock, and store_lock on a SQLite file), and WAL
 (enable_wal). The MLflow tracking store, the Optuna study store and the ledgers use these."""
 
@@ -31,7 +31,7 @@ def sqlite_file(uri: str) -> Path | None:
     return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
 
 
-def tracking_uri(configured: str | None, results_dir: str) -> str:
+def resolve_tracking_uri(configured: str | None, results_dir: str) -> str:
     """mlflow.tracking_uri (`configured`), else $MLFLOW_TRACKING_URI, else sqlite:///<results_dir>/mlflow.db."""
     if configured:
         return configured

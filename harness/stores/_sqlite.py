@@ -9,7 +9,7 @@ A store file SQLite cannot use (damaged pages, not a database, disk I/O, cannot 
 StoreError naming the file, from the connection and from every statement and fetch on it, so the run stops there.
 Three kinds say more (issue 41): DiskFull (no space left: free space, then the same command), StoreGone (the file or
 its folder vanished while in use: `rm -rf results`) and StoreReadOnly (the file or its -shm became read-only or
-immutable while in use). The last two are checked before every statement (`check`, two stat calls): SQLite keeps
+immutable while in use). The last two are checked before every statement (`check_store`, two stat calls): SQLite keeps
 its WAL index in a memory-mapped -shm file, and a write to that mapping once the file is immutable kills the process
 with SIGBUS (a "Bus error", exit 135), beyond any handler; so is closing such a connection, which is why the CLI
 leaves the process without closing them once `unsafe_to_close()` says so.
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 __all__ = ["BUSY_TIMEOUT_S", "DiskFull", "StoreError", "StoreGone", "StoreLocked", "StoreReadOnly", "busy_timeout_s",
-           "check", "damaged", "fault_in", "full_in", "locked_in", "named_faults", "no_space", "set_wal", "connect",
+           "check_store", "damaged", "fault_in", "full_in", "locked_in", "named_faults", "no_space", "set_wal", "connect",
            "unsafe_to_close", "watch", "ThreadLocalSQLite"]
 
 BUSY_TIMEOUT_S = 30.0  # how long a statement waits for another connection's lock; HARNESS_LOCK_WAIT_S overrides
@@ -227,7 +227,7 @@ def _identity(path: str | Path) -> tuple[int, int]:
 
 def watch(path: str | Path) -> Known | None:
     """The identity (device, inode) of path and its folders now, for the connection that just opened it (its own
-    checks: check(path, known)) and for checks by path alone (the file opened last there); None if unreadable. Per
+    checks: check_store(path, known)) and for checks by path alone (the file opened last there); None if unreadable. Per
     connection: a store deleted and made anew in one process (a notebook's second sweep) is not taken for a
     vanished one, and an old connection to the deleted file still sees it gone."""
     key = str(path)
@@ -239,7 +239,7 @@ def watch(path: str | Path) -> Known | None:
     return known
 
 
-def check(path: str | Path, known: Known | None = None) -> None:
+def check_store(path: str | Path, known: Known | None = None) -> None:
     """Raise StoreGone when a watched store file vanished or was replaced (the message names the outermost folder
     that went with it: `rm -rf results` then a writer's mkdir makes a new, empty one), StoreReadOnly when it or its
     -shm can no longer be written (writing the -shm's mapping then would be a SIGBUS). `known`: the identity the
@@ -341,7 +341,7 @@ class _Cursor(sqlite3.Cursor):
         return getattr(self.connection, "store_path", "?")
 
     def _check(self) -> None:
-        check(self._path(), getattr(self.connection, "store_known", None))
+        check_store(self._path(), getattr(self.connection, "store_known", None))
 
     def execute(self, *args: Any) -> "_Cursor":
         self._check()
@@ -386,17 +386,17 @@ class StoreConnection(sqlite3.Connection):
         return super().cursor(factory)
 
     def execute(self, *args: Any) -> Any:
-        check(self.store_path, self.store_known)
+        check_store(self.store_path, self.store_known)
         with named_faults(self.store_path):
             return super().execute(*args)
 
     def executemany(self, *args: Any) -> Any:
-        check(self.store_path, self.store_known)
+        check_store(self.store_path, self.store_known)
         with named_faults(self.store_path):
             return super().executemany(*args)
 
     def executescript(self, *args: Any) -> Any:
-        check(self.store_path, self.store_known)
+        check_store(self.store_path, self.store_known)
         with named_faults(self.store_path):
             return super().executescript(*args)
 

@@ -100,7 +100,7 @@ def instruction_for(task_type: str, cfg: SynthConfig) -> str:
     the task_type is unknown). A cfg.source that was never resolved is a ValueError, not a silent default."""
     if cfg.source and not cfg.resolved:
         raise ValueError(f"synth.source={cfg.source} was not resolved to texts; build the config with "
-                         "experiments.config.to_harness_config (or experiments.sweep.resolve_synth)")
+                         "experiments.config.to_harness_config (or harness.synthesis.resolve_synth)")
     override = (cfg.instructions or {}).get(task_type)
     if isinstance(override, str) and override.strip():
         return override.strip()
