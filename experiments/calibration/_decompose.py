@@ -65,7 +65,7 @@ def frozen_share(judge_sigma: float, tau: float) -> float | None:
     return min(1.0, 2 * judge_sigma ** 2 / tau ** 2)
 
 
-def tasks_for_effect(effect: float, sd_diff: float, *, alpha: float, power: float) -> int:
+def normal_approx_tasks(effect: float, sd_diff: float, *, alpha: float, power: float) -> int:
     """Tasks for a one-sided paired test of `effect` with per-task difference sd `sd_diff` (normal approximation)."""
     z = norm.ppf(1 - alpha) + norm.ppf(power)
     return max(2, math.ceil((z * sd_diff / effect) ** 2))
@@ -117,7 +117,7 @@ def levers(dec: Mapping[str, Any], *, greedy: Mapping[str, Any] | None = None, g
         out.append(("pairwise", g < PAIRWISE_G,
                     f"g {g:.2f} {'<' if g < PAIRWISE_G else '>='} {PAIRWISE_G}: pairwise "
                     + ("errs less than pointwise on a difference" if g < PAIRWISE_G else "does not pay")))
-    n_now = tasks_for_effect(target, math.sqrt(per_task), alpha=alpha, power=power)
+    n_now = normal_approx_tasks(target, math.sqrt(per_task), alpha=alpha, power=power)
     out.append(("more tasks", True,
                 f"an effect of {target:g} needs about {n_now} tasks at one run per arm (per-task difference sd "
                 f"{math.sqrt(per_task):.3f})" + ("; tau^2 dominates: tasks are the lever" if not k_pays else "")))
