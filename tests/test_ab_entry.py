@@ -174,6 +174,13 @@ def test_interrupted_run_resumes_and_ends_with_report_plots_and_mlflow_runs(_iso
     block = text[text.index(AB_BEGIN):text.index(AB_END)]
     assert "VERDICT: supported" in block and f"report: {run.report}" in block and "MLflow UI: mlflow ui" in block
     assert "run in this invocation: 13; skipped (already in ledger): 7" in block
+    # the design power from this A/B's own per-task differences (issue 42): the figure experiments.stats gives
+    from experiments.ab._design import observed_power_line
+    power = next(ln for ln in block.splitlines() if "design power: this A/B detects a mean effect of" in ln)
+    assert power == "composite: " + observed_power_line(run.result.primary, run.prereg, power=exp.calibrate.power,
+                                                         target=exp.calibrate.target_effect,
+                                                         sims=min(exp.calibrate.sims, 2000))
+    assert f"{run.result.primary.n} tasks, two-sided t at 0.05" in power
     assert "MLflow child runs (cells): 20" in block
     progress = [ln for ln in lines if "] cell " in ln]
     assert len(progress) == 13 and progress[-1].startswith("[prior_knowledge_ab] cell 20/20 task 5/5")

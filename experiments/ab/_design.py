@@ -10,6 +10,7 @@ whose primary test cannot reach ab.alpha with the tasks it has (unless ab.allow_
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from omegaconf import OmegaConf
 
 from experiments.config import (ConfigError, ExperimentConfig, Task, apply_overrides, load_tasks, to_harness_config,
                                 validate)
-from experiments.stats import Preregistration, min_attainable_p, tasks_needed
+from experiments.stats import MAX_TASKS, Design, Preregistration, mde, min_attainable_p, tasks_for_effect, tasks_needed
 
 from ._cells import SECONDARY, ABDesign, RunArm, arm_order, pair_seed, prereg_path
 
@@ -231,6 +232,29 @@ def arm_configs(exp: ExperimentConfig) -> dict[str, ExperimentConfig]:
 def power_note(prereg: Preregistration, n_tasks: int) -> str | None:
     """A warning when the pre-registered test cannot reach alpha with this many task pairs (see check_ab_design)."""
     return reachability_problem(n_tasks, test=prereg.test, sequential=prereg.sequential > 1, alpha=prereg.alpha)
+
+
+def observed_power_line(stats: Any, prereg: Preregistration, *, power: float, target: float, sims: int) -> str | None:
+    """The summary's design power, from this A/B's own per-task differences (their sd holds run noise over the
+    replications and the task x variant spread together): the mean effect its rule ('supported': two-sided test
+    at alpha in the right direction AND mean >= min_effect) detects with probability `power`, that sd taken as an
+    estimate on n - 1 df, and the tasks `target` would need at these replications. None below 3 pairs or with no
+    spread measured. A sequential design is sized as one fixed-sample look (its last)."""
+    n, sd = int(stats.n), float(stats.sd_diff)
+    if n < 3 or not math.isfinite(sd) or sd <= 0:
+        return None
+    design = Design("ab_observed", n, sd, prereg.alpha, "two-sided", prereg.test, 0.0, sigma_df=n - 1,
+                    min_mean=prereg.min_effect)
+    m = mde(design, power=power, sims=sims)
+    need = tasks_for_effect(dataclasses.replace(design, sigma_df=None), target, power=power, sims=sims)
+    size = f"{m:.3f}" if math.isfinite(m) else "no effect (unreachable)"
+    more = (f"an effect of {target:g} needs {need} tasks at these replications" if need is not None else
+            f"an effect of {target:g} needs more than {MAX_TASKS} tasks" + (
+                f" (or cannot be called 'supported' with probability {power:g}: the mean must reach min_effect "
+                f"{prereg.min_effect:g})" if target <= prereg.min_effect else ""))
+    return (f"design power: this A/B detects a mean effect of {size} with probability {power:g} ({n} tasks, two-sided "
+            f"{prereg.test} at {prereg.alpha:g} and mean >= min_effect {prereg.min_effect:g}; sd of the per-task "
+            f"differences {sd:.3f}, this A/B's own, run noise and task x variant spread together); {more}")
 
 
 def cell_plan(design: ABDesign) -> list[tuple[str, str, int]]:

@@ -44,7 +44,7 @@ from harness.compose import warn_judge
 
 from ._cells import ABDesign, ABResult, RunArm, load_cells, task_id, write_or_check_prereg
 from ._design import (ABPaths, ab_paths, arm_backends, arm_configs, cell_plan, check_ab_design, design_from_config,
-                      power_note, selection_note)
+                      observed_power_line, power_note, selection_note)
 from ._report import format_ab
 from ._run import run_ab
 
@@ -365,7 +365,10 @@ def run_ab_test(
     summary = format_ab(name=name, result=result, prereg=prereg, design=design, smoke=smoke, label=label, paths=paths,
                         report=report, ui=mlflow.tracker.ui_command(), elapsed_s=time.perf_counter() - t0,
                         children=children, ui_url=mlflow.safe(getattr(mlflow.tracker, "ui_url", lambda: "")) or "",
-                        note=power_note(prereg, result.primary.n))
+                        note=power_note(prereg, result.primary.n),
+                        power_line=observed_power_line(result.primary, prereg, power=exp.calibrate.power,
+                                                       target=exp.calibrate.target_effect,
+                                                       sims=min(exp.calibrate.sims, 2000)))
     paths.summary.write_text(summary + "\n", encoding="utf-8")
     mlflow.safe(lambda: mlflow.finish(result, summary, [report, paths.dir / DIFF_PNG, paths.dir / FOREST_PNG,
                                                         paths.prereg], paths.ledger,

@@ -290,9 +290,10 @@ AB_END = "===== END A/B SUMMARY ====="
 
 def format_ab(*, name: str, result: Any, prereg: Any, design: Any, smoke: bool, paths: Any, report: Path, ui: str,
               elapsed_s: float, children: int | None, ui_url: str = "", label: str | None = None,
-              note: str | None = None) -> str:
+              note: str | None = None, power_line: str | None = None) -> str:
     """The A/B's greppable block (result: experiments.ab.ABResult, prereg: experiments.stats.Preregistration,
-    design: ABDesign, paths: experiments.ab.ABPaths; note: why the test cannot reach alpha, if so)."""
+    design: ABDesign, paths: experiments.ab.ABPaths; note: why the test cannot reach alpha, if so; power_line: the
+    design power from this A/B's own spread, experiments.ab._design.observed_power_line)."""
     s = result.primary
     a, b = result.arm_names
     total = len(design.tasks) * design.replications * 2
@@ -322,6 +323,8 @@ def format_ab(*, name: str, result: Any, prereg: Any, design: Any, smoke: bool, 
     if s.noise is not None:
         lines.append(f"{s.metric}: noise floor (replications): {num(s.noise.floor)}" if math.isfinite(s.noise.floor)
                      else f"{s.metric}: noise floor (replications): n/a (needs ab.replications >= 2)")
+    if power_line:
+        lines.append(f"{s.metric}: {power_line}")
     for metric, st in result.secondary.items():
         lines.append(f"secondary {metric}: {num(st.mean_a)} -> {num(st.mean_b)} (diff {num(st.mean_diff, True)}, "
                      f"Holm p={pval(st.p_holm)})")

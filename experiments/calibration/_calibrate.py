@@ -321,8 +321,12 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
     # sigma is an estimate with df degrees of freedom: the reported MDE is the predictive one (power averaged over
     # the sigma the estimate allows); with a known sigma, 4 df gave 0.69 detection at the reported MDE, not 0.8
     sd = dataclasses.replace(sweep_design(nf.sigma, n_train, alpha=c.alpha), sigma_df=df or None)
+    # an A/B's task differences also carry the task x variant spread the A/A' arm measured (sampled decoding, as an
+    # A/B runs), which its replications do not shrink
+    ab_tau = float((decomposition.get("sampled") or {}).get("tau") or 0.0)
     ad = dataclasses.replace(ab_design(nf.sigma, ab_tasks, alpha=c.alpha, replications=exp.ab.replications,
-                                       test=exp.ab.test, min_effect=exp.ab.min_effect), sigma_df=df or None)
+                                       test=exp.ab.test, min_effect=exp.ab.min_effect, tau=ab_tau),
+                             sigma_df=df or None)
     # how much the control's effect varied across tasks, beyond the runs' noise: designs are also sized for a real
     # effect that varies as much (power.Design.effect_cv); the MDE above assumes the same effect on every task
     spread = heterogeneity(ctl_diffs, nf.sigma ** 2 * (1 / c.replications + 1 / r))
@@ -340,7 +344,7 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
         "target_effect": c.target_effect,
         "ab_replications": replications_for_effect(nf.sigma, ab_tasks, c.target_effect, alpha=c.alpha,
                                                    test=exp.ab.test, power=c.power, sims=c.sims,
-                                                   min_effect=exp.ab.min_effect) if ab_tasks else None,
+                                                   min_effect=exp.ab.min_effect, tau=ab_tau) if ab_tasks else None,
         "ab_replications_now": exp.ab.replications,
     }
     slots = {"sweep": "sweep_train_tasks", "ab": "ab_tasks", "sweep_spread": "sweep_train_tasks_spread",

@@ -14,7 +14,7 @@ from ._reach import calibrate_design_problem, min_attainable_p, sweep_design_pro
 from ._spread import heterogeneity, spread_from_trials
 from ._tests import (DIRECTIONS, FLOOR_SE, TESTS, Comparison, NoiseFloor, PairedStats, bootstrap_ci, cohens_dz,
                      finite_array, paired_differences, paired_ttest, rank_biserial, wilcoxon_reject, wilcoxon_test)
-from ._verdict import Decision, Preregistration, explain_verdict, missing_imbalance, sequential_decision
+from ._verdict import Decision, Preregistration, explain_verdict, mean_bound, missing_imbalance, sequential_decision
 
 __all__ = [
     "COST_METRICS",
@@ -48,6 +48,7 @@ __all__ = [
     "holm",
     "level",
     "mde",
+    "mean_bound",
     "min_attainable_p",
     "missing_imbalance",
     "next_look",

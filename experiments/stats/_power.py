@@ -219,28 +219,36 @@ def sweep_design(sigma: float, n_train: int, *, alpha: float, baseline_runs: int
                   "wilcoxon", FLOOR_SE)
 
 
-def ab_design(sigma: float, n: int, *, alpha: float, replications: int, test: str, min_effect: float = 0.0) -> Design:
+def ab_design(sigma: float, n: int, *, alpha: float, replications: int, test: str, min_effect: float = 0.0,
+              tau: float = 0.0) -> Design:
     """An A/B's verdict 'supported' (experiments.stats): per-task means of `replications` runs per arm, the
-    two-sided test significant in the right direction AND the mean difference reaching min_effect."""
-    return Design("ab", n, sigma * math.sqrt(2.0 / max(replications, 1)), alpha, "two-sided", test, 0.0,
-                  min_mean=min_effect)
+    two-sided test significant in the right direction AND the mean difference reaching min_effect. A task's
+    difference has sd sqrt(tau^2 + 2 sigma^2 / replications): run noise sigma shrinks with replications, the task x
+    variant spread tau (how differently the two texts suit each task; the calibration's A/A' arm) does not."""
+    return Design("ab", n, math.sqrt(tau ** 2 + 2.0 * sigma ** 2 / max(replications, 1)), alpha, "two-sided", test,
+                  0.0, min_mean=min_effect)
 
 
 def replications_for_effect(sigma: float, n: int, effect: float, *, alpha: float, test: str, power: float = 0.8,
-                            sims: int = 4000, max_reps: int = 1000, min_effect: float = 0.0) -> int | None:
+                            sims: int = 4000, max_reps: int = 1000, min_effect: float = 0.0,
+                            tau: float = 0.0) -> int | None:
     """The fewest replications per arm for an A/B over n tasks to detect `effect` (None: unreachable), the mean
-    also reaching min_effect as the verdict requires."""
+    also reaching min_effect as the verdict requires. Replications shrink run noise only: where the task x variant
+    spread tau alone keeps `effect` out of reach over n tasks, no number of replications reaches it (None)."""
     u = _unit_mde(n, alpha, "two-sided", test, 0.0, power, sims)
     if not math.isfinite(u):
         return None
     if not min_effect:
-        reps = max(1, math.ceil(2.0 * (sigma * u / effect) ** 2 - 1e-9))
+        room = (effect / u) ** 2 - tau ** 2  # the variance left for run noise, 2 sigma^2 / reps
+        if room <= 0:
+            return None
+        reps = max(1, math.ceil(2.0 * sigma ** 2 / room - 1e-9))
         return reps if reps <= max_reps else None
     if effect <= min_effect and power > 0.5:  # the observed mean reaches min_effect half the time at best
         return None
 
     def ok(reps: int) -> bool:  # more replications only shrink the noise, so power grows with them
-        d = ab_design(sigma, n, alpha=alpha, replications=reps, test=test, min_effect=min_effect)
+        d = ab_design(sigma, n, alpha=alpha, replications=reps, test=test, min_effect=min_effect, tau=tau)
         return detection_rate(d, effect, sims=sims) >= power
 
     if not ok(max_reps):

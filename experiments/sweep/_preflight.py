@@ -144,11 +144,14 @@ def ab_preflight_lines(exp: ExperimentConfig, identity: Mapping[str, Any], tasks
     lines.append(f"preflight: ~{runs * per_run_calls:.0f} uncached LLM calls, ~{runs * co.tokens:.0f} tokens, wall "
                  f"~{hms(runs * per_run_s)} (from calibration {cal.key})")
     power = exp.calibrate.power
-    d = ab_design(cal.sigma, n_tasks, alpha=ab.alpha, replications=reps, test=ab.test, min_effect=ab.min_effect)
+    tau, tau_source = ab_spread(cal)
+    d = ab_design(cal.sigma, n_tasks, alpha=ab.alpha, replications=reps, test=ab.test, min_effect=ab.min_effect,
+                  tau=tau)
     m = mde(d, power=power, sims=exp.calibrate.sims)
     lines.append(f"preflight: detectable effect {num(m)} at power {power:g} ('supported': two-sided {ab.test} "
-                 f"p < {ab.alpha:g} and mean diff >= min_effect {ab.min_effect:g}; sigma {cal.sigma:.3f} from "
-                 f"calibration {cal.key})")
+                 f"p < {ab.alpha:g} and mean diff >= min_effect {ab.min_effect:g}; run noise sigma {cal.sigma:.3f} "
+                 f"from calibration {cal.key}, shrinking with replications; task x variant spread tau {tau:.3f} "
+                 f"from {tau_source}, which replications do not shrink)")
     if cal.effect_cv > 0:
         lines.append(_spread_line(exp, d, cal.effect_cv, "", "tasks"))
     at_min = detection_rate(d, ab.min_effect, sims=exp.calibrate.sims) if ab.min_effect > 0 else None
@@ -158,6 +161,19 @@ def ab_preflight_lines(exp: ExperimentConfig, identity: Mapping[str, Any], tasks
                      f"effects of {num(m)} or more are detected at power {power:g}: add tasks or replications to "
                      f"bring that down, or pre-register a min_effect below the effect that matters")
     return lines
+
+
+def ab_spread(calibration: Any) -> tuple[float, str]:
+    """The task x variant spread tau an A/B's power model adds to each task's difference, and where it came from:
+    the calibration's A/A' arm (sampled decoding, as an A/B runs), else its positive control's spread, else 0
+    ("not measured": an optimistic figure)."""
+    part = ((getattr(calibration, "decomposition", None) or {}).get("sampled") or {})
+    if part.get("tau") is not None and math.isfinite(float(part["tau"])):
+        return float(part["tau"]), f"the calibration's A/A' arm ({part.get('n', '?')} tasks)"
+    het = getattr(calibration, "heterogeneity", None) or {}
+    if het.get("tau") is not None:
+        return float(het["tau"]), f"the calibration's positive control ({het['n']} tasks)"
+    return 0.0, "nothing (not measured; taken as 0: an optimistic figure)"
 
 
 # -- a sweep's noise source and preflight -------------------------------------------------------------------------
