@@ -17,7 +17,7 @@ from evaluators.composite import evaluate
 from evaluators.deterministic import deterministic_scores
 from evaluators.rubric import rubric_messages
 from harness.config import EvaluatorConfig
-from harness.inference import FakeLLM
+from harness.inference._fake import FakeLLM
 from harness.review import revision_messages
 from harness.synthesis import DEFAULT_INSTRUCTIONS, synthesis_messages
 

@@ -67,7 +67,7 @@ objects = st.one_of(json_values, st.dictionaries(st.sampled_from(KEYS), json_val
 
 
 def _fake(text: str):
-    from harness.inference import FakeLLM
+    from harness.inference._fake import FakeLLM
 
     return FakeLLM(keyed={"": lambda messages: text})
 

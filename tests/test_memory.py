@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.config import MemoryConfig
-from harness.inference import FakeLLM
+from harness.inference._fake import FakeLLM
 from harness.memory import (
     COMPRESS_SCHEMA,
     Memory,

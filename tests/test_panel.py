@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.inference import BackendError, FakeLLM
+from harness.inference import BackendError
+from harness.inference._fake import FakeLLM
 from harness.review import DEFAULT_PERSONAS, panel_schema, parse_verdict, run_panel, summarize
 
 

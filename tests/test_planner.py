@@ -7,7 +7,9 @@ import json
 import pytest
 
 from harness.config import HarnessConfig, PlannerConfig, apply_env
-from harness.inference import BackendUnavailable, FakeLLM, fake_roles
+from harness.inference import BackendUnavailable
+from harness.inference._fake import FakeLLM
+from harness.inference._roles import fake_roles
 from harness.planner import (
     MAX_SENTENCE_CHARS,
     Plan,

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from harness.config import ResearchConfig, apply_env, HarnessConfig
-from harness.inference import FakeLLM
+from harness.inference._fake import FakeLLM
 from harness.planner import Plan
 from harness.research import (
     COMPRESS_SCHEMA,

@@ -17,7 +17,8 @@ from typing import Any, Callable
 import pytest
 
 from harness.config import BackendConfig, MemoryConfig
-from harness.inference import ChatResult, FakeLLM, ResponseCache, make_llm
+from harness.inference import ChatResult, ResponseCache, make_llm
+from harness.inference._fake import FakeLLM
 from harness.memory import Memory, Observation
 from harness.research.search import CachedSearch, FallbackSearch, SearchResult, reset_degradation
 from harness.stores import set_wal
