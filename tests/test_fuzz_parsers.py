@@ -78,7 +78,8 @@ def _fake(text: str):
 @fuzz
 @given(replies, st.text(max_size=80))
 def test_parse_plan_never_raises(text, task):
-    from harness.planner import Plan, parse_plan
+    from harness.planner import Plan
+    from harness.planner._parse import parse_plan
 
     plan = parse_plan(text, task=task, max_queries=3)
     assert isinstance(plan, Plan)
@@ -91,7 +92,8 @@ def test_parse_plan_never_raises(text, task):
 @fuzz
 @given(replies)
 def test_parse_prior_knowledge_never_raises(text):
-    from harness.planner import PriorKnowledge, parse_prior_knowledge
+    from harness.planner._parse import parse_prior_knowledge
+    from harness.planner._plan import PriorKnowledge
 
     prior = parse_prior_knowledge(text)
     assert isinstance(prior, PriorKnowledge)
@@ -146,7 +148,7 @@ def test_parse_rubric_never_raises_and_scores_in_range(text):
 @fuzz
 @given(replies)
 def test_parse_verdict_never_raises(text):
-    from harness.review import parse_verdict
+    from harness.review._panel import parse_verdict
 
     v = parse_verdict("critic", text)
     assert v.verdict in {"accept", "revise", "reject", "unparsed"}
@@ -207,7 +209,7 @@ def test_resolve_placeholders_never_raises(text, outputs):
 @given(replies)
 def test_task_text_parsers_never_raise_and_outputs_stay_confined(task):
     from harness.agent import output_name_for
-    from harness.research import find_paths
+    from harness.research._chunker import find_paths
     from harness.agent import SKILLS, parse_skills_detailed
     from harness.taskgraph import complexity_score
 
@@ -306,8 +308,9 @@ def test_json_helpers_raise_only_their_error(text):
 @settings(max_examples=EXAMPLES // 2, deadline=None)
 @given(replies)
 def test_compressors_never_raise(text):
-    from harness.memory import Observation, compress_run
-    from harness.research import compress_round as _compress
+    from harness.memory import Observation
+    from harness.memory._compress import compress_run
+    from harness.research._compress import compress_round as _compress
     from harness.research.search import SearchResult
 
     fresh = [SearchResult("asyncio.gather", "pydoc://asyncio.gather", "runs awaitables concurrently", "local")]
@@ -323,7 +326,7 @@ def test_compressors_never_raise(text):
 
 def test_an_unknown_users_home_in_a_task_or_a_setting_is_no_crash(tmp_path):
     from harness.backends.embedded import ModelMissing, locate_gguf
-    from harness.research import find_paths
+    from harness.research._chunker import find_paths
     from harness.research.search import LocalCorpusProvider
 
     assert find_paths('"~0/"') == []  # quoted: kept only when it exists; expanding ~0 raised RuntimeError

@@ -521,7 +521,7 @@ def test_huge_task_file_is_read_bounded(env, tmp_path, monkeypatch):
     """A 200 MB log named in a task: streamed in chunks, only the first MAX_READ_BYTES read, and the run says so."""
     import tracemalloc
 
-    from harness.research import MAX_READ_BYTES
+    from harness.research._chunker import MAX_READ_BYTES
 
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "huge.log"
@@ -591,7 +591,8 @@ def _llm_cache_writer(worker: int, path: str) -> None:
 
 
 def _search_cache_writer(worker: int, path: str) -> None:
-    from harness.research.search import CachedSearch, SearchResult
+    from harness.research.search import SearchResult
+    from harness.research.search._cache import CachedSearch
 
     class Provider:
         name = "stress"
