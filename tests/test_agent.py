@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from evaluators import HARNESS_EVALUATOR
-from harness.agent import DEEP_INSTRUCTION, Harness, output_name_for
+from harness.agent import Harness, output_name_for
+from harness.agent._skills import DEEP_INSTRUCTION
 from harness.config import ROLES, MemoryConfig, ResearchConfig, WiggumConfig, apply_env, config_hash
 from harness.inference import BackendError, SMOKE_LABEL
 from harness.memory import Memory

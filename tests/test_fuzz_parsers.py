@@ -210,8 +210,9 @@ def test_resolve_placeholders_never_raises(text, outputs):
 def test_task_text_parsers_never_raise_and_outputs_stay_confined(task):
     from harness.agent import output_name_for
     from harness.research._chunker import find_paths
-    from harness.agent import SKILLS, parse_skills_detailed
-    from harness.taskgraph import complexity_score
+    from harness.agent import parse_skills_detailed
+    from harness.agent._skills import SKILLS
+    from harness.taskgraph.complexity import complexity_score
 
     clean, active, unknown = parse_skills_detailed(task)
     assert isinstance(clean, str) and active <= set(SKILLS) and all(isinstance(u, str) for u in unknown)
@@ -275,7 +276,8 @@ def test_search_results_are_sanitised_before_prompts(title, snippet, url):
                            st.text(alphabet=string.ascii_letters + string.digits + ".:-[]@%", max_size=40),
                            st.text(max_size=20))))
 def test_check_url_raises_only_unsafe_url(url):
-    from harness.security import UnsafeURL, check_url
+    from harness.security import UnsafeURL
+    from harness.security._urls import check_url
 
     try:
         out = check_url(url, resolver=lambda host, port: ["93.184.216.34"])

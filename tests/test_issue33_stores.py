@@ -155,7 +155,7 @@ def test_a_file_that_is_not_a_database_raises_store_error_for_memory_too(tmp_pat
 
 
 def test_sql_errors_of_the_caller_are_not_store_errors(tmp_path):
-    from harness.stores import connect
+    from harness.stores._sqlite import connect
 
     conn = connect(tmp_path / "x.sqlite")
     with pytest.raises(sqlite3.OperationalError, match="syntax error"):

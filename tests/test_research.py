@@ -16,7 +16,8 @@ from harness.research._queries import auto_queries, content_words, novelty, usab
 from harness.research.search import LocalCorpusProvider, SearchResult
 from harness.research.search._ddgs import DDGSProvider
 from harness.research.search._fallback import FallbackSearch, reset_degradation
-from harness.security import REMOVED, FetchError, UnsafeURL
+from harness.security import FetchError, UnsafeURL
+from harness.security._scanner import REMOVED
 from harness.tracing import Tracer, use_tracer
 
 

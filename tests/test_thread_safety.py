@@ -23,7 +23,7 @@ from harness.memory import Memory, Observation
 from harness.research.search import SearchResult
 from harness.research.search._cache import CachedSearch
 from harness.research.search._fallback import FallbackSearch, reset_degradation
-from harness.stores import set_wal
+from harness.stores._sqlite import set_wal
 from harness.tracing import Tracer, current_tracer
 
 THREADS = 16
