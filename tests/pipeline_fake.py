@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.config import HarnessConfig, OrchestratorConfig, ResearchConfig, WiggumConfig
-from harness.inference import FakeLLM, fake_roles
+from harness.inference._fake import FakeLLM
+from harness.inference._roles import fake_roles
 from harness.research.search import SearchResult
 
 STAGE_MARKERS = (  # (system prompt substring, stage), first match wins

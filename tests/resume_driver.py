@@ -38,6 +38,7 @@ def reply(messages) -> str:
 def install() -> None:
     from harness import inference
     from harness import stores, tracing
+    from harness.inference._fake import FakeLLM
 
     fail = os.environ.get("HARNESS_TEST_FAIL_AFTER")
 
@@ -50,7 +51,7 @@ def install() -> None:
 
     delay = float(os.environ.get("HARNESS_TEST_DELAY_S") or 0)  # seconds per reply: a signal lands mid-trial
     inference.register_backend("fake")(
-        lambda cfg, role: inference.FakeLLM(keyed={"": scripted}, model=cfg.model_for(role), latency_s=delay))
+        lambda cfg, role: FakeLLM(keyed={"": scripted}, model=cfg.model_for(role), latency_s=delay))
 
     kill = os.environ.get("HARNESS_TEST_KILL_AT")
     if kill:

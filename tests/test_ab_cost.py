@@ -129,7 +129,7 @@ def test_the_printed_summary_has_the_cost_block(_isolated_results):
 def test_real_harness_cells_record_their_usage(_isolated_results):
     from test_ab_entry import _exp, _fake_llm
 
-    from harness.inference import fake_roles
+    from harness.inference._roles import fake_roles
 
     exp = _exp("ab.replications=1", "ab.split=train", "wiggum.max_rounds=1", "research.max_rounds=1",
                "research.enrich_urls=0", "search.provider=local", "orchestrator.mode=off", "mlflow.enabled=false")

@@ -257,7 +257,7 @@ PRIOR_MARK, PLAN_MARK = "You assess what you already know", "You plan a research
 
 
 def _fake_llm():
-    from harness.inference import FakeLLM
+    from harness.inference._fake import FakeLLM
 
     plan = json.dumps({"task_type": "research", "complexity": "low", "expected_sections": 3,
                        "search_queries": ["python gil"], "prior_work_summary": "", "notes": "", "subtasks": []})
@@ -275,7 +275,7 @@ def _fake_llm():
 
 
 def test_real_harness_cells_differ_in_planning_and_the_judge_is_blind(_isolated_results):
-    from harness.inference import fake_roles
+    from harness.inference._roles import fake_roles
 
     fake = _fake_llm()
     exp = _exp("ab.replications=1", "ab.split=train", "wiggum.max_rounds=1", "research.max_rounds=1",

@@ -211,7 +211,8 @@ def test_reachability(overrides, refused):
 
 
 def _roles(model: str):
-    from harness.inference import FakeLLM, fake_roles
+    from harness.inference._fake import FakeLLM
+    from harness.inference._roles import fake_roles
 
     return fake_roles(FakeLLM(model=model))
 

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from evaluators import HARNESS_EVALUATOR
-from harness.agent import DEEP_INSTRUCTION, Harness, output_name_for
-from harness.config import MemoryConfig, ResearchConfig, WiggumConfig, apply_env, config_hash
-from harness.inference import BackendError, ROLES, SMOKE_LABEL
+from harness.agent import Harness, output_name_for
+from harness.agent._skills import DEEP_INSTRUCTION
+from harness.config import ROLES, MemoryConfig, ResearchConfig, WiggumConfig, apply_env, config_hash
+from harness.inference import BackendError, SMOKE_LABEL
 from harness.memory import Memory
 from harness.stores import read_jsonl
 from pipeline_fake import (
@@ -288,7 +289,7 @@ def test_smoke_label_when_the_embedded_model_answers(tmp_path):
 
 def test_smoke_label_names_the_gguf_file_actually_loaded():
     """Measured before: a run on a 1.5B GGUF by path was labelled 'SMOKE RUN (embedded SmolLM2-135M)'."""
-    from harness.inference import fake_roles
+    from harness.inference._roles import fake_roles
 
     class Loaded:  # what EmbeddedLLM exposes: backend, model (file stem) and the path it loaded
         backend, model = "embedded", "qwen2.5-coder-1.5b-instruct-q4_k_m"
@@ -364,7 +365,8 @@ def test_seed_reaches_synthesis_retry_and_each_revision(tmp_path):
 
 
 def test_different_seeds_are_different_cache_keys(tmp_path):
-    from harness.inference import ResponseCache, fake_roles
+    from harness.inference import ResponseCache
+    from harness.inference._roles import fake_roles
     from pipeline_fake import pipeline_llm
 
     cache = ResponseCache(tmp_path / "cache.sqlite")

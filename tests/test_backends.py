@@ -8,7 +8,8 @@ import time
 import pytest
 from ollama_stub import OllamaStub, StubReply, free_port
 
-from harness.backends import auto, backoff_delays, ollama_host, plain_messages, with_retries
+from harness.backends import auto
+from harness.backends._common import backoff_delays, ollama_host, plain_messages, with_retries
 from harness.backends.auto import Probe, choose_backends
 from harness.backends.ollama_backend import OllamaLLM
 from harness.backends.openai_backend import OpenAICompatLLM
@@ -17,12 +18,12 @@ from harness.inference import (
     BackendError,
     BackendUnavailable,
     ChatResult,
-    FakeLLM,
     ModelMissing,
     make_llm,
     make_roles,
     register_backend,
 )
+from harness.inference._fake import FakeLLM
 
 MSGS = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "list two fruits"}]
 SCHEMA = {

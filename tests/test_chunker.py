@@ -6,8 +6,14 @@ import tracemalloc
 
 import pytest
 
-from harness.research import (
-    ChunkerError, find_paths, iter_file_chunks, query_terms, read_file_context, select_chunks, split_chunks,
+from harness.research import split_chunks
+from harness.research._chunker import (
+    ChunkerError,
+    find_paths,
+    iter_file_chunks,
+    query_terms,
+    read_file_context,
+    select_chunks,
 )
 
 

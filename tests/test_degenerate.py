@@ -17,9 +17,10 @@ from evaluators.composite import evaluate
 from evaluators.deterministic import deterministic_scores
 from evaluators.rubric import rubric_messages
 from harness.config import EvaluatorConfig
-from harness.inference import FakeLLM
-from harness.review import revision_messages
-from harness.synthesis import DEFAULT_INSTRUCTIONS, synthesis_messages
+from harness.inference._fake import FakeLLM
+from harness.review._wiggum import revision_messages
+from harness.synthesis import DEFAULT_INSTRUCTIONS
+from harness.synthesis._synthesize import synthesis_messages
 
 TASK = "List 5 best practices for Python asyncio"
 TERMS = ("TaskGroup", "Semaphore", "timeout", "run_in_executor")

@@ -13,7 +13,7 @@ from evaluators.composite import Evaluation, combine, evaluate
 from evaluators.deterministic import aggregate, deterministic_scores, grounding_score, specificity_score, structure_score
 from evaluators.rubric import EvalResult, parse_rubric, rubric_messages, rubric_schema, score_rubric, weighted_total
 from harness.config import EvaluatorConfig
-from harness.inference import FakeLLM
+from harness.inference._fake import FakeLLM
 
 DIMS = EvaluatorConfig().dimensions
 ALL7 = {name: 7 for name in DIMS}

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from harness.stores import _files as fsio
-from harness.stores import atomic_write_bytes, atomic_write_json, atomic_write_text, replacing
+from harness.stores import atomic_write_json, atomic_write_text, replacing
+from harness.stores._files import atomic_write_bytes
 from workers import run_workers
 
 

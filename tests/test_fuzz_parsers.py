@@ -67,7 +67,7 @@ objects = st.one_of(json_values, st.dictionaries(st.sampled_from(KEYS), json_val
 
 
 def _fake(text: str):
-    from harness.inference import FakeLLM
+    from harness.inference._fake import FakeLLM
 
     return FakeLLM(keyed={"": lambda messages: text})
 
@@ -78,7 +78,8 @@ def _fake(text: str):
 @fuzz
 @given(replies, st.text(max_size=80))
 def test_parse_plan_never_raises(text, task):
-    from harness.planner import Plan, parse_plan
+    from harness.planner import Plan
+    from harness.planner._parse import parse_plan
 
     plan = parse_plan(text, task=task, max_queries=3)
     assert isinstance(plan, Plan)
@@ -91,7 +92,8 @@ def test_parse_plan_never_raises(text, task):
 @fuzz
 @given(replies)
 def test_parse_prior_knowledge_never_raises(text):
-    from harness.planner import PriorKnowledge, parse_prior_knowledge
+    from harness.planner._parse import parse_prior_knowledge
+    from harness.planner._plan import PriorKnowledge
 
     prior = parse_prior_knowledge(text)
     assert isinstance(prior, PriorKnowledge)
@@ -146,7 +148,7 @@ def test_parse_rubric_never_raises_and_scores_in_range(text):
 @fuzz
 @given(replies)
 def test_parse_verdict_never_raises(text):
-    from harness.review import parse_verdict
+    from harness.review._panel import parse_verdict
 
     v = parse_verdict("critic", text)
     assert v.verdict in {"accept", "revise", "reject", "unparsed"}
@@ -207,9 +209,10 @@ def test_resolve_placeholders_never_raises(text, outputs):
 @given(replies)
 def test_task_text_parsers_never_raise_and_outputs_stay_confined(task):
     from harness.agent import output_name_for
-    from harness.research import find_paths
-    from harness.agent import SKILLS, parse_skills_detailed
-    from harness.taskgraph import complexity_score
+    from harness.research._chunker import find_paths
+    from harness.agent import parse_skills_detailed
+    from harness.agent._skills import SKILLS
+    from harness.taskgraph.complexity import complexity_score
 
     clean, active, unknown = parse_skills_detailed(task)
     assert isinstance(clean, str) and active <= set(SKILLS) and all(isinstance(u, str) for u in unknown)
@@ -273,7 +276,8 @@ def test_search_results_are_sanitised_before_prompts(title, snippet, url):
                            st.text(alphabet=string.ascii_letters + string.digits + ".:-[]@%", max_size=40),
                            st.text(max_size=20))))
 def test_check_url_raises_only_unsafe_url(url):
-    from harness.security import UnsafeURL, check_url
+    from harness.security import UnsafeURL
+    from harness.security._urls import check_url
 
     try:
         out = check_url(url, resolver=lambda host, port: ["93.184.216.34"])
@@ -306,8 +310,9 @@ def test_json_helpers_raise_only_their_error(text):
 @settings(max_examples=EXAMPLES // 2, deadline=None)
 @given(replies)
 def test_compressors_never_raise(text):
-    from harness.memory import Observation, compress_run
-    from harness.research import compress_round as _compress
+    from harness.memory import Observation
+    from harness.memory._compress import compress_run
+    from harness.research._compress import compress_round as _compress
     from harness.research.search import SearchResult
 
     fresh = [SearchResult("asyncio.gather", "pydoc://asyncio.gather", "runs awaitables concurrently", "local")]
@@ -323,7 +328,7 @@ def test_compressors_never_raise(text):
 
 def test_an_unknown_users_home_in_a_task_or_a_setting_is_no_crash(tmp_path):
     from harness.backends.embedded import ModelMissing, locate_gguf
-    from harness.research import find_paths
+    from harness.research._chunker import find_paths
     from harness.research.search import LocalCorpusProvider
 
     assert find_paths('"~0/"') == []  # quoted: kept only when it exists; expanding ~0 raised RuntimeError

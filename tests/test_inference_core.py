@@ -5,17 +5,10 @@ from __future__ import annotations
 import pytest
 
 from harness.config import BackendConfig
-from harness.inference import (
-    LLM,
-    CachedLLM,
-    ChatResult,
-    FakeExhausted,
-    FakeLLM,
-    ResponseCache,
-    backend_names,
-    fake_roles,
-    make_llm,
-)
+from harness.inference import LLM, ChatResult, ResponseCache, backend_names, make_llm
+from harness.inference._cache import CachedLLM
+from harness.inference._fake import FakeExhausted, FakeLLM
+from harness.inference._roles import fake_roles
 from harness.tracing import Tracer, use_tracer
 
 MSG = [{"role": "user", "content": "hello there"}]
@@ -119,7 +112,9 @@ def test_a_run_scope_counts_its_uncached_calls_and_a_stopped_one_makes_no_call(t
     (a cache hit is not one) and, once stop is set, raises RunAbandoned before the cache or the backend is asked."""
     import contextvars
 
-    from harness.inference import FakeLLM, ResponseCache, RunAbandoned, RunScope, fake_roles, run_scope
+    from harness.inference import ResponseCache, RunAbandoned, RunScope, run_scope
+    from harness.inference._fake import FakeLLM
+    from harness.inference._roles import fake_roles
 
     fake = FakeLLM(keyed={"": "ok"})
     cache = ResponseCache(tmp_path / "c.sqlite")

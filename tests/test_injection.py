@@ -8,7 +8,8 @@ import re
 
 from harness.config import MemoryConfig, WiggumConfig
 from harness.research.search import SearchResult
-from harness.security import DataMarker, REMOVED
+from harness.security import DataMarker
+from harness.security._scanner import REMOVED
 from harness.stores import read_jsonl
 from pipeline_fake import Router, judge_json, make_harness, numbered
 

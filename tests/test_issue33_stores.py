@@ -19,7 +19,9 @@ import pytest
 from ollama_stub import OllamaStub
 from store_damage import garble_pages
 
-from harness.inference import CachedLLM, ChatResult, FakeLLM, ResponseCache, cache_key
+from harness.inference import ChatResult, ResponseCache
+from harness.inference._cache import CachedLLM, cache_key
+from harness.inference._fake import FakeLLM
 from harness.stores import StoreError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,7 +97,7 @@ def _trial_values(results: Path, corpus: str, cache: ResponseCache, monkeypatch)
     from experiments.config import to_harness_config
     from experiments.runs import HarnessRunner
     from experiments.sweep import run_sweep
-    from harness.inference import fake_roles
+    from harness.inference._roles import fake_roles
 
     monkeypatch.setenv("HARNESS_RESULTS_DIR", str(results))  # the environment wins over results_dir
     exp = _sweep_exp(results, corpus)
@@ -153,7 +155,7 @@ def test_a_file_that_is_not_a_database_raises_store_error_for_memory_too(tmp_pat
 
 
 def test_sql_errors_of_the_caller_are_not_store_errors(tmp_path):
-    from harness.stores import connect
+    from harness.stores._sqlite import connect
 
     conn = connect(tmp_path / "x.sqlite")
     with pytest.raises(sqlite3.OperationalError, match="syntax error"):

@@ -21,7 +21,7 @@ import pytest
 from evaluators.composite import evaluate
 from evaluators.rubric import score_rubric
 from harness.config import EvaluatorConfig
-from harness.inference import FakeLLM
+from harness.inference._fake import FakeLLM
 from ollama_stub import OllamaStub, StubModel, StubReply, schema_reply
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -179,7 +179,8 @@ def test_a_results_folder_made_immutable_mid_trial_exits_cleanly_with_one_line(t
 
 
 def test_a_store_whose_shm_turned_read_only_says_so_before_any_statement(tmp_path):
-    from harness.stores import StoreReadOnly, connect, unsafe_to_close
+    from harness.stores import StoreReadOnly, unsafe_to_close
+    from harness.stores._sqlite import connect
 
     conn = connect(tmp_path / "c.sqlite")
     conn.execute("CREATE TABLE t (x)")

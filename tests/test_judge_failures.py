@@ -30,7 +30,9 @@ from experiments.storage import Ledger
 from experiments.sweep import open_study
 from experiments.sweep import run_sweep
 from harness.config import EvaluatorConfig, MemoryConfig, WiggumConfig
-from harness.inference import ChatResult, FakeLLM, fake_roles
+from harness.inference import ChatResult
+from harness.inference._fake import FakeLLM
+from harness.inference._roles import fake_roles
 from harness.review import rescore_config, wiggum_loop
 
 DIMS = tuple(EvaluatorConfig().dimensions)

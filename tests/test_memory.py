@@ -16,19 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.config import MemoryConfig
-from harness.inference import FakeLLM
-from harness.memory import (
-    COMPRESS_SCHEMA,
-    Memory,
-    Observation,
-    clamp_k,
-    fallback_observation,
-    first_sentences,
-    format_context,
-    keyword_query,
-    list_items,
-    rrf_merge,
-)
+from harness.inference._fake import FakeLLM
+from harness.memory import Memory, Observation, rrf_merge
+from harness.memory._compress import COMPRESS_SCHEMA
+from harness.memory._observation import fallback_observation, first_sentences, format_context, list_items
+from harness.memory._recall import clamp_k, keyword_query
 from harness.memory.embeddings import (
     EmbeddingUnavailable, HashingEmbeddingFunction, hashing_vector, make_embedding_function, minilm_available,
 )

@@ -122,7 +122,8 @@ SWEEP = ("sweep.n_trials=3", "sweep.baseline_repeats=2", "sweep.holdout_top_k=1"
 
 def pipeline_sweep(exp, lines: list[str], workers: int = 2):
     """tests/test_pool.py's sweep: the real HarnessRunner over pipeline_fake's Router, MLflow as exp says."""
-    from harness.inference import ResponseCache, fake_roles
+    from harness.inference import ResponseCache
+    from harness.inference._roles import fake_roles
     from pipeline_fake import pipeline_llm
     from scripted_harness import scripted_propose
     from test_pool import _router
@@ -379,7 +380,7 @@ def _judge_llm():
 
 def _ab_on_fake_roles(lines: list[str], *overrides: str, llm=None):
     """tests/test_ab_entry.py's A/B of real harness cells on a FakeLLM, with MLflow on: 3 tasks x 2 arms."""
-    from harness.inference import fake_roles
+    from harness.inference._roles import fake_roles
     from test_ab_entry import _exp, _fake_llm
 
     from experiments.ab._entry import run_ab_from_config

@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from harness.inference import BackendUnavailable, ChatResult, FakeLLM
+from harness.inference import BackendUnavailable, ChatResult
+from harness.inference._fake import FakeLLM
 from mutators import (
     CONSTRAINTS,
     DETERMINISTIC_OPERATORS,

@@ -131,7 +131,7 @@ def test_thinking_models_think_apart_and_never_in_the_text():
     ("reasoning the template opened</think>Final.", "Final.", "reasoning the template opened"),
 ])
 def test_think_blocks_are_taken_out_of_any_reply(text, answer, thought):
-    from harness.inference import split_think
+    from harness.inference._roles import split_think
 
     assert split_think(text) == (answer, thought)
 

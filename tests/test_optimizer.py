@@ -317,7 +317,8 @@ class HeldGateRunner(ScriptedRunner):
     def __init__(self, tasks, hold: str = "", until: str = "") -> None:
         import threading
 
-        from harness.inference import FakeLLM, fake_roles
+        from harness.inference._fake import FakeLLM
+        from harness.inference._roles import fake_roles
 
         super().__init__(tasks)
         self.fake = FakeLLM(keyed={"": "ok"}, latency_s=0.01)

@@ -13,7 +13,8 @@ import pytest
 from evaluators import HARNESS_EVALUATOR
 from harness.config import OrchestratorConfig, WiggumConfig
 from harness.inference import BackendError
-from harness.orchestrator import Orchestrator, build_graph, decide_route, plan_preview, run_task
+from harness.orchestrator import build_graph, decide_route, plan_preview, run_task
+from harness.orchestrator._run import Orchestrator
 from harness.planner import Plan
 from harness.stores import read_jsonl
 from pipeline_fake import Router, config, make_harness, plan_json, read_trace, top_stages
@@ -192,7 +193,7 @@ def test_planner_telemetry_is_merged_into_the_record(tmp_path):
 
 
 def test_step_telemetry_keeps_every_steps_fields():
-    from harness.orchestrator import StepOutcome, step_telemetry
+    from harness.orchestrator._assemble import StepOutcome, step_telemetry
     from harness.taskgraph import TaskGraph
 
     graph = TaskGraph.from_planner_output([
@@ -370,7 +371,7 @@ SIMPLE = "Explain how asyncio timeouts work"
     ],
 )
 def test_split_compound_task(task, steps):
-    from harness.orchestrator import split_compound_task
+    from harness.orchestrator._decompose import split_compound_task
 
     assert split_compound_task(task) == steps
 
@@ -378,7 +379,7 @@ def test_split_compound_task(task, steps):
 @pytest.mark.parametrize("question, ok", [("2026-11-23", False), ("", False), ("asyncio", False),
                                           ("context engineering", True), ("Qu'est-ce que l'ingénierie", True)])
 def test_researchable(question, ok):
-    from harness.orchestrator import researchable
+    from harness.orchestrator._decompose import researchable
 
     assert researchable(question) is ok
 

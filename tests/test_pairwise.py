@@ -8,7 +8,7 @@ import pytest
 
 from evaluators.pairwise import (combine_orders, compare_pair, disagreement_rate, pairwise_messages, parse_preference,
                                  position_bias)
-from harness.inference import FakeLLM
+from harness.inference._fake import FakeLLM
 from harness.security import DataMarker
 
 CAND = "1. Use asyncio.gather for concurrent awaits.\n2. Never block the loop: run_in_executor for CPU work."

@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.inference import BackendError, FakeLLM
-from harness.review import DEFAULT_PERSONAS, panel_schema, parse_verdict, run_panel, summarize
+from harness.inference import BackendError
+from harness.inference._fake import FakeLLM
+from harness.review import run_panel
+from harness.review._panel import DEFAULT_PERSONAS, panel_schema, parse_verdict, summarize
 
 
 @pytest.mark.parametrize(

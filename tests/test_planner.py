@@ -7,20 +7,14 @@ import json
 import pytest
 
 from harness.config import HarnessConfig, PlannerConfig, apply_env
-from harness.inference import BackendUnavailable, FakeLLM, fake_roles
-from harness.planner import (
-    MAX_SENTENCE_CHARS,
-    Plan,
-    PriorKnowledge,
-    filter_subtasks,
-    infer_task_type,
-    make_plan,
-    parse_plan,
-    parse_prior_knowledge,
-    plan_from_dict,
-    plan_schema,
-    prior_knowledge_schema,
-)
+from harness.inference import BackendUnavailable
+from harness.inference._fake import FakeLLM
+from harness.inference._roles import fake_roles
+from harness.planner import Plan, filter_subtasks, make_plan, plan_from_dict
+from harness.planner._parse import parse_plan, parse_prior_knowledge
+from harness.planner._plan import MAX_SENTENCE_CHARS, PriorKnowledge
+from harness.planner._prompts import plan_schema, prior_knowledge_schema
+from harness.planner._tasktype import infer_task_type
 from harness.tracing import Tracer, use_tracer
 
 GOOD_PLAN = {

@@ -142,7 +142,8 @@ def _router():
 
 
 def _sweep(make_exp, tmp_path, name: str, workers: int):
-    from harness.inference import ResponseCache, fake_roles
+    from harness.inference import ResponseCache
+    from harness.inference._roles import fake_roles
     from pipeline_fake import pipeline_llm
     from scripted_harness import scripted_propose
 
@@ -226,7 +227,9 @@ def test_ctrl_c_with_tasks_in_flight_stops_the_sweep_and_the_resume_reissues_no_
     """Ctrl-C (here: raised by the judge of one task while others run beside it) ends the sweep at once; every
     reply that finished is in the response cache, so the resumed sweep sends no request the backend already
     answered."""
-    from harness.inference import ResponseCache, cache_key, fake_roles
+    from harness.inference import ResponseCache
+    from harness.inference._cache import cache_key
+    from harness.inference._roles import fake_roles
     from pipeline_fake import pipeline_llm
     from scripted_harness import scripted_propose
 
@@ -283,7 +286,8 @@ def test_a_dropped_harness_run_ends_at_its_next_model_call_recorded_and_counted(
     calls the dropped runs made are exactly the cache misses beyond the kept run's."""
     import json
 
-    from harness.inference import ResponseCache, fake_roles
+    from harness.inference import ResponseCache
+    from harness.inference._roles import fake_roles
     from pipeline_fake import pipeline_llm
     from scripted_harness import BASE
 

@@ -129,8 +129,9 @@ def test_the_warning_speaks_of_the_backend_actually_resolved(monkeypatch):
 
 def test_offline_the_search_fallback_is_decided_once_per_process(caplog):
     from harness.research import search
+    from harness.research.search._fallback import FallbackSearch, reset_degradation
 
-    search.reset_degradation()
+    reset_degradation()
     calls = []
     start = threading.Barrier(6)
 
@@ -152,12 +153,12 @@ def test_offline_the_search_fallback_is_decided_once_per_process(caplog):
 
     def one(i):
         start.wait()
-        search.FallbackSearch(Offline(), Local()).search(f"query {i}")
+        FallbackSearch(Offline(), Local()).search(f"query {i}")
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(6)]
     [t.start() for t in threads]
     [t.join() for t in threads]
-    search.reset_degradation()
+    reset_degradation()
     lines = [r.getMessage() for r in caplog.records if r.name == "harness.search"]
     assert len(calls) == 1 and len(lines) == 1 and "for the rest of this process" in lines[0]
 

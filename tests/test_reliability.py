@@ -382,7 +382,9 @@ def test_backend_down_while_preparing_contexts_caches_nothing(env, tmp_path):
     from experiments.config import to_harness_config
     from experiments.runs import HarnessRunner
     from experiments.sweep import run_sweep
-    from harness.inference import BackendUnavailable, FakeLLM, fake_roles
+    from harness.inference import BackendUnavailable
+    from harness.inference._fake import FakeLLM
+    from harness.inference._roles import fake_roles
 
     exp = _harness_sweep_exp(tmp_path, env["corpus"])
     good = FakeLLM(keyed={"": lambda messages: REPLY})
@@ -479,7 +481,8 @@ def _fake_harness(results: Path, **research):
     from harness.agent import Harness
     from harness.config import (EvaluatorConfig, HarnessConfig, MemoryConfig, OrchestratorConfig, ResearchConfig,
                                 SearchConfig, WiggumConfig)
-    from harness.inference import FakeLLM, fake_roles
+    from harness.inference._fake import FakeLLM
+    from harness.inference._roles import fake_roles
 
     fake = FakeLLM(keyed={"": lambda messages: REPLY})
     cfg = HarnessConfig(
@@ -518,7 +521,7 @@ def test_huge_task_file_is_read_bounded(env, tmp_path, monkeypatch):
     """A 200 MB log named in a task: streamed in chunks, only the first MAX_READ_BYTES read, and the run says so."""
     import tracemalloc
 
-    from harness.research import MAX_READ_BYTES
+    from harness.research._chunker import MAX_READ_BYTES
 
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "huge.log"
@@ -588,7 +591,8 @@ def _llm_cache_writer(worker: int, path: str) -> None:
 
 
 def _search_cache_writer(worker: int, path: str) -> None:
-    from harness.research.search import CachedSearch, SearchResult
+    from harness.research.search import SearchResult
+    from harness.research.search._cache import CachedSearch
 
     class Provider:
         name = "stress"

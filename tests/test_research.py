@@ -8,20 +8,16 @@ import shutil
 import pytest
 
 from harness.config import ResearchConfig, apply_env, HarnessConfig
-from harness.inference import FakeLLM
+from harness.inference._fake import FakeLLM
 from harness.planner import Plan
-from harness.research import (
-    COMPRESS_SCHEMA,
-    ResearchQuality,
-    ResearchResult,
-    auto_queries,
-    content_words,
-    gather_research,
-    novelty,
-    usable_query,
-)
-from harness.research.search import DDGSProvider, FallbackSearch, LocalCorpusProvider, SearchResult, reset_degradation
-from harness.security import REMOVED, FetchError, UnsafeURL
+from harness.research import ResearchQuality, ResearchResult, gather_research
+from harness.research._compress import COMPRESS_SCHEMA
+from harness.research._queries import auto_queries, content_words, novelty, usable_query
+from harness.research.search import LocalCorpusProvider, SearchResult
+from harness.research.search._ddgs import DDGSProvider
+from harness.research.search._fallback import FallbackSearch, reset_degradation
+from harness.security import FetchError, UnsafeURL
+from harness.security._scanner import REMOVED
 from harness.tracing import Tracer, use_tracer
 
 
@@ -441,7 +437,7 @@ def test_offline_degradation_to_local_corpus_end_to_end(tmp_path, tmp_path_facto
 
 
 def test_smoke_compressor_gets_a_smaller_budget(tmp_path):
-    from harness.research import SMOKE_COMPRESS_SCHEMA
+    from harness.research._compress import SMOKE_COMPRESS_SCHEMA
 
     llm = compressor(0.9)
     llm.smoke = True  # what RoleLLM reports for the embedded backend

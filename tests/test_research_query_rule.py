@@ -9,8 +9,8 @@ import pytest
 
 from harness.config import ResearchConfig
 from harness.planner import Plan
-from harness.research import (QUERY_RULES, auto_queries, choose_queries, gather_research, memory_match,
-                              research_cache_key)
+from harness.research import choose_queries, gather_research, memory_match
+from harness.research._queries import QUERY_RULES, auto_queries, research_cache_key
 from harness.stores import read_jsonl
 from pipeline_fake import ListSearch, Router, make_harness, plan_json
 from test_research import Scripted, compressor, fresh_results

@@ -3,7 +3,8 @@
 import pytest
 
 from harness.config import OrchestratorConfig
-from harness.orchestrator import decide_route, research_topics, route_score
+from harness.orchestrator import decide_route
+from harness.orchestrator._routing import research_topics, route_score
 from harness.planner import Plan
 
 SEED_003 = ("Research agent failure modes and context engineering, then synthesize into a unified guide saved to "
@@ -96,7 +97,7 @@ def test_thresholds_come_from_config():
     ],
 )
 def test_uncovered_topics(questions, missed):
-    from harness.orchestrator import uncovered_topics
+    from harness.orchestrator._routing import uncovered_topics
 
     assert uncovered_topics(SEED_003, questions) == missed
     assert uncovered_topics("Explain how TCP congestion control works", ["unrelated"]) == []  # one topic: no check

@@ -8,10 +8,10 @@ import time
 import pytest
 
 from harness.config import SearchConfig
-from harness.research.search import (
-    CachedSearch, DDGSProvider, FallbackSearch, LocalCorpusProvider, SearchProvider, SearchResult, SearchUnavailable,
-    make_search, reset_degradation,
-)
+from harness.research.search import LocalCorpusProvider, SearchProvider, SearchResult, SearchUnavailable, make_search
+from harness.research.search._cache import CachedSearch
+from harness.research.search._ddgs import DDGSProvider
+from harness.research.search._fallback import FallbackSearch, reset_degradation
 from harness.text import fts_query
 
 

@@ -13,18 +13,17 @@ import pytest
 
 from harness import security
 from harness.security import (
-    REMOVED,
     FetchError,
-    RawResponse,
     UnsafePath,
     UnsafeURL,
-    check_url,
     fetch_url,
     html_to_text,
     safe_output_path,
     safe_path,
     scan_text,
 )
+from harness.security._scanner import REMOVED
+from harness.security._urls import RawResponse, check_url
 from harness.security import _urls
 
 # -- prompt injection ----------------------------------------------------------------------------------
@@ -441,7 +440,7 @@ def loopback_server(monkeypatch):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
-    strict = security.ip_refusal
+    strict = _urls.ip_refusal
     monkeypatch.setattr(  # patched where _checked looks it up
         _urls, "ip_refusal", lambda ip: None if ip == ipaddress.ip_address("127.0.0.1") else strict(ip)
     )

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from harness.agent import (
-    ANNOTATED_HEADING, SKILLS, Skill, annotated_sources_section, apply_post_synthesis, auto_activate, parse_skills,
-    parse_skills_detailed, post_wiggum_flags, pre_synthesis_injections, research_rounds_bonus, run_hooks,
+from harness.agent import parse_skills, parse_skills_detailed
+from harness.agent._skills import (
+    ANNOTATED_HEADING,
+    SKILLS,
+    Skill,
+    annotated_sources_section,
+    apply_post_synthesis,
+    auto_activate,
+    post_wiggum_flags,
+    pre_synthesis_injections,
+    research_rounds_bonus,
+    run_hooks,
 )
 from harness.planner import Plan
 

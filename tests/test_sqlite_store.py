@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.stores import ThreadLocalSQLite, connect, set_wal
+from harness.stores import ThreadLocalSQLite
+from harness.stores._sqlite import connect, set_wal
 
 REPO = Path(__file__).resolve().parents[1]
 

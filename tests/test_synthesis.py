@@ -7,11 +7,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.config import TASK_TYPES, SynthConfig
-from harness.inference import BackendError, FakeLLM
+from harness.inference import BackendError
+from harness.inference._fake import FakeLLM
 from harness.synthesis import (
-    DEFAULT_INSTRUCTIONS, count_from_task, expected_count, instruction_for, strip_fences, synthesis_messages,
+    DEFAULT_INSTRUCTIONS,
+    count_from_task,
+    expected_count,
+    instruction_for,
+    strip_fences,
     synthesize,
 )
+from harness.synthesis._synthesize import synthesis_messages
 from harness.text import count_items
 
 

@@ -8,21 +8,19 @@ import json
 import pytest
 
 from harness.taskgraph import (
-    STEP_TOOLS,
     GraphError,
     TaskGraph,
-    TaskNode,
-    complexity_breakdown,
-    complexity_score,
-    find_placeholders,
     graph_messages,
     graph_schema,
     merge_telemetry,
-    natural_key,
-    resolve_placeholders,
     resolve_placeholders_detailed,
-    schedule_order,
 )
+from harness.taskgraph.complexity import complexity_breakdown, complexity_score
+from harness.taskgraph.ids import natural_key
+from harness.taskgraph.nodes import TaskNode
+from harness.taskgraph.placeholders import find_placeholders, resolve_placeholders
+from harness.taskgraph.prompt import STEP_TOOLS
+from harness.taskgraph.schedule import schedule_order
 
 CANONICAL = {
     "objectives": ["A guide to agent reliability"],

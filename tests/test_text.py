@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.text import (
-    FUNCTION_WORDS, STOPWORDS, code_marks, drop_lone_fence, fenced_bodies, fts_query, is_fence_line, unwrap_fence,
-)
+from harness.text import FUNCTION_WORDS, STOPWORDS, code_marks, drop_lone_fence, fts_query, is_fence_line, unwrap_fence
+from harness.text._plain import fenced_bodies
 
 # -- stop words ---------------------------------------------------------------------------------------------
 

@@ -17,10 +17,13 @@ from typing import Any, Callable
 import pytest
 
 from harness.config import BackendConfig, MemoryConfig
-from harness.inference import ChatResult, FakeLLM, ResponseCache, make_llm
+from harness.inference import ChatResult, ResponseCache, make_llm
+from harness.inference._fake import FakeLLM
 from harness.memory import Memory, Observation
-from harness.research.search import CachedSearch, FallbackSearch, SearchResult, reset_degradation
-from harness.stores import set_wal
+from harness.research.search import SearchResult
+from harness.research.search._cache import CachedSearch
+from harness.research.search._fallback import FallbackSearch, reset_degradation
+from harness.stores._sqlite import set_wal
 from harness.tracing import Tracer, current_tracer
 
 THREADS = 16

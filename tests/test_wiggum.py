@@ -10,8 +10,10 @@ from hypothesis import strategies as st
 from evaluators.composite import evaluate
 from evaluators.deterministic import prompt_echo_reasons
 from harness.config import EvaluatorConfig, WiggumConfig
-from harness.inference import BackendError, FakeLLM
-from harness.review import WiggumResult, revision_messages, wiggum_loop
+from harness.inference import BackendError
+from harness.inference._fake import FakeLLM
+from harness.review import wiggum_loop
+from harness.review._wiggum import WiggumResult, revision_messages
 from harness.tracing import Tracer, use_tracer
 
 

@@ -16,38 +16,13 @@ and reuses it across trials; `finish` is what a synthesis sweep re-runs. `run` d
 from ._pipeline import Harness, output_name_for
 from ._prepared import Prepared
 from ._record import RunResult
-from ._skills import (
-    ANNOTATED_HEADING,
-    DEEP_INSTRUCTION,
-    SKILLS,
-    Skill,
-    annotated_sources_section,
-    apply_post_synthesis,
-    auto_activate,
-    parse_skills,
-    parse_skills_detailed,
-    post_wiggum_flags,
-    pre_synthesis_injections,
-    research_rounds_bonus,
-    run_hooks,
-)
+from ._skills import parse_skills, parse_skills_detailed
 
 __all__ = [
     "Harness",
     "Prepared",
     "RunResult",
     "output_name_for",
-    "Skill",
-    "SKILLS",
-    "ANNOTATED_HEADING",
-    "DEEP_INSTRUCTION",
     "parse_skills",
     "parse_skills_detailed",
-    "auto_activate",
-    "research_rounds_bonus",
-    "pre_synthesis_injections",
-    "post_wiggum_flags",
-    "apply_post_synthesis",
-    "annotated_sources_section",
-    "run_hooks",
 ]

@@ -10,15 +10,8 @@ normalisation, retry with exponential backoff, message conversion), the prefligh
 - readiness: `python -m harness --check`, the deep check of every role's model.
 """
 
-from ._common import DEFAULT_OLLAMA_HOST, MAX_BACKOFF_S, backoff_delays, ollama_host, plain_messages, with_retries
 from ._preflight import preflight
 
 __all__ = [
-    "DEFAULT_OLLAMA_HOST",
-    "MAX_BACKOFF_S",
-    "ollama_host",
-    "backoff_delays",
-    "with_retries",
-    "plain_messages",
     "preflight",
 ]

@@ -117,7 +117,7 @@ def _families(checks: tuple[RoleCheck, ...]) -> tuple[list[str], list[str]]:
 
 
 def check_ollama(cfg: BackendConfig, roles: tuple[str, ...] = ROLES) -> Readiness:
-    from . import ollama_host
+    from ._common import ollama_host
     from .context import ROLE_MAX_TOKENS, model_num_ctx
     from .ollama_backend import configured_think, read_model_info
     import ollama

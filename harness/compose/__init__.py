@@ -8,16 +8,7 @@ warnings. Above the stages: the checks ask the backend registry which kinds exis
   warnings (`judge_warnings`, `warn_judge`, `warn_once`, `model_family`).
 """
 
-from ._checks import (
-    check_choice,
-    check_harness,
-    check_positive,
-    check_range,
-    judge_warnings,
-    model_family,
-    warn_judge,
-    warn_once,
-)
+from ._checks import check_choice, check_harness, check_positive, check_range, warn_judge
 from ._hydra import command_line_environ, compose_hydra, harness_config
 
 __all__ = [
@@ -28,8 +19,5 @@ __all__ = [
     "check_range",
     "check_positive",
     "check_harness",
-    "model_family",
-    "judge_warnings",
-    "warn_once",
     "warn_judge",
 ]

@@ -13,10 +13,7 @@ package stays cheap.
 - _roles: `RoleLLM` (tracing, accounting, <think> removal) and `Roles`, the four role LLMs of one run.
 """
 
-from harness.config import ROLES
-
-from ._cache import CachedLLM, ResponseCache, cache_key, decode_reply, reply_options
-from ._fake import FakeCall, FakeExhausted, FakeLLM
+from ._cache import ResponseCache, reply_options
 from ._protocol import (
     LLM,
     BackendError,
@@ -27,22 +24,11 @@ from ._protocol import (
     ModelMissing,
     context_overflow,
 )
-from ._registry import BackendFactory, backend_names, make_llm, register_backend
-from ._roles import (
-    SMOKE_LABEL,
-    RoleLLM,
-    Roles,
-    base_llm,
-    fake_roles,
-    make_roles,
-    smoke_label,
-    split_think,
-    wrap_roles,
-)
+from ._registry import backend_names, make_llm, register_backend
+from ._roles import SMOKE_LABEL, RoleLLM, Roles, base_llm, make_roles, smoke_label, wrap_roles
 from ._scope import RunAbandoned, RunScope, run_scope
 
 __all__ = [
-    "ROLES",
     "Message",
     "ChatResult",
     "LLM",
@@ -54,25 +40,16 @@ __all__ = [
     "RunAbandoned",
     "RunScope",
     "run_scope",
-    "BackendFactory",
     "register_backend",
     "backend_names",
     "make_llm",
-    "FakeExhausted",
-    "FakeCall",
-    "FakeLLM",
     "reply_options",
-    "cache_key",
-    "decode_reply",
     "ResponseCache",
-    "CachedLLM",
     "base_llm",
     "smoke_label",
     "SMOKE_LABEL",
-    "split_think",
     "RoleLLM",
     "Roles",
     "wrap_roles",
     "make_roles",
-    "fake_roles",
 ]

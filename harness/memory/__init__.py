@@ -16,52 +16,12 @@ memory folder, because opening a Chroma store updates its SQLite file even for q
   MiniLM). A public module, not on this face: it imports chromadb, which `Memory` imports only when it opens.
 """
 
-from ._compress import (
-    COMPRESS_SCHEMA,
-    COMPRESS_SYSTEM,
-    OUTPUT_PROMPT_CHARS,
-    Compression,
-    compress_messages,
-    compress_run,
-)
-from ._observation import (
-    FACT_MAX,
-    FACTS_MAX,
-    NARRATIVE_MAX,
-    TITLE_MAX,
-    Observation,
-    fallback_observation,
-    first_sentences,
-    format_context,
-    list_items,
-    observation_from_model,
-)
-from ._recall import FTS_MAX_TOKENS, MAX_K, MIN_K, RRF_K, clamp_k, keyword_query, rrf_merge
+from ._observation import Observation
+from ._recall import rrf_merge
 from ._store import Memory
 
 __all__ = [
-    "RRF_K",
-    "MIN_K",
-    "MAX_K",
-    "TITLE_MAX",
-    "NARRATIVE_MAX",
-    "FACT_MAX",
-    "FACTS_MAX",
-    "OUTPUT_PROMPT_CHARS",
-    "FTS_MAX_TOKENS",
-    "COMPRESS_SCHEMA",
-    "COMPRESS_SYSTEM",
     "Observation",
-    "Compression",
-    "clamp_k",
     "rrf_merge",
-    "keyword_query",
-    "list_items",
-    "first_sentences",
-    "fallback_observation",
-    "observation_from_model",
-    "compress_messages",
-    "compress_run",
-    "format_context",
     "Memory",
 ]

@@ -10,37 +10,12 @@ A failing step does not abort the run: its error is substituted downstream and t
 - _run: `Orchestrator` and `run_task`.
 """
 
-from ._assemble import StepOutcome, assemble_context, step_telemetry
-from ._decompose import (
-    MODES,
-    Route,
-    build_graph,
-    decide_route,
-    drop_bad_dependencies,
-    plan_preview,
-    researchable,
-    split_compound_task,
-)
-from ._routing import research_topics, route_points, route_score, uncovered_topics
-from ._run import Orchestrator, graft_trace, run_task
+from ._decompose import build_graph, decide_route, plan_preview
+from ._run import run_task
 
 __all__ = [
-    "MODES",
-    "Orchestrator",
-    "Route",
-    "StepOutcome",
-    "assemble_context",
     "build_graph",
     "decide_route",
-    "drop_bad_dependencies",
-    "graft_trace",
     "plan_preview",
-    "researchable",
-    "research_topics",
-    "route_points",
-    "route_score",
     "run_task",
-    "split_compound_task",
-    "step_telemetry",
-    "uncovered_topics",
 ]

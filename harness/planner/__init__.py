@@ -12,67 +12,15 @@ cfg.temperature with bounded JSON schemas; replies are parsed json -> dirtyjson 
 - _passes: `assess_prior_knowledge` (pass 1) and `make_plan` (both passes).
 """
 
-from ._parse import filter_subtasks, parse_plan, parse_prior_knowledge
-from ._passes import assess_prior_knowledge, make_plan
-from ._plan import (
-    COMPLEXITIES,
-    MAX_FACTS,
-    MAX_GAPS,
-    MAX_ITEM_CHARS,
-    MAX_QUERY_CHARS,
-    MAX_SECTIONS,
-    MAX_SENTENCE_CHARS,
-    MAX_SUBTASKS,
-    TASK_TYPES,
-    Plan,
-    PriorKnowledge,
-    plan_from_dict,
-)
-from ._prompts import (
-    PLAN_SYSTEM,
-    PRIOR_SYSTEM,
-    memory_block,
-    plan_messages,
-    plan_schema,
-    prior_knowledge_messages,
-    prior_knowledge_schema,
-)
-from ._tasktype import (
-    infer_task_type,
-    normalize_complexity,
-    normalize_sections,
-    normalize_task_type,
-    reconcile_task_type,
-)
+from ._parse import filter_subtasks
+from ._passes import make_plan
+from ._plan import Plan, plan_from_dict
+from ._prompts import memory_block
 
 __all__ = [
-    "TASK_TYPES",
-    "COMPLEXITIES",
-    "MAX_FACTS",
-    "MAX_GAPS",
-    "MAX_SUBTASKS",
-    "MAX_ITEM_CHARS",
-    "MAX_QUERY_CHARS",
-    "MAX_SENTENCE_CHARS",
-    "MAX_SECTIONS",
-    "PriorKnowledge",
     "Plan",
     "plan_from_dict",
-    "PRIOR_SYSTEM",
-    "PLAN_SYSTEM",
-    "prior_knowledge_schema",
-    "plan_schema",
     "memory_block",
-    "prior_knowledge_messages",
-    "plan_messages",
-    "infer_task_type",
-    "normalize_task_type",
-    "reconcile_task_type",
-    "normalize_complexity",
-    "normalize_sections",
     "filter_subtasks",
-    "parse_prior_knowledge",
-    "parse_plan",
-    "assess_prior_knowledge",
     "make_plan",
 ]

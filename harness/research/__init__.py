@@ -10,52 +10,16 @@ URL enrichment; the search providers are the subpackage `search`.
 - search: the providers (DuckDuckGo, the local corpus, the cache, the fallback) and `make_search`.
 """
 
-from ._chunker import (
-    MAX_READ_BYTES,
-    ChunkerError,
-    find_paths,
-    iter_file_chunks,
-    query_terms,
-    read_file_context,
-    select_chunks,
-    split_chunks,
-)
-from ._compress import COMPRESS_SCHEMA, SMOKE_COMPRESS_SCHEMA, compress_round
-from ._queries import (
-    QUERY_RULES,
-    auto_queries,
-    choose_queries,
-    content_words,
-    letter_words,
-    memory_match,
-    novelty,
-    research_cache_key,
-    usable_query,
-)
+from ._chunker import split_chunks
+from ._queries import choose_queries, letter_words, memory_match
 from .gather import ResearchQuality, ResearchResult, gather_research
 
 __all__ = [
     "ResearchQuality",
     "ResearchResult",
     "gather_research",
-    "QUERY_RULES",
     "choose_queries",
-    "auto_queries",
-    "usable_query",
     "letter_words",
-    "content_words",
-    "novelty",
     "memory_match",
-    "research_cache_key",
-    "COMPRESS_SCHEMA",
-    "SMOKE_COMPRESS_SCHEMA",
-    "compress_round",
-    "MAX_READ_BYTES",
-    "ChunkerError",
-    "find_paths",
     "split_chunks",
-    "iter_file_chunks",
-    "query_terms",
-    "select_chunks",
-    "read_file_context",
 ]

@@ -9,28 +9,15 @@ the advisory review panel of personas.
 """
 
 from ._evaluator import Evaluator, NoEvaluator
-from ._panel import DEFAULT_PERSONAS, panel_schema, parse_verdict, run_panel, summarize
-from ._wiggum import (
-    RESCORE_SEED_OFFSET,
-    WiggumResult,
-    rescore_config,
-    rescore_samples,
-    revision_messages,
-    wiggum_loop,
-)
+from ._panel import run_panel
+from ._wiggum import RESCORE_SEED_OFFSET, rescore_config, rescore_samples, wiggum_loop
 
 __all__ = [
     "Evaluator",
     "NoEvaluator",
-    "WiggumResult",
     "RESCORE_SEED_OFFSET",
-    "revision_messages",
     "rescore_config",
     "rescore_samples",
     "wiggum_loop",
-    "DEFAULT_PERSONAS",
-    "panel_schema",
-    "parse_verdict",
-    "summarize",
     "run_panel",
 ]

@@ -21,13 +21,11 @@
 from ._marker import DataMarker
 from ._output import unsourced_urls
 from ._paths import UnsafePath, safe_output_path, safe_path
-from ._scanner import INJECTION_PATTERNS, REMOVED, ScanResult, flag_record, scan_text
-from ._urls import FetchError, RawResponse, UnsafeURL, check_url, fetch_url, html_to_text, ip_refusal
+from ._scanner import ScanResult, flag_record, scan_text
+from ._urls import FetchError, UnsafeURL, fetch_url, html_to_text
 
 __all__ = [
     "ScanResult",
-    "INJECTION_PATTERNS",
-    "REMOVED",
     "scan_text",
     "flag_record",
     "DataMarker",
@@ -35,10 +33,7 @@ __all__ = [
     "UnsafeURL",
     "FetchError",
     "UnsafePath",
-    "ip_refusal",
-    "check_url",
     "fetch_url",
-    "RawResponse",
     "html_to_text",
     "safe_path",
     "safe_output_path",

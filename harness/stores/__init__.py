@@ -9,7 +9,7 @@ several threads and processes share a store.
   `store_lock`, `enable_wal`.
 """
 
-from ._files import atomic_write_bytes, atomic_write_json, atomic_write_text, claim_output, replacing
+from ._files import atomic_write_json, atomic_write_text, claim_output, replacing
 from ._jsonl import append_jsonl, read_jsonl
 from ._sharing import enable_wal, file_lock, resolve_tracking_uri, sqlite_db, sqlite_file, store_lock
 from ._sqlite import (
@@ -21,14 +21,12 @@ from ._sqlite import (
     ThreadLocalSQLite,
     busy_timeout_s,
     check_store,
-    connect,
     damaged,
     fault_in,
     full_in,
     locked_in,
     named_faults,
     no_space,
-    set_wal,
     unsafe_to_close,
     watch,
 )
@@ -40,8 +38,6 @@ __all__ = [
     "StoreLocked",
     "StoreReadOnly",
     "busy_timeout_s",
-    "connect",
-    "set_wal",
     "ThreadLocalSQLite",
     "check_store",
     "damaged",
@@ -53,7 +49,6 @@ __all__ = [
     "unsafe_to_close",
     "watch",
     "replacing",
-    "atomic_write_bytes",
     "atomic_write_text",
     "atomic_write_json",
     "claim_output",

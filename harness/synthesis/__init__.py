@@ -23,25 +23,21 @@ from ._registry import (
 )
 from ._synthesize import (
     DEFAULT_INSTRUCTIONS,
-    SynthResult,
     count_from_task,
     expected_count,
     instruction_for,
     instruction_provenance,
     strip_fences,
-    synthesis_messages,
     synthesize,
 )
 
 __all__ = [
     "DEFAULT_INSTRUCTIONS",
-    "SynthResult",
     "instruction_for",
     "instruction_provenance",
     "count_from_task",
     "expected_count",
     "strip_fences",
-    "synthesis_messages",
     "synthesize",
     "CHAMPION",
     "PREVIOUS",

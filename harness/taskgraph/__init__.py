@@ -13,28 +13,17 @@
 - prompt: the step-graph planner's messages and bounded schema.
 """
 
-from harness.taskgraph.complexity import complexity_breakdown, complexity_score
 from harness.taskgraph.graph import TaskGraph
-from harness.taskgraph.ids import natural_key
-from harness.taskgraph.nodes import GraphError, TaskNode
-from harness.taskgraph.placeholders import find_placeholders, resolve_placeholders, resolve_placeholders_detailed
-from harness.taskgraph.prompt import STEP_TOOLS, graph_messages, graph_schema
-from harness.taskgraph.schedule import schedule_order
+from harness.taskgraph.nodes import GraphError
+from harness.taskgraph.placeholders import resolve_placeholders_detailed
+from harness.taskgraph.prompt import graph_messages, graph_schema
 from harness.taskgraph.telemetry import merge_telemetry
 
 __all__ = [
     "GraphError",
-    "TaskNode",
     "TaskGraph",
-    "natural_key",
-    "find_placeholders",
-    "resolve_placeholders",
     "resolve_placeholders_detailed",
-    "complexity_score",
-    "complexity_breakdown",
     "merge_telemetry",
     "graph_schema",
     "graph_messages",
-    "schedule_order",
-    "STEP_TOOLS",
 ]

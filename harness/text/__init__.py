@@ -15,22 +15,12 @@ from ._jsonparse import (
     parse_json_object,
 )
 from ._markdown import ANY_LIST, HEADING, LINE_PREFIX, URL, count_items, lines_outside_code
-from ._plain import (
-    FUNCTION_WORDS,
-    STOPWORDS,
-    code_marks,
-    drop_lone_fence,
-    fenced_bodies,
-    fts_query,
-    is_fence_line,
-    unwrap_fence,
-)
+from ._plain import FUNCTION_WORDS, STOPWORDS, code_marks, drop_lone_fence, fts_query, is_fence_line, unwrap_fence
 
 __all__ = [
     "FUNCTION_WORDS",
     "STOPWORDS",
     "unwrap_fence",
-    "fenced_bodies",
     "drop_lone_fence",
     "is_fence_line",
     "code_marks",

@@ -18,10 +18,7 @@ version stamp; users point `search.local_corpus` at their own folders of .md/.tx
 - _stack: `make_search`.
 """
 
-from ._cache import CachedSearch
-from ._corpus import PASSAGE_CHARS, STDLIB_MODULES, LocalCorpusProvider
-from ._ddgs import DDGSProvider
-from ._fallback import FallbackSearch, reset_degradation
+from ._corpus import PASSAGE_CHARS, LocalCorpusProvider
 from ._protocol import SearchProvider, SearchResult, SearchUnavailable, normalize_query
 from ._stack import make_search
 
@@ -29,13 +26,8 @@ __all__ = [
     "SearchResult",
     "SearchProvider",
     "SearchUnavailable",
-    "DDGSProvider",
     "LocalCorpusProvider",
-    "CachedSearch",
-    "FallbackSearch",
     "make_search",
     "normalize_query",
-    "STDLIB_MODULES",
     "PASSAGE_CHARS",
-    "reset_degradation",
 ]
