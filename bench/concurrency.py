@@ -4,7 +4,7 @@ serves C requests at once with a fixed latency; throughput against the number of
     python bench/concurrency.py [--quick] [--steps 8] [--latency-ms 100] [--capacity 4 0] [--repeats 2] [--json]
 
 The sweep has no option to run trials in parallel (its loop asks, evaluates and tells one trial at a time),
-so this measures the project's real parallel path: harness.orchestrator.Orchestrator, which runs the steps of
+so this measures the project's real parallel path: harness.orchestrator._run.Orchestrator, which runs the steps of
 one level of the step graph in a thread pool of orchestrator.max_parallel workers, each step a full
 single-focus run (plan, research, synthesis, one wiggum round, memory store) sharing the backend, memory and
 search. The simulated server (bench.sim.SimLLM) answers the step graph with `--steps` independent steps, holds
@@ -43,7 +43,7 @@ TOPICS = ("asyncio.gather", "asyncio.TaskGroup", "asyncio.timeout", "asyncio.Que
 
 
 class StepSim(SimLLM):
-    """SimLLM whose step graph covers TASK's topics (harness.orchestrator.research_topics: 'asyncio error handling',
+    """SimLLM whose step graph covers TASK's topics (harness.orchestrator._routing.research_topics: 'asyncio error handling',
     'compare it with threads'): step i researches the first with one of TOPICS, or compares one with threads,
     alternately, so any 2+ steps cover both."""
 

@@ -326,7 +326,7 @@ def _precheck(argv: list[str]) -> None:
 
 
 def command_line_wins(argv: list[str], environ: Any = os.environ) -> None:
-    """Drop from the environment each toggle whose field the command line sets (harness.compose.ENV_FIELDS), as
+    """Drop from the environment each toggle whose field the command line sets (harness.compose._hydra.ENV_FIELDS), as
     `python -m harness` does: `results_dir=x` beside an exported HARNESS_RESULTS_DIR writes to x."""
     from harness.compose import command_line_environ
 

@@ -212,7 +212,7 @@ def test_stores_opened_at_once_by_threads(tmp_path, opener):
 
 
 def test_stores_use_the_retrying_wal_helper(tmp_path, monkeypatch):
-    """Response cache, search cache and memory switch to WAL through harness.stores.set_wal, not a bare
+    """Response cache, search cache and memory switch to WAL through harness.stores._sqlite.set_wal, not a bare
     PRAGMA."""
     from harness.stores import _sqlite
 

@@ -35,7 +35,7 @@ _PROMPT_COPY_MIN = 2  # copied lines (of >= _UNIT_MIN_WORDS + 1 words) ...
 _PROMPT_COPY_SHARE = 0.5  # ... making up at least this share of the output's lines: an echo of the prompt
 _ECHO_MARKERS_MIN = 2  # distinct scaffolding markers (at least one strong) that make an echo
 
-# Scaffolding of the prompts this harness sends: the wiggum revise prompt (harness.review.revision_messages),
+# Scaffolding of the prompts this harness sends: the wiggum revise prompt (harness.review._wiggum.revision_messages),
 # the synthesis prompt and its count retry (harness.synthesis) and the judge prompt (evaluators.rubric). Headings
 # are matched as whole heading titles; phrases anywhere, whitespace- and case-insensitive.
 _ECHO_HEADINGS_STRONG = frozenset({

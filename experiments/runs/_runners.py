@@ -277,7 +277,7 @@ class HarnessCells:
     """The A/B's run_arm on the real harness: one HarnessRunner per arm config, all on one HarnessParts (roles,
     memory and search shared by the arms when they configure them alike), one full run (HarnessRunner.run) per
     cell. The run id, trace and output file carry a blind label, never the arm name. `roles` injects one set of
-    role LLMs for every arm (tests: harness.inference.fake_roles)."""
+    role LLMs for every arm (tests: harness.inference._roles.fake_roles)."""
 
     def __init__(self, arms: Mapping[str, Any], *, roles: Any = None) -> None:
         from experiments.config import to_harness_config

@@ -69,7 +69,7 @@ def run_record(cfg: HarnessConfig, roles: Roles, prepared: Prepared, result: Run
             "flagged": research.flagged,
             "flags": list(research.flags)[:10],  # patterns, source URL or path, excerpt of what was removed
             "stop_reason": research.stop_reason,
-            "query_rule": research.query_rule,  # which rule chose the queries (harness.research.QUERY_RULES)
+            "query_rule": research.query_rule,  # which rule chose the queries (harness.research._queries.QUERY_RULES)
             "memory_match": research.memory_match,
             "errors": list(research.errors)[:5],
         },

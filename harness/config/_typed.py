@@ -186,7 +186,7 @@ class PanelConfig:
 @dataclass
 class OrchestratorConfig:
     mode: str = "auto"  # off | auto | always
-    # auto plans a step graph when the research route score (harness.orchestrator.route_score: topics, research verbs,
+    # auto plans a step graph when the research route score (harness.orchestrator._routing.route_score: topics, research verbs,
     # an assembly step, files, sequencers, the planner's subtasks) reaches threshold and the task spans at least
     # min_topics distinct topics (read off the text, or the planner's researchable subtasks)
     threshold: int = 6
