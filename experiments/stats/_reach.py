@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from ._tests import TESTS
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only, never imported at run time: experiments.config imports stats (its checks)
     from experiments.config import ExperimentConfig
 
 

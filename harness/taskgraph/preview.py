@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from harness.taskgraph.nodes import GraphError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only, never imported at run time: graph imports this module to render itself
     from harness.taskgraph.graph import TaskGraph
 
 ORDER_PREFIX = "Order: "

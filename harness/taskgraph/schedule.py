@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Collection, Iterable, Mapping, Sequence
 from harness.taskgraph.ids import natural_key
 from harness.taskgraph.nodes import TaskNode
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only, never imported at run time: graph imports this module to order itself
     from harness.taskgraph.graph import TaskGraph
 
 
