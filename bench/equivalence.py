@@ -3,7 +3,7 @@
   python bench/equivalence.py run --root <source tree> --out <dir>  # the three jobs on <root>'s code: <dir>/digest.json
   python bench/equivalence.py compare <a/digest.json> <b/digest.json>  # each difference (path: a vs b); exit 1 if any
 
-Each job is the real CLI (experiments.run: precheck, Hydra, main) on the fake backend with a scripted reply per
+Each job is the real CLI (experiments.run: precheck, Hydra, run_experiment) on the fake backend with a scripted reply per
 prompt, through <root>/tests/resume_driver.py only (module paths may change between the trees, the command line
 does not), with a folder of its own as cwd (results/ with optuna.db, mlflow.db, Hydra's folder). The folder is
 WORK/<job>, one fixed path for every run, so that the paths in configs and the hashes over them (runs.jsonl's

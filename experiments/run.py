@@ -1,6 +1,6 @@
 """Entry point: `python -m experiments.run [+sweep=synth_mutation|prior_knowledge_ab|single|calibrate] [overrides]`.
 
-`hydra_main` is the one-line @hydra.main wrapper; `main(cfg)` is a plain function (validate, then dispatch on
+`hydra_main` is the one-line @hydra.main wrapper; `run_experiment(cfg)` is a plain function (validate, then dispatch on
 sweep.kind). Exceptions become one-line messages here, at the CLI edge, and nowhere else.
 """
 
@@ -94,7 +94,7 @@ def checked(exp: ExperimentConfig) -> ExperimentConfig:
     return exp
 
 
-def main(cfg: DictConfig | ExperimentConfig, *, runner: Any = None, out: Callable[[str], None] = print) -> Any:
+def run_experiment(cfg: DictConfig | ExperimentConfig, *, runner: Any = None, out: Callable[[str], None] = print) -> Any:
     """Validate, build the runner, dispatch on sweep.kind (single | synth_mutation | ab | calibrate)."""
     exp = checked(to_experiment(cfg))
     kind = exp.sweep.kind
@@ -209,7 +209,7 @@ def cli(cfg: DictConfig) -> None:
     # traceback per record: the store that failed stops the run with its own one line (issue 41)
     logging.raiseExceptions = False
     try:
-        result = main(cfg)
+        result = run_experiment(cfg)
         from experiments.sweep import SweepSummary
 
         if getattr(result, "failed_out", False) and not isinstance(result, SweepSummary):  # a calibration's check

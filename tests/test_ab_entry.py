@@ -366,14 +366,14 @@ def test_an_ab_without_the_champion_carries_no_caveat():
 
 
 def test_the_entry_point_hands_the_ab_its_validated_experiment_and_its_output(tmp_path, capsys):
-    """Issue 43: `experiments.run.main` gave the A/B the raw config (validated again there) and dropped its `out`:
+    """Issue 43: `experiments.run.main` (now run_experiment) gave the A/B the raw config (validated again there) and dropped its `out`:
     the A/B printed its header and summary to stdout whatever the caller asked. Now main hands the experiment it
     checked to experiments.ab.run_ab_test, with the caller's out."""
-    from experiments.run import main
+    from experiments.run import run_experiment
 
     lines: list[str] = []
     exp = _exp("ab.replications=1", "mlflow.enabled=false", f"results_dir={tmp_path}")
-    run = main(exp, out=lines.append)
+    run = run_experiment(exp, out=lines.append)
     assert any(line.startswith(f"[{exp.sweep.name}] A/B {OFF} vs {ON}: 5 tasks x 1 replications") for line in lines)
     assert any("A/B SUMMARY" in line for line in lines)
     assert "A/B SUMMARY" not in capsys.readouterr().out

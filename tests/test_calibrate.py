@@ -465,12 +465,12 @@ def test_the_calibration_re_scores_with_the_judge_behind_a_run_s_score(tmp_path)
 
 
 def test_the_entry_point_dispatches_calibrate_and_a_failed_check_is_not_a_success(make_exp):
-    from experiments.run import main
+    from experiments.run import run_experiment
 
     exp = make_exp()  # plain baseline: the 'harmful' instruction does not hurt, so the control fails
     c = cal_exp(exp)
     lines: list[str] = []
-    result = main(c, runner=ScriptedRunner(load_tasks(c.benchmark)), out=lines.append)
+    result = run_experiment(c, runner=ScriptedRunner(load_tasks(c.benchmark)), out=lines.append)
     assert result.failed_out and result.stop_reason.startswith("calibration checks failed: positive control")
     assert any(CALIBRATION_BEGIN in ln for ln in lines)
 

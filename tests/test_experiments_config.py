@@ -143,21 +143,21 @@ def test_results_dir_follows_env(_isolated_results):
 
 
 def test_main_rejects_bad_config_before_running():
-    from experiments.run import main
+    from experiments.run import run_experiment
 
     with pytest.raises(ConfigError, match="backend.kind='nope'"):
-        main(compose_config(["backend.kind=nope"]), runner=object())
+        run_experiment(compose_config(["backend.kind=nope"]), runner=object())
 
 
 def test_single_run_with_scripted_runner():
     from scripted_harness import ScriptedRunner
 
     from experiments.config import load_tasks
-    from experiments.run import main
+    from experiments.run import run_experiment
 
     exp = to_experiment(compose_config(["+sweep=single", "mlflow.enabled=false"]))
     lines: list[str] = []
-    scores = main(exp, runner=ScriptedRunner(load_tasks(exp.benchmark)), out=lines.append)
+    scores = run_experiment(exp, runner=ScriptedRunner(load_tasks(exp.benchmark)), out=lines.append)
     assert set(scores) == {t.id for t in exp.benchmark.tasks}
     assert "mean composite:" in "\n".join(lines)
 

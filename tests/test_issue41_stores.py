@@ -216,7 +216,7 @@ def test_a_store_deleted_and_created_again_in_one_process_opens_and_the_old_conn
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     exp = validate(to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake",
                                                  f"results_dir={tmp_path}"]), environ={}), warn=False)
-    check_services(exp)  # as experiments.run.main does: every SQLite engine checks its file before a statement
+    check_services(exp)  # as experiments.run.run_experiment does: every SQLite engine checks its file before a statement
     first = open_store(exp).storage
     first.get_all_studies()
     for p in tmp_path.glob("optuna.db*"):

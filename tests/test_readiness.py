@@ -165,7 +165,7 @@ def test_offline_the_search_fallback_is_decided_once_per_process(caplog):
 
 def test_a_sweep_on_ollama_is_refused_before_its_study_when_the_check_finds_a_problem(tmp_path):
     from experiments.config import compose_config
-    from experiments.run import main
+    from experiments.run import run_experiment
     from harness.backends.readiness import NotReady
 
     printed: list[str] = []
@@ -174,6 +174,6 @@ def test_a_sweep_on_ollama_is_refused_before_its_study_when_the_check_finds_a_pr
                               "backend.retries=0", "backend.think=true", "benchmark=smoke",
                               "sweep.allow_underpowered=true", f"results_dir={tmp_path / 'sweep'}"])
         with pytest.raises(NotReady, match="backend.think is true but glm4:9b cannot think"):
-            main(cfg, out=printed.append)
+            run_experiment(cfg, out=printed.append)
     assert printed[0].startswith("== readiness: ollama at ") and printed[-1].startswith("NOT READY")
     assert not (tmp_path / "sweep").exists()  # no study, no MLflow store

@@ -243,7 +243,7 @@ class ABRun:
 
 def run_ab_from_config(cfg: DictConfig | ExperimentConfig, **options: Any) -> ABRun:
     """Run (or resume) the A/B test a composed config describes, the config validated and the design checked first
-    (experiments.run.main checks it itself and calls run_ab_test); options are run_ab_test's."""
+    (experiments.run.run_experiment checks it itself and calls run_ab_test); options are run_ab_test's."""
     exp = validate(to_experiment(cfg), warn=False)
     if exp.sweep.kind != "ab":
         raise ConfigError(f"sweep.kind={exp.sweep.kind!r} is not allowed here; expected 'ab' (+sweep=prior_knowledge_ab)")
