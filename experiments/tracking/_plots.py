@@ -192,8 +192,6 @@ def plot_history(trials: Sequence[Any], path: Path, *, baseline: float | None = 
             ax.scatter([p.number], [p.value], marker="v", facecolors="none", edgecolors=c, s=45)
         else:
             ax.scatter([p.number], [p.value], marker="o", s=40, facecolors="none" if p.duplicate else c, edgecolors=c)
-    for op in sorted({p.operator for p in pts}, key=lambda o: (o != BASELINE, o)):  # one key entry per operator
-        ax.scatter([], [], marker="o", color=colors[op], s=40, label=op)
     steps = [(p.number, p.best_so_far) for p in pts if p.best_so_far is not None]
     if steps:
         ax.step([s[0] for s in steps], [s[1] for s in steps], where="post", color="#2b7bba", lw=1.5,
@@ -202,6 +200,13 @@ def plot_history(trials: Sequence[Any], path: Path, *, baseline: float | None = 
     ax.set_ylabel("mean composite over train tasks")
     ax.set_title(f"Optimization history{': ' + title if title else ''}  "
                  "(o complete, hollow duplicate, v pruned, x failed)", fontsize=9)
+    return _save_with_operator_key(fig, ax, pts, colors, path)
+
+
+def _save_with_operator_key(fig: Figure, ax: Any, pts: Sequence[Any], colors: dict[str, Any], path: Path) -> Path:
+    """A key entry per operator (baseline first), grid, legend when anything is drawn; laid out and saved."""
+    for op in sorted({p.operator for p in pts}, key=lambda o: (o != BASELINE, o)):
+        ax.scatter([], [], marker="o", color=colors[op], s=40, label=op)
     ax.grid(alpha=0.3)
     if pts:
         ax.legend(fontsize=7, loc="best")
@@ -312,8 +317,6 @@ def plot_quality_cost(trials: Sequence[Any], path: Path, *, metric: str = "compl
         if label:
             ax.annotate(label, (p.cost, p.value), textcoords="offset points", xytext=(8, 6), fontsize=8,
                         weight="bold")
-    for op in sorted({p.operator for p in pts}, key=lambda o: (o != BASELINE, o)):
-        ax.scatter([], [], marker="o", color=colors[op], s=40, label=op)
     if not pts:
         ax.text(0.5, 0.5, f"no candidate with a recorded {metric} yet", ha="center", va="center",
                 transform=ax.transAxes)
@@ -321,12 +324,7 @@ def plot_quality_cost(trials: Sequence[Any], path: Path, *, metric: str = "compl
     ax.set_ylabel("quality: mean composite over train tasks")
     ax.set_title(f"Quality vs cost{': ' + title if title else ''}  (o complete, v pruned; ringed: Pareto front)",
                  fontsize=9)
-    ax.grid(alpha=0.3)
-    if pts:
-        ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    fig.savefig(path)
-    return path
+    return _save_with_operator_key(fig, ax, pts, colors, path)
 
 
 def sweep_plots(
