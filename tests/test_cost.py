@@ -8,14 +8,14 @@ import random
 import pytest
 from scipy import stats as sps
 
-from experiments.runs import TaskScore
+from experiments.runs import TaskScore, Usage
 from experiments.stats import COST_METRICS, CostGuard, cost_by_task, paired_cost
 from experiments.stats._cost import cost_diffs
 
 
 def _ts(task: str, completion: int, calls: int = 5, latency: float = 1.0, prompt: int = 900) -> TaskScore:
-    return TaskScore(task_id=task, task_type="enumerated", score=5.0, prompt_tokens=prompt,
-                     completion_tokens=completion, llm_calls=calls, latency_s=latency)
+    return TaskScore(task_id=task, task_type="enumerated", score=5.0,
+                     usage=Usage(prompt_tokens=prompt, completion_tokens=completion, llm_calls=calls, latency_s=latency))
 
 
 def test_cost_by_task_averages_runs_and_leaves_out_what_was_not_measured():

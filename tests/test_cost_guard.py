@@ -76,7 +76,9 @@ def _figures_beside_the_summary(exp, s, row):
     tool = [r for r in rows if r["operator"] == "add_tool"]
     assert tool and all(r["cost"]["completion_tokens"]["ratio"] == pytest.approx(1.0) for r in tool)
     assert all(r["cost"]["completion_tokens"]["n"] == 8 and r["cost"]["llm_calls"]["diff"] == 0 for r in tool)
-    client = MlflowClient()
+    from experiments.config import tracking_uri
+
+    client = MlflowClient(tracking_uri(exp))  # this sweep's store, not the process's current tracking URI
     runs = client.search_runs([client.get_experiment_by_name(exp.sweep.name).experiment_id],
                               filter_string="tags.kind = 'trial'")
     m = {int(r.data.tags["trial_number"]): r.data.metrics for r in runs}

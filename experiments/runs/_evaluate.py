@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from experiments.config import ExperimentConfig, Task
 
-from ._outcome import TaskOutcome
+from ._outcome import TaskOutcome, Usage
 from ._pool import SERIAL, RunPool
 from ._runners import Runner
 
@@ -67,11 +67,7 @@ class TaskScore:
     judge_sd: float = 0.0
     feedback: str = ""
     weaknesses: tuple[str, ...] = ()
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    latency_s: float = 0.0
-    llm_calls: int = 0
-    cached_calls: int = 0
+    usage: Usage = field(default_factory=Usage)  # the run's LLM usage (tokens, calls, cache hits, latency)
     output_text: str = ""
     output_path: str | None = None
     smoke: bool = False
@@ -80,6 +76,27 @@ class TaskScore:
     judge_failures: int = 0  # judge replies that could not be read in the run (it still got a judged score)
     trace_path: str | None = None  # the run's Chrome trace file (an MLflow trace is built from it)
     context_trace_path: str | None = None  # the reused context's preparation (planning, memory, research)
+
+    # the usage figures by name, as the cost metrics (experiments.stats.cost_by_task) and MLflow read them
+    @property
+    def prompt_tokens(self) -> int:
+        return self.usage.prompt_tokens
+
+    @property
+    def completion_tokens(self) -> int:
+        return self.usage.completion_tokens
+
+    @property
+    def latency_s(self) -> float:
+        return self.usage.latency_s
+
+    @property
+    def llm_calls(self) -> int:
+        return self.usage.llm_calls
+
+    @property
+    def cached_calls(self) -> int:
+        return self.usage.cached_calls
 
 
 @dataclass(frozen=True)
@@ -133,7 +150,6 @@ def task_score(task: Task, outcome: TaskOutcome) -> TaskScore:
                                                   outcome.trace_path, outcome.context_trace_path,
                                                   outcome.judge_failures),
                           judge_failures=outcome.judge_failures)
-    u = outcome.usage
     return TaskScore(
         task_id=task.id,
         task_type=task.task_type,
@@ -142,11 +158,7 @@ def task_score(task: Task, outcome: TaskOutcome) -> TaskScore:
         judge_sd=outcome.judge_sd,
         feedback=outcome.feedback,
         weaknesses=outcome.weaknesses,
-        prompt_tokens=u.prompt_tokens,
-        completion_tokens=u.completion_tokens,
-        latency_s=u.latency_s,
-        llm_calls=u.llm_calls,
-        cached_calls=u.cached_calls,
+        usage=outcome.usage,
         output_text=outcome.output_text,
         output_path=outcome.output_path,
         smoke=outcome.smoke,
