@@ -437,7 +437,7 @@ def test_ab_preflight_warns_that_a_true_effect_of_min_effect_is_a_coin_flip(make
     exp.ab.min_effect = 0.3
     lines = ab_preflight_lines(exp, runner.identity(), load_tasks(exp.benchmark), n_tasks=12, replications=2)
     detect = next(ln for ln in lines if "detectable effect" in ln)
-    assert "'supported': two-sided wilcoxon p < 0.05 and mean diff >= min_effect 0.3" in detect
+    assert "'supported': two-sided t p < 0.05 and mean diff >= min_effect 0.3" in detect  # the A/B default test
     assert f"from calibration {stored.key}" in detect
     warning = next(ln for ln in lines if "WARNING" in ln)
     p = float(warning.split("with probability ")[1].split(" ")[0])

@@ -110,13 +110,13 @@ class ABConfig:
     b: Any = None
     a_name: str = "A"
     b_name: str = "B"
-    replications: int = 2
+    replications: int = 3
     alpha: float = 0.05
     min_effect: float = 0.3
     metric: str = "composite"  # composite, or a dimension / secondary metric name
     hypothesis: str = ""
     direction: str = "two-sided"  # sign of mean(B - A) the hypothesis predicts: greater | less | two-sided
-    test: str = "wilcoxon"  # primary test: wilcoxon | t
+    test: str = "t"  # primary test: t | wilcoxon (issue 42: t, 3 replications, as the shipped A/B configs)
     sequential: bool = False  # O'Brien-Fleming interim looks over tasks
     looks: int = 3  # number of looks when sequential
     split: str = "all"  # benchmark tasks in the test: all | train | holdout
