@@ -87,6 +87,18 @@ def test_the_ab_preflight_counts_the_calibrations_spread_and_its_figure_holds_un
     assert "tau 0.000 from nothing (not measured; taken as 0: an optimistic figure)" in next(
         ln for ln in lines if "detectable effect" in ln)
 
+    # the positive control's spread alone: tau is that spread, and the line for an effect that varies as the control
+    # did counts it once (as its share of the effect), not again on top of tau
+    ctl = dataclasses.replace(old, heterogeneity={"tau": 0.6, "n": 4, "effect_cv": 0.5, "mean": 1.2})
+    monkeypatch.setattr(preflight, "find_calibration", lambda *a, **k: (ctl, ""))
+    exp.calibrate.sims = 2000
+    lines = ab_preflight_lines(exp, runner.identity(), load_tasks(exp.benchmark), n_tasks=N, replications=REPS)
+    assert "tau 0.600 from the calibration's positive control (4 tasks)" in lines[2]
+    varied = float(next(ln for ln in lines if "varies across tasks" in ln).rsplit(" ", 1)[1])
+    once = mde(dataclasses.replace(ab_design(SIGMA, N, alpha=0.05, replications=REPS, test="t"), effect_cv=0.5),
+               power=0.8, sims=2000)
+    assert varied == pytest.approx(once, abs=1e-3)
+
 
 def test_the_ab_summary_s_design_power_is_what_its_own_spread_lets_the_real_verdict_see():
     from experiments.ab._design import observed_power_line

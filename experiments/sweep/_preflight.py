@@ -153,7 +153,11 @@ def ab_preflight_lines(exp: ExperimentConfig, identity: Mapping[str, Any], tasks
                  f"from calibration {cal.key}, shrinking with replications; task x variant spread tau {tau:.3f} "
                  f"from {tau_source}, which replications do not shrink)")
     if cal.effect_cv > 0:
-        lines.append(_spread_line(exp, d, cal.effect_cv, "", "tasks"))
+        # the control's spread as a share of its effect; where tau is that same spread it is counted once, here
+        noise_only = ab_design(cal.sigma, n_tasks, alpha=ab.alpha, replications=reps, test=ab.test,
+                               min_effect=ab.min_effect)
+        lines.append(_spread_line(exp, noise_only if tau_source.startswith(CONTROL_SPREAD) else d, cal.effect_cv,
+                                  "", "tasks"))
     at_min = detection_rate(d, ab.min_effect, sims=exp.calibrate.sims) if ab.min_effect > 0 else None
     if at_min is not None and at_min < power:
         lines.append(f"preflight: WARNING: the pre-registered minimum effect {ab.min_effect:g}, as the true effect, "
@@ -172,8 +176,11 @@ def ab_spread(calibration: Any) -> tuple[float, str]:
         return float(part["tau"]), f"the calibration's A/A' arm ({part.get('n', '?')} tasks)"
     het = getattr(calibration, "heterogeneity", None) or {}
     if het.get("tau") is not None:
-        return float(het["tau"]), f"the calibration's positive control ({het['n']} tasks)"
+        return float(het["tau"]), f"{CONTROL_SPREAD} ({het['n']} tasks)"
     return 0.0, "nothing (not measured; taken as 0: an optimistic figure)"
+
+
+CONTROL_SPREAD = "the calibration's positive control"  # ab_spread's source when tau is the control's spread
 
 
 # -- a sweep's noise source and preflight -------------------------------------------------------------------------
