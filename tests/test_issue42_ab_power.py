@@ -118,3 +118,14 @@ def test_the_ab_summary_s_design_power_is_what_its_own_spread_lets_the_real_verd
     assert 0.75 <= observed <= 0.92, (stated, observed)
     assert observed_power_line(paired_stats(a[:2], a[:2] + 1.0, n_boot=50), prereg, power=0.8, target=0.5,
                                sims=200) is None  # two pairs: no spread worth a design line
+
+
+def test_the_a_a_arm_s_tau_is_read_one_way_for_the_calibration_and_the_preflight():
+    """experiments.storage.aa_tau: the sampled A/A' arm's tau, None where it was not measured; a NaN (too few tasks
+    to take a variance) is not measured either, never an sd of NaN in a design."""
+    from experiments.storage import aa_tau
+
+    assert aa_tau({"sampled": {"tau": 0.8, "n": 12}}) == 0.8
+    assert aa_tau({"sampled": {"tau": 0.0}}) == 0.0
+    assert aa_tau({"sampled": {"tau": float("nan")}}) is None
+    assert aa_tau({"greedy": {"tau": 2.1}}) is None and aa_tau(None) is None and aa_tau({}) is None

@@ -48,7 +48,7 @@ from experiments.report import hms, identity_text
 from experiments.runs import RunPool, TimedRunner, runner_pool
 from experiments.stats import (Design, ab_design, detection_rate, heterogeneity, mde, min_attainable_p, noise_floor,
                                paired_ttest, replications_for_effect, sweep_design, tasks_for_effect, wilcoxon_test)
-from experiments.storage import (FAIL, PASS, UNREACHABLE, Calibration, Check, Cost, calibration_dir,
+from experiments.storage import (FAIL, PASS, UNREACHABLE, Calibration, Check, Cost, aa_tau, calibration_dir,
                                  calibration_fingerprint, fingerprint_key, run_label)
 from harness.stores import atomic_write_text
 
@@ -323,7 +323,7 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
     sd = dataclasses.replace(sweep_design(nf.sigma, n_train, alpha=c.alpha), sigma_df=df or None)
     # an A/B's task differences also carry the task x variant spread the A/A' arm measured (sampled decoding, as an
     # A/B runs), which its replications do not shrink
-    ab_tau = float((decomposition.get("sampled") or {}).get("tau") or 0.0)
+    ab_tau = aa_tau(decomposition) or 0.0
     ad = dataclasses.replace(ab_design(nf.sigma, ab_tasks, alpha=c.alpha, replications=exp.ab.replications,
                                        test=exp.ab.test, min_effect=exp.ab.min_effect, tau=ab_tau),
                              sigma_df=df or None)

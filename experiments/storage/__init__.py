@@ -3,7 +3,7 @@ the per-task context cache and stored calibrations."""
 
 from __future__ import annotations
 
-from ._calibration_store import (FAIL, PASS, UNREACHABLE, Calibration, Check, Cost, calibration_dir,
+from ._calibration_store import (FAIL, PASS, UNREACHABLE, Calibration, Check, Cost, aa_tau, calibration_dir,
                                  calibration_fingerprint, find_calibration, fingerprint_key, label_for, run_label)
 from ._context_cache import ContextCache
 from ._ledger import Ledger
@@ -13,6 +13,7 @@ from ._sqlite_files import HalfCreated, created_whole, guard_engines, locked_sto
 
 __all__ = [
     "Calibration",
+    "aa_tau",
     "Check",
     "ContextCache",
     "Cost",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -144,6 +145,13 @@ class Calibration:
         d["tasks"], d["sigma_ci"] = tuple(d["tasks"]), tuple(d["sigma_ci"])
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names}, path=path)
+
+
+def aa_tau(decomposition: Mapping[str, Any] | None) -> float | None:
+    """The task x variant spread tau a calibration's A/A' arm measured under sampled decoding (as sweeps and A/Bs
+    run), or None where it was not measured (no A/A' arm, greedy only, or too few tasks: NaN)."""
+    tau = ((decomposition or {}).get("sampled") or {}).get("tau")
+    return float(tau) if tau is not None and math.isfinite(float(tau)) else None
 
 
 def run_label(identity: Mapping[str, Mapping[str, Any]], calibration: "Calibration | None" = None) -> str | None:

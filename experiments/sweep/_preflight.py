@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 from experiments.config import ExperimentConfig
 from experiments.report import decision_power_line, hms, num
 from experiments.stats import ab_design, decision_power, detection_rate, mde, spread_from_trials, sweep_design
-from experiments.storage import Cost, find_calibration
+from experiments.storage import Cost, aa_tau, find_calibration
 
 from ._promotion import holdout_runs, race_runs
 
@@ -144,7 +144,7 @@ def ab_preflight_lines(exp: ExperimentConfig, identity: Mapping[str, Any], tasks
     lines.append(f"preflight: ~{runs * per_run_calls:.0f} uncached LLM calls, ~{runs * co.tokens:.0f} tokens, wall "
                  f"~{hms(runs * per_run_s)} (from calibration {cal.key})")
     power = exp.calibrate.power
-    tau, tau_source = ab_spread(cal)
+    tau, tau_source, from_control = ab_spread(cal)
     d = ab_design(cal.sigma, n_tasks, alpha=ab.alpha, replications=reps, test=ab.test, min_effect=ab.min_effect,
                   tau=tau)
     m = mde(d, power=power, sims=exp.calibrate.sims)
@@ -156,8 +156,7 @@ def ab_preflight_lines(exp: ExperimentConfig, identity: Mapping[str, Any], tasks
         # the control's spread as a share of its effect; where tau is that same spread it is counted once, here
         noise_only = ab_design(cal.sigma, n_tasks, alpha=ab.alpha, replications=reps, test=ab.test,
                                min_effect=ab.min_effect)
-        lines.append(_spread_line(exp, noise_only if tau_source.startswith(CONTROL_SPREAD) else d, cal.effect_cv,
-                                  "", "tasks"))
+        lines.append(_spread_line(exp, noise_only if from_control else d, cal.effect_cv, "", "tasks"))
     at_min = detection_rate(d, ab.min_effect, sims=exp.calibrate.sims) if ab.min_effect > 0 else None
     if at_min is not None and at_min < power:
         lines.append(f"preflight: WARNING: the pre-registered minimum effect {ab.min_effect:g}, as the true effect, "
@@ -167,20 +166,18 @@ def ab_preflight_lines(exp: ExperimentConfig, identity: Mapping[str, Any], tasks
     return lines
 
 
-def ab_spread(calibration: Any) -> tuple[float, str]:
-    """The task x variant spread tau an A/B's power model adds to each task's difference, and where it came from:
-    the calibration's A/A' arm (sampled decoding, as an A/B runs), else its positive control's spread, else 0
-    ("not measured": an optimistic figure)."""
-    part = ((getattr(calibration, "decomposition", None) or {}).get("sampled") or {})
-    if part.get("tau") is not None and math.isfinite(float(part["tau"])):
-        return float(part["tau"]), f"the calibration's A/A' arm ({part.get('n', '?')} tasks)"
+def ab_spread(calibration: Any) -> tuple[float, str, bool]:
+    """(tau, where it came from, whether it is the positive control's spread): the task x variant spread an A/B's
+    power model adds to each task's difference, from the calibration's A/A' arm (sampled decoding, as an A/B runs),
+    else its positive control's spread, else 0 ("not measured": an optimistic figure)."""
+    decomposition = getattr(calibration, "decomposition", None)
+    tau = aa_tau(decomposition)
+    if tau is not None:
+        return tau, f"the calibration's A/A' arm ({decomposition['sampled'].get('n', '?')} tasks)", False
     het = getattr(calibration, "heterogeneity", None) or {}
     if het.get("tau") is not None:
-        return float(het["tau"]), f"{CONTROL_SPREAD} ({het['n']} tasks)"
-    return 0.0, "nothing (not measured; taken as 0: an optimistic figure)"
-
-
-CONTROL_SPREAD = "the calibration's positive control"  # ab_spread's source when tau is the control's spread
+        return float(het["tau"]), f"the calibration's positive control ({het['n']} tasks)", True
+    return 0.0, "nothing (not measured; taken as 0: an optimistic figure)", False
 
 
 # -- a sweep's noise source and preflight -------------------------------------------------------------------------
