@@ -378,3 +378,34 @@ def test_the_entry_point_hands_the_ab_its_validated_experiment_and_its_output(tm
     assert any("A/B SUMMARY" in line for line in lines)
     assert "A/B SUMMARY" not in capsys.readouterr().out
     assert run.design.replications == 1 and len(run.design.tasks) == 5
+
+
+class FailingArm(ScriptedArm):
+    """run_arm stand-in whose every cell of `broken` arms fails for a reason that is not a model call (the arm's
+    own config crashing the harness): status "failed" with the error, as HarnessCells records it."""
+
+    def __init__(self, broken: tuple[str, ...]):
+        super().__init__()
+        self.broken = broken
+
+    def __call__(self, arm, overrides, task, replication, seed):
+        if arm in self.broken:
+            self.calls.append((task.id, arm, replication, seed))
+            return {"status": "failed", "error": f"task {task.id!r} failed: KeyError: 'synth.instructions'"}
+        return super().__call__(arm, overrides, task, replication, seed)
+
+
+@pytest.mark.parametrize("broken", [(ON, OFF), (OFF,)])
+def test_an_ab_whose_failed_cells_leave_no_task_pair_does_not_conclude(broken, _isolated_results):
+    """Before: every cell failed (not a model call: an arm crashing the harness), the verdict 'inconclusive -- only
+    0 complete task pair(s)', and the command exited 0 as if it had measured something."""
+    exp = _exp("ab.replications=1", "ab.test=t", underpowered_ok=False)
+    lines: list[str] = []
+    run = run_ab_from_config(exp, run_arm=FailingArm(broken), out=lines.append)
+    assert run.result.verdict == "inconclusive" and run.result.primary.n == 0
+    assert len(run.unconcluded) == 1, run.unconcluded  # the CLI exits 3 on it, with the resume hint
+    failed = 10 if len(broken) == 2 else 5
+    assert f"only 0 complete task pairs: {failed} of 10 cells failed" in run.unconcluded[0]
+    assert "KeyError: 'synth.instructions'" in run.unconcluded[0]
+    _, parents, _ = _mlflow_runs()
+    assert parents[0].info.status == "FAILED"

@@ -237,7 +237,7 @@ class ABRun:
     summary: str
     smoke: bool
     mlflow_children: int | None
-    unconcluded: tuple[str, ...] = ()  # cells a model call failed: the CLI exits 3, the same command reruns them
+    unconcluded: tuple[str, ...] = ()  # cells a model call failed, or failed cells left < 2 pairs: the CLI exits 3
     noun: str = "A/B test"
 
 
@@ -355,7 +355,7 @@ def run_ab_test(
                                                   status="FAILED"))
         raise
     mlflow.safe(lambda: mlflow.sync(paths.ledger))
-    unconcluded = model_failed_cells(paths.ledger, plan)
+    unconcluded = model_failed_cells(paths.ledger, plan) or failed_without_pairs(paths.ledger, plan, result.primary.n)
     if caveat:  # the verdict says what its tasks were chosen on
         result = dataclasses.replace(result, verdict_reason=f"{result.verdict_reason}; {caveat}")
 
@@ -375,6 +375,20 @@ def run_ab_test(
                                       status="FAILED" if unconcluded else "FINISHED"))
     out(summary)
     return ABRun(result, design, prereg, paths, report, summary, smoke, children, unconcluded)
+
+
+def failed_without_pairs(ledger: Path, plan: Sequence[Any], pairs: int) -> tuple[str, ...]:
+    """Why the test measured nothing, where failed cells (not a model call: e.g. an arm whose config crashes the
+    harness) leave fewer than 2 complete task pairs: no verdict can rest on it, so the command does not end as
+    if it had answered (exit 3; the same command runs the failed cells again)."""
+    if pairs >= 2:
+        return ()
+    cells = load_cells(ledger)
+    failed = [c for k, c in cells.items() if k in set(plan) and c.get("status") != "ok"]
+    if not failed:
+        return ()
+    return (f"only {pairs} complete task pair{'' if pairs == 1 else 's'}: {len(failed)} of {len(plan)} cells failed "
+            f"(first: task {failed[0].get('task')} arm {failed[0].get('arm')}: {str(failed[0].get('error'))[:200]})",)
 
 
 def model_failed_cells(ledger: Path, plan: Sequence[Any]) -> tuple[str, ...]:
