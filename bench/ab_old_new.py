@@ -115,7 +115,25 @@ def main(argv=None) -> int:
         design, prereg = design_from_config(exp)
         result = load_result(design, prereg, ledger)
         print("\n".join(describe(label, exp, result, len(design.tasks) * exp.ab.replications)))
+    print("\n".join(per_task(result)))
     return 0
+
+
+def per_task(result) -> list[str]:
+    """Each task's runs per arm (the new design's), and how many runs sat at the degenerate floor (score <= 1:
+    the gate's cap, a copied prompt or repeated lines): the jumps that make the spread on a small model."""
+    a, b = result.arm_names
+    lines = [f"per task ({a} runs | {b} runs -> mean difference {b} - {a}):"]
+    floored = {a: 0, b: 0}
+    runs = {a: 0, b: 0}
+    for t in result.tasks:
+        for arm, reps in ((a, t.reps_a), (b, t.reps_b)):
+            floored[arm] += sum(1 for x in reps if x <= 1.0)
+            runs[arm] += len(reps)
+        lines.append(f"  {t.task}: {' '.join(f'{x:.2f}' for x in t.reps_a)} | "
+                     f"{' '.join(f'{x:.2f}' for x in t.reps_b)} -> {t.diff:+.3f}")
+    lines.append(f"runs at the floor (score <= 1.0): {a} {floored[a]} of {runs[a]}, {b} {floored[b]} of {runs[b]}")
+    return lines
 
 
 if __name__ == "__main__":
