@@ -226,3 +226,27 @@ def test_a_race_with_two_looks_decides_the_same_at_concurrency_1_and_3(make_exp)
     assert t1 == t3 and rows1 == rows3
     looks = [[look["n"] for look in g["looks"]] for *_, g in t1 if g]
     assert [4] in looks and [4, 8] in looks  # raced out at the first look, and a proposal that passed both
+
+
+def test_a_run_dropped_with_its_raced_out_trial_is_not_reported_failed():
+    """The README main command printed `task 5/12 gil-threads-vs-asyncio FAILED` for the two runs in flight when
+    the race dropped their trial after 4 tasks: they were abandoned (harness.inference.RunAbandoned at their next
+    model call), not failed. They are said as stopped and left out of the per-task time and cost the ETA and the
+    preflight update project from (they ran part of a task)."""
+    from experiments.runs._outcome import TaskOutcome, Usage
+    from experiments.sweep._progress import SweepProgress
+
+    lines: list[str] = []
+    progress = SweepProgress("s", lines.append)
+    progress.begin("trial 3/3 #2", "t2", 12)
+    usage = Usage(prompt_tokens=900, completion_tokens=300, llm_calls=3)
+    progress.task_done("finish", "t2-asyncio-pitfalls", TaskOutcome(status="ok", score=5.0, usage=usage), 40.0)
+    abandoned = TaskOutcome.failed("task 'gil' failed: RunAbandoned: producer call not made: the run was abandoned "
+                                   "(its trial stopped)", usage=Usage(prompt_tokens=300, llm_calls=1))
+    progress.task_done("finish", "t2-gil-threads-vs-asyncio", abandoned, 3.0)
+    broken = TaskOutcome.failed("task 'x' failed: BackendError: the server refused", usage=Usage())
+    progress.task_done("finish", "t2-asyncio-streams", broken, 5.0)
+    assert "task 1/12 asyncio-pitfalls score 5.000" in lines[0]
+    assert "task 2/12 gil-threads-vs-asyncio stopped with its trial" in lines[1] and "FAILED" not in lines[1]
+    assert "task 3/12 asyncio-streams FAILED" in lines[2]
+    assert progress.task_s == [40.0, 5.0] and len(progress.measured) == 2  # the abandoned run's part is not a task

@@ -4,8 +4,8 @@ contexts, and a candidate's evaluation over a split."""
 from __future__ import annotations
 
 from ._contexts import prepare_contexts
-from ._evaluate import (CandidateEval, FailedRun, TaskScore, TrialFailed, baseline_instructions, evaluate_candidate,
-                        model_failure)
+from ._evaluate import (CandidateEval, FailedRun, TaskScore, TrialFailed, abandoned_run, baseline_instructions,
+                        evaluate_candidate, model_failure)
 from ._outcome import TaskOutcome, Usage
 from ._pool import SERIAL, RunPool, runner_pool
 from ._runners import HarnessCells, HarnessRunner, Runner, TimedRunner, llm_calls
@@ -23,6 +23,7 @@ __all__ = [
     "TimedRunner",
     "TrialFailed",
     "Usage",
+    "abandoned_run",
     "baseline_instructions",
     "evaluate_candidate",
     "llm_calls",

@@ -58,6 +58,15 @@ def model_failure(error: str) -> bool:
     return _MODEL_FAILURE.search(error or "") is not None
 
 
+_ABANDONED = re.compile(r"(?:^|[\s(:])RunAbandoned: ")
+
+
+def abandoned_run(error: str) -> bool:
+    """Whether a run's error line says it was dropped with its trial (harness.inference.RunAbandoned at its next
+    model call, after a race or gate decided): nothing failed, and it ran only part of its task."""
+    return _ABANDONED.search(error or "") is not None
+
+
 @dataclass(frozen=True)
 class TaskScore:
     task_id: str

@@ -14,6 +14,7 @@ from typing import Any, Callable
 from optuna.trial import FrozenTrial, TrialState
 
 from experiments.report import hms, num
+from experiments.runs import abandoned_run
 
 
 @dataclass
@@ -41,17 +42,20 @@ class SweepProgress:
         self.phase = Phase(label, prefix, total)
 
     def task_done(self, kind: str, run_id: str, outcome: Any, seconds: float) -> None:
-        self.task_s.append(seconds)
+        dropped = not outcome.ok and abandoned_run(outcome.error or "")  # in flight when its trial was decided
         u = outcome.usage
-        self.measured.append((u.uncached_calls, u.prompt_tokens + u.completion_tokens, seconds))
+        if not dropped:  # a dropped run did part of a task: not a task's time or cost
+            self.task_s.append(seconds)
+            self.measured.append((u.uncached_calls, u.prompt_tokens + u.completion_tokens, seconds))
         ph = self.phase
         if ph is not None:
             ph.done += 1
             task = run_id[len(ph.prefix) + 1:] if run_id and run_id.startswith(ph.prefix + "-") else (run_id or "?")
             score = outcome.score if outcome.ok else None
             per_task = (time.perf_counter() - ph.t0) / ph.done
-            self.out(f"[{self.name}] {ph.label} task {ph.done}/{ph.total} {task} "
-                     f"{'score ' + num(score) if score is not None else 'FAILED'}  elapsed "
+            what = ("score " + num(score) if score is not None else
+                    "stopped with its trial (raced or gated out)" if dropped else "FAILED")
+            self.out(f"[{self.name}] {ph.label} task {ph.done}/{ph.total} {task} {what}  elapsed "
                      f"{hms(time.perf_counter() - self.t0)}  ETA {ph.label.split(' ')[0]} "
                      f"{hms(per_task * max(ph.total - ph.done, 0))}")
         if self.on_first_model_task is not None and u.uncached_calls > 0:  # the first task that reached the model
