@@ -63,8 +63,6 @@ def overrides(args) -> list[str]:
 
 
 def describe(label: str, exp, result, runs_per_arm: int) -> list[str]:
-    from experiments.stats import Design, mde
-
     p = result.primary
     test = exp.ab.test
     lines = [f"{label}: {exp.ab.replications} replication(s) per (task, arm), {test} over tasks; "
@@ -79,11 +77,16 @@ def describe(label: str, exp, result, runs_per_arm: int) -> list[str]:
         lines.append(f"  run noise (within-task sd {nz.sd_within:.3f}) gives a task's difference sd "
                      f"{nz.sd_task_diff:.3f}: {share:.0%} of the per-task differences' variance; the rest, "
                      f"task x variant spread tau {tau:.3f}")
-    if p.n > 1:  # the A/B's own power model (experiments.stats.mde), at the spread of these tasks' differences
-        design = Design("ab", p.n, p.sd_diff, exp.ab.alpha, "two-sided", test, min_mean=exp.ab.min_effect)
-        lines.append(f"  the smallest mean difference this design detects with probability 0.8 at this spread "
-                     f"({test} at alpha {exp.ab.alpha}, and at least ab.min_effect {exp.ab.min_effect}): "
-                     f"{mde(design):.3f}")
+    # the A/B summary's own design power line (experiments.ab._design.observed_power_line: this A/B's per-task sd,
+    # taken as an estimate on n - 1 df), so the figure printed here is the one the command printed
+    from experiments.ab import design_from_config
+    from experiments.ab._design import observed_power_line
+
+    _, prereg = design_from_config(exp)
+    line = observed_power_line(p, prereg, power=exp.calibrate.power, target=exp.calibrate.target_effect,
+                               sims=min(exp.calibrate.sims, 2000))
+    if line:
+        lines.append(f"  {line}")
     return lines
 
 

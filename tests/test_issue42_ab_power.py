@@ -118,6 +118,13 @@ def test_the_ab_summary_s_design_power_is_what_its_own_spread_lets_the_real_verd
     assert 0.75 <= observed <= 0.92, (stated, observed)
     assert observed_power_line(paired_stats(a[:2], a[:2] + 1.0, n_boot=50), prereg, power=0.8, target=0.5,
                                sims=200) is None  # two pairs: no spread worth a design line
+    # a test that cannot reach alpha on these tasks (exact two-sided Wilcoxon over 5: smallest p 0.0625) says so in
+    # words (it read "detects a mean effect of no effect (unreachable)")
+    wilcoxon = Preregistration("B differs", min_effect=0.3, n_tasks=5, replications=2, test="wilcoxon")
+    five = observed_power_line(paired_stats(a[:5], a[:5] + rng.normal(0, 2, 5), n_boot=50), wilcoxon, power=0.8,
+                               target=0.5, sims=500)
+    assert five.startswith("design power: this A/B detects no effect (its test cannot reach alpha on these tasks) "
+                           "with probability 0.8 (5 tasks, two-sided wilcoxon at 0.05"), five
 
 
 def test_the_a_a_arm_s_tau_is_read_one_way_for_the_calibration_and_the_preflight():

@@ -247,12 +247,13 @@ def observed_power_line(stats: Any, prereg: Preregistration, *, power: float, ta
                     min_mean=prereg.min_effect)
     m = mde(design, power=power, sims=sims)
     need = tasks_for_effect(dataclasses.replace(design, sigma_df=None), target, power=power, sims=sims)
-    size = f"{m:.3f}" if math.isfinite(m) else "no effect (unreachable)"
+    size = (f"a mean effect of {m:.3f}" if math.isfinite(m) else
+            "no effect (its test cannot reach alpha on these tasks)")
     more = (f"an effect of {target:g} needs {need} tasks at these replications" if need is not None else
             f"an effect of {target:g} needs more than {MAX_TASKS} tasks" + (
                 f" (or cannot be called 'supported' with probability {power:g}: the mean must reach min_effect "
                 f"{prereg.min_effect:g})" if target <= prereg.min_effect else ""))
-    return (f"design power: this A/B detects a mean effect of {size} with probability {power:g} ({n} tasks, two-sided "
+    return (f"design power: this A/B detects {size} with probability {power:g} ({n} tasks, two-sided "
             f"{prereg.test} at {prereg.alpha:g} and mean >= min_effect {prereg.min_effect:g}; sd of the per-task "
             f"differences {sd:.3f}, this A/B's own, run noise and task x variant spread together); {more}")
 
