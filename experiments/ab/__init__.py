@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ._analysis import load_result, paired_stats
 from ._cells import ABDesign
-from ._design import ab_paths, check_ab_design, design_from_config
+from ._design import ab_paths, check_ab_design, design_from_config, observed_power_line
 from ._entry import run_ab_test
 from ._run import run_ab
 
@@ -15,6 +15,7 @@ __all__ = [
     "check_ab_design",
     "design_from_config",
     "load_result",
+    "observed_power_line",
     "paired_stats",
     "run_ab",
     "run_ab_test",
