@@ -63,7 +63,7 @@ def overrides(args) -> list[str]:
             f"results_dir={args.results}", *model, *args.extra]
 
 
-def describe(label: str, exp, result, runs_per_arm: int) -> list[str]:
+def describe(label: str, exp, prereg, result, runs_per_arm: int) -> list[str]:
     p = result.primary
     test = exp.ab.test
     lines = [f"{label}: {exp.ab.replications} replication(s) per (task, arm), {test} over tasks; "
@@ -80,9 +80,8 @@ def describe(label: str, exp, result, runs_per_arm: int) -> list[str]:
                      f"task x variant spread tau {tau:.3f}")
     # the A/B summary's own design power line (experiments.ab._design.observed_power_line: this A/B's per-task sd,
     # taken as an estimate on n - 1 df), so the figure printed here is the one the command printed
-    from experiments.ab import design_from_config, observed_power_line
+    from experiments.ab import observed_power_line
 
-    _, prereg = design_from_config(exp)
     line = observed_power_line(p, prereg, power=exp.calibrate.power, target=exp.calibrate.target_effect,
                                sims=min(exp.calibrate.sims, 2000))
     if line:
@@ -117,7 +116,7 @@ def main(argv=None) -> int:
     for label, exp in (("old design (before issue 42)", old), ("new design (issue 42)", new)):
         design, prereg = design_from_config(exp)
         result = load_result(design, prereg, ledger)
-        print("\n".join(describe(label, exp, result, len(design.tasks) * exp.ab.replications)))
+        print("\n".join(describe(label, exp, prereg, result, len(design.tasks) * exp.ab.replications)))
     print("\n".join(per_task(result)))
     return 0
 

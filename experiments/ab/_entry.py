@@ -355,7 +355,7 @@ def run_ab_test(
                                                   status="FAILED"))
         raise
     mlflow.safe(lambda: mlflow.sync(paths.ledger))
-    unconcluded = model_failed_cells(paths.ledger, plan) or failed_without_pairs(paths.ledger, plan, result.primary.n)
+    unconcluded = unconcluded_cells(paths.ledger, plan, result.primary.n)
     if caveat:  # the verdict says what its tasks were chosen on
         result = dataclasses.replace(result, verdict_reason=f"{result.verdict_reason}; {caveat}")
 
@@ -377,29 +377,26 @@ def run_ab_test(
     return ABRun(result, design, prereg, paths, report, summary, smoke, children, unconcluded)
 
 
-def failed_without_pairs(ledger: Path, plan: Sequence[Any], pairs: int) -> tuple[str, ...]:
-    """Why the test measured nothing, where failed cells (not a model call: e.g. an arm whose config crashes the
-    harness) leave fewer than 2 complete task pairs: no verdict can rest on it, so the command does not end as
-    if it had answered (exit 3; the same command runs the failed cells again)."""
-    if pairs >= 2:
-        return ()
-    cells = load_cells(ledger)
-    failed = [c for k, c in cells.items() if k in set(plan) and c.get("status") != "ok"]
-    if not failed:
-        return ()
-    return (f"only {pairs} complete task pair{'' if pairs == 1 else 's'}: {len(failed)} of {len(plan)} cells failed "
-            f"(first: task {failed[0].get('task')} arm {failed[0].get('arm')}: {str(failed[0].get('error'))[:200]})",)
+def unconcluded_cells(ledger: Path, plan: Sequence[Any], pairs: int) -> tuple[str, ...]:
+    """Why the test cannot answer yet, from the plan's cells whose last record failed (the same command runs them
+    again: only "ok" cells are skipped; the CLI exits 3):
 
-
-def model_failed_cells(ledger: Path, plan: Sequence[Any]) -> tuple[str, ...]:
-    """The cells of the plan whose last record failed because a model call failed (the server, not the arm): the
-    test cannot answer until they run, and the same command runs them again (only "ok" cells are skipped)."""
+    - a model call failed (the server, not the arm): the test cannot answer until they run;
+    - else, failed cells (not a model call: e.g. an arm whose config crashes the harness) left fewer than 2
+      complete task pairs: no verdict can rest on it, so the command does not end as if it had answered."""
     from experiments.runs import model_failure
 
-    cells = load_cells(ledger)
-    failed = [c for k, c in cells.items() if k in set(plan) and c.get("status") != "ok"
-              and model_failure(str(c.get("error") or ""))]
-    if not failed:
-        return ()
-    return (f"{len(failed)} of {len(plan)} cells failed because a model call failed "
-            f"(first: task {failed[0].get('task')} arm {failed[0].get('arm')}: {str(failed[0].get('error'))[:200]})",)
+    keys = set(plan)
+    failed = [c for k, c in load_cells(ledger).items() if k in keys and c.get("status") != "ok"]
+    by_model = [c for c in failed if model_failure(str(c.get("error") or ""))]
+    if by_model:
+        return (f"{len(by_model)} of {len(plan)} cells failed because a model call failed ({_first(by_model)})",)
+    if failed and pairs < 2:
+        return (f"only {pairs} complete task pair{'' if pairs == 1 else 's'}: {len(failed)} of {len(plan)} cells "
+                f"failed ({_first(failed)})",)
+    return ()
+
+
+def _first(cells: Sequence[Mapping[str, Any]]) -> str:
+    c = cells[0]
+    return f"first: task {c.get('task')} arm {c.get('arm')}: {str(c.get('error'))[:200]}"
