@@ -7,13 +7,12 @@ trials, its baseline repeats and holdout runs, `+sweep=single` and the calibrati
 from __future__ import annotations
 
 import random
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from experiments.config import ExperimentConfig, Task
 
-from ._outcome import TaskOutcome, Usage
+from ._outcome import TaskOutcome, Usage, raised
 from ._pool import SERIAL, RunPool
 from ._runners import Runner
 
@@ -50,21 +49,17 @@ class TrialFailed(RuntimeError):
 
 
 MODEL_FAILURES = ("BackendError", "BackendUnavailable", "ModelMissing", "NotReady")  # not ContextOverflow: the prompt's
-_MODEL_FAILURE = re.compile(rf"(?:^|[\s(:])(?:{'|'.join(MODEL_FAILURES)}): ")
 
 
 def model_failure(error: str) -> bool:
     """Whether a run's error line ("Type: message", possibly after a stage's "... failed: ") is a failed model call."""
-    return _MODEL_FAILURE.search(error or "") is not None
-
-
-_ABANDONED = re.compile(r"(?:^|[\s(:])RunAbandoned: ")
+    return raised(error, *MODEL_FAILURES)
 
 
 def abandoned_run(error: str) -> bool:
     """Whether a run's error line says it was dropped with its trial (harness.inference.RunAbandoned at its next
     model call, after a race or gate decided): nothing failed, and it ran only part of its task."""
-    return _ABANDONED.search(error or "") is not None
+    return raised(error, "RunAbandoned")
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,17 @@ record's field of that name, 0 when none), failed or not.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 OK, FAILED = "ok", "failed"
+
+
+def raised(error: str, *names: str) -> bool:
+    """Whether an error line ("Type: message", possibly after a stage's "... failed: " or inside parentheses) names
+    one of these exception types."""
+    return re.search(rf"(?:^|[\s(:])(?:{'|'.join(map(re.escape, names))}): ", error or "") is not None
 
 
 @dataclass(frozen=True)

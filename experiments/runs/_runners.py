@@ -12,13 +12,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import re
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from ._outcome import TaskOutcome, outcome_from_result
+from ._outcome import TaskOutcome, outcome_from_result, raised
 
 
 class Runner(Protocol):
@@ -106,7 +105,7 @@ def model_failures(events: Sequence[Mapping[str, Any]]) -> list[str]:
     return [str(e["args"]["error"]) for e in events if e.get("cat") == "llm" and (e.get("args") or {}).get("error")]
 
 
-PREPARE_FAILURE = re.compile(r"(?:^|[\s(:])(?:BackendError|BackendUnavailable|ModelMissing|ContextOverflow|NotReady): ")
+PREPARE_FAILURES = ("BackendError", "BackendUnavailable", "ModelMissing", "ContextOverflow", "NotReady")
 
 
 def context_failure(task: str, error: str) -> Exception:
@@ -190,7 +189,7 @@ class HarnessRunner:
         cached before issue 41 made such a preparation raise), else None."""
         plan, research = getattr(prepared, "plan", None), getattr(prepared, "research", None)
         errors = [*getattr(plan, "errors", ()), *getattr(research, "errors", ())]
-        return next((str(e) for e in errors if PREPARE_FAILURE.search(str(e))), None)
+        return next((str(e) for e in errors if raised(str(e), *PREPARE_FAILURES)), None)
 
     def prepared_from_dict(self, data: dict[str, Any]) -> Any:
         from harness.agent import Prepared
