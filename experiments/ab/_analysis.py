@@ -319,7 +319,22 @@ def analyse(
                                failed_tasks=failed_tasks, cost=cost)
 
 
+def with_pairwise(result: ABResult, design: ABDesign, prereg: Preregistration, ledger_path: str | Path) -> ABResult:
+    """compare=pairwise: the side-by-side judgements' statistics attached, their verdict the verdict (the pointwise
+    one is kept in its reason, shown, not tested); a pointwise registration is returned unchanged."""
+    if prereg.compare != "pairwise":
+        return result
+    from ._pairwise import analyse_pairwise
+
+    ids = [t.task for t in result.tasks] + list(result.excluded_tasks)
+    pw = analyse_pairwise(Path(ledger_path), design, prereg, [t for t in design.task_ids if t in ids],
+                          n_boot=design.n_boot)
+    return dataclasses.replace(result, pairwise=pw, verdict=pw.verdict, verdict_reason=(
+        f"{pw.verdict_reason} (pairwise, pre-registered; the pointwise {prereg.metric} alone would say "
+        f"'{result.verdict}')"))
+
+
 def load_result(design: ABDesign, prereg: Preregistration, ledger_path: str | Path) -> ABResult:
     """Analyse a ledger without running anything (e.g. to re-render a report)."""
     cells = load_cells(Path(ledger_path))
-    return analyse(cells, design, prereg, ledger_path=str(ledger_path))
+    return with_pairwise(analyse(cells, design, prereg, ledger_path=str(ledger_path)), design, prereg, ledger_path)

@@ -165,6 +165,7 @@ class ABResult:
     failed_tasks: dict[str, tuple[str, ...]] = field(default_factory=dict)  # arm -> tasks with a failed cell
     judge_failures: dict[str, int] = field(default_factory=dict)  # arm -> judge replies that could not be read
     cost: dict[str, Any] = field(default_factory=dict)  # cost metric -> experiments.stats.CostDiff (B against A)
+    pairwise: Any = None  # compare=pairwise: experiments.ab._pairwise.PairwiseResult, whose verdict is the verdict
 
     def stats_for(self, metric: str) -> PairedStats:
         """The statistics of a metric: the primary (pre-registered) one, else a dimension or secondary metric.

@@ -71,7 +71,8 @@ def preregistration(exp: ExperimentConfig, n_tasks: int) -> Preregistration:
     return Preregistration(
         hypothesis=" ".join(ab.hypothesis.split()), metric=ab.metric, min_effect=float(ab.min_effect),
         alpha=float(ab.alpha), direction=ab.direction, n_tasks=n_tasks, replications=int(ab.replications),
-        sequential=int(ab.looks) if ab.sequential else 0, test=ab.test,
+        sequential=int(ab.looks) if ab.sequential else 0, test=ab.test, compare=ab.compare,
+        min_preference=float(ab.min_preference),
     )
 
 
@@ -93,21 +94,22 @@ REFERENCE_BENCHMARK = "benchmark=asyncio_practices has 24"  # the default benchm
 
 
 def reachability_problem(n: int, *, test: str, sequential: bool, alpha: float, where: str = "",
-                         also: Sequence[str] = ()) -> str | None:
+                         also: Sequence[str] = (), pairwise: bool = False) -> str | None:
     """Why the A/B's primary test cannot reach alpha with n task pairs, or None when it can.
 
     The primary test is two-sided whatever the direction (experiments.stats); replications are averaged per task,
-    so n counts tasks. A sequential design decides on t-based CIs, which need n >= 2 at the last look.
+    so n counts tasks. A sequential design decides on t-based CIs, which need n >= 2 at the last look. A pairwise
+    A/B's sign-flip test has the exact Wilcoxon's floor, 2 / 2^n.
     """
-    used = "t" if sequential else test
+    used = "wilcoxon" if pairwise else "t" if sequential else test
     p = min_attainable_p(n, test=used, alternative="two-sided")
     if p < alpha:
         return None
-    what = ("t-based sequential look" if sequential else
-            "exact two-sided Wilcoxon p" if used == "wilcoxon" else "two-sided paired t p")
+    what = ("exact two-sided sign-flip p (compare=pairwise)" if pairwise else "t-based sequential look" if sequential
+            else "exact two-sided Wilcoxon p" if used == "wilcoxon" else "two-sided paired t p")
     need = tasks_needed(alpha, test=used, alternative="two-sided")
     fixes = [f"use a benchmark with >= {need} tasks ({REFERENCE_BENCHMARK})"]
-    if used == "wilcoxon":
+    if used == "wilcoxon" and not pairwise:
         fixes.append("ab.test=t")
     fixes += list(also)
     fix = fixes[0] if len(fixes) == 1 else f"{', '.join(fixes[:-1])}, or {fixes[-1]}"
@@ -135,7 +137,7 @@ def check_ab_design(exp: ExperimentConfig) -> None:
     n = len(select_tasks(exp))
     problem = reachability_problem(n, test=ab.test, sequential=ab.sequential, alpha=float(ab.alpha),
                                    where=f"benchmark {exp.benchmark.name!r}, ab.split={ab.split}",
-                                   also=("ab.allow_underpowered=true",))
+                                   also=("ab.allow_underpowered=true",), pairwise=ab.compare == "pairwise")
     if problem and not ab.allow_underpowered:
         raise ConfigError(f"ab: {problem}")
 
@@ -231,7 +233,8 @@ def arm_configs(exp: ExperimentConfig) -> dict[str, ExperimentConfig]:
 
 def power_note(prereg: Preregistration, n_tasks: int) -> str | None:
     """A warning when the pre-registered test cannot reach alpha with this many task pairs (see check_ab_design)."""
-    return reachability_problem(n_tasks, test=prereg.test, sequential=prereg.sequential > 1, alpha=prereg.alpha)
+    return reachability_problem(n_tasks, test=prereg.test, sequential=prereg.sequential > 1, alpha=prereg.alpha,
+                                pairwise=prereg.compare == "pairwise")
 
 
 def observed_power_line(stats: Any, prereg: Preregistration, *, power: float, target: float, sims: int) -> str | None:

@@ -217,6 +217,13 @@ def summary_metrics(result: ABResult) -> dict[str, float]:
         m[f"failed_cells.{arm}"] = result.failed_cells.get(arm, 0)
         m[f"judge_failures.{arm}"] = result.judge_failures.get(arm, 0)
     a, b = result.arm_names
+    pw = result.pairwise
+    if pw is not None:  # compare=pairwise: the tested statistic
+        m.update({"pairwise.mean_preference": pw.mean, "pairwise.p_signflip": pw.p, "pairwise.n": pw.n,
+                  "pairwise.b_wins": pw.b_wins, "pairwise.ties": pw.ties, "pairwise.a_wins": pw.a_wins,
+                  "pairwise.missing": pw.missing, "pairwise.judge_calls": pw.calls})
+        if pw.position_bias is not None:
+            m["pairwise.position_bias"] = pw.position_bias
     for metric, c in result.cost.items():  # each arm's cost per task and B - A with its interval; None: not measured
         m.update({f"cost.{metric}.{a}": c.base_mean, f"cost.{metric}.{b}": c.cand_mean, f"cost_diff.{metric}": c.diff})
         if c.ci:
@@ -260,12 +267,15 @@ def run_ab_test(
     tracker: NullTracker | None = None,
     out: Callable[[str], None] = print,
     pool: Any = None,
+    judge: Any = None,
 ) -> ABRun:
     """Run (or resume) the A/B test of an experiment already validated and design-checked; see the module docstring.
 
     Cells run backend.concurrency at once (experiments.runs; `pool` overrides it), against arm A's backend.
 
-    run_arm replaces the real harness (tests); roles runs the real harness on injected backends. The backend
+    run_arm replaces the real harness (tests); roles runs the real harness on injected backends. compare=pairwise
+    judges the pairs with `judge` ((task, B's answer, A's answer, seed) -> evaluators.pairwise.PairResult), else
+    with compare_pair on arm A's evaluator role (both arms must share it). The backend
     identity registered with the pre-registration comes from the harness's roles, from `roles` when run_arm is
     injected with them, else is {} (a scripted run has no backend).
     """
@@ -294,6 +304,11 @@ def run_ab_test(
             e.backend.kind == "embedded" for e in arms.values())
     backend = arm_backends(design, cells if cells is not None and pending else None, run_arm, roles)
     new_test = f"start a new test under a new sweep.name (e.g. sweep.name={name}_2)"
+    judges = {arm: json.dumps((ids or {}).get("evaluator"), sort_keys=True, default=str)
+              for arm, ids in (backend or {}).items()}
+    if prereg.compare == "pairwise" and len(set(judges.values())) > 1:
+        raise ConfigError("ab.compare=pairwise needs one judge for both arms (it judges their answers side by side); "
+                          f"the arms' evaluator backends differ: {'; '.join(f'{k}: {v}' for k, v in judges.items())}")
     write_or_check_prereg(prereg, design, paths.ledger, backend=backend, new_test=new_test)  # refuse before MLflow
     # the embedded model file and whether a calibration showed its judge discriminates (arm A's models)
     label = (label_for(exp, next(iter(backend.values())), load_tasks(exp.benchmark)) if backend else None) or (
@@ -346,6 +361,8 @@ def run_ab_test(
     try:
         result = run_ab(design, prereg, runner, ledger_path=paths.ledger, on_progress=progress, backend=backend,
                         new_test=new_test, pool=pool)
+        if prereg.compare == "pairwise":
+            result = _judge_side_by_side(exp, design, prereg, result, paths, judge, cells, roles, pool, out)
     except KeyboardInterrupt:
         mlflow.safe(mlflow.killed)
         out(f"[{name}] interrupted: finished cells are in {paths.ledger}; run the same command again to resume")
@@ -356,6 +373,8 @@ def run_ab_test(
         raise
     mlflow.safe(lambda: mlflow.sync(paths.ledger))
     unconcluded = unconcluded_cells(paths.ledger, plan, result.primary.n)
+    if prereg.compare == "pairwise":
+        unconcluded += unjudged_pairs(paths.ledger)
     if caveat:  # the verdict says what its tasks were chosen on
         result = dataclasses.replace(result, verdict_reason=f"{result.verdict_reason}; {caveat}")
 
@@ -375,6 +394,46 @@ def run_ab_test(
                                       status="FAILED" if unconcluded else "FINISHED"))
     out(summary)
     return ABRun(result, design, prereg, paths, report, summary, smoke, children, unconcluded)
+
+
+def _judge_side_by_side(exp: ExperimentConfig, design: ABDesign, prereg: Preregistration, result: ABResult,
+                        paths: ABPaths, judge: Any, cells: Any, roles: Any, pool: Any,
+                        out: Callable[[str], None]) -> ABResult:
+    """compare=pairwise: judge every finished pair not yet judged (experiments.ab._pairwise), then the verdict on
+    the preferences."""
+    from ._analysis import with_pairwise
+    from ._pairwise import judge_pairs, make_judge
+
+    name, (a, _) = exp.sweep.name, design.arm_names
+    if judge is None:
+        llm = cells.roles_for(a).evaluator if cells is not None else getattr(roles, "evaluator", None)
+        if llm is None:
+            raise ConfigError("ab.compare=pairwise needs a judge: no evaluator role to judge the pairs with")
+        judge = make_judge(exp, llm)
+    t0 = time.perf_counter()
+
+    def progress(info: Mapping[str, Any]) -> None:
+        what = (f"preference {num(info.get('preference'), True)} (verdicts {info.get('verdicts')})"
+                if info["status"] == "ok" else f"FAILED {str(info.get('error') or '')[:120]}")
+        out(f"[{name}] pair {info['pair']}/{info['pairs']} task {info['task']} rep {info['replication']}: {what} | "
+            f"elapsed {hms(time.perf_counter() - t0)}")
+
+    judged = judge_pairs(design, paths.ledger, judge, pool=pool, on_progress=progress)
+    out(f"[{name}] side by side: {judged} pair(s) judged in this invocation (2 judge calls each, both orders)")
+    return with_pairwise(result, design, prereg, paths.ledger)
+
+
+def unjudged_pairs(ledger: Path) -> tuple[str, ...]:
+    """compare=pairwise: why the test cannot answer yet when a pair's judgement failed (a judge call raised, an
+    answer file is gone); the same command judges them again (the CLI exits 3)."""
+    from ._pairwise import load_pairs
+
+    failed = [r for r in load_pairs(ledger).values() if r.get("status") != "ok"]
+    if not failed:
+        return ()
+    first = failed[0]
+    return (f"{len(failed)} pair judgement(s) failed (first: task {first.get('task')} rep "
+            f"{first.get('replication')}: {str(first.get('error'))[:200]})",)
 
 
 def unconcluded_cells(ledger: Path, plan: Sequence[Any], pairs: int) -> tuple[str, ...]:

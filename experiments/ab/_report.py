@@ -185,6 +185,18 @@ def render_markdown(result: ABResult, prereg: Preregistration, *, plots: Sequenc
         out += [""]
     out += ["## Pre-registration (written before data collection)", ""]
     out += _table(["field", "value"], [[k, f"`{v}`"] for k, v in prereg.to_dict().items()])
+    pw = getattr(result, "pairwise", None)
+    if pw is not None:
+        out += ["", "## Side by side (compare=pairwise, pre-registered: the verdict rests on it)", "",
+                f"Each (task, replication) pair's two answers judged side by side in both orders, blind; a "
+                f"disagreement between the orders is a tie. Preference of {b_name} over {a_name}: +1 when both "
+                f"orders prefer {b_name}, -1 when both prefer {a_name}; per task the mean over its judged "
+                "replications. Test: exact two-sided sign-flip test over tasks. A preference counts which answer is "
+                "better, not by how much: 'supported' means preferred on more tasks, not a higher mean score.", ""]
+        out += [f"- {line}" for line in pw.lines(a_name, b_name)] + [""]
+        out += _table(["task", f"mean preference ({b_name} over {a_name})"],
+                      [[t, _f(v)] for t, v in pw.per_task.items()])
+        out += ["", f"The pointwise {s.metric} below is shown beside it, not tested."]
     out += ["", f"## Per-task {s.metric}", "",
             f"Primary metric: `{s.metric}` ({metric_kind(s.metric)}, pre-registered); the per-task values, the "
             "statistics, the paired-difference plot and the verdict are all on it.",
@@ -306,7 +318,8 @@ def format_ab(*, name: str, result: Any, prereg: Any, design: Any, smoke: bool, 
         f"arms: A={a} {json.dumps(design.arms[a], sort_keys=True)}  B={b} {json.dumps(design.arms[b], sort_keys=True)}",
         f"hypothesis: {prereg.hypothesis}",
         f"pre-registered: metric={prereg.metric} alpha={prereg.alpha:g} min_effect={prereg.min_effect:g} "
-        f"direction={prereg.direction} test={prereg.test} sequential_looks={prereg.sequential}",
+        f"direction={prereg.direction} test={prereg.test} sequential_looks={prereg.sequential}"
+        f"{' compare=pairwise' if getattr(prereg, 'compare', 'pointwise') == 'pairwise' else ''}",
         f"cells: {total} in design; run in this invocation: {result.cells_run}; skipped (already in ledger): "
         f"{result.cells_skipped}",
         f"primary metric: {s.metric} ({metric_kind(s.metric)}, pre-registered): the statistics, looks and "
@@ -317,6 +330,11 @@ def format_ab(*, name: str, result: Any, prereg: Any, design: Any, smoke: bool, 
         f"{s.metric}: Wilcoxon p={pval(s.wilcoxon.pvalue)} ({s.wilcoxon.method})  t p={pval(s.ttest.pvalue)}  "
         f"dz={num(s.dz)}  r_rb={num(s.rank_biserial)}",
     ]
+    pw = getattr(result, "pairwise", None)
+    if pw is not None:
+        lines.append(f"compare: pairwise (pre-registered, min_preference={prereg.min_preference:g}): the verdict "
+                     f"rests on the side-by-side judgements; the pointwise {s.metric} above is shown, not tested")
+        lines += pw.lines(a, b)
     for d in result.looks:
         lines.append(f"{s.metric}: look {d.look}/{d.n_looks} n={d.n} mean diff {num(d.mean, True)}: {d.action} "
                      f"({d.reason})")

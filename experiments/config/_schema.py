@@ -121,6 +121,11 @@ class ABConfig:
     looks: int = 3  # number of looks when sequential
     split: str = "all"  # benchmark tasks in the test: all | train | holdout
     allow_underpowered: bool = False  # run a design whose test cannot reach alpha ('supported' unreachable)
+    # pointwise: each cell's own judge score, the test above over tasks; pairwise: the judge also compares the two
+    # arms' answers of every (task, replication) side by side in both orders (2 judge calls a pair; a disagreement is
+    # a tie), and the verdict rests on the sign-flip test of B's mean preference over tasks (experiments.ab)
+    compare: str = "pointwise"
+    min_preference: float = 0.1  # pairwise: the mean preference of B (in [-1, 1]) 'supported' must reach
 
 
 @dataclass

@@ -166,6 +166,12 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
 
         check_choice("ab.direction", ab.direction, DIRECTIONS)
         check_choice("ab.test", ab.test, TESTS)
+        check_choice("ab.compare", ab.compare, ("pointwise", "pairwise"))
+        if not 0.0 <= ab.min_preference < 1.0:
+            raise ConfigError(f"ab.min_preference={ab.min_preference!r} is out of range; expected a value in [0, 1)")
+        if ab.compare == "pairwise" and ab.sequential:
+            raise ConfigError("ab.compare=pairwise with ab.sequential=true is not allowed: the pairwise sign-flip "
+                              "test is fixed-sample; set ab.sequential=false")
         check_choice("ab.split", ab.split, ("all", *SPLITS))
         check_range("ab.replications", ab.replications, 1)
         check_range("ab.min_effect", ab.min_effect, 0.0)

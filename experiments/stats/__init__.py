@@ -11,6 +11,7 @@ from ._pareto import pareto_front
 from ._power import (MAX_TASKS, DecisionPower, Design, ab_design, decision_power, detection_rate, mde,
                      replications_for_effect, sweep_design, tasks_for_effect)
 from ._reach import calibrate_design_problem, min_attainable_p, sweep_design_problem, tasks_needed
+from ._signflip import SignFlipTest, signflip_test
 from ._spread import heterogeneity, spread_from_trials
 from ._tests import (DIRECTIONS, FLOOR_SE, TESTS, Comparison, NoiseFloor, PairedStats, bootstrap_ci, cohens_dz,
                      finite_array, paired_differences, paired_ttest, rank_biserial, wilcoxon_reject, wilcoxon_test)
@@ -32,6 +33,7 @@ __all__ = [
     "NoiseFloor",
     "PairedStats",
     "Preregistration",
+    "SignFlipTest",
     "TESTS",
     "ab_design",
     "baseline_reference",
@@ -58,6 +60,7 @@ __all__ = [
     "paired_ttest",
     "pareto_front",
     "rank_biserial",
+    "signflip_test",
     "recorded",
     "replication_noise",
     "replications_for_effect",

@@ -40,6 +40,8 @@ from scipy import stats as sps
 
 from ._tests import DIRECTIONS, TESTS, PairedStats, finite_array
 
+COMPARES = ("pointwise", "pairwise")  # how an A/B compares its arms (Preregistration.compare)
+
 VERDICTS = ("supported", "not supported", "inconclusive")
 SKEW_REFERENCE = ("normal", "lognormal sigma 1")  # the spreads skew_critical holds the level for
 CALIBRATION_WORLDS = 100_000
@@ -79,6 +81,11 @@ class Preregistration:
     replications: int = 3
     sequential: int = 0  # number of equally spaced interim looks; 0 or 1 = fixed sample
     test: str = "wilcoxon"  # primary test in fixed-sample mode: "wilcoxon" | "t"
+    # pointwise: the test above on the metric's per-task differences; pairwise: the two arms' answers judged side by
+    # side (experiments.ab._pairwise), the sign-flip test on the per-task mean preference of B, which must reach
+    # min_preference (in [-1, 1] units: +1 every comparison prefers B) instead of min_effect
+    compare: str = "pointwise"
+    min_preference: float = 0.1
 
     def __post_init__(self) -> None:
         if not self.hypothesis.strip():
@@ -91,6 +98,13 @@ class Preregistration:
             raise ValueError(f"alpha must be in (0, 1), got {self.alpha!r}")
         if self.min_effect < 0:
             raise ValueError(f"min_effect is a magnitude and must be >= 0, got {self.min_effect!r}")
+        if self.compare not in COMPARES:
+            raise ValueError(f"compare must be one of {COMPARES}, got {self.compare!r}")
+        if not 0 <= self.min_preference < 1:
+            raise ValueError(f"min_preference is a preference magnitude in [0, 1), got {self.min_preference!r}")
+        if self.compare == "pairwise" and self.sequential > 1:
+            raise ValueError("compare=pairwise has no sequential looks (its sign-flip test is fixed-sample); "
+                             "set sequential to 0")
         if self.n_tasks < 1 or self.replications < 1 or self.sequential < 0:
             raise ValueError(
                 f"n_tasks and replications must be >= 1 and sequential >= 0, got n_tasks={self.n_tasks}, "
@@ -98,7 +112,12 @@ class Preregistration:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The fields; a pointwise registration leaves out compare and min_preference, so that a ledger registered
+        before pairwise judging existed resumes under the same registration."""
+        out = dataclasses.asdict(self)
+        if self.compare == "pointwise":
+            del out["compare"], out["min_preference"]
+        return out
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)

@@ -1,0 +1,284 @@
+"""The pairwise A/B (ab.compare=pairwise, issue 42 lever a): the two arms' answers to the same (task, replication)
+judged side by side, the verdict on B's mean preference over tasks.
+
+Once every cell has run, each pair whose two cells finished is judged by the judge (the evaluator role, the arms'
+shared judge) with evaluators.pairwise.compare_pair: both orders, blind (the prompt never names an arm), both
+answers marked as untrusted data, a disagreement between the orders a tie; the pair's seed is the cells' pair seed.
+Each judged pair is one "pair" line in the same ledger, so a rerun judges only what is missing; a judge call that
+raised (a dead server) is recorded failed and judged again by the same command; a reply that could not be read
+after its re-ask is a missing preference, never a tie.
+
+Per task: the mean preference over its judged replications (+1: every comparison prefers B). The test: the exact
+two-sided sign-flip test over tasks (experiments.stats.signflip_test; the paired t on such values runs above its
+level). The rule, pre-registered: 'supported' when p < alpha, the mean preference on the hypothesis's side and at
+least min_preference; 'not supported' when significant the other way, or when the skew-robust bound on the mean
+(the pointwise rule's) excludes min_preference; else 'inconclusive'. A preference counts which answer the judge
+prefers, not by how much: a 'supported' says "B's answers are preferred on more tasks", not "B's mean score is
+higher" (docs/VERDICTS.md). The pointwise scores of the same cells are shown beside it, not tested.
+
+What is missing: pairs with a failed cell drop out as in the pointwise A/B; when the two arms failed on different
+pairs the verdict must hold with every such pair counted against it (preference -1 or +1), else 'inconclusive'.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from experiments.stats import Preregistration, bootstrap_ci, mean_bound, missing_imbalance, signflip_test
+from harness.stores import append_jsonl, read_jsonl
+
+from ._cells import ABDesign, cell_key, pair_seed, task_id
+
+PAIR = "pair"  # a ledger line's kind
+Judge = Callable[[Any, str, str, int], Any]  # (task, B's answer, A's answer, seed) -> evaluators.pairwise.PairResult
+
+
+def load_pairs(ledger_path: Path) -> dict[tuple[str, int], dict[str, Any]]:
+    """Latest record per judged pair (task id, replication); an ok record is never replaced by a later failure."""
+    pairs: dict[tuple[str, int], dict[str, Any]] = {}
+    for rec in read_jsonl(ledger_path):
+        if rec.get("kind") != PAIR:
+            continue
+        k = (str(rec["task"]), int(rec["replication"]))
+        if pairs.get(k, {}).get("status") == "ok" and rec.get("status") != "ok":
+            continue
+        pairs[k] = rec
+    return pairs
+
+
+def answer_text(cell: Mapping[str, Any]) -> str:
+    """A finished cell's answer: the output file its run wrote (meta.output_path). Raises FileNotFoundError with
+    the path when it is gone: a pair whose answer is lost cannot be judged (recorded failed, never a tie)."""
+    path = str((cell.get("meta") or {}).get("output_path") or "")
+    if not path or not Path(path).is_file():
+        raise FileNotFoundError(f"the answer of cell {cell.get('task')}/{cell.get('arm')}#{cell.get('replication')} "
+                                f"is not on disk ({path or 'no output_path recorded'})")
+    return Path(path).read_text(encoding="utf-8")
+
+
+def judge_pairs(design: ABDesign, ledger_path: Path, judge: Judge, *, pool: Any = None,
+                on_progress: Callable[[dict[str, Any]], None] | None = None) -> int:
+    """Judge every pair whose two cells finished and that the ledger has no ok judgement for; returns how many
+    were judged in this call. Pairs run pool.workers at once; their ledger lines follow the plan's order."""
+    from experiments.runs import SERIAL
+
+    from ._cells import load_cells
+
+    cells = load_cells(ledger_path)
+    done = {k for k, r in load_pairs(ledger_path).items() if r.get("status") == "ok"}
+    a, b = design.arm_names
+    jobs = []
+    for task in design.tasks:
+        tid = task_id(task)
+        for rep in range(design.replications):
+            ca, cb = cells.get(cell_key(tid, a, rep)), cells.get(cell_key(tid, b, rep))
+            if (tid, rep) in done or not ca or not cb or ca.get("status") != "ok" or cb.get("status") != "ok":
+                continue
+            jobs.append((task, tid, rep, ca, cb))
+
+    def one(job: tuple) -> tuple[dict[str, Any], float]:
+        task, tid, rep, ca, cb = job
+        t0 = time.perf_counter()
+        seed = pair_seed(design.seed, tid, rep)
+        try:
+            res = judge(task, answer_text(cb), answer_text(ca), seed)
+            rec = {"status": "ok", **res.to_dict()}
+        except Exception as exc:  # a failed judgement is recorded and retried by the next run, never a tie
+            rec = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"[:500]}
+        return {"kind": PAIR, "task": tid, "replication": rep, "pair_seed": seed, **rec}, time.perf_counter() - t0
+
+    with (pool or SERIAL).ordered(one, jobs) as results:
+        for i, (_, fut) in enumerate(results, start=1):
+            rec, elapsed = fut.result()
+            append_jsonl(ledger_path, {**rec, "elapsed_s": elapsed})
+            if on_progress is not None:
+                on_progress({"pair": i, "pairs": len(jobs), **rec})
+    return len(jobs)
+
+
+@dataclass(frozen=True)
+class PairwiseResult:
+    """B's preference over A per task and over tasks, the sign-flip test, and the judge's behaviour."""
+
+    n: int  # tasks with at least one readable preference
+    mean: float  # mean over tasks of the per-task mean preference (+1: B always preferred)
+    sd: float
+    ci: Any  # experiments.stats BootstrapCI of the mean (percentile)
+    p: float  # two-sided sign-flip p over tasks
+    method: str
+    per_task: dict[str, float]  # task id -> mean preference
+    b_wins: int  # pairs by combined preference: > 0, = 0, < 0
+    ties: int
+    a_wins: int
+    missing: int  # pairs judged, no readable preference (judge failures)
+    failed: int  # pairs whose judgement raised (retried by the same command)
+    unjudged: int  # pairs with a failed or missing cell (no pair to judge)
+    first_wins: int  # position bias: the answer shown first won this many of `decided` verdicts
+    decided: int
+    disagreed: int  # pairs whose two orders picked opposite answers
+    judge_failures: int  # unreadable judge replies, re-asked ones included
+    calls: int  # judge calls the recorded pairs made (2 a pair, 1 more per re-ask)
+    verdict: str = "inconclusive"
+    verdict_reason: str = ""
+    preferences: tuple[float, ...] = field(default=(), repr=False)  # per task, in task order
+
+    @property
+    def position_bias(self) -> float | None:
+        return self.first_wins / self.decided if self.decided else None
+
+    def lines(self, a: str, b: str) -> list[str]:
+        """The summary's lines."""
+        from experiments.report import num, pval
+
+        bias = (f"the answer shown first won {self.first_wins} of {self.decided} decided verdicts "
+                f"({self.position_bias:.0%}; 50% is none)" if self.decided else "no decided verdicts")
+        return [
+            f"preference ({b} over {a}, +1 = every comparison prefers {b}): mean {num(self.mean, True)} over {self.n} "
+            f"tasks, {100 * self.ci.level:.0f}% CI [{num(self.ci.low, True)}, {num(self.ci.high, True)}]; "
+            f"sign-flip p={pval(self.p)} ({self.method})",
+            f"pairs: {b} preferred {self.b_wins}, tie {self.ties}, {a} preferred {self.a_wins}; no readable verdict "
+            f"{self.missing}; judge call failed {self.failed}; not judged (a cell failed) {self.unjudged}",
+            f"pairwise judge: position bias: {bias}; orders disagreed on {self.disagreed} pair(s); unreadable replies "
+            f"{self.judge_failures}; {self.calls} judge calls",
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _task_preferences(pairs: Mapping[tuple[str, int], Mapping[str, Any]], ids: Sequence[str],
+                      fill: Mapping[tuple[str, int], float] | None = None) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for tid in ids:
+        vals = [float(r["preference"]) for (t, _), r in pairs.items()
+                if t == tid and r.get("status") == "ok" and r.get("preference") is not None]
+        vals += [v for (t, _), v in (fill or {}).items() if t == tid]
+        if vals:
+            out[tid] = float(np.mean(vals))
+    return out
+
+
+def pairwise_verdict(prereg: Preregistration, prefs: Sequence[float], p: float) -> tuple[str, str]:
+    """(verdict, reason) of the pre-registered pairwise rule over per-task mean preferences (module docstring)."""
+    n = len(prefs)
+    if n < 2:
+        return "inconclusive", f"only {n} task(s) with a judged pair"
+    mean = float(np.mean(prefs))
+    sign = -1.0 if prereg.direction == "less" else 1.0
+    effect = abs(mean) if prereg.direction == "two-sided" else sign * mean
+    right_way = prereg.direction == "two-sided" or np.sign(mean) == sign
+    sig = p < prereg.alpha
+    head = f"sign-flip p = {p:.3g} vs alpha {prereg.alpha:g}; mean preference {mean:+.3g}"
+    if sig and right_way and effect >= prereg.min_preference:
+        return "supported", f"{head} meets the minimum preference {prereg.min_preference:g}"
+    if sig and not right_way:
+        return "not supported", f"{head}: significant in the opposite direction"
+    tail = prereg.alpha / 2
+    lo, hi = mean_bound(prefs, tail, "lower"), mean_bound(prefs, tail, "upper")
+    if math.isfinite(lo) and math.isfinite(hi):
+        if prereg.direction == "two-sided":
+            smaller = -prereg.min_preference < lo and hi < prereg.min_preference
+        else:
+            smaller = (hi if sign > 0 else -lo) < prereg.min_preference
+        if smaller:
+            return "not supported", (f"{head}; the skew-robust {100 * (1 - tail):.3g}% bound ({lo:+.3g} to "
+                                     f"{hi:+.3g}) excludes the minimum preference {prereg.min_preference:g}")
+    if sig:
+        return "inconclusive", f"{head}: below the minimum preference {prereg.min_preference:g}"
+    return "inconclusive", f"{head}: not significant"
+
+
+def _worst_case(prereg: Preregistration, pairs: Mapping[tuple[str, int], Mapping[str, Any]], ids: Sequence[str],
+                fill_keys: set, verdict: str, why: str, arms: tuple[str, str], seed: int) -> tuple[str, str]:
+    """The verdict kept only when it holds with every pair in `fill_keys` (failed cells on different pairs, replies
+    that could not be read) counted against it: -1 / +1 pushes the mean away from what the verdict claims."""
+    a, b = arms
+    prefs = list(_task_preferences(pairs, ids).values())
+    sign = -1.0 if prereg.direction == "less" else 1.0
+    mean_sign = float(np.sign(np.mean(prefs))) or 1.0
+    if verdict == "supported":
+        against = -mean_sign
+    else:  # 'not supported': towards the hypothesis (or away from zero when two-sided)
+        against = mean_sign if prereg.direction == "two-sided" else sign
+    worst = _task_preferences(pairs, ids, {k: against for k in fill_keys})
+    wprefs = [worst[t] for t in ids if t in worst]
+    bound, bound_why = pairwise_verdict(prereg, wprefs, signflip_test(wprefs, seed=seed).pvalue)
+    what = f"{len(fill_keys)} pair(s) with a failed cell on one arm only or no readable verdict"
+    if bound != verdict:
+        return "inconclusive", (
+            f"{what}: counted as preferring {b if against > 0 else a} (the worst case) the rule says '{bound}' "
+            f"({bound_why}); on the judged pairs alone it would say '{verdict}' ({why}); rerun the same command "
+            "to retry failed cells")
+    return verdict, f"{why}; it holds with the {what} counted against it"
+
+
+def analyse_pairwise(ledger_path: Path, design: ABDesign, prereg: Preregistration,
+                     task_ids: Sequence[str] | None = None, *, n_boot: int = 2000) -> PairwiseResult:
+    """The pairwise statistics and verdict of a ledger's pair lines (pure function of the ledger)."""
+    from ._cells import load_cells
+
+    ids = list(task_ids if task_ids is not None else design.task_ids)
+    pairs = {k: r for k, r in load_pairs(Path(ledger_path)).items() if k[0] in ids}
+    cells = load_cells(Path(ledger_path))
+    a, b = design.arm_names
+    per_task = _task_preferences(pairs, ids)
+    prefs = [per_task[t] for t in ids if t in per_task]
+    test = signflip_test(prefs, seed=design.seed) if prefs else None
+    p = test.pvalue if test else 1.0
+    arr = np.asarray(prefs, dtype=float)
+    ci = bootstrap_ci(arr, level=1 - prereg.alpha, n_resamples=n_boot, seed=design.seed, method="percentile")
+    ok = [r for r in pairs.values() if r.get("status") == "ok"]
+    readable = [float(r["preference"]) for r in ok if r.get("preference") is not None]
+    first = [w for r in ok for w in (r.get("first_won") or ()) if w is not None]
+    disagreed = sum(1 for r in ok if r.get("preference") is not None and len(set(r.get("verdicts") or ())) == 1
+                    and set(r["verdicts"]) <= {"A", "B"})
+    failed_cells = {arm: {(t, rep) for (t, x, rep), c in cells.items() if x == arm and t in ids
+                          and c.get("status") != "ok"} for arm in (a, b)}
+    unjudged = {(t, rep) for t in ids for rep in range(design.replications)
+                if not all(cells.get(cell_key(t, arm, rep), {}).get("status") == "ok" for arm in (a, b))}
+    verdict, why = pairwise_verdict(prereg, prefs, p)
+    # what is missing: a failed cell is an outcome of its arm (experiments.ab._analysis)
+    counts = {arm: len(failed_cells[arm]) for arm in (a, b)}
+    where = {arm: sorted({t for t, _ in failed_cells[arm]}) for arm in (a, b)}
+    refusal = missing_imbalance((a, b), counts, {a: 0, b: 0}, where)
+    if refusal:
+        verdict, why = "inconclusive", f"{refusal}; on the judged pairs alone the rule would say '{verdict}' ({why})"
+    else:
+        unreadable = {k for k, r in pairs.items() if r.get("status") == "ok" and r.get("preference") is None}
+        fill_keys = (unjudged if failed_cells[a] != failed_cells[b] else set()) | unreadable
+        if fill_keys and verdict != "inconclusive":
+            verdict, why = _worst_case(prereg, pairs, ids, fill_keys, verdict, why, (a, b), design.seed)
+    return PairwiseResult(
+        n=len(prefs), mean=float(arr.mean()) if prefs else float("nan"),
+        sd=float(arr.std(ddof=1)) if len(prefs) >= 2 else float("nan"), ci=ci, p=p,
+        method=test.method if test else "no values", per_task=per_task,
+        b_wins=sum(1 for v in readable if v > 0), ties=sum(1 for v in readable if v == 0),
+        a_wins=sum(1 for v in readable if v < 0), missing=sum(1 for r in ok if r.get("preference") is None),
+        failed=sum(1 for r in pairs.values() if r.get("status") != "ok"), unjudged=len(unjudged),
+        first_wins=sum(1 for w in first if w), decided=len(first), disagreed=disagreed,
+        judge_failures=sum(int(r.get("judge_failures") or 0) for r in ok),
+        calls=sum(2 + int(r.get("judge_failures") or 0) for r in ok),
+        verdict=verdict, verdict_reason=why, preferences=tuple(prefs))
+
+
+def make_judge(exp: Any, llm: Any) -> Judge:
+    """The real judge: evaluators.pairwise.compare_pair on `llm` (the evaluator role) at the evaluator's temperature
+    and re-asks, with the task's expected item count where the benchmark gives one."""
+    from evaluators.pairwise import compare_pair
+
+    ev = exp.evaluator
+
+    def judge(task: Any, candidate: str, baseline: str, seed: int) -> Any:
+        text = getattr(task, "task", task if isinstance(task, str) else str(task))
+        count = getattr(task, "expected_count", None)
+        return compare_pair(text, candidate, baseline, llm, seed=seed, temperature=ev.temperature,
+                            judge_retries=ev.judge_retries, expected_count=count)
+
+    return judge
