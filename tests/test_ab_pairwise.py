@@ -217,7 +217,8 @@ def test_a_judge_that_always_prefers_the_first_answer_supports_nothing(_isolated
     pw = run.result.pairwise
     assert pw.mean == 0.0 and pw.ties == 12 and pw.disagreed == 12
     assert pw.position_bias == 1.0 and "won 24 of 24 decided verdicts (100%" in run.summary
-    assert run.result.verdict == "not supported", run.result.verdict_reason  # the bound excludes 0.1
+    # every task a tie: no spread to bound the mean with, so no 'not supported' from a judge that cannot tell
+    assert run.result.verdict == "inconclusive" and "no spread to bound" in run.result.verdict_reason
 
 
 def test_unreadable_judgements_are_missing_and_the_verdict_must_hold_with_them_against_it(_isolated_results, tmp_path):
@@ -267,3 +268,30 @@ def test_the_compare_mode_cannot_change_mid_test_and_old_pointwise_ledgers_resum
     assert "compare" not in Preregistration("h").to_dict()
     assert Preregistration.from_dict(Preregistration("h").to_dict()) == Preregistration("h")
     assert load_pairs(tmp_path / "nothing.jsonl") == {}
+
+
+def test_on_the_real_harness_the_arms_shared_judge_compares_the_answer_files_blind(_isolated_results):
+    """No judge injected: HarnessCells runs the cells, their output files are the answers, and compare_pair runs on
+    the evaluator role (the arms share it). The prompts never name an arm."""
+    from test_ab_entry import _fake_llm
+
+    from harness.inference._roles import fake_roles
+
+    fake = _fake_llm()
+    pair_prompts: list[str] = []
+
+    def pairwise_reply(messages):
+        pair_prompts.append(messages[-1]["content"])
+        return json.dumps({"reason": "alike", "verdict": "tie"})
+
+    fake.keyed = {"# Answer A": pairwise_reply, **fake.keyed}  # before the rubric's "strict, fair reviewer" key
+    exp = _exp("benchmark=smoke", "ab.allow_underpowered=true", "ab.replications=1", "ab.split=train",
+               "wiggum.max_rounds=1", "research.max_rounds=1", "research.enrich_urls=0", "search.provider=local",
+               "orchestrator.mode=off", "mlflow.enabled=false")
+    run = run_ab_from_config(exp, roles=fake_roles(fake), out=lambda _: None)
+    pw = run.result.pairwise
+    assert (pw.n, pw.ties, pw.calls) == (3, 3, 6) and len(pair_prompts) == 6
+    answer = "The global interpreter lock lets one thread run Python bytecode at a time"
+    assert all(p.count(answer) == 2 for p in pair_prompts)  # both answer files, read from disk
+    assert not any(ON in p or OFF in p for p in pair_prompts)
+    assert run.result.verdict == "inconclusive"

@@ -12,7 +12,8 @@ Per task: the mean preference over its judged replications (+1: every comparison
 two-sided sign-flip test over tasks (experiments.stats.signflip_test; the paired t on such values runs above its
 level). The rule, pre-registered: 'supported' when p < alpha, the mean preference on the hypothesis's side and at
 least min_preference; 'not supported' when significant the other way, or when the skew-robust bound on the mean
-(the pointwise rule's) excludes min_preference; else 'inconclusive'. A preference counts which answer the judge
+(the pointwise rule's) excludes min_preference, never from tasks that all have one value (all ties: a judge that
+cannot tell the answers apart, or follows the order shown, has no spread to bound); else 'inconclusive'. A preference counts which answer the judge
 prefers, not by how much: a 'supported' says "B's answers are preferred on more tasks", not "B's mean score is
 higher" (docs/VERDICTS.md). The pointwise scores of the same cells are shown beside it, not tested.
 
@@ -180,6 +181,9 @@ def pairwise_verdict(prereg: Preregistration, prefs: Sequence[float], p: float) 
         return "supported", f"{head} meets the minimum preference {prereg.min_preference:g}"
     if sig and not right_way:
         return "not supported", f"{head}: significant in the opposite direction"
+    if np.ptp(prefs) == 0:  # every task alike (all ties: a judge that cannot tell, or follows the order shown)
+        return "inconclusive", (f"{head}: every task's preference is {mean:+.3g}, no spread to bound the mean "
+                                "with" + ("" if sig else "; not significant"))
     tail = prereg.alpha / 2
     lo, hi = mean_bound(prefs, tail, "lower"), mean_bound(prefs, tail, "upper")
     if math.isfinite(lo) and math.isfinite(hi):
