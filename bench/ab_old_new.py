@@ -95,6 +95,9 @@ def main(argv=None) -> int:
     ap.add_argument("--results", default=str(ROOT / "results" / "bench_ab_old_new"))
     ap.add_argument("--split", default="holdout")
     ap.add_argument("--analyse-only", action="store_true", help="analyse the ledger without running the command")
+    ap.add_argument("--side-by-side", action="store_true",
+                    help="also judge the same cells' answers side by side (ab.compare=pairwise's judge and test) on a "
+                         "copy of the ledger, and print that reading beside the other two")
     ap.add_argument("extra", nargs="*", help="more overrides after --")
     args = ap.parse_args(argv)
     if args.model:
@@ -118,7 +121,47 @@ def main(argv=None) -> int:
         result = load_result(design, prereg, ledger)
         print("\n".join(describe(label, exp, prereg, result, len(design.tasks) * exp.ab.replications)))
     print("\n".join(per_task(result)))
+    if args.side_by_side:
+        design, prereg = design_from_config(new)
+        print("\n".join(side_by_side(new, design, prereg, result, ledger)))
     return 0
+
+
+def side_by_side(exp, design, prereg, result, ledger: Path) -> list[str]:
+    """The same cells read the pairwise way: each (task, replication) pair's two answers judged side by side by
+    the evaluator role (experiments.ab._pairwise, both orders), on a copy of the ledger (side_by_side.jsonl beside
+    it: the A/B's own registration is untouched; a second call judges only what is missing), the sign-flip test
+    over tasks, and each reading's standardised effect (mean / sd over tasks: at equal tasks the larger one is
+    the more sensitive reading of this edit)."""
+    import shutil
+
+    from experiments.ab._design import arm_configs
+    from experiments.ab._pairwise import analyse_pairwise, judge_pairs, make_judge
+    from experiments.runs import HarnessCells
+
+    copy = ledger.with_name("side_by_side.jsonl")
+    if not copy.exists():
+        shutil.copyfile(ledger, copy)
+    a, b = design.arm_names
+    llm = HarnessCells(arm_configs(exp)).roles_for(a).evaluator
+    t0 = time.monotonic()
+    judged = judge_pairs(design, copy, make_judge(exp, llm),
+                         on_progress=lambda i: print(f"  pair {i['pair']}/{i['pairs']} {i['task']} rep "
+                                                     f"{i['replication']}: {i.get('preference', i.get('error'))} "
+                                                     f"{i.get('verdicts', '')}", flush=True))
+    pw = analyse_pairwise(copy, design, dataclasses.replace(prereg, compare="pairwise", sequential=0))
+    p = result.primary
+    dz_point = p.mean_diff / p.sd_diff if p.sd_diff > 0 else float("nan")
+    dz_pair = pw.mean / pw.sd if pw.sd > 0 else float("nan")
+    agree = [math.copysign(1, pw.per_task[t.task]) == math.copysign(1, t.diff) for t in result.tasks
+             if t.task in pw.per_task and pw.per_task[t.task] != 0 and t.diff != 0]
+    return [f"side by side (ab.compare=pairwise's reading of the same cells): {judged} pair(s) judged now in "
+            f"{time.monotonic() - t0:.0f} s, {pw.calls} judge calls in all",
+            *(f"  {line}" for line in pw.lines(a, b)),
+            f"  verdict: {pw.verdict} ({pw.verdict_reason})",
+            f"  per task (mean preference of {b}): " + ", ".join(f"{t} {v:+.2f}" for t, v in pw.per_task.items()),
+            f"  standardised effect over tasks (mean / sd): pointwise {dz_point:+.3f}, side by side {dz_pair:+.3f}; "
+            f"the two readings agree in sign on {sum(agree)} of {len(agree)} tasks where both are non-zero"]
 
 
 def per_task(result) -> list[str]:
