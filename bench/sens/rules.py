@@ -102,3 +102,53 @@ def sequential(d: np.ndarray, *, block: int, level: float, futility: bool,
         used = np.where(stop, n, used)
         done |= stop
     return win, used
+
+
+def t_p_two_sided(d: np.ndarray) -> np.ndarray:
+    """Two-sided p of mean = 0 over the last axis (paired t, n - 1 df), as experiments.stats.paired_ttest: equal
+    values give p 0 (1 when all are zero). The A/B's test; its direction is the sign of the mean."""
+    n = d.shape[-1]
+    mean = d.mean(axis=-1)
+    sd = d.std(axis=-1, ddof=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = 2 * sps.t.sf(np.abs(mean / (sd / math.sqrt(n))), n - 1)
+    flat = sd <= 1e-12 * np.maximum(1.0, np.abs(mean))
+    return np.where(flat, np.where(np.abs(mean) > 1e-12, 0.0, 1.0), p)
+
+
+SIGNFLIP_MAX_N = 40  # the rounding to a multiple of 2^-n needs the float error below 2^-(n + 1)
+
+
+def signflip_p(x: np.ndarray, step: float) -> np.ndarray:
+    """Two-sided p of the exact sign-flip test of mean 0 on each row (last axis = tasks), for values on the lattice
+    step x integers (a pairwise A/B's per-task preferences are multiples of 1 / (2 replications)).
+
+    The sum's distribution over the 2^n equally likely sign patterns is read off its characteristic function
+    prod_j cos(a_j t) (a_j = |x_j| / step, integers) by an inverse FFT on 2 max(sum a) + 1 points (no aliasing);
+    the p, a multiple of 2^-n, is then rounded to it, so the figure is exact (experiments.stats.signflip_test counts
+    the same patterns one by one up to 20 non-zero values, by Monte Carlo above)."""
+    x = np.asarray(x, dtype=float)
+    if x.ndim == 0 or x.shape[-1] == 0:
+        raise ValueError(f"signflip_p needs rows of at least one value, got shape {x.shape}")
+    n = x.shape[-1]
+    if n > SIGNFLIP_MAX_N:
+        raise ValueError(f"signflip_p is exact up to {SIGNFLIP_MAX_N} values per row, got {n}")
+    k = np.rint(x / step)
+    if not np.all(np.isfinite(x)) or np.abs(k * step - x).max() > 1e-9 * max(1.0, step):
+        raise ValueError(f"signflip_p needs finite values that are multiples of step {step:g}")
+    a = np.abs(k).astype(np.int64).reshape(-1, n)
+    obs = np.abs(k.reshape(-1, n).sum(axis=1))
+    top = int(a.sum(axis=1).max())
+    width = 2 * top + 1
+    freq = 2 * math.pi * np.arange(width) / width
+    phi = np.ones((a.shape[0], width))
+    for v in np.unique(a):
+        if v:  # cos(v t)^c for c = 0..n, then each row's count of |a| = v picks its power
+            powers = np.cos(v * freq)[None, :] ** np.arange(n + 1)[:, None]
+            phi *= powers[(a == v).sum(axis=1)]
+    pmf = np.fft.ifft(phi, axis=1).real  # pmf[s mod width]: P(sum = s)
+    s = np.arange(width)
+    s = np.where(s > top, s - width, s)
+    p = (pmf * (np.abs(s)[None, :] >= obs[:, None] - 0.5)).sum(axis=1)
+    p = np.clip(np.rint(p * 2.0 ** n) / 2.0 ** n, 0.0, 1.0)
+    return p.reshape(x.shape[:-1])
