@@ -295,3 +295,28 @@ def test_on_the_real_harness_the_arms_shared_judge_compares_the_answer_files_bli
     assert all(p.count(answer) == 2 for p in pair_prompts)  # both answer files, read from disk
     assert not any(ON in p or OFF in p for p in pair_prompts)
     assert run.result.verdict == "inconclusive"
+
+
+def test_pairs_left_to_judge_on_another_judge_model_are_refused(_isolated_results):
+    """Every cell finished, the pairs' judgements failed (a dead judge server); the rerun brings another judge model:
+    the registration's backends are checked before a pair is judged, as they are before a cell runs."""
+    from test_ab_entry import _fake_llm
+
+    from harness.inference._fake import FakeLLM
+    from harness.inference._roles import ROLES, fake_roles
+
+    def dead(messages):
+        raise ConnectionError("judge server refused the connection")
+
+    fake = _fake_llm()
+    fake.keyed = {"# Answer A": dead, **fake.keyed}
+    exp = _exp("benchmark=smoke", "ab.allow_underpowered=true", "ab.replications=1", "ab.split=train",
+               "wiggum.max_rounds=1", "research.max_rounds=1", "research.enrich_urls=0", "search.provider=local",
+               "orchestrator.mode=off", "mlflow.enabled=false")
+    first = run_ab_from_config(exp, roles=fake_roles(fake), out=lambda _: None)
+    assert first.result.pairwise.failed == 3 and first.unconcluded  # the CLI exits 3: judge again
+    other = {role: fake for role in ROLES}
+    other["evaluator"] = FakeLLM(keyed={"# Answer A": json.dumps({"reason": "x", "verdict": "tie"})}, model="judge-2")
+    with pytest.raises(PreregistrationMismatch, match="judge-2"):
+        run_ab_from_config(exp, roles=fake_roles(other), out=lambda _: None)
+    assert [r for r in read_jsonl(first.paths.ledger) if r.get("kind") == "pair" and r["status"] == "ok"] == []

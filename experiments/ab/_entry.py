@@ -45,6 +45,7 @@ from harness.compose import warn_judge
 from ._cells import ABDesign, ABResult, RunArm, load_cells, task_id, write_or_check_prereg
 from ._design import (ABPaths, ab_paths, arm_backends, arm_configs, cell_plan, check_ab_design, design_from_config,
                       observed_power_line, power_note, selection_note)
+from ._pairwise import pairs_to_judge
 from ._report import format_ab
 from ._run import run_ab
 
@@ -302,7 +303,10 @@ def run_ab_test(
         recs = load_cells(paths.ledger).values()
         smoke = any((r.get("meta") or {}).get("smoke") for r in recs) or any(
             e.backend.kind == "embedded" for e in arms.values())
-    backend = arm_backends(design, cells if cells is not None and pending else None, run_arm, roles)
+    # the backends are identified (and checked against the registration) when anything will run on them: a cell,
+    # or a pair the judge has yet to compare (compare=pairwise)
+    judging = prereg.compare == "pairwise" and pairs_to_judge(design, paths.ledger) > 0
+    backend = arm_backends(design, cells if cells is not None and (pending or judging) else None, run_arm, roles)
     new_test = f"start a new test under a new sweep.name (e.g. sweep.name={name}_2)"
     judges = {arm: json.dumps((ids or {}).get("evaluator"), sort_keys=True, default=str)
               for arm, ids in (backend or {}).items()}

@@ -54,6 +54,15 @@ def load_pairs(ledger_path: Path) -> dict[tuple[str, int], dict[str, Any]]:
     return pairs
 
 
+def pairs_to_judge(design: ABDesign, ledger_path: Path) -> int:
+    """The design's (task, replication) pairs without an ok judgement in the ledger (0 for a new test: no pair has
+    run yet, and the cells' own check covers the backends then)."""
+    if not Path(ledger_path).exists():
+        return 0
+    done = {k for k, r in load_pairs(Path(ledger_path)).items() if r.get("status") == "ok"}
+    return sum(1 for t in design.task_ids for rep in range(design.replications) if (t, rep) not in done)
+
+
 def answer_text(cell: Mapping[str, Any]) -> str:
     """A finished cell's answer: the output file its run wrote (meta.output_path). Raises FileNotFoundError with
     the path when it is gone: a pair whose answer is lost cannot be judged (recorded failed, never a tie)."""
