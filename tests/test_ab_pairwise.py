@@ -320,3 +320,18 @@ def test_pairs_left_to_judge_on_another_judge_model_are_refused(_isolated_result
     with pytest.raises(PreregistrationMismatch, match="judge-2"):
         run_ab_from_config(exp, roles=fake_roles(other), out=lambda _: None)
     assert [r for r in read_jsonl(first.paths.ledger) if r.get("kind") == "pair" and r["status"] == "ok"] == []
+
+
+def test_the_calibration_offers_pairwise_only_where_the_simulation_found_it_pays():
+    """bench/ab_pairwise.py at equal LLM calls: break-even g about 0.7 where run noise dominates (embedded, 1.5B
+    f=0.8), no g pays where the task x variant spread dominates (1.5B f=0.5). Before: any g < 0.8 'pays'."""
+    from experiments.calibration._decompose import levers
+
+    def pays(sigma, tau, g):
+        return next(p for name, p, _ in levers({"sigma": sigma, "tau": tau, "rho": 0.0}, g=g) if name == "pairwise")
+
+    assert pays(1.455, 1.271, 0.34) is True  # the embedded model's spread at its measured g
+    assert pays(1.455, 1.271, 0.75) is False  # above the break-even
+    assert pays(1.0, 2.1, 0.17) is False  # the task spread dominates: never
+    line = next(w for name, _, w in levers({"sigma": 1.0, "tau": 2.1, "rho": 0.0}, g=0.17) if name == "pairwise")
+    assert "keeps only each task's sign" in line

@@ -27,7 +27,11 @@ from typing import Any, Mapping, Sequence
 from scipy.stats import norm
 
 # the lever rules of docs/SENSITIVITY.md
-PAIRWISE_G = 0.8  # pairwise judging pays when its measured g is below this
+# pairwise judging pays when its measured g is below this and the fresh per-run variance s^2 is at least tau^2:
+# bench/ab_pairwise.py, at equal LLM calls, broke even at g about 0.7 in the embedded and 1.5B f=0.8 worlds and never
+# paid in the 1.5B f=0.5 world, whose task x variant spread dominates (a preference keeps only a task's sign); a rule
+# read off those three simulated worlds (docs/SENSITIVITY.md)
+PAIRWISE_G = 0.7
 
 
 def _var(xs: Sequence[float]) -> float:
@@ -78,7 +82,7 @@ def levers(dec: Mapping[str, Any], *, greedy: Mapping[str, Any] | None = None, g
     dec: the sampled decoding's decomposition (or the only one measured); s^2 = its sigma^2 (fresh per-run
     variance). Rules (docs/SENSITIVITY.md): k samples per task pay while 2 s^2 / k >= tau^2 (k = 2 then cuts a
     task's difference variance by at least a quarter); CRN pays when rho > 0 and run noise dominates
-    (2 s^2 >= tau^2); pairwise when its g was measured below PAIRWISE_G; more tasks always shrink the
+    (2 s^2 >= tau^2); pairwise when its g was measured below PAIRWISE_G and s^2 >= tau^2; more tasks always shrink the
     variance, and are the lever when tau^2 dominates."""
     s2, tau, rho = dec["sigma"] ** 2, dec["tau"], dec["rho"]
     tau2 = tau ** 2 if math.isfinite(tau) else float("nan")
@@ -114,9 +118,13 @@ def levers(dec: Mapping[str, Any], *, greedy: Mapping[str, Any] | None = None, g
         out.append(("pairwise", None, "g not measured (calibrate.pairwise=true judges an A/A and the positive "
                                       "control side by side)"))
     else:
-        out.append(("pairwise", g < PAIRWISE_G,
-                    f"g {g:.2f} {'<' if g < PAIRWISE_G else '>='} {PAIRWISE_G}: pairwise "
-                    + ("errs less than pointwise on a difference" if g < PAIRWISE_G else "does not pay")))
+        sharp, fresh = g < PAIRWISE_G, s2 >= tau2
+        why = (f"g {g:.2f} {'<' if sharp else '>='} {PAIRWISE_G}" +
+               (f" and run noise s^2 {s2:.3f} >= tau^2 {tau2:.3f}: the pairwise A/B (ab.compare=pairwise) errs less "
+                "at equal calls" if sharp and fresh else
+                f" but tau^2 {tau2:.3f} > run noise s^2 {s2:.3f}: a preference keeps only each task's sign, "
+                "pairwise does not pay" if sharp else ": pairwise does not pay"))
+        out.append(("pairwise", sharp and fresh, why))
     n_now = normal_approx_tasks(target, math.sqrt(per_task), alpha=alpha, power=power)
     out.append(("more tasks", True,
                 f"an effect of {target:g} needs about {n_now} tasks at one run per arm (per-task difference sd "

@@ -137,7 +137,8 @@ def ab_preflight_lines(exp: ExperimentConfig, identity: Mapping[str, Any], tasks
     lines = [f"preflight: A/B {n_tasks} tasks x 2 arms x {reps} replication(s) = {runs} task runs"]
     if ab.compare == "pairwise":
         pw = (getattr(cal, "pairwise", None) or {}) if cal is not None else {}
-        g = (f"calibration {cal.key} measured g {pw['g']:.2f} on {pw.get('n')} pairs (below 0.8 pairwise pays)"
+        g = (f"calibration {cal.key} measured g {pw['g']:.2f} on {pw.get('n')} pairs (its levers say whether "
+             "pairwise pays)"
              if cal is not None and isinstance(pw.get("g"), (int, float)) else
              "g not measured (+sweep=calibrate calibrate.pairwise=true measures it)")
         lines.append(f"preflight: compare=pairwise: + {2 * n_tasks * reps} judge calls (both orders of the "
