@@ -24,7 +24,6 @@ pairs the verdict must hold with every such pair counted against it (preference 
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from experiments.stats import Preregistration, bootstrap_ci, mean_bound, missing_imbalance, signflip_test
+from experiments.stats import Preregistration, bootstrap_ci, excluding_bound, missing_imbalance, signflip_test
 from harness.stores import append_jsonl, read_jsonl
 
 from ._cells import ABDesign, cell_key, pair_seed, task_id
@@ -193,16 +192,10 @@ def pairwise_verdict(prereg: Preregistration, prefs: Sequence[float], p: float) 
     if np.ptp(prefs) == 0:  # every task alike (all ties: a judge that cannot tell, or follows the order shown)
         return "inconclusive", (f"{head}: every task's preference is {mean:+.3g}, no spread to bound the mean "
                                 "with" + ("" if sig else "; not significant"))
-    tail = prereg.alpha / 2
-    lo, hi = mean_bound(prefs, tail, "lower"), mean_bound(prefs, tail, "upper")
-    if math.isfinite(lo) and math.isfinite(hi):
-        if prereg.direction == "two-sided":
-            smaller = -prereg.min_preference < lo and hi < prereg.min_preference
-        else:
-            smaller = (hi if sign > 0 else -lo) < prereg.min_preference
-        if smaller:
-            return "not supported", (f"{head}; the skew-robust {100 * (1 - tail):.3g}% bound ({lo:+.3g} to "
-                                     f"{hi:+.3g}) excludes the minimum preference {prereg.min_preference:g}")
+    bound = excluding_bound(prefs, alpha=prereg.alpha, direction=prereg.direction, minimum=prereg.min_preference)
+    if bound is not None:
+        return "not supported", (f"{head}; the skew-robust {100 * (1 - prereg.alpha / 2):.3g}% bounds ({bound[0]:+.3g} "
+                                 f"to {bound[1]:+.3g}) exclude the minimum preference {prereg.min_preference:g}")
     if sig:
         return "inconclusive", f"{head}: below the minimum preference {prereg.min_preference:g}"
     return "inconclusive", f"{head}: not significant"

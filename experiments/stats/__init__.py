@@ -15,7 +15,8 @@ from ._signflip import SignFlipTest, signflip_test
 from ._spread import heterogeneity, spread_from_trials
 from ._tests import (DIRECTIONS, FLOOR_SE, TESTS, Comparison, NoiseFloor, PairedStats, bootstrap_ci, cohens_dz,
                      finite_array, paired_differences, paired_ttest, rank_biserial, wilcoxon_reject, wilcoxon_test)
-from ._verdict import Decision, Preregistration, explain_verdict, mean_bound, missing_imbalance, sequential_decision
+from ._verdict import (Decision, Preregistration, excluding_bound, explain_verdict, mean_bound, missing_imbalance,
+                       sequential_decision)
 
 __all__ = [
     "COST_METRICS",
@@ -44,6 +45,7 @@ __all__ = [
     "cost_by_task",
     "decision_power",
     "detection_rate",
+    "excluding_bound",
     "explain_verdict",
     "finite_array",
     "heterogeneity",

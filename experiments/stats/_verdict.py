@@ -327,21 +327,31 @@ def explain_verdict(prereg: Preregistration, result: Any) -> tuple[str, str]:
     lo, hi = s.ci.low, s.ci.high
     tail = prereg.alpha / 2
     if not (prereg.sequential > 1 and decision is not None):  # sequential: the looks' futility bound decides
-        blo, bhi = mean_bound(s.diffs, tail, "lower"), mean_bound(s.diffs, tail, "upper")
-        if np.isfinite(blo) and np.isfinite(bhi):
-            if prereg.direction == "two-sided":
-                smaller = -prereg.min_effect < blo and bhi < prereg.min_effect
-            else:
-                smaller = (bhi if sign > 0 else -blo) < prereg.min_effect
-            if smaller:
-                return "not supported", (
-                    f"the skew-robust {100 * (1 - tail):.3g}% bound {_bounds_text(blo, bhi, prereg.direction)} on "
-                    f"the mean diff {s.mean_diff:+.3g} excludes the minimum effect {prereg.min_effect:g}")
+        bound = excluding_bound(s.diffs, alpha=prereg.alpha, direction=prereg.direction, minimum=prereg.min_effect)
+        if bound is not None:
+            return "not supported", (
+                f"the skew-robust {100 * (1 - tail):.3g}% bound {_bounds_text(*bound, prereg.direction)} on "
+                f"the mean diff {s.mean_diff:+.3g} excludes the minimum effect {prereg.min_effect:g}")
     if decision is not None and decision.action == "stop_futility":
         return "not supported", f"stopped for futility at look {decision.look}: {decision.reason}"
     if p_sig:
         return "inconclusive", f"{alpha_txt}; but mean diff {s.mean_diff:+.3g} is below the minimum effect"
     return "inconclusive", f"{alpha_txt}; CI [{lo:.3g}, {hi:.3g}] still includes the minimum effect"
+
+
+def excluding_bound(values: Sequence[float], *, alpha: float, direction: str,
+                    minimum: float) -> tuple[float, float] | None:
+    """The skew-robust bounds (lower, upper) on the mean of `values`, each at alpha / 2, when they exclude an effect
+    of `minimum` in `direction` (two-sided: both bounds inside (-minimum, minimum)), else None: 'not supported'."""
+    tail = alpha / 2
+    lo, hi = mean_bound(values, tail, "lower"), mean_bound(values, tail, "upper")
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return None
+    if direction == "two-sided":
+        smaller = -minimum < lo and hi < minimum
+    else:
+        smaller = (hi if direction != "less" else -lo) < minimum
+    return (lo, hi) if smaller else None
 
 
 def _bounds_text(lower: float, upper: float, direction: str) -> str:
