@@ -161,6 +161,9 @@ def test_side_by_side_judging_sees_an_edit_the_pointwise_scores_cannot(_isolated
     assert "compare: pairwise (pre-registered" in run.summary and "sign-flip p=" in run.summary
     assert "position bias: the answer shown first won 24 of 48 decided verdicts (50%" in run.summary
     assert "VERDICT: supported" in run.summary
+    # the pointwise statistics are shown as what they are: not the test
+    assert "pointwise metric: composite (composite score): its statistics below are shown, not tested" in run.summary
+    assert "primary metric:" not in run.summary
     assert "side by side: 24 pair(s) judged" in out
     report = run.report.read_text()
     assert "## Side by side (compare=pairwise" in report

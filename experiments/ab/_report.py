@@ -198,8 +198,10 @@ def render_markdown(result: ABResult, prereg: Preregistration, *, plots: Sequenc
                       [[t, _f(v)] for t, v in pw.per_task.items()])
         out += ["", f"The pointwise {s.metric} below is shown beside it, not tested."]
     out += ["", f"## Per-task {s.metric}", "",
-            f"Primary metric: `{s.metric}` ({metric_kind(s.metric)}, pre-registered); the per-task values, the "
-            "statistics, the paired-difference plot and the verdict are all on it.",
+            (f"Primary metric: `{s.metric}` ({metric_kind(s.metric)}, pre-registered); the per-task values, the "
+             "statistics, the paired-difference plot and the verdict are all on it." if pw is None else
+             f"Pointwise metric: `{s.metric}` ({metric_kind(s.metric)}); the per-task values, the statistics and the "
+             "plots below are on it, shown, not tested: the verdict rests on the side-by-side preferences above."),
             f"Difference = {b_name} − {a_name}; each arm's value is the mean over that task's complete replicate pairs.", ""]
     out += _table(
         ["task", "pairs", a_name, b_name, "diff"],
@@ -307,6 +309,7 @@ def format_ab(*, name: str, result: Any, prereg: Any, design: Any, smoke: bool, 
     design: ABDesign, paths: experiments.ab.ABPaths; note: why the test cannot reach alpha, if so; power_line: the
     design power from this A/B's own spread, experiments.ab._design.observed_power_line)."""
     s = result.primary
+    pw = getattr(result, "pairwise", None)  # compare=pairwise: the verdict rests on it
     a, b = result.arm_names
     total = len(design.tasks) * design.replications * 2
     failed = sum(1 for e in result.excluded_pairs if "not run" not in e["reason"])
@@ -322,15 +325,16 @@ def format_ab(*, name: str, result: Any, prereg: Any, design: Any, smoke: bool, 
         f"{' compare=pairwise' if getattr(prereg, 'compare', 'pointwise') == 'pairwise' else ''}",
         f"cells: {total} in design; run in this invocation: {result.cells_run}; skipped (already in ledger): "
         f"{result.cells_skipped}",
-        f"primary metric: {s.metric} ({metric_kind(s.metric)}, pre-registered): the statistics, looks and "
-        f"verdict below are on {s.metric}",
+        (f"primary metric: {s.metric} ({metric_kind(s.metric)}, pre-registered): the statistics, looks and "
+         f"verdict below are on {s.metric}" if pw is None else
+         f"pointwise metric: {s.metric} ({metric_kind(s.metric)}): its statistics below are shown, not tested; the "
+         "verdict rests on the side-by-side preferences (compare=pairwise)"),
         f"pairs: {s.n} tasks with complete pairs; excluded pairs: {len(result.excluded_pairs)} ({failed} with a failed cell)",
         f"{s.metric}: mean {a}: {num(s.mean_a)}  mean {b}: {num(s.mean_b)}  diff (B-A): {num(s.mean_diff, True)}  "
         f"{100 * s.ci.level:.0f}% CI [{num(s.ci.low, True)}, {num(s.ci.high, True)}]",
         f"{s.metric}: Wilcoxon p={pval(s.wilcoxon.pvalue)} ({s.wilcoxon.method})  t p={pval(s.ttest.pvalue)}  "
         f"dz={num(s.dz)}  r_rb={num(s.rank_biserial)}",
     ]
-    pw = getattr(result, "pairwise", None)
     if pw is not None:
         lines.append(f"compare: pairwise (pre-registered, min_preference={prereg.min_preference:g}): the verdict "
                      f"rests on the side-by-side judgements; the pointwise {s.metric} above is shown, not tested")
@@ -342,7 +346,7 @@ def format_ab(*, name: str, result: Any, prereg: Any, design: Any, smoke: bool, 
         lines.append(f"{s.metric}: noise floor (replications): {num(s.noise.floor)}" if math.isfinite(s.noise.floor)
                      else f"{s.metric}: noise floor (replications): n/a (needs ab.replications >= 2)")
     if power_line:
-        lines.append(f"{s.metric}: {power_line}")
+        lines.append(f"{s.metric}{' (pointwise reading, not the test)' if pw is not None else ''}: {power_line}")
     for metric, st in result.secondary.items():
         lines.append(f"secondary {metric}: {num(st.mean_a)} -> {num(st.mean_b)} (diff {num(st.mean_diff, True)}, "
                      f"Holm p={pval(st.p_holm)})")
