@@ -233,6 +233,7 @@ def test_unreadable_judgements_are_missing_and_the_verdict_must_hold_with_them_a
     run, _ = _run(exp, AnswerArm(tmp_path, better=set(train[:7])), judge_llm(unreadable_on=train[0]))
     pw = run.result.pairwise
     assert pw.missing == 1 and pw.n == 11 and pw.judge_failures == 4  # both orders, each re-asked once
+    assert pw.calls == 12 * 2 + 2  # the two re-asks
     assert pw.p == pytest.approx(2 / 64) and pw.b_wins == 6
     assert run.result.verdict == "inconclusive", run.result.verdict_reason
     assert "counted as preferring prior_knowledge_on (the worst case)" in run.result.verdict_reason

@@ -162,6 +162,13 @@ class PairwiseResult:
         return dataclasses.asdict(self)
 
 
+def _calls(rec: Mapping[str, Any]) -> int:
+    """Judge calls of one judged pair: one per order, plus one re-ask per unreadable reply that was not its order's
+    last (an order that ended unreadable had as many calls as unreadable replies)."""
+    ended_unreadable = sum(1 for v in rec.get("verdicts") or () if v is None)
+    return 2 + int(rec.get("judge_failures") or 0) - ended_unreadable
+
+
 def _task_preferences(pairs: Mapping[tuple[str, int], Mapping[str, Any]], ids: Sequence[str],
                       fill: Mapping[tuple[str, int], float] | None = None) -> dict[str, float]:
     out: dict[str, float] = {}
@@ -270,7 +277,7 @@ def analyse_pairwise(ledger_path: Path, design: ABDesign, prereg: Preregistratio
         failed=sum(1 for r in pairs.values() if r.get("status") != "ok"), unjudged=len(unjudged),
         first_wins=sum(1 for w in first if w), decided=len(first), disagreed=disagreed,
         judge_failures=sum(int(r.get("judge_failures") or 0) for r in ok),
-        calls=sum(2 + int(r.get("judge_failures") or 0) for r in ok),
+        calls=sum(_calls(r) for r in ok),
         verdict=verdict, verdict_reason=why, preferences=tuple(prefs))
 
 
