@@ -135,8 +135,7 @@ def side_by_side(exp, design, prereg, result, ledger: Path) -> list[str]:
     the more sensitive reading of this edit)."""
     import shutil
 
-    from experiments.ab._design import arm_configs
-    from experiments.ab._pairwise import analyse_pairwise, judge_pairs, make_judge
+    from experiments.ab import analyse_pairwise, arm_configs, judge_pairs, make_judge
     from experiments.runs import HarnessCells
 
     copy = ledger.with_name("side_by_side.jsonl")

@@ -5,15 +5,21 @@ from __future__ import annotations
 
 from ._analysis import load_result, paired_stats
 from ._cells import ABDesign
-from ._design import ab_paths, check_ab_design, design_from_config, observed_power_line
+from ._design import ab_paths, arm_configs, check_ab_design, design_from_config, observed_power_line
 from ._entry import run_ab_test
+from ._pairwise import PairwiseResult, analyse_pairwise, judge_pairs, make_judge
 from ._run import run_ab
 
 __all__ = [
     "ABDesign",
+    "PairwiseResult",
     "ab_paths",
+    "analyse_pairwise",
+    "arm_configs",
     "check_ab_design",
     "design_from_config",
+    "judge_pairs",
+    "make_judge",
     "load_result",
     "observed_power_line",
     "paired_stats",

@@ -27,6 +27,7 @@ from experiments.stats import (COST_METRICS, CostDiff, Decision, PairedStats, Pr
                                wilcoxon_test)
 
 from ._cells import SECONDARY, ABDesign, ABResult, TaskResult, cell_key, judge_failures_of, load_cells, metric_family
+from ._pairwise import with_pairwise
 
 # -- the A/B's statistics per metric --------------------------------------------------------------------------------
 
@@ -317,21 +318,6 @@ def analyse(
     cost = arm_costs(cells, ids, names, design.replications, level=1 - prereg.alpha)
     return dataclasses.replace(result, verdict=v, verdict_reason=why, failed_cells=failed, judge_failures=judged,
                                failed_tasks=failed_tasks, cost=cost)
-
-
-def with_pairwise(result: ABResult, design: ABDesign, prereg: Preregistration, ledger_path: str | Path) -> ABResult:
-    """compare=pairwise: the side-by-side judgements' statistics attached, their verdict the verdict (the pointwise
-    one is kept in its reason, shown, not tested); a pointwise registration is returned unchanged."""
-    if prereg.compare != "pairwise":
-        return result
-    from ._pairwise import analyse_pairwise
-
-    ids = [t.task for t in result.tasks] + list(result.excluded_tasks)
-    pw = analyse_pairwise(Path(ledger_path), design, prereg, [t for t in design.task_ids if t in ids],
-                          n_boot=design.n_boot)
-    return dataclasses.replace(result, pairwise=pw, verdict=pw.verdict, verdict_reason=(
-        f"{pw.verdict_reason} (pairwise, pre-registered; the pointwise {prereg.metric} alone would say "
-        f"'{result.verdict}')"))
 
 
 def load_result(design: ABDesign, prereg: Preregistration, ledger_path: str | Path) -> ABResult:

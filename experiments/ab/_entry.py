@@ -45,7 +45,7 @@ from harness.compose import warn_judge
 from ._cells import ABDesign, ABResult, RunArm, load_cells, task_id, write_or_check_prereg
 from ._design import (ABPaths, ab_paths, arm_backends, arm_configs, cell_plan, check_ab_design, design_from_config,
                       observed_power_line, power_note, selection_note)
-from ._pairwise import pairs_to_judge
+from ._pairwise import judge_side_by_side, pairs_to_judge, unjudged_pairs
 from ._report import format_ab
 from ._run import run_ab
 
@@ -366,7 +366,8 @@ def run_ab_test(
         result = run_ab(design, prereg, runner, ledger_path=paths.ledger, on_progress=progress, backend=backend,
                         new_test=new_test, pool=pool)
         if prereg.compare == "pairwise":
-            result = _judge_side_by_side(exp, design, prereg, result, paths, judge, cells, roles, pool, out)
+            result = judge_side_by_side(exp, design, prereg, result, paths.ledger, judge, cells, roles, pool,
+                                        out)
     except KeyboardInterrupt:
         mlflow.safe(mlflow.killed)
         out(f"[{name}] interrupted: finished cells are in {paths.ledger}; run the same command again to resume")
@@ -398,46 +399,6 @@ def run_ab_test(
                                       status="FAILED" if unconcluded else "FINISHED"))
     out(summary)
     return ABRun(result, design, prereg, paths, report, summary, smoke, children, unconcluded)
-
-
-def _judge_side_by_side(exp: ExperimentConfig, design: ABDesign, prereg: Preregistration, result: ABResult,
-                        paths: ABPaths, judge: Any, cells: Any, roles: Any, pool: Any,
-                        out: Callable[[str], None]) -> ABResult:
-    """compare=pairwise: judge every finished pair not yet judged (experiments.ab._pairwise), then the verdict on
-    the preferences."""
-    from ._analysis import with_pairwise
-    from ._pairwise import judge_pairs, make_judge
-
-    name, (a, _) = exp.sweep.name, design.arm_names
-    if judge is None:
-        llm = cells.roles_for(a).evaluator if cells is not None else getattr(roles, "evaluator", None)
-        if llm is None:
-            raise ConfigError("ab.compare=pairwise needs a judge: no evaluator role to judge the pairs with")
-        judge = make_judge(exp, llm)
-    t0 = time.perf_counter()
-
-    def progress(info: Mapping[str, Any]) -> None:
-        what = (f"preference {num(info.get('preference'), True)} (verdicts {info.get('verdicts')})"
-                if info["status"] == "ok" else f"FAILED {str(info.get('error') or '')[:120]}")
-        out(f"[{name}] pair {info['pair']}/{info['pairs']} task {info['task']} rep {info['replication']}: {what} | "
-            f"elapsed {hms(time.perf_counter() - t0)}")
-
-    judged = judge_pairs(design, paths.ledger, judge, pool=pool, on_progress=progress)
-    out(f"[{name}] side by side: {judged} pair(s) judged in this invocation (2 judge calls each, both orders)")
-    return with_pairwise(result, design, prereg, paths.ledger)
-
-
-def unjudged_pairs(ledger: Path) -> tuple[str, ...]:
-    """compare=pairwise: why the test cannot answer yet when a pair's judgement failed (a judge call raised, an
-    answer file is gone); the same command judges them again (the CLI exits 3)."""
-    from ._pairwise import load_pairs
-
-    failed = [r for r in load_pairs(ledger).values() if r.get("status") != "ok"]
-    if not failed:
-        return ()
-    first = failed[0]
-    return (f"{len(failed)} pair judgement(s) failed (first: task {first.get('task')} rep "
-            f"{first.get('replication')}: {str(first.get('error'))[:200]})",)
 
 
 def unconcluded_cells(ledger: Path, plan: Sequence[Any], pairs: int) -> tuple[str, ...]:

@@ -281,6 +281,56 @@ def analyse_pairwise(ledger_path: Path, design: ABDesign, prereg: Preregistratio
         verdict=verdict, verdict_reason=why, preferences=tuple(prefs))
 
 
+def with_pairwise(result: Any, design: ABDesign, prereg: Preregistration, ledger_path: str | Path) -> Any:
+    """compare=pairwise: the side-by-side judgements' statistics attached, their verdict the verdict (the pointwise
+    one is kept in its reason, shown, not tested); a pointwise registration is returned unchanged."""
+    if prereg.compare != "pairwise":
+        return result
+    ids = [t.task for t in result.tasks] + list(result.excluded_tasks)
+    pw = analyse_pairwise(Path(ledger_path), design, prereg, [t for t in design.task_ids if t in ids],
+                          n_boot=design.n_boot)
+    return dataclasses.replace(result, pairwise=pw, verdict=pw.verdict, verdict_reason=(
+        f"{pw.verdict_reason} (pairwise, pre-registered; the pointwise {prereg.metric} alone would say "
+        f"'{result.verdict}')"))
+
+
+def judge_side_by_side(exp: Any, design: ABDesign, prereg: Preregistration, result: Any, ledger_path: Path,
+                       judge: Judge | None, cells: Any, roles: Any, pool: Any, out: Callable[[str], None]) -> Any:
+    """compare=pairwise, after the cells: judge every finished pair not yet judged (judge_pairs; the judge: `judge`,
+    else make_judge on arm A's evaluator role), then the verdict on the preferences (with_pairwise)."""
+    from experiments.config import ConfigError
+    from experiments.report import hms, num
+
+    name, (a, _) = exp.sweep.name, design.arm_names
+    if judge is None:
+        llm = cells.roles_for(a).evaluator if cells is not None else getattr(roles, "evaluator", None)
+        if llm is None:
+            raise ConfigError("ab.compare=pairwise needs a judge: no evaluator role to judge the pairs with")
+        judge = make_judge(exp, llm)
+    t0 = time.perf_counter()
+
+    def progress(info: Mapping[str, Any]) -> None:
+        what = (f"preference {num(info.get('preference'), True)} (verdicts {info.get('verdicts')})"
+                if info["status"] == "ok" else f"FAILED {str(info.get('error') or '')[:120]}")
+        out(f"[{name}] pair {info['pair']}/{info['pairs']} task {info['task']} rep {info['replication']}: {what} | "
+            f"elapsed {hms(time.perf_counter() - t0)}")
+
+    judged = judge_pairs(design, ledger_path, judge, pool=pool, on_progress=progress)
+    out(f"[{name}] side by side: {judged} pair(s) judged in this invocation (2 judge calls each, both orders)")
+    return with_pairwise(result, design, prereg, ledger_path)
+
+
+def unjudged_pairs(ledger: Path) -> tuple[str, ...]:
+    """compare=pairwise: why the test cannot answer yet when a pair's judgement failed (a judge call raised, an
+    answer file is gone); the same command judges them again (the CLI exits 3)."""
+    failed = [r for r in load_pairs(ledger).values() if r.get("status") != "ok"]
+    if not failed:
+        return ()
+    first = failed[0]
+    return (f"{len(failed)} pair judgement(s) failed (first: task {first.get('task')} rep "
+            f"{first.get('replication')}: {str(first.get('error'))[:200]})",)
+
+
 def make_judge(exp: Any, llm: Any) -> Judge:
     """The real judge: evaluators.pairwise.compare_pair on `llm` (the evaluator role) at the evaluator's temperature
     and re-asks, with the task's expected item count where the benchmark gives one."""
