@@ -204,6 +204,10 @@ def test_a_rerun_judges_nothing_again_and_a_failed_judgement_is_retried_not_a_ti
     assert first.unconcluded and "1 pair judgement(s) failed" in first.unconcluded[0]
     assert "ConnectionError" in first.unconcluded[0]
     assert first.result.pairwise.failed == 1 and first.result.pairwise.n == 11  # missing, never a tie
+    # 11 tasks of +1 (p 2/2^11) hold 'supported' with the failed pair counted against it (-1 on its task)
+    assert first.result.verdict == "supported"
+    assert "holds with the 1 pair(s) with a failed cell on one arm only, no readable verdict or a failed judgement " \
+           "counted against it" in first.result.verdict_reason
     llm = judge_llm()
     second, out = _run(exp, arm, llm)
     assert len(llm.calls) == 2 and not second.unconcluded  # only the failed pair, both orders

@@ -210,8 +210,9 @@ def pairwise_verdict(prereg: Preregistration, prefs: Sequence[float], p: float) 
 
 def _worst_case(prereg: Preregistration, pairs: Mapping[tuple[str, int], Mapping[str, Any]], ids: Sequence[str],
                 fill_keys: set, verdict: str, why: str, arms: tuple[str, str], seed: int) -> tuple[str, str]:
-    """The verdict kept only when it holds with every pair in `fill_keys` (failed cells on different pairs, replies
-    that could not be read) counted against it: -1 / +1 pushes the mean away from what the verdict claims."""
+    """The verdict kept only when it holds with every pair in `fill_keys` (failed cells on different pairs, no
+    readable verdict, a judgement that raised) counted against it: -1 / +1 pushes the mean away from what the
+    verdict claims."""
     a, b = arms
     prefs = list(_task_preferences(pairs, ids).values())
     sign = -1.0 if prereg.direction == "less" else 1.0
@@ -223,7 +224,7 @@ def _worst_case(prereg: Preregistration, pairs: Mapping[tuple[str, int], Mapping
     worst = _task_preferences(pairs, ids, {k: against for k in fill_keys})
     wprefs = [worst[t] for t in ids if t in worst]
     bound, bound_why = pairwise_verdict(prereg, wprefs, signflip_test(wprefs, seed=seed).pvalue)
-    what = f"{len(fill_keys)} pair(s) with a failed cell on one arm only or no readable verdict"
+    what = f"{len(fill_keys)} pair(s) with a failed cell on one arm only, no readable verdict or a failed judgement"
     if bound != verdict:
         return "inconclusive", (
             f"{what}: counted as preferring {b if against > 0 else a} (the worst case) the rule says '{bound}' "
@@ -264,8 +265,9 @@ def analyse_pairwise(ledger_path: Path, design: ABDesign, prereg: Preregistratio
     if refusal:
         verdict, why = "inconclusive", f"{refusal}; on the judged pairs alone the rule would say '{verdict}' ({why})"
     else:
-        unreadable = {k for k, r in pairs.items() if r.get("status") == "ok" and r.get("preference") is None}
-        fill_keys = (unjudged if failed_cells[a] != failed_cells[b] else set()) | unreadable
+        # no readable verdict, or a judgement that raised (the command exits 3 until it is judged): never data
+        unread = {k for k, r in pairs.items() if r.get("status") != "ok" or r.get("preference") is None}
+        fill_keys = (unjudged if failed_cells[a] != failed_cells[b] else set()) | unread
         if fill_keys and verdict != "inconclusive":
             verdict, why = _worst_case(prereg, pairs, ids, fill_keys, verdict, why, (a, b), design.seed)
     return PairwiseResult(
