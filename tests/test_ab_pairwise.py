@@ -343,3 +343,13 @@ def test_the_calibration_offers_pairwise_only_where_the_simulation_found_it_pays
     assert pays(1.0, 2.1, 0.17) is False  # the task spread dominates: never
     line = next(w for name, _, w in levers({"sigma": 1.0, "tau": 2.1, "rho": 0.0}, g=0.17) if name == "pairwise")
     assert "keeps only each task's sign" in line
+
+
+def test_arms_with_different_judges_cannot_be_compared_side_by_side(_isolated_results):
+    """The arms' answers are judged by one judge; arms whose evaluator models differ are refused before a cell runs
+    or the pre-registration is written."""
+    exp = _exp("benchmark=smoke", "ab.allow_underpowered=true", "ab.replications=1", "ab.split=train",
+               "ab.a={}", "ab.b={backend.evaluator_model: judge-2}", "mlflow.enabled=false")
+    with pytest.raises(ConfigError, match="needs one judge for both arms.*judge-2"):
+        run_ab_from_config(exp, out=lambda _: None)
+    assert not list(_isolated_results.rglob("ledger*"))
