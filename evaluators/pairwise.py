@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from harness.security import DataMarker
 from harness.text import JSONParseError, extract_string_field, parse_json_object
@@ -140,9 +140,27 @@ class PairResult:
     def failed(self) -> bool:
         return self.preference is None
 
+    @property
+    def disagreed(self) -> bool:
+        """The two orders picked opposite answers (each the one in the same position): a tie by disagreement."""
+        return not self.failed and (set(self.verdicts) == {"A"} or set(self.verdicts) == {"B"})
+
+    @property
+    def calls(self) -> int:
+        """Judge calls made: one per order, plus one re-ask per unreadable reply that was not its order's last (an
+        order that ended unreadable made as many calls as it had unreadable replies)."""
+        return 2 + self.judge_failures - sum(1 for v in self.verdicts if v is None)
+
     def to_dict(self) -> dict[str, Any]:
         return {"preference": self.preference, "verdicts": list(self.verdicts), "first_won": list(self.first_won),
                 "reasons": list(self.reasons), "judge_failures": self.judge_failures}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "PairResult":
+        """The inverse of to_dict (a ledger line); the raw replies are not kept there."""
+        return cls(data.get("preference"), tuple(data.get("verdicts") or (None, None)),  # type: ignore[arg-type]
+                   tuple(data.get("first_won") or (None, None)), tuple(data.get("reasons") or ("", "")),
+                   int(data.get("judge_failures") or 0))
 
 
 def _ask(llm: Any, messages: list[dict[str, str]], *, temperature: float, max_tokens: int, seed: int,
@@ -210,5 +228,4 @@ def disagreement_rate(results: Sequence[PairResult]) -> float | None:
     both = [r for r in results if not r.failed]
     if not both:
         return None
-    flips = sum(1 for r in both if set(r.verdicts) == {"A"} or set(r.verdicts) == {"B"})
-    return flips / len(both)
+    return sum(r.disagreed for r in both) / len(both)

@@ -92,3 +92,18 @@ def test_both_answers_are_marked_as_untrusted_data_and_cannot_forge_the_end_of_t
 def test_bad_retries_are_refused():
     with pytest.raises(ValueError, match="judge_retries"):
         compare_pair("t", "a", "b", FakeLLM(["x"]), judge_retries=9)
+
+
+@pytest.mark.parametrize("replies", [["no idea", "still no idea"], ["no idea", '{"reason": "x", "verdict": "A"}']])
+def test_a_pair_counts_the_judge_calls_it_made_and_reads_back_from_its_ledger_line(replies):
+    """calls: one per order plus each re-ask (the A/B's and the calibration's judge-call count); from_dict: the
+    inverse of to_dict, so a ledger line gives back the same bias, disagreement and count."""
+    from evaluators.pairwise import PairResult
+
+    llm = FakeLLM(keyed={"# Answer A": list(replies) + [json.dumps({"reason": "x", "verdict": "A"})] * 3})
+    r = compare_pair("task", CAND, BASE, llm, seed=1)
+    assert r.calls == len(llm.calls)
+    back = PairResult.from_dict(json.loads(json.dumps(r.to_dict())))
+    assert (back.preference, back.verdicts, back.first_won, back.calls, back.disagreed) == \
+        (r.preference, r.verdicts, r.first_won, r.calls, r.disagreed)
+    assert position_bias([back]) == position_bias([r])

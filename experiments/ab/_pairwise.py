@@ -24,13 +24,15 @@ pairs the verdict must hold with every such pair counted against it (preference 
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from evaluators.pairwise import PairResult, PositionBias, position_bias
 from experiments.stats import Preregistration, bootstrap_ci, excluding_bound, missing_imbalance, signflip_test
 from harness.stores import append_jsonl, read_jsonl
 
@@ -60,6 +62,18 @@ def pairs_to_judge(design: ABDesign, ledger_path: Path) -> int:
         return 0
     done = {k for k, r in load_pairs(Path(ledger_path)).items() if r.get("status") == "ok"}
     return sum(1 for t in design.task_ids for rep in range(design.replications) if (t, rep) not in done)
+
+
+def check_one_judge(backend: Mapping[str, Any] | None) -> None:
+    """ConfigError (one line) when the arms' registered backends ({arm: {role: identity}}) name different evaluator
+    models: a side-by-side judgement needs one judge for both answers."""
+    from experiments.config import ConfigError
+
+    judges = {arm: json.dumps((ids or {}).get("evaluator"), sort_keys=True, default=str)
+              for arm, ids in (backend or {}).items()}
+    if len(set(judges.values())) > 1:
+        raise ConfigError("ab.compare=pairwise needs one judge for both arms (it judges their answers side by side); "
+                          f"the arms' evaluator backends differ: {'; '.join(f'{k}: {v}' for k, v in judges.items())}")
 
 
 def answer_text(cell: Mapping[str, Any]) -> str:
@@ -136,37 +150,27 @@ class PairwiseResult:
     calls: int  # judge calls the recorded pairs made (2 a pair, 1 more per re-ask)
     verdict: str = "inconclusive"
     verdict_reason: str = ""
-    preferences: tuple[float, ...] = field(default=(), repr=False)  # per task, in task order
 
     @property
     def position_bias(self) -> float | None:
-        return self.first_wins / self.decided if self.decided else None
+        return PositionBias(self.first_wins, self.decided).rate
 
     def lines(self, a: str, b: str) -> list[str]:
         """The summary's lines."""
         from experiments.report import num, pval
 
-        bias = (f"the answer shown first won {self.first_wins} of {self.decided} decided verdicts "
-                f"({self.position_bias:.0%}; 50% is none)" if self.decided else "no decided verdicts")
         return [
             f"preference ({b} over {a}, +1 = every comparison prefers {b}): mean {num(self.mean, True)} over {self.n} "
             f"tasks, {100 * self.ci.level:.0f}% CI [{num(self.ci.low, True)}, {num(self.ci.high, True)}]; "
             f"sign-flip p={pval(self.p)} ({self.method})",
             f"pairs: {b} preferred {self.b_wins}, tie {self.ties}, {a} preferred {self.a_wins}; no readable verdict "
             f"{self.missing}; judge call failed {self.failed}; not judged (a cell failed) {self.unjudged}",
-            f"pairwise judge: position bias: {bias}; orders disagreed on {self.disagreed} pair(s); unreadable replies "
-            f"{self.judge_failures}; {self.calls} judge calls",
+            f"pairwise judge: {PositionBias(self.first_wins, self.decided).line()}; orders disagreed on "
+            f"{self.disagreed} pair(s); unreadable replies {self.judge_failures}; {self.calls} judge calls",
         ]
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-def _calls(rec: Mapping[str, Any]) -> int:
-    """Judge calls of one judged pair: one per order, plus one re-ask per unreadable reply that was not its order's
-    last (an order that ended unreadable had as many calls as unreadable replies)."""
-    ended_unreadable = sum(1 for v in rec.get("verdicts") or () if v is None)
-    return 2 + int(rec.get("judge_failures") or 0) - ended_unreadable
 
 
 def _task_preferences(pairs: Mapping[tuple[str, int], Mapping[str, Any]], ids: Sequence[str],
@@ -209,12 +213,12 @@ def pairwise_verdict(prereg: Preregistration, prefs: Sequence[float], p: float) 
 
 
 def _worst_case(prereg: Preregistration, pairs: Mapping[tuple[str, int], Mapping[str, Any]], ids: Sequence[str],
-                fill_keys: set, verdict: str, why: str, arms: tuple[str, str], seed: int) -> tuple[str, str]:
+                prefs: Sequence[float], fill_keys: set, verdict: str, why: str, arms: tuple[str, str],
+                seed: int) -> tuple[str, str]:
     """The verdict kept only when it holds with every pair in `fill_keys` (failed cells on different pairs, no
     readable verdict, a judgement that raised) counted against it: -1 / +1 pushes the mean away from what the
     verdict claims."""
     a, b = arms
-    prefs = list(_task_preferences(pairs, ids).values())
     sign = -1.0 if prereg.direction == "less" else 1.0
     mean_sign = float(np.sign(np.mean(prefs))) or 1.0
     if verdict == "supported":
@@ -248,11 +252,9 @@ def analyse_pairwise(ledger_path: Path, design: ABDesign, prereg: Preregistratio
     p = test.pvalue if test else 1.0
     arr = np.asarray(prefs, dtype=float)
     ci = bootstrap_ci(arr, level=1 - prereg.alpha, n_resamples=n_boot, seed=design.seed, method="percentile")
-    ok = [r for r in pairs.values() if r.get("status") == "ok"]
-    readable = [float(r["preference"]) for r in ok if r.get("preference") is not None]
-    first = [w for r in ok for w in (r.get("first_won") or ()) if w is not None]
-    disagreed = sum(1 for r in ok if r.get("preference") is not None and len(set(r.get("verdicts") or ())) == 1
-                    and set(r["verdicts"]) <= {"A", "B"})
+    judged = [PairResult.from_dict(r) for r in pairs.values() if r.get("status") == "ok"]
+    readable = [r.preference for r in judged if not r.failed]
+    bias = position_bias(judged)
     failed_cells = {arm: {(t, rep) for (t, x, rep), c in cells.items() if x == arm and t in ids
                           and c.get("status") != "ok"} for arm in (a, b)}
     unjudged = {(t, rep) for t in ids for rep in range(design.replications)
@@ -269,18 +271,18 @@ def analyse_pairwise(ledger_path: Path, design: ABDesign, prereg: Preregistratio
         unread = {k for k, r in pairs.items() if r.get("status") != "ok" or r.get("preference") is None}
         fill_keys = (unjudged if failed_cells[a] != failed_cells[b] else set()) | unread
         if fill_keys and verdict != "inconclusive":
-            verdict, why = _worst_case(prereg, pairs, ids, fill_keys, verdict, why, (a, b), design.seed)
+            verdict, why = _worst_case(prereg, pairs, ids, prefs, fill_keys, verdict, why, (a, b),
+                                       design.seed)
     return PairwiseResult(
         n=len(prefs), mean=float(arr.mean()) if prefs else float("nan"),
         sd=float(arr.std(ddof=1)) if len(prefs) >= 2 else float("nan"), ci=ci, p=p,
         method=test.method if test else "no values", per_task=per_task,
         b_wins=sum(1 for v in readable if v > 0), ties=sum(1 for v in readable if v == 0),
-        a_wins=sum(1 for v in readable if v < 0), missing=sum(1 for r in ok if r.get("preference") is None),
+        a_wins=sum(1 for v in readable if v < 0), missing=sum(1 for r in judged if r.failed),
         failed=sum(1 for r in pairs.values() if r.get("status") != "ok"), unjudged=len(unjudged),
-        first_wins=sum(1 for w in first if w), decided=len(first), disagreed=disagreed,
-        judge_failures=sum(int(r.get("judge_failures") or 0) for r in ok),
-        calls=sum(_calls(r) for r in ok),
-        verdict=verdict, verdict_reason=why, preferences=tuple(prefs))
+        first_wins=bias.first_wins, decided=bias.decided, disagreed=sum(r.disagreed for r in judged),
+        judge_failures=sum(r.judge_failures for r in judged), calls=sum(r.calls for r in judged),
+        verdict=verdict, verdict_reason=why)
 
 
 def with_pairwise(result: Any, design: ABDesign, prereg: Preregistration, ledger_path: str | Path) -> Any:

@@ -116,4 +116,4 @@ def pairwise_arm(exp: ExperimentConfig, runner: Any, tasks: Sequence[Task], cont
             "control_mean": statistics.fmean(pw_ctl) if pw_ctl else None,
             "first_wins": bias.first_wins, "decided": bias.decided, "position_bias": bias.rate,
             "judge_failures": sum(r.judge_failures for r in results),
-            "g": pairwise_g(pt_aa, pt_ctl, pw_aa, pw_ctl), "calls": 2 * len(results)}
+            "g": pairwise_g(pt_aa, pt_ctl, pw_aa, pw_ctl), "calls": sum(r.calls for r in results)}
