@@ -45,7 +45,7 @@ from harness.compose import warn_judge
 from ._cells import ABDesign, ABResult, RunArm, load_cells, task_id, write_or_check_prereg
 from ._design import (ABPaths, ab_paths, arm_backends, arm_configs, cell_plan, check_ab_design, design_from_config,
                       observed_power_line, power_note, selection_note)
-from ._pairwise import judge_side_by_side, pairs_to_judge, unjudged_pairs
+from ._pairwise import check_one_judge, judge_side_by_side, pairs_to_judge, unjudged_pairs
 from ._report import format_ab
 from ._run import run_ab
 
@@ -308,11 +308,8 @@ def run_ab_test(
     judging = prereg.compare == "pairwise" and pairs_to_judge(design, paths.ledger) > 0
     backend = arm_backends(design, cells if cells is not None and (pending or judging) else None, run_arm, roles)
     new_test = f"start a new test under a new sweep.name (e.g. sweep.name={name}_2)"
-    judges = {arm: json.dumps((ids or {}).get("evaluator"), sort_keys=True, default=str)
-              for arm, ids in (backend or {}).items()}
-    if prereg.compare == "pairwise" and len(set(judges.values())) > 1:
-        raise ConfigError("ab.compare=pairwise needs one judge for both arms (it judges their answers side by side); "
-                          f"the arms' evaluator backends differ: {'; '.join(f'{k}: {v}' for k, v in judges.items())}")
+    if prereg.compare == "pairwise":
+        check_one_judge(backend)
     write_or_check_prereg(prereg, design, paths.ledger, backend=backend, new_test=new_test)  # refuse before MLflow
     # the embedded model file and whether a calibration showed its judge discriminates (arm A's models)
     label = (label_for(exp, next(iter(backend.values())), load_tasks(exp.benchmark)) if backend else None) or (

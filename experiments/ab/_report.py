@@ -322,7 +322,7 @@ def format_ab(*, name: str, result: Any, prereg: Any, design: Any, smoke: bool, 
         f"hypothesis: {prereg.hypothesis}",
         f"pre-registered: metric={prereg.metric} alpha={prereg.alpha:g} min_effect={prereg.min_effect:g} "
         f"direction={prereg.direction} test={prereg.test} sequential_looks={prereg.sequential}"
-        f"{' compare=pairwise' if getattr(prereg, 'compare', 'pointwise') == 'pairwise' else ''}",
+        f"{' compare=pairwise' if prereg.compare == 'pairwise' else ''}",
         f"cells: {total} in design; run in this invocation: {result.cells_run}; skipped (already in ledger): "
         f"{result.cells_skipped}",
         (f"primary metric: {s.metric} ({metric_kind(s.metric)}, pre-registered): the statistics, looks and "

@@ -162,11 +162,11 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
         ab = exp.ab
         if ab.a == ab.b:
             raise ConfigError("ab.a and ab.b are identical; expected two different override sets")
-        from experiments.stats import DIRECTIONS, TESTS
+        from experiments.stats import COMPARES, DIRECTIONS, TESTS
 
         check_choice("ab.direction", ab.direction, DIRECTIONS)
         check_choice("ab.test", ab.test, TESTS)
-        check_choice("ab.compare", ab.compare, ("pointwise", "pairwise"))
+        check_choice("ab.compare", ab.compare, COMPARES)
         if not 0.0 <= ab.min_preference < 1.0:
             raise ConfigError(f"ab.min_preference={ab.min_preference!r} is out of range; expected a value in [0, 1)")
         if ab.compare == "pairwise" and ab.sequential:

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from experiments.config import ExperimentConfig, Task
 
-from ._outcome import TaskOutcome, Usage, raised
+from ._outcome import MODEL_FAILURES, TaskOutcome, Usage, raised
 from ._pool import SERIAL, RunPool
 from ._runners import Runner
 
@@ -47,8 +47,6 @@ class TrialFailed(RuntimeError):
         tried again on the next start (issue 41)."""
         return model_failure(self.failed.error if self.failed is not None else str(self))
 
-
-MODEL_FAILURES = ("BackendError", "BackendUnavailable", "ModelMissing", "NotReady")  # not ContextOverflow: the prompt's
 
 
 def model_failure(error: str) -> bool:

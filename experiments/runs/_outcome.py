@@ -23,6 +23,11 @@ from typing import Any, Mapping
 OK, FAILED = "ok", "failed"
 
 
+# a failed model call (the server, not the run): tried again. Not ContextOverflow: a prompt over the window is the
+# run's own failure, except while a context is prepared (experiments.runs._runners.PREPARE_FAILURES)
+MODEL_FAILURES = ("BackendError", "BackendUnavailable", "ModelMissing", "NotReady")
+
+
 def raised(error: str, *names: str) -> bool:
     """Whether an error line ("Type: message", possibly after a stage's "... failed: " or inside parentheses) names
     one of these exception types."""

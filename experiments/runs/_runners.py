@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from ._outcome import TaskOutcome, outcome_from_result, raised
+from ._outcome import MODEL_FAILURES, TaskOutcome, outcome_from_result, raised
 
 
 class Runner(Protocol):
@@ -105,7 +105,7 @@ def model_failures(events: Sequence[Mapping[str, Any]]) -> list[str]:
     return [str(e["args"]["error"]) for e in events if e.get("cat") == "llm" and (e.get("args") or {}).get("error")]
 
 
-PREPARE_FAILURES = ("BackendError", "BackendUnavailable", "ModelMissing", "ContextOverflow", "NotReady")
+PREPARE_FAILURES = (*MODEL_FAILURES, "ContextOverflow")
 
 
 def context_failure(task: str, error: str) -> Exception:

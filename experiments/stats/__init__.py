@@ -15,10 +15,11 @@ from ._signflip import SignFlipTest, signflip_test
 from ._spread import heterogeneity, spread_from_trials
 from ._tests import (DIRECTIONS, FLOOR_SE, TESTS, Comparison, NoiseFloor, PairedStats, bootstrap_ci, cohens_dz,
                      finite_array, paired_differences, paired_ttest, rank_biserial, wilcoxon_reject, wilcoxon_test)
-from ._verdict import (Decision, Preregistration, excluding_bound, explain_verdict, mean_bound, missing_imbalance,
+from ._verdict import (COMPARES, Decision, Preregistration, excluding_bound, explain_verdict, mean_bound, missing_imbalance,
                        sequential_decision)
 
 __all__ = [
+    "COMPARES",
     "COST_METRICS",
     "Comparison",
     "CostDiff",
