@@ -260,6 +260,8 @@ def test_configs_a_pairwise_ab_refuses_before_anything_is_written(_isolated_resu
         _run(_exp("ab.sequential=true"), AnswerArm(tmp_path), judge_llm())
     with pytest.raises(ConfigError, match="ab.compare"):
         _run(_exp("ab.compare=sidebyside"), AnswerArm(tmp_path), judge_llm())
+    with pytest.raises(ConfigError, match=r"ab.min_preference=1.5 is out of range; expected a value in \[0, 1\)"):
+        _run(_exp("ab.min_preference=1.5"), AnswerArm(tmp_path), judge_llm())
     # 5 smoke tasks: the sign-flip test's floor 2/32 = 0.0625 >= 0.05, whatever ab.test says
     with pytest.raises(ConfigError, match="exact two-sided sign-flip p"):
         _run(_exp("benchmark=smoke", "ab.test=t"), AnswerArm(tmp_path), judge_llm())
