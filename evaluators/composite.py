@@ -56,6 +56,18 @@ class Evaluation:
         return int(self.rubric.judge_failures) if self.rubric is not None else 0
 
     @property
+    def attempted(self) -> bool | None:
+        """The judge's verdict on whether the answer attempts the task: False when most readable repeats said
+        answers_task false (scored 1 on every dimension), True otherwise; None without a readable judgement."""
+        rubric = self.rubric
+        if rubric is None or rubric.failed:
+            return None
+        readable = rubric.repeats - rubric.parse_failures
+        if readable <= 0:
+            return None
+        return not 2 * rubric.not_attempted > readable
+
+    @property
     def missing(self) -> bool:
         """The judged score could not be measured: composite is None."""
         return self.composite is None

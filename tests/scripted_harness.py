@@ -58,7 +58,7 @@ class ScriptedRunner:
 
     judge_noise = 0.1  # sd of a re-score of one fixed text (rescore)
 
-    def rescore(self, prepared, output_text, *, criteria=None, seed=0) -> TaskOutcome:
+    def rescore(self, prepared, output_text, *, criteria=None, seed=0, run_seed=None) -> TaskOutcome:
         """The evaluator alone on a fixed text: task difficulty + a text-dependent offset + judge noise (sd
         judge_noise) drawn from (text, task, seed). One judge call."""
         self.calls += 1

@@ -424,8 +424,9 @@ def test_harness_runner_rescore_scores_a_fixed_text_with_the_evaluator_alone(tmp
     before = dict(router.calls)
     text = numbered(5)
     o = runner.rescore(prepared, text, criteria={"required_terms": ["gather"]}, seed=11)
-    assert o.ok and o.rescored and o.output_text == text and o.usage.llm_calls == 1
-    assert {k: v - before.get(k, 0) for k, v in router.calls.items() if v != before.get(k, 0)} == {"judge": 1}
+    # the re-score and the loop judge's verdict on the same text (harness.review.verify_rescore); they agree: no more
+    assert o.ok and o.rescored and o.output_text == text and o.usage.llm_calls == 2
+    assert {k: v - before.get(k, 0) for k, v in router.calls.items() if v != before.get(k, 0)} == {"judge": 2}
     assert "relevance" in o.dimensions and "det_terms" in o.dimensions
     router2 = Router(judge=[judge_json(7)])
     h2 = make_harness(tmp_path / "b", router2)
@@ -451,7 +452,8 @@ def test_the_calibration_re_scores_with_the_judge_behind_a_run_s_score(tmp_path)
     runner = HarnessRunner(h.cfg, h.roles)
     n = len(llm.calls)
     assert runner.rescore(prepared, numbered(5), seed=11).ok
-    assert [c.temperature for c in llm.calls[n:]] == [h.cfg.evaluator.rescore_temperature]
+    # the re-score, then the loop judge's verdict on the same text (greedy) that decides whether a tie-break is asked
+    assert [c.temperature for c in llm.calls[n:]] == [h.cfg.evaluator.rescore_temperature, 0.0]
 
     finished = h.finish(prepared, instructions={}, run_id="r1")  # the run's own verify re-score judges alike
     assert finished.score is not None

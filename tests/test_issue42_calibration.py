@@ -70,7 +70,7 @@ class World:
         return TaskOutcome(status="ok", score=score, selection_score=score, dimensions={"depth": score}, judge_sd=0.0,
                            usage=self._usage(), output_text=text, rescored=True)
 
-    def rescore(self, prepared, output_text, *, criteria=None, seed=0) -> TaskOutcome:
+    def rescore(self, prepared, output_text, *, criteria=None, seed=0, run_seed=None) -> TaskOutcome:
         self.calls += 1
         score = 5.0 + self.judge * _z("rescore", output_text, seed)
         return TaskOutcome(status="ok", score=score, dimensions={"depth": score}, judge_sd=0.0,

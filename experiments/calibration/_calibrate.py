@@ -249,7 +249,8 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
         s, j = job
         task = by_id[s.task_id]
         return timed.rescore(contexts[task.id], s.output_text, criteria=task.criteria(),
-                             seed=exp.seed + JUDGE_SEED_OFFSET + j, task_id=task.id)
+                             seed=exp.seed + JUDGE_SEED_OFFSET + j, run_seed=generator_seed(exp.seed, 0),
+                             task_id=task.id)
 
     with pool.ordered(rescore, jobs) as rescored:
         for (s, _), fut in rescored:

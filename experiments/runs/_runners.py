@@ -210,14 +210,17 @@ class HarnessRunner:
         return outcome
 
     def rescore(self, prepared: Any, output_text: str, *, criteria: Mapping[str, Any] | None = None,
-                seed: int = 0) -> TaskOutcome:
+                seed: int = 0, run_seed: int | None = None) -> TaskOutcome:
         """Score a fixed text again as the judge behind a run's score does (evaluators.composite.evaluate with the
         evaluator role, the task's criteria, the research sources), with judge seeds from `seed`. The config is the
         verify re-score's (`harness.review.rescore_config`: a sample at evaluator.rescore_temperature when the
         loop's judge is greedy) wherever a run's score is that re-score, so the calibration's judge noise is the
-        noise of the judgement a trial value carries (at temperature 0 every re-score repeated the first)."""
+        noise of the judgement a trial value carries (at temperature 0 every re-score repeated the first), and so is
+        its tie-break (`harness.review.verify_rescore`): where the re-score's attempt verdict differs from the loop
+        judge's on this text (judged at `run_seed`, the seed of the run that wrote it: the run's own call, a
+        response-cache hit; `seed` when not given), a third judgement is the score."""
         from evaluators.composite import evaluate
-        from harness.review import rescore_config, rescore_samples
+        from harness.review import rescore_samples, verify_rescore
         from harness.tracing import Tracer, use_tracer
         from harness.synthesis import expected_count
 
@@ -228,13 +231,22 @@ class HarnessRunner:
         expected = criteria.get("expected_count", expected_count(prepared.clean_task, plan))
         tracer = Tracer("rescore")
         t0 = time.perf_counter()
+
+        judged: list[Any] = []
+
+        def judge(judge_seed: int, judge_cfg: Any) -> Any:
+            judged.append(evaluate(prepared.clean_task, output_text, self.roles.evaluator, judge_cfg,
+                            expected_count=expected, required_terms=tuple(criteria.get("required_terms", ())),
+                            sources=prepared.research.sources, task_type=plan.task_type, seed=judge_seed))
+            return judged[-1]
+
         with use_tracer(tracer):
-            judge_cfg = self.cfg.evaluator
-            if rescore_samples(judge_cfg):
-                judge_cfg = rescore_config(judge_cfg)
-            ev = evaluate(prepared.clean_task, output_text, self.roles.evaluator, judge_cfg,
-                          expected_count=expected, required_terms=tuple(criteria.get("required_terms", ())),
-                          sources=prepared.research.sources, task_type=plan.task_type, seed=seed)
+            if rescore_samples(self.cfg.evaluator):
+                ev = verify_rescore(judge, seed=seed, cfg=self.cfg.evaluator,
+                                    reference=lambda: judge(seed if run_seed is None else run_seed,
+                                                            self.cfg.evaluator)).evaluation
+            else:
+                ev = judge(seed, self.cfg.evaluator)
         used = tracer.usage.values()
         usage = Usage(prompt_tokens=sum(int(u["prompt_tokens"]) for u in used),
                       completion_tokens=sum(int(u["completion_tokens"]) for u in used),
@@ -242,13 +254,14 @@ class HarnessRunner:
                       cached_calls=sum(int(u["cached"]) for u in used))
         self._count(usage.uncached_calls)
         rubric = ev.rubric
+        judge_failures = sum(e.judge_failures for e in judged)  # the loop judge's and a tie-break's included
         if ev.composite is None:  # the judge's reply could not be read: a missing score, never another scale
             return TaskOutcome.failed(f"the judged score is missing: {ev.fallback}", usage=usage,
-                                      output_text=output_text, smoke=self.smoke, judge_failures=ev.judge_failures)
+                                      output_text=output_text, smoke=self.smoke, judge_failures=judge_failures)
         return TaskOutcome(status="ok", score=float(ev.composite), dimensions=dimensions_of(ev),
                            judge_sd=float(rubric.judge_sd or 0.0) if rubric is not None else 0.0,
                            feedback=str(ev.feedback or ""), weaknesses=tuple(ev.weaknesses or ()), usage=usage,
-                           output_text=output_text, smoke=self.smoke, rescored=True, judge_failures=ev.judge_failures)
+                           output_text=output_text, smoke=self.smoke, rescored=True, judge_failures=judge_failures)
 
     def run(self, task: Any, *, seed: int, run_id: str, output_name: str) -> FullRun:
         """One full harness run of a benchmark task with the config's own instructions: prepare + finish under one

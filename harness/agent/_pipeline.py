@@ -195,7 +195,8 @@ class Harness:
     # -- internals -----------------------------------------------------------------------------------
     def _finish(self, prepared, run_id, instructions, criteria, output_name, state) -> RunResult:
         # imported at call time, not for a cycle (agent sits above these): tests swap synthesize on harness.synthesis
-        from harness.review import RESCORE_SEED_OFFSET, rescore_config, rescore_samples, run_panel, wiggum_loop
+        from harness.review import (RESCORE_SEED_OFFSET, rescore_config, rescore_samples, run_panel, verify_rescore,
+                                    wiggum_loop)
         from harness.security import safe_output_path, unsourced_urls
         from harness.synthesis import instruction_for, instruction_provenance, synthesize
 
@@ -260,11 +261,17 @@ class Harness:
                 # verify: the kept round was chosen by the judge sample that scored it; score it again with
                 # seeds of its own (a sampled judgement even when the loop's judge is greedy) so the run's score
                 # is not inflated by that choice. Its judged score missing, the run's score is missing.
+                # Where its answers_task verdict differs from the loop judge's, a third judgement decides.
+                loop_evaluation = evaluation
                 with tracer.span("wiggum.verify", cat="round") as span:
-                    evaluation = _judge(text, cfg.seed + RESCORE_SEED_OFFSET, rescore_config(cfg.evaluator))
+                    verified = verify_rescore(lambda seed, judge_cfg: _judge(text, seed, judge_cfg),
+                                              reference=lambda: loop_evaluation, seed=cfg.seed + RESCORE_SEED_OFFSET,
+                                              cfg=cfg.evaluator)
+                    evaluation = verified.evaluation
                     span.update(score=_rounded(evaluation.composite), selection_score=_rounded(wig.best_score),
-                                temperature=rescore_config(cfg.evaluator).temperature)
+                                temperature=rescore_config(cfg.evaluator).temperature, attempt=verified.to_dict())
                 state["rescored"] = True
+                state["attempt_verdicts"] = verified.to_dict()
 
         panel: tuple = ()
         flags = post_wiggum_flags(active, task=task, output=text, plan=plan)

@@ -111,6 +111,8 @@ def run_record(cfg: HarnessConfig, roles: Roles, prepared: Prepared, result: Run
         w = result.wiggum
         record["wiggum"] = w.to_dict()
         record["wiggum"]["rescored"] = bool(state.get("rescored", False))
+        # the attempt verdicts of the loop judge, the re-score and a tie-break (harness.review.verify_rescore)
+        record["wiggum"]["attempt_verdicts"] = state.get("attempt_verdicts")
         # the loop's own best (selection) vs the run's score (independent when rescored); None when either
         # judged score is missing
         record["wiggum"]["selection_bias"] = (round(w.best_score - ev.composite, 4) if ev is not None

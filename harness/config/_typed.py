@@ -164,6 +164,10 @@ class EvaluatorConfig:
     # re-score samples at rescore_temperature instead; false: the run's score is the loop's own (inflated) best.
     rescore: bool = True
     rescore_temperature: float = 0.7  # the verify re-score's judge temperature when `temperature` is 0
+    # where the re-score's answers_task verdict (false: every dimension 1) differs from the loop judge's on the same
+    # text, ask the judge once more and score with that third judgement (harness.review.verify_rescore): a sampled
+    # small judge flips the verdict on good answers. One judge call per disagreement; false: the re-score as it came
+    rescore_tiebreak: bool = True
     # a judge reply that cannot be read is asked again this many times (a new seed, twice the max_tokens); still
     # unreadable, the judged score is missing (the run fails its task), never the deterministic score alone
     judge_retries: int = 1
