@@ -224,8 +224,10 @@ class Harness:
                 cfg=cfg.synth,
                 injections=injections,
                 seed=cfg.seed,  # per-seed samples: without it every seed hit the same cached reply
+                echo_reasons=self.evaluator.echo_reasons,
             )
-        state["synth"] = {"retried": synth.retried, "expected": synth.expected, "found": synth.found}
+        state["synth"] = {"retried": synth.retried, "expected": synth.expected, "found": synth.found,
+                          "echo": list(synth.echo), "echo_kept": synth.echo_kept}
         expected = criteria.get("expected_count", synth.expected)
 
         with tracer.stage("write_output"):

@@ -2,7 +2,8 @@
 with the instruction (SYNTH_INSTRUCTION) chosen per task type; and the Prompt Registry's read side, where a
 `synth.source=prompts:/...` names registered instructions.
 
-- _synthesize: `synthesize`, `synthesis_messages`, `instruction_for`, `DEFAULT_INSTRUCTIONS`, the count check.
+- _synthesize: `synthesize`, `synthesis_messages`, `instruction_for`, `DEFAULT_INSTRUCTIONS`, the count check and
+  the echo retry (`ECHO_RETRY_NOTE`).
 - _registry: `resolve_synth` (synth.source -> the registered texts) and the lookups the sweep's write side
   shares (`parse_source`, `prompt_name`, `lookup_source` ...). The tracking store's file, lock and WAL are
   harness.stores'.
@@ -23,6 +24,7 @@ from ._registry import (
 )
 from ._synthesize import (
     DEFAULT_INSTRUCTIONS,
+    ECHO_RETRY_NOTE,
     count_from_task,
     expected_count,
     instruction_for,
@@ -33,6 +35,7 @@ from ._synthesize import (
 
 __all__ = [
     "DEFAULT_INSTRUCTIONS",
+    "ECHO_RETRY_NOTE",
     "instruction_for",
     "instruction_provenance",
     "count_from_task",

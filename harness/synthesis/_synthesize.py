@@ -2,14 +2,15 @@
 
 The instruction (SYNTH_INSTRUCTION) is chosen per task_type and is what the experiments mutate. Tasks that ask
 for a number of items get a count check and exactly one retry that says how many were found and how many are
-needed; the attempt closer to the count is kept.
+needed; the attempt closer to the count is kept. A reply that echoes the prompt back (echo_reasons, handed over
+by the pipeline from its evaluator) is asked for once more with a note not to copy the message.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,8 @@ __all__ = [
     "strip_fences",
     "synthesis_messages",
     "retry_message",
+    "echo_retry_messages",
+    "ECHO_RETRY_NOTE",
     "synthesize",
 ]
 
@@ -93,6 +96,8 @@ class SynthResult:
     found: int
     first_found: int | None = None  # count of the first attempt when a retry happened
     retry_error: str | None = None  # the retry call failed; the first attempt was kept
+    echo: tuple[str, ...] = ()  # why the first reply was an echo of the prompt (then it was asked once more)
+    echo_kept: bool = False  # the echo retry echoed too (or failed): the first reply was kept
 
 
 def instruction_for(task_type: str, cfg: SynthConfig) -> str:
@@ -221,6 +226,19 @@ def synthesis_messages(
     ]
 
 
+ECHO_RETRY_NOTE = (
+    "Do not copy this message, its headings (Task, Plan context, Research context) or its context into your reply: "
+    "write only the answer itself."
+)
+
+
+def echo_retry_messages(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The synthesis messages once more with ECHO_RETRY_NOTE closing the user message: a changed prompt, so even a
+    greedy producer answers anew."""
+    *head, user = messages
+    return [*head, {**user, "content": f"{user['content']}\n\n{ECHO_RETRY_NOTE}"}]
+
+
 def retry_message(found: int, expected: int) -> str:
     return (
         f"Your answer has {found} items, but the task needs exactly {expected}. Rewrite the complete answer with "
@@ -246,9 +264,15 @@ def synthesize(
     injections: Sequence[str] = (),
     seed: int | None = None,
     marker: DataMarker | None = None,
+    echo_reasons: Callable[..., tuple[str, ...]] | None = None,
 ) -> SynthResult:
     """One producer call; for counted tasks a count check and at most one retry. Backend errors of the first
     call propagate; a failed retry keeps the first attempt and records why.
+
+    echo_reasons(text, *, prompt): when given and the reply is an echo of the prompt (a small producer copies the
+    user message back, headings and research context included: 7 of 28 runs of the 1.5B validation model), the
+    producer is asked once more with echo_retry_messages at seed + 2 (cfg.echo_retry); the retry is kept unless it
+    echoes too or fails. The count check then runs on the kept reply.
 
     marker: how untrusted context is marked; default the run's (DataMarker.for_run(task, seed)), so the same task
     and seed give the same prompt on every start (the response cache keys on it). Markers the model echoes are
@@ -270,17 +294,34 @@ def synthesize(
     )
     reply = llm.chat(messages, temperature=cfg.temperature, max_tokens=cfg.max_tokens, seed=seed)
     text = marker.clean(strip_fences(reply.text))
+    echo: tuple[str, ...] = ()
+    echo_kept = False
+    if echo_reasons is not None and cfg.echo_retry:
+        echo = tuple(echo_reasons(text, prompt=messages))
+        if echo:
+            asked = echo_retry_messages(messages)
+            try:
+                again = llm.chat(asked, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
+                                 seed=None if seed is None else seed + 2)
+                second = marker.clean(strip_fences(again.text))
+            except BackendError:
+                second = ""
+            if second and not echo_reasons(second, prompt=asked):
+                text, messages = second, asked
+            else:
+                echo_kept = True
     found = count_items(text)
     if not (counted and cfg.count_retry and found != expected):
-        return SynthResult(text, instruction, False, expected, found)
+        return SynthResult(text, instruction, False, expected, found, echo=echo, echo_kept=echo_kept)
 
     retry = [*messages, {"role": "assistant", "content": text}, {"role": "user", "content": retry_message(found, expected)}]
     try:
         again = llm.chat(retry, temperature=cfg.temperature, max_tokens=cfg.max_tokens, seed=None if seed is None else seed + 1)
     except BackendError as exc:
-        return SynthResult(text, instruction, True, expected, found, found, f"{type(exc).__name__}: {exc}"[:300])
+        return SynthResult(text, instruction, True, expected, found, found, f"{type(exc).__name__}: {exc}"[:300],
+                           echo=echo, echo_kept=echo_kept)
     second = marker.clean(strip_fences(again.text))
     second_found = count_items(second)
     if abs(second_found - expected) <= abs(found - expected) and second:
-        return SynthResult(second, instruction, True, expected, second_found, found)
-    return SynthResult(text, instruction, True, expected, found, found)
+        return SynthResult(second, instruction, True, expected, second_found, found, echo=echo, echo_kept=echo_kept)
+    return SynthResult(text, instruction, True, expected, found, found, echo=echo, echo_kept=echo_kept)
