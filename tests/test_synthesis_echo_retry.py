@@ -66,6 +66,14 @@ def test_an_echo_again_or_a_failed_call_keeps_the_first_reply_and_says_so():
     assert result.text == echo_of() and result.echo_kept
 
 
+def test_an_answer_that_only_copies_context_lines_is_not_asked_again():
+    """The gate floors the prompt's scaffolding, not an answer built from the research summary's lines."""
+    copied = "\n".join(f"{i}. asyncio.gather runs awaitables concurrently." for i in range(1, 6))
+    fake = FakeLLM([copied, numbered(5)])
+    result = run(fake, cfg=SynthConfig(count_retry=False))
+    assert len(fake.calls) == 1 and result.text == copied and result.echo == ()
+
+
 def test_no_second_call_for_an_answer_when_off_or_without_an_echo_check():
     for cfg, echo in [(SynthConfig(count_retry=False), prompt_echo_reasons),
                       (SynthConfig(echo_retry=False, count_retry=False), prompt_echo_reasons),

@@ -269,10 +269,12 @@ def synthesize(
     """One producer call; for counted tasks a count check and at most one retry. Backend errors of the first
     call propagate; a failed retry keeps the first attempt and records why.
 
-    echo_reasons(text, *, prompt): when given and the reply is an echo of the prompt (a small producer copies the
-    user message back, headings and research context included: 7 of 28 runs of the 1.5B validation model), the
-    producer is asked once more with echo_retry_messages at seed + 2 (cfg.echo_retry); the retry is kept unless it
-    echoes too or fails. The count check then runs on the kept reply.
+    echo_reasons(text, *, prompt): when given and the reply echoes the prompt's scaffolding (its headings and
+    phrases, what the degenerate-answer gate floors to 1: a small producer copies the user message back, research
+    context included, on 7 of 28 runs of the 1.5B validation model), the producer is asked once more with
+    echo_retry_messages at seed + 2 (cfg.echo_retry); the retry is kept unless it echoes too or fails. Asked without
+    the prompt: lines merely copied from the context are not floored by the gate, and a retry there replaced an
+    answer the judge scored 7.97 by one it scored 3.44. The count check then runs on the kept reply.
 
     marker: how untrusted context is marked; default the run's (DataMarker.for_run(task, seed)), so the same task
     and seed give the same prompt on every start (the response cache keys on it). Markers the model echoes are
@@ -297,7 +299,7 @@ def synthesize(
     echo: tuple[str, ...] = ()
     echo_kept = False
     if echo_reasons is not None and cfg.echo_retry:
-        echo = tuple(echo_reasons(text, prompt=messages))
+        echo = tuple(echo_reasons(text, prompt=None))
         if echo:
             asked = echo_retry_messages(messages)
             try:
@@ -306,7 +308,7 @@ def synthesize(
                 second = marker.clean(strip_fences(again.text))
             except BackendError:
                 second = ""
-            if second and not echo_reasons(second, prompt=asked):
+            if second and not echo_reasons(second, prompt=None):
                 text, messages = second, asked
             else:
                 echo_kept = True
