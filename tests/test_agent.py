@@ -75,7 +75,8 @@ def test_full_run_writes_output_record_and_trace(tmp_path):
     assert rec["wiggum"]["rounds"][0]["score"] == rec["scores"]["composite"]
     assert rec["research"]["quality"]["strong"] is True and rec["research"]["search_calls"] == 1
     assert rec["output_path"] == str(out) and rec["memory_stored"] is True
-    assert rec["synthesis"] == {"retried": False, "expected": 5, "found": 5, "echo": [], "echo_kept": False}
+    assert rec["synthesis"] == {"retried": False, "expected": 5, "found": 5, "echo": [], "echo_kept": False,
+                                "echo_error": None}
     assert Path(rec["trace"]) == Path(result.trace_path)
 
 
@@ -103,7 +104,8 @@ def test_count_check_retries_once_on_an_enumerated_task(tmp_path):
     result = make_harness(tmp_path, router).run(TASK)
     assert router.calls["synth"] == 1 and router.calls["retry"] == 1
     assert "has 3 items, but the task needs exactly 5" in router.messages["retry"][0][-1]["content"]
-    assert result.record["synthesis"] == {"retried": True, "expected": 5, "found": 5, "echo": [], "echo_kept": False}
+    assert result.record["synthesis"] == {"retried": True, "expected": 5, "found": 5, "echo": [],
+                                        "echo_kept": False, "echo_error": None}
     assert _items(Path(result.output_path).read_text()) == 5
 
 
@@ -112,7 +114,7 @@ def test_count_retry_happens_at_most_once(tmp_path):
     result = make_harness(tmp_path, router).run(TASK)
     assert router.calls["retry"] == 1
     assert result.record["synthesis"] == {"retried": True, "expected": 5, "found": 4, "echo": [],
-                                        "echo_kept": False}  # closer attempt kept
+                                        "echo_kept": False, "echo_error": None}  # closer attempt kept
 
 
 def test_backend_failure_mid_run_is_recorded_not_raised(tmp_path):

@@ -63,7 +63,7 @@ def test_an_echo_again_or_a_failed_call_keeps_the_first_reply_and_says_so():
             return super().chat(messages, **kw)
 
     result = run(DownOnRetry([echo_of()]), cfg=no_count)
-    assert result.text == echo_of() and result.echo_kept
+    assert result.text == echo_of() and result.echo_kept and result.echo_error == "BackendError: fake: down"
 
 
 def test_an_answer_that_only_copies_context_lines_is_not_asked_again():
@@ -98,7 +98,7 @@ def test_through_the_pipeline_an_echo_is_replaced_recorded_and_scored_as_the_ans
     result = make_harness(tmp_path, router).run(TASK)
     assert router.calls["synth"] == 2 and result.output_text.strip().endswith(numbered(5).strip().splitlines()[-1])
     synth = result.record["synthesis"]
-    assert synth["echo"] and synth["echo_kept"] is False
+    assert synth["echo"] and synth["echo_kept"] is False and synth["echo_error"] is None
     assert not result.evaluation.degenerate and result.score > 1.0
 
     off = make_harness(tmp_path / "off", Router(synth=[echo_of(), numbered(5)]))

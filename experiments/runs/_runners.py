@@ -236,8 +236,8 @@ class HarnessRunner:
 
         def judge(judge_seed: int, judge_cfg: Any) -> Any:
             judged.append(evaluate(prepared.clean_task, output_text, self.roles.evaluator, judge_cfg,
-                            expected_count=expected, required_terms=tuple(criteria.get("required_terms", ())),
-                            sources=prepared.research.sources, task_type=plan.task_type, seed=judge_seed))
+                                   expected_count=expected, required_terms=tuple(criteria.get("required_terms", ())),
+                                   sources=prepared.research.sources, task_type=plan.task_type, seed=judge_seed))
             return judged[-1]
 
         with use_tracer(tracer):

@@ -227,7 +227,7 @@ class Harness:
                 echo_reasons=self.evaluator.echo_reasons,
             )
         state["synth"] = {"retried": synth.retried, "expected": synth.expected, "found": synth.found,
-                          "echo": list(synth.echo), "echo_kept": synth.echo_kept}
+                          "echo": list(synth.echo), "echo_kept": synth.echo_kept, "echo_error": synth.echo_error}
         expected = criteria.get("expected_count", synth.expected)
 
         with tracer.stage("write_output"):

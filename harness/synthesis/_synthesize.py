@@ -98,6 +98,7 @@ class SynthResult:
     retry_error: str | None = None  # the retry call failed; the first attempt was kept
     echo: tuple[str, ...] = ()  # why the first reply was an echo of the prompt (then it was asked once more)
     echo_kept: bool = False  # the echo retry echoed too (or failed): the first reply was kept
+    echo_error: str | None = None  # the echo retry's call failed (the first reply was kept)
 
 
 def instruction_for(task_type: str, cfg: SynthConfig) -> str:
@@ -298,6 +299,7 @@ def synthesize(
     text = marker.clean(strip_fences(reply.text))
     echo: tuple[str, ...] = ()
     echo_kept = False
+    echo_error = None
     if echo_reasons is not None and cfg.echo_retry:
         echo = tuple(echo_reasons(text, prompt=None))
         if echo:
@@ -306,24 +308,25 @@ def synthesize(
                 again = llm.chat(asked, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
                                  seed=None if seed is None else seed + 2)
                 second = marker.clean(strip_fences(again.text))
-            except BackendError:
-                second = ""
+            except BackendError as exc:
+                second, echo_error = "", f"{type(exc).__name__}: {exc}"[:300]
             if second and not echo_reasons(second, prompt=None):
                 text, messages = second, asked
             else:
                 echo_kept = True
+    echoed = {"echo": echo, "echo_kept": echo_kept, "echo_error": echo_error}
     found = count_items(text)
     if not (counted and cfg.count_retry and found != expected):
-        return SynthResult(text, instruction, False, expected, found, echo=echo, echo_kept=echo_kept)
+        return SynthResult(text, instruction, False, expected, found, **echoed)
 
     retry = [*messages, {"role": "assistant", "content": text}, {"role": "user", "content": retry_message(found, expected)}]
     try:
         again = llm.chat(retry, temperature=cfg.temperature, max_tokens=cfg.max_tokens, seed=None if seed is None else seed + 1)
     except BackendError as exc:
         return SynthResult(text, instruction, True, expected, found, found, f"{type(exc).__name__}: {exc}"[:300],
-                           echo=echo, echo_kept=echo_kept)
+                           **echoed)
     second = marker.clean(strip_fences(again.text))
     second_found = count_items(second)
     if abs(second_found - expected) <= abs(found - expected) and second:
-        return SynthResult(second, instruction, True, expected, second_found, found, echo=echo, echo_kept=echo_kept)
-    return SynthResult(text, instruction, True, expected, found, found, echo=echo, echo_kept=echo_kept)
+        return SynthResult(second, instruction, True, expected, second_found, found, **echoed)
+    return SynthResult(text, instruction, True, expected, found, found, **echoed)
