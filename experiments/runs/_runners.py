@@ -35,8 +35,9 @@ class Runner(Protocol):
                criteria: Mapping[str, Any] | None = None, seed: int = 0) -> TaskOutcome: ...
 
     # Optional (experiments.calibration needs it for the judge variance):
-    # rescore(prepared, output_text, *, criteria=None, seed=0) -> TaskOutcome scores a fixed text again with the
-    # harness's evaluator role and config (no synthesis, no wiggum loop), judge seeds from `seed`.
+    # rescore(prepared, output_text, *, criteria=None, seed=0, run_seed=None) -> TaskOutcome scores a fixed text
+    # again with the harness's evaluator role and config (no synthesis, no wiggum loop), judge seeds from `seed`;
+    # run_seed: the seed of the run that wrote the text (its loop judge's verdict decides a tie-break).
 
 
 def llm_calls(runner: Runner) -> int:

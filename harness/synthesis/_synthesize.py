@@ -233,11 +233,13 @@ ECHO_RETRY_NOTE = (
 )
 
 
-def echo_retry_messages(messages: list[dict[str, str]]) -> list[dict[str, str]]:
-    """The synthesis messages once more with ECHO_RETRY_NOTE closing the user message: a changed prompt, so even a
-    greedy producer answers anew."""
+def echo_retry_messages(messages: list[dict[str, str]], task: str) -> list[dict[str, str]]:
+    """The synthesis messages once more, the user message closed by ECHO_RETRY_NOTE and the task restated as where
+    the answer begins: a changed prompt, so even a greedy producer answers anew. On the 1.5B's 7 echoes of the stored
+    calibration the note alone brought 3 answers, the note and the restated task 6 (docs/CALIBRATION.md)."""
     *head, user = messages
-    return [*head, {**user, "content": f"{user['content']}\n\n{ECHO_RETRY_NOTE}"}]
+    closing = f"{ECHO_RETRY_NOTE} Begin with the answer's first heading about the task itself: {task}"
+    return [*head, {**user, "content": f"{user['content']}\n\n{closing}"}]
 
 
 def retry_message(found: int, expected: int) -> str:
@@ -303,7 +305,7 @@ def synthesize(
     if echo_reasons is not None and cfg.echo_retry:
         echo = tuple(echo_reasons(text, prompt=None))
         if echo:
-            asked = echo_retry_messages(messages)
+            asked = echo_retry_messages(messages, task.strip())
             try:
                 again = llm.chat(asked, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
                                  seed=None if seed is None else seed + 2)
