@@ -46,8 +46,7 @@ def test_an_echo_is_asked_for_once_more_with_a_note_and_the_answer_is_kept():
     assert len(fake.calls) == 2
     first, second = fake.calls
     assert second.messages[:-1] == first.messages[:-1]  # the same system message
-    assert second.messages[-1]["content"] == (first.messages[-1]["content"] + "\n\n" + ECHO_RETRY_NOTE
-                                             + " Begin with the answer's first heading about the task itself: " + TASK)
+    assert second.messages[-1]["content"] == first.messages[-1]["content"] + "\n\n" + ECHO_RETRY_NOTE
     assert (first.seed, second.seed) == (40, 42)  # seed + 1 is the count retry's
 
 

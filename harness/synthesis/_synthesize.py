@@ -233,13 +233,12 @@ ECHO_RETRY_NOTE = (
 )
 
 
-def echo_retry_messages(messages: list[dict[str, str]], task: str) -> list[dict[str, str]]:
-    """The synthesis messages once more, the user message closed by ECHO_RETRY_NOTE and the task restated as where
-    the answer begins: a changed prompt, so even a greedy producer answers anew. On the 1.5B's 7 echoes of the stored
-    calibration the note alone brought 3 answers, the note and the restated task 6 (docs/CALIBRATION.md)."""
+def echo_retry_messages(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The synthesis messages once more with ECHO_RETRY_NOTE closing the user message: a changed prompt, so even a
+    greedy producer answers anew. Chosen over the note with the task restated as where the answer begins by the
+    floors left on the 1.5B over the stored calibration and A/B (8 of 54 runs against 10; docs/CALIBRATION.md)."""
     *head, user = messages
-    closing = f"{ECHO_RETRY_NOTE} Begin with the answer's first heading about the task itself: {task}"
-    return [*head, {**user, "content": f"{user['content']}\n\n{closing}"}]
+    return [*head, {**user, "content": f"{user['content']}\n\n{ECHO_RETRY_NOTE}"}]
 
 
 def retry_message(found: int, expected: int) -> str:
@@ -305,7 +304,7 @@ def synthesize(
     if echo_reasons is not None and cfg.echo_retry:
         echo = tuple(echo_reasons(text, prompt=None))
         if echo:
-            asked = echo_retry_messages(messages, task.strip())
+            asked = echo_retry_messages(messages)
             try:
                 again = llm.chat(asked, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
                                  seed=None if seed is None else seed + 2)
