@@ -15,7 +15,8 @@ from typing import Any, Callable
 @dataclass(frozen=True)
 class Evaluator:
     """evaluate(task, text, llm, EvaluatorConfig, *, expected_count, required_terms, sources, task_type, seed)
-    returns an Evaluation (composite, dimensions, feedback, degenerate reasons, judge failures);
+    returns an Evaluation (composite, dimensions, feedback, degenerate reasons, judge failures, and `attempted`:
+    the judge's answers_task verdict, which verify_rescore compares between two judgements of one text);
     echo_reasons(text, *, prompt) says why a revision echoes the prompt it was given, or ()."""
 
     evaluate: Callable[..., Any]
