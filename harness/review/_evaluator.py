@@ -17,7 +17,8 @@ class Evaluator:
     """evaluate(task, text, llm, EvaluatorConfig, *, expected_count, required_terms, sources, task_type, seed)
     returns an Evaluation (composite, dimensions, feedback, degenerate reasons, judge failures, and `attempted`:
     the judge's answers_task verdict, which verify_rescore compares between two judgements of one text);
-    echo_reasons(text, *, prompt) says why a revision echoes the prompt it was given, or ()."""
+    echo_reasons(text, *, prompt) says why a text echoes a prompt, or (): a revision the revise prompt it was given,
+    and (prompt None: the scaffolding's headings and phrases only) a first answer the synthesis prompt."""
 
     evaluate: Callable[..., Any]
     echo_reasons: Callable[..., tuple[str, ...]]
