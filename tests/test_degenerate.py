@@ -344,3 +344,59 @@ def test_evaluation_api_stays_backward_compatible():
     assert combine("deterministic", None, 7.0, 0.6) == (7.0, None)
     assert combine("deterministic", None, 7.0, 0.6, degenerate=("repetition",)) == (1.0, None)
     assert combine("deterministic", None, 0.4, 0.6, degenerate=("empty",)) == (0.4, None)  # a cap, not a floor
+
+
+# -- a per-item template line is structure, not a loop ----------------------------------------------------------------
+# The 1.5B validation model's calibration (docs/CALIBRATION.md, 2026-11-28) floored this answer (its judge: 7.17 of
+# 10) as "repetition: the same line 3 times ('asyncio python standard library')": the line each practice's "Tools"
+# sub-section carries. A line that recurs once per section, under headings that differ, beside other content, is
+# the answer's template; the same line recurring inside one section, or as a section's only content, or under
+# headings that differ only by their number, is still a loop.
+
+_PRACTICE = """### {n}. {title}
+
+#### Practical Implementation:
+```python
+async def main():
+    async with asyncio.timeout(10):
+        await work()
+```
+
+#### Tools and Libraries Used:
+- `asyncio` (Python Standard Library)
+
+#### Pitfalls to Avoid:
+- {pitfall}
+- Be cautious with nested timeouts, as they can lead to unexpected behavior in {title_low}.
+"""
+_TEMPLATED = "## Task Implementation\n\n" + "\n".join(
+    _PRACTICE.format(n=i + 1, title=t, title_low=t.lower(), pitfall=p)
+    for i, (t, p) in enumerate([
+        ("Handling Timeouts with asyncio.timeout", "Ensure that the timeout suits the slowest expected peer."),
+        ("Setting Up Cancellation Handlers for Tasks", "Re-raise CancelledError after cleaning up."),
+        ("Ensuring Proper Resource Management", "Close sockets and files in a finally block."),
+    ])
+) + "\nBy following these practices your applications stay robust and responsive.\n"
+
+
+@pytest.mark.parametrize(
+    "output, degenerate",
+    [
+        (_TEMPLATED, False),
+        # a short label line as each section's only content: filler, still a loop
+        ("## Threads\n\nThis is very important here.\n\n## Processes\n\nThis is very important here.\n\n"
+         "## Asyncio\n\nThis is very important here.\n", True),
+        # the same line three times inside one section
+        ("## Tools\n\n- `asyncio` (Python Standard Library)\n- `asyncio` (Python Standard Library)\n"
+         "- `asyncio` (Python Standard Library)\n- Profile the event loop with debug mode on.\n\n## Next\n\n"
+         "Measure the latency of every await before and after.\n", True),
+        # headings that differ only by their number: the whole section repeated
+        ("\n".join(f"### {i}. Use asyncio\n\nThe asyncio python standard library.\n- Tools: the asyncio library here.\n"
+                   for i in range(1, 4)), True),
+    ],
+    ids=["template line per practice", "filler as the only content", "3x in one section", "numbered loop"],
+)
+def test_a_line_per_section_under_distinct_headings_is_template_not_repetition(output, degenerate):
+    from evaluators.deterministic import degenerate_reasons
+
+    assert bool(degenerate_reasons(output, task=TASK)) is degenerate, degenerate_reasons(output, task=TASK)

@@ -18,12 +18,15 @@ DEGENERATE_CAP = 1.0  # the most any criterion (and the composite) scores for a 
 # Thresholds. Each is far from what an ordinary answer does: a good answer almost never repeats a sentence three
 # times, has fewer than half of its sentences distinct, or repeats half of its 4-word phrases (good Markdown
 # answers repeat 0-2% of them; five items that differ only by their number, 60-70%). Code blocks and table rows
-# are legitimately repetitive and are left out of the repetition checks.
+# are legitimately repetitive and are left out of the repetition checks, and so is a short label line that each
+# item's section carries once (a "Tools: asyncio" line under every practice: the 1.5B validation model's judge
+# scored such an answer 7.2 and this gate floored it, docs/CALIBRATION.md).
 _MIN_WORDS = 5  # fewer words (of any kind) is near-empty
 _MIN_BODY_WORDS = 5  # fewer words outside headings, the restated task and prompt scaffolding: no answer
 _REPEAT_MIN_COUNT = 3  # one sentence or line this many times ...
 _REPEAT_MIN_SHARE = 0.3  # ... making up at least this share of them
 _UNIT_MIN_WORDS = 3  # shorter lines/sentences ("Example:", "**Pitfall:**") are not counted as repeats
+_TEMPLATE_MAX_WORDS = 6  # a line this short recurring once per section beside other content is a template label
 _DISTINCT_MIN_UNITS = 6
 _DISTINCT_MIN_RATIO = 0.5  # below this share of distinct sentences (or lines): repetition
 _NGRAM = 4
@@ -59,6 +62,7 @@ _ECHO_PATTERNS = (re.compile(r"the answer must contain exactly \d+ numbered item
 _BARE_MARKER = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s*(?:(\*\*|__)\s*\1)?\s*$")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 _TABLE_ROW = re.compile(r"^\s*\|")
+_TOP_ITEM = re.compile(r"^ ?(?:\*\*|__)?\d{1,3}[.)](?:\*\*|__)?\s+\S")  # a numbered item at the left margin opens a section
 
 
 def _marked_lines(markdown: str) -> list[tuple[str, bool]]:
@@ -138,13 +142,66 @@ def _prompt_lines(prompt: Any) -> set[str]:
     return out
 
 
-def _sentences(lines: list[str]) -> list[str]:
-    out: list[str] = []
+def _sentences(line: str) -> list[str]:
+    body = _LINE_PREFIX.sub("", line).strip()
+    return [s for s in re.split(r"(?<=[.!?])\s+", body) if s]
+
+
+def _sectioned(lines: list[str]) -> tuple[list[tuple[str, tuple[str, ...]]], list[tuple[str, tuple[str, ...]]]]:
+    """(sentences, lines) of the non-heading lines, reduced, each with its section: the path of headings above it
+    (and the top-level numbered item it sits in), digits dropped, so that headings differing only by their number
+    are one section."""
+    stack: list[tuple[int, str]] = []
+    sentences: list[tuple[str, tuple[str, ...]]] = []
+    units: list[tuple[str, tuple[str, ...]]] = []
     for line in lines:
-        if _HEADING.match(line):
+        heading = _HEADING.match(line)
+        item = None if heading else _TOP_ITEM.match(line)
+        if heading or item:
+            level = len(heading.group(1)) if heading else 7
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, re.sub(r"\d+", "#", _unit(heading.group(2) if heading else line))))
+            if heading:
+                continue
+        key = tuple(title for _, title in stack)
+        sentences.extend((_unit(s), key) for s in _sentences(line))
+        units.append((_unit(line), key))
+    return sentences, units
+
+
+def _template_collapsed(units: list[tuple[str, tuple[str, ...]]]) -> list[str]:
+    """The units with each template label counted once: a short unit that recurs once per section, in sections
+    that differ and each hold other content (within the part of the answer where their headings part ways: the
+    practice a "Tools" sub-section belongs to), is the answer's per-item template (a "Tools: asyncio" line under
+    every practice), not a loop. Repeats inside one section still count."""
+    where: dict[str, list[tuple[str, ...]]] = {}
+    content: dict[tuple[str, ...], int] = {}  # content units under each heading path prefix
+    for u, key in units:
+        where.setdefault(u, []).append(key)
+        if len(u.split()) >= _UNIT_MIN_WORDS:
+            for i in range(len(key) + 1):
+                content[key[:i]] = content.get(key[:i], 0) + 1
+
+    def template(u: str) -> bool:
+        keys = where[u]
+        if len(u.split()) > _TEMPLATE_MAX_WORDS or len(keys) < 2 or len(set(keys)) < len(keys):
+            return False
+        split = next(i for i in range(max(map(len, keys)) + 1) if len({k[:i + 1] for k in keys}) > 1)
+        own: dict[tuple[str, ...], int] = {}  # u's own occurrences under each prefix, when u counts as content
+        for k in keys if len(u.split()) >= _UNIT_MIN_WORDS else ():
+            for i in range(len(k) + 1):
+                own[k[:i]] = own.get(k[:i], 0) + 1
+        return all(content.get(key[:split + 1], 0) > own.get(key[:split + 1], 0) for key in keys)
+
+    labels = {u for u in where if template(u)}
+    seen: set[str] = set()
+    out: list[str] = []
+    for u, _ in units:
+        if u in seen and u in labels:
             continue
-        body = _LINE_PREFIX.sub("", line).strip()
-        out.extend(s for s in re.split(r"(?<=[.!?])\s+", body) if s)
+        seen.add(u)
+        out.append(u)
     return out
 
 
@@ -190,7 +247,9 @@ def degenerate_reasons(output: Any, *, task: str = "", prompt: Any = None) -> tu
     """Why `output` is degenerate, or () when it is not.
 
     Empty or near-empty (fewer than 5 words); heavy repetition (one sentence or line 3+ times and 30% or more
-    of them, fewer than half of them distinct, or half of the 4-word phrases repeating an earlier one); an echo
+    of them, fewer than half of them distinct, or half of the 4-word phrases repeating an earlier one; a line of
+    at most 6 words that recurs once per section, under headings that differ by more than a number and beside
+    other content, is the answer's per-item template and counts once); an echo
     of a prompt (two or more of the revise/synthesis/judge prompts' scaffolding headings and phrases, or, when
     `prompt` is given, at least half of the output's lines copied from it, the draft being revised aside);
     empty structure (no content besides headings, the task restated and scaffolding; two or more headings, at
@@ -248,8 +307,9 @@ def degenerate_reasons(output: Any, *, task: str = "", prompt: Any = None) -> tu
 
     # repetition (outside code and tables)
     text_lines = [ln for ln in lines if not _TABLE_ROW.match(ln)]
-    repeated = _repetition([_unit(s) for s in _sentences(text_lines)], "sentence")
-    reasons.extend(repeated or _repetition([_unit(ln) for ln in text_lines if not _HEADING.match(ln)], "line"))
+    sentences, line_units = _sectioned(text_lines)
+    repeated = _repetition(_template_collapsed(sentences), "sentence")
+    reasons.extend(repeated or _repetition(_template_collapsed(line_units), "line"))
     tokens = _WORD.findall(" ".join(_LINE_PREFIX.sub("", ln) for ln in text_lines).lower())
     grams = [tuple(tokens[i:i + _NGRAM]) for i in range(len(tokens) - _NGRAM + 1)]
     if len(grams) >= _NGRAM_MIN:
