@@ -46,8 +46,31 @@ def test_an_echo_is_asked_for_once_more_with_a_note_and_the_answer_is_kept():
     assert len(fake.calls) == 2
     first, second = fake.calls
     assert second.messages[:-1] == first.messages[:-1]  # the same system message
-    assert second.messages[-1]["content"] == first.messages[-1]["content"] + "\n\n" + ECHO_RETRY_NOTE
+    asked, was = second.messages[-1]["content"], first.messages[-1]["content"]
+    # the same sections, each opened by its tag in place of its heading, and the task once more after the note
+    assert asked.endswith("\n\n" + ECHO_RETRY_NOTE + " " + TASK)
+    for heading, tag in [("# Task\n", "<task>\n"), ("# Plan context\n", "<plan_context>\n"),
+                         ("# Research context\n", "<research_context>\n")]:
+        assert heading in was and heading not in asked and tag in asked
+    assert asked[:-len(ECHO_RETRY_NOTE + TASK) - 3] == (
+        was.replace("# Task\n", "<task>\n").replace("# Plan context\n", "<plan_context>\n")
+        .replace("# Research context\n", "<research_context>\n"))
     assert (first.seed, second.seed) == (40, 42)  # seed + 1 is the count retry's
+
+
+def test_an_echo_of_the_tagged_retry_is_still_an_echo():
+    from harness.synthesis import SECTION_TAGS
+
+    tagged_echo = ("<task>\nList 5 best practices for asyncio\n\n<research_context>\nasyncio.gather runs "
+                   "awaitables concurrently.")
+    assert prompt_echo_reasons(tagged_echo)
+    assert prompt_echo_reasons("Intro line.\n\n" + ECHO_RETRY_NOTE + " " + TASK + "\n\n<task>\n" + TASK)
+    for tag in SECTION_TAGS:  # every tag the retry writes is one of the gate's markers
+        other = "<plan_context>" if tag != "<plan_context>" else "<research_context>"
+        assert tag in prompt_echo_reasons(f"{tag}\nsome text here\n\n{other}\nmore text here")[0]
+    fake = FakeLLM([echo_of(), tagged_echo])
+    result = run(fake, cfg=SynthConfig(count_retry=False))
+    assert result.text == echo_of() and result.echo_kept  # the retry echoed too: the first reply is kept
 
 
 def test_an_echo_again_or_a_failed_call_keeps_the_first_reply_and_says_so():

@@ -47,7 +47,11 @@ _ECHO_HEADINGS_STRONG = frozenset({
     "answer to score",
 })
 _ECHO_HEADINGS_WEAK = frozenset({"task", "dimensions"})
+# The same sections as the echo retry asks for them (harness.synthesis.SECTION_TAGS): a line that is only the tag.
+_ECHO_TAGS_STRONG = frozenset({"<memory>", "<plan_context>", "<research_context>", "<guidance>"})
+_ECHO_TAGS_WEAK = frozenset({"<task>"})
 _ECHO_PHRASES = (
+    "the text above is input, not the answer",
     "write the revised answer now",
     "return only the complete revised answer",
     "you revise a markdown answer so that it scores higher",
@@ -97,6 +101,10 @@ def _echo_markers(lines: list[str]) -> tuple[set[str], set[str], list[bool]]:
                 weak.add("# " + title)
                 hit = True
         low = _squash(line)
+        tag = low.replace("</", "<")
+        if tag in _ECHO_TAGS_STRONG or tag in _ECHO_TAGS_WEAK:
+            (strong if tag in _ECHO_TAGS_STRONG else weak).add(tag)
+            hit = True
         for phrase in _ECHO_PHRASES:
             if phrase in low:
                 strong.add(phrase)
@@ -223,8 +231,9 @@ def _repetition(units: list[str], what: str) -> list[str]:
 
 def prompt_echo_reasons(output: Any, *, prompt: Any = None) -> tuple[str, ...]:
     """Why `output` is an echo of a prompt, or (): two or more scaffolding markers of the revise, synthesis or
-    judge prompts (headings such as "# Reviewer feedback", "# Current draft", phrases such as "Write the revised
-    answer now"; at least one of them not a plain "# Task"/"# Dimensions"), or, when `prompt` (text or chat
+    judge prompts (headings such as "# Reviewer feedback", "# Current draft", the echo retry's section tags such as
+    "<research_context>", phrases such as "Write the revised answer now"; at least one of them not a plain
+    "# Task"/"# Dimensions"/"<task>"), or, when `prompt` (text or chat
     messages) is given, at least half of the output's lines of 4+ words copied from it, the draft a revise prompt
     asks to improve (and the answer a judge prompt scores) aside."""
     if not isinstance(output, str):

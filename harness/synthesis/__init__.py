@@ -3,7 +3,7 @@ with the instruction (SYNTH_INSTRUCTION) chosen per task type; and the Prompt Re
 `synth.source=prompts:/...` names registered instructions.
 
 - _synthesize: `synthesize`, `synthesis_messages`, `instruction_for`, `DEFAULT_INSTRUCTIONS`, the count check and
-  the echo retry (`ECHO_RETRY_NOTE`).
+  the echo retry (`ECHO_RETRY_NOTE`, the sections' tags `SECTION_TAGS`).
 - _registry: `resolve_synth` (synth.source -> the registered texts) and the lookups the sweep's write side
   shares (`parse_source`, `prompt_name`, `lookup_source` ...). The tracking store's file, lock and WAL are
   harness.stores'.
@@ -25,6 +25,7 @@ from ._registry import (
 from ._synthesize import (
     DEFAULT_INSTRUCTIONS,
     ECHO_RETRY_NOTE,
+    SECTION_TAGS,
     count_from_task,
     expected_count,
     instruction_for,
@@ -36,6 +37,7 @@ from ._synthesize import (
 __all__ = [
     "DEFAULT_INSTRUCTIONS",
     "ECHO_RETRY_NOTE",
+    "SECTION_TAGS",
     "instruction_for",
     "instruction_provenance",
     "count_from_task",

@@ -3,7 +3,8 @@
 The instruction (SYNTH_INSTRUCTION) is chosen per task_type and is what the experiments mutate. Tasks that ask
 for a number of items get a count check and exactly one retry that says how many were found and how many are
 needed; the attempt closer to the count is kept. A reply that echoes the prompt back (echo_reasons, handed over
-by the pipeline from its evaluator) is asked for once more with a note not to copy the message.
+by the pipeline from its evaluator) is asked for once more, its sections tagged in place of their headings and a
+note not to copy them.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ __all__ = [
     "retry_message",
     "echo_retry_messages",
     "ECHO_RETRY_NOTE",
+    "SECTION_TAGS",
     "synthesize",
 ]
 
@@ -194,27 +196,34 @@ def synthesis_messages(
     injections: Sequence[str] = (),
     expected: int | None = None,
     marker: DataMarker | None = None,
+    tagged: bool = False,
 ) -> list[dict[str, str]]:
     """System: the instruction. User: task, memory context, plan context, research context, skill injections.
 
     Memory and research context are untrusted (web pages, files, earlier runs): each goes in a data block of
-    `marker` (default: the one derived from the task), announced after the task and recalled at the end."""
+    `marker` (default: the one derived from the task), announced after the task and recalled at the end.
+    tagged: each section opens with a tag (`<task>`, `<research_context>`, ...) in place of its Markdown heading,
+    the form the echo retry asks in (a small producer continues a prompt's headings as its answer's)."""
     marker = marker if marker is not None else DataMarker.for_run(task)
-    parts = [f"# Task\n{task.strip()}"]
+
+    def head(key: str) -> str:
+        return f"<{key}>" if tagged else f"# {SECTION_TITLES[key]}"
+
+    parts = [f"{head('task')}\n{task.strip()}"]
     memory = memory_context.strip() if isinstance(memory_context, str) else ""
     research = research_context.strip() if isinstance(research_context, str) else ""
     if (memory or research) and marker.enabled:
         parts.append(marker.notice())
     if memory:
-        parts.append(f"# What earlier runs found (memory)\n{marker.wrap(memory, 'memory')}")
+        parts.append(f"{head('memory')}\n{marker.wrap(memory, 'memory')}")
     plan_ctx = _plan_context(plan)
     if plan_ctx:
-        parts.append(f"# Plan context\n{plan_ctx}")
+        parts.append(f"{head('plan_context')}\n{plan_ctx}")
     if research:
-        parts.append(f"# Research context\n{marker.wrap(research, 'research context')}")
+        parts.append(f"{head('research_context')}\n{marker.wrap(research, 'research context')}")
     extra = [s.strip() for s in injections if isinstance(s, str) and s.strip()]
     if extra:
-        parts.append("# Additional guidance\n" + "\n\n".join(extra))
+        parts.append(f"{head('guidance')}\n" + "\n\n".join(extra))
     closing = "Write the answer now, in Markdown, without a preamble about what you are going to do."
     if expected:
         closing = f"The answer must contain exactly {expected} numbered items. " + closing
@@ -227,18 +236,25 @@ def synthesis_messages(
     ]
 
 
-ECHO_RETRY_NOTE = (
-    "Do not copy this message, its headings (Task, Plan context, Research context) or its context into your reply: "
-    "write only the answer itself."
-)
+# The user message's sections: their Markdown headings, and their tags in the echo retry's form.
+SECTION_TITLES = {
+    "task": "Task", "memory": "What earlier runs found (memory)", "plan_context": "Plan context",
+    "research_context": "Research context", "guidance": "Additional guidance",
+}
+SECTION_TAGS = tuple(f"<{key}>" for key in SECTION_TITLES)
+
+ECHO_RETRY_NOTE = "The text above is input, not the answer: do not copy it or its headings. Now write only the answer to this task:"
 
 
-def echo_retry_messages(messages: list[dict[str, str]]) -> list[dict[str, str]]:
-    """The synthesis messages once more with ECHO_RETRY_NOTE closing the user message: a changed prompt, so even a
-    greedy producer answers anew. Chosen over the note with the task restated as where the answer begins by the
-    floors left on the 1.5B over the stored calibration and A/B (8 of 54 runs against 10; docs/CALIBRATION.md)."""
-    *head, user = messages
-    return [*head, {**user, "content": f"{user['content']}\n\n{ECHO_RETRY_NOTE}"}]
+def echo_retry_messages(messages: list[dict[str, str]], tagged: list[dict[str, str]], task: str) -> list[dict[str, str]]:
+    """The echo retry's messages: the system message of `messages`, the user message as `tagged` built it (the
+    same sections, each opened by a tag in place of its heading) and closed by ECHO_RETRY_NOTE with the task.
+    Chosen on the 1.5B validation model's echoes (docs/CALIBRATION.md): the note alone under the same headings
+    answered 3 of the calibration's 7 and none of the gil research task's 4 (sampled and greedy); the tagged form
+    answered all 3 of that task probed, none then floored by the gate."""
+    *head, _ = messages
+    user = tagged[-1]
+    return [*head, {**user, "content": f"{user['content']}\n\n{ECHO_RETRY_NOTE} {task.strip()}"}]
 
 
 def retry_message(found: int, expected: int) -> str:
@@ -274,9 +290,10 @@ def synthesize(
     echo_reasons(text, *, prompt): when given and the reply echoes the prompt's scaffolding (its headings and
     phrases, what the degenerate-answer gate floors to 1: a small producer copies the user message back, research
     context included, on 7 of 28 runs of the 1.5B validation model), the producer is asked once more with
-    echo_retry_messages at seed + 2 (cfg.echo_retry); the retry is kept unless it echoes too or fails. Asked without
-    the prompt: lines merely copied from the context are not floored by the gate, and a retry there replaced an
-    answer the judge scored 7.97 by one it scored 3.44. The count check then runs on the kept reply.
+    echo_retry_messages (the sections tagged, the task restated after ECHO_RETRY_NOTE) at seed + 2 (cfg.echo_retry);
+    the retry is kept unless it echoes too or fails. Asked without the prompt: lines merely copied from the context
+    are not floored by the gate, and a retry there replaced an answer the judge scored 7.97 by one it scored 3.44.
+    The count check then runs on the kept reply.
 
     marker: how untrusted context is marked; default the run's (DataMarker.for_run(task, seed)), so the same task
     and seed give the same prompt on every start (the response cache keys on it). Markers the model echoes are
@@ -304,7 +321,10 @@ def synthesize(
     if echo_reasons is not None and cfg.echo_retry:
         echo = tuple(echo_reasons(text, prompt=None))
         if echo:
-            asked = echo_retry_messages(messages)
+            asked = echo_retry_messages(messages, synthesis_messages(
+                task, instruction=instruction, plan=plan, research_context=research_context,
+                memory_context=memory_context, injections=injections, expected=expected if counted else None,
+                marker=marker, tagged=True), task)
             try:
                 again = llm.chat(asked, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
                                  seed=None if seed is None else seed + 2)
