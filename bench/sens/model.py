@@ -84,6 +84,12 @@ WORLDS = {
     "1.5B f=0.5": split_1p5b(0.5),
     "1.5B f=0.8": split_1p5b(0.8),
     "1.5B f=0.95": split_1p5b(0.95),
+    # The same calibration replayed with the instrument's floors taken out (docs/CALIBRATION.md, 2026-11-28: the
+    # verify tie-break, the tagged echo retry, template lines): sampled run noise 1.257 (4 df: 0.75-3.61), tau
+    # taken as the greedy arm's 0.760 (the sampled arm's estimate is 0); 69% of the run noise the judge's; a
+    # median 4 LLM calls per task run. A direction from 4 tasks, not the model's figures.
+    "1.5B replayed": World("1.5B replayed", sigma_run=1.257, tau=0.760, judge_share=0.69, sd_task=1.2, calls_run=4.0,
+                           note="the 1.5B calibration replayed with the floors out (4 tasks, 4 df)"),
     "embedded": World("embedded", sigma_run=1.455, tau=1.271, judge_share=0.8, sd_task=1.0, calls_run=7.4,
                       note="README main run: sigma 1.455, tau 1.271 (synth temperature 0.4: sampled); "
                            "(920 - 94 context calls) / 112 task runs = 7.4 calls per run"),

@@ -134,8 +134,9 @@ class SynthConfig:
     temperature: float = 0.4
     max_tokens: int = 700
     count_retry: bool = True
-    # an answer that echoes the prompt (its headings and context copied back) is asked for once more with a note
-    # not to copy it (harness.synthesis.echo_retry_messages); one producer call per echo
+    # an answer that echoes the prompt (its headings and context copied back) is asked for once more, the sections
+    # tagged in place of their headings and a note not to copy them (harness.synthesis.echo_retry_messages); one
+    # producer call per echo
     echo_retry: bool = True
     # MLflow Prompt Registry texts for `instructions`, resolved when experiments/ builds the config
     # (harness.synthesis.resolve_synth): prompts:/<prefix>-synth-<task_type>@<alias> or .../<version> (one task
