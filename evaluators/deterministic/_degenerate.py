@@ -233,9 +233,9 @@ def prompt_echo_reasons(output: Any, *, prompt: Any = None) -> tuple[str, ...]:
     """Why `output` is an echo of a prompt, or (): two or more scaffolding markers of the revise, synthesis or
     judge prompts (headings such as "# Reviewer feedback", "# Current draft", the echo retry's section tags such as
     "<research_context>", phrases such as "Write the revised answer now"; at least one of them not a plain
-    "# Task"/"# Dimensions"/"<task>"), or, when `prompt` (text or chat
-    messages) is given, at least half of the output's lines of 4+ words copied from it, the draft a revise prompt
-    asks to improve (and the answer a judge prompt scores) aside."""
+    "# Task"/"# Dimensions"/"<task>"), or, when `prompt` (text or chat messages) is given, at least half of the
+    output's lines of 4+ words copied from it, the draft a revise prompt asks to improve (and the answer a judge
+    prompt scores) aside."""
     if not isinstance(output, str):
         return ()
     lines = [ln for ln in _lines_outside_code(output) if ln.strip()]
@@ -258,9 +258,9 @@ def degenerate_reasons(output: Any, *, task: str = "", prompt: Any = None) -> tu
     Empty or near-empty (fewer than 5 words); heavy repetition (one sentence or line 3+ times and 30% or more
     of them, fewer than half of them distinct, or half of the 4-word phrases repeating an earlier one; a line of
     at most 6 words that recurs once per section, under headings that differ by more than a number and beside
-    other content, is the answer's per-item template and counts once); an echo
-    of a prompt (two or more of the revise/synthesis/judge prompts' scaffolding headings and phrases, or, when
-    `prompt` is given, at least half of the output's lines copied from it, the draft being revised aside);
+    other content, is the answer's per-item template and counts once); an echo of a prompt (two or more of the
+    revise/synthesis/judge prompts' scaffolding headings, tags and phrases, or, when `prompt` is given, at least
+    half of the output's lines copied from it, the draft being revised aside);
     empty structure (no content besides headings, the task restated and scaffolding; two or more headings, at
     least half of them, with nothing under them; list markers with nothing after them). Code blocks count as
     content but are not checked for repetition."""
