@@ -66,7 +66,8 @@ _ECHO_PATTERNS = (re.compile(r"the answer must contain exactly \d+ numbered item
 _BARE_MARKER = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s*(?:(\*\*|__)\s*\1)?\s*$")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 _TABLE_ROW = re.compile(r"^\s*\|")
-_TOP_ITEM = re.compile(r"^ ?(?:\*\*|__)?\d{1,3}[.)](?:\*\*|__)?\s+\S")  # a numbered item at the left margin opens a section
+# a numbered item at the left margin opens a section (the repetition checks' per-item template)
+_TOP_ITEM = re.compile(r"^ ?(?:\*\*|__)?\d{1,3}[.)](?:\*\*|__)?\s+\S")
 
 
 def _marked_lines(markdown: str) -> list[tuple[str, bool]]:

@@ -243,17 +243,18 @@ SECTION_TITLES = {
 }
 SECTION_TAGS = tuple(f"<{key}>" for key in SECTION_TITLES)
 
-ECHO_RETRY_NOTE = "The text above is input, not the answer: do not copy it or its headings. Now write only the answer to this task:"
+ECHO_RETRY_NOTE = (
+    "The text above is input, not the answer: do not copy it or its headings. Now write only the answer to this task:"
+)
 
 
-def echo_retry_messages(messages: list[dict[str, str]], tagged: list[dict[str, str]], task: str) -> list[dict[str, str]]:
-    """The echo retry's messages: the system message of `messages`, the user message as `tagged` built it (the
-    same sections, each opened by a tag in place of its heading) and closed by ECHO_RETRY_NOTE with the task.
-    Chosen on the 1.5B validation model's echoes (docs/CALIBRATION.md): the note alone under the same headings
-    answered 3 of the calibration's 7 and none of the gil research task's 4 (sampled and greedy); the tagged form
-    answered all 3 of that task probed, none then floored by the gate."""
-    *head, _ = messages
-    user = tagged[-1]
+def echo_retry_messages(tagged: list[dict[str, str]], task: str) -> list[dict[str, str]]:
+    """The echo retry's messages: the synthesis messages as `tagged` (synthesis_messages(..., tagged=True)) built
+    them, each section opened by a tag in place of its heading, the user message closed by ECHO_RETRY_NOTE and the
+    task. Chosen on the 1.5B validation model's echoes (docs/CALIBRATION.md): the note alone under the same
+    headings answered 3 of its calibration's 7 and none of the gil research task's 4; the tagged form answered all
+    7 there (and 5 of 5 of the embedded model's), none then floored by the gate."""
+    *head, user = tagged
     return [*head, {**user, "content": f"{user['content']}\n\n{ECHO_RETRY_NOTE} {task.strip()}"}]
 
 
@@ -321,7 +322,7 @@ def synthesize(
     if echo_reasons is not None and cfg.echo_retry:
         echo = tuple(echo_reasons(text, prompt=None))
         if echo:
-            asked = echo_retry_messages(messages, synthesis_messages(
+            asked = echo_retry_messages(synthesis_messages(
                 task, instruction=instruction, plan=plan, research_context=research_context,
                 memory_context=memory_context, injections=injections, expected=expected if counted else None,
                 marker=marker, tagged=True), task)
