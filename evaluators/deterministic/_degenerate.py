@@ -4,11 +4,13 @@ in it; and the cap it puts on every criterion."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from harness.synthesis import SECTION_TAGS
 from harness.text import (
-    ANY_LIST as _ANY_LIST, HEADING as _HEADING, LINE_PREFIX as _LINE_PREFIX, code_marks,
+    ANY_LIST as _ANY_LIST, HEADING as _HEADING, LINE_PREFIX as _LINE_PREFIX, NUMBERED_ITEM as _TOP_ITEM, code_marks,
     lines_outside_code as _lines_outside_code,
 )
 
@@ -48,8 +50,8 @@ _ECHO_HEADINGS_STRONG = frozenset({
 })
 _ECHO_HEADINGS_WEAK = frozenset({"task", "dimensions"})
 # The same sections as the echo retry asks for them (harness.synthesis.SECTION_TAGS): a line that is only the tag.
-_ECHO_TAGS_STRONG = frozenset({"<memory>", "<plan_context>", "<research_context>", "<guidance>"})
 _ECHO_TAGS_WEAK = frozenset({"<task>"})
+_ECHO_TAGS_STRONG = frozenset(SECTION_TAGS) - _ECHO_TAGS_WEAK
 _ECHO_PHRASES = (
     "the text above is input, not the answer",
     "write the revised answer now",
@@ -66,8 +68,6 @@ _ECHO_PATTERNS = (re.compile(r"the answer must contain exactly \d+ numbered item
 _BARE_MARKER = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s*(?:(\*\*|__)\s*\1)?\s*$")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 _TABLE_ROW = re.compile(r"^\s*\|")
-# a numbered item at the left margin opens a section (the repetition checks' per-item template)
-_TOP_ITEM = re.compile(r"^ ?(?:\*\*|__)?\d{1,3}[.)](?:\*\*|__)?\s+\S")
 
 
 def _marked_lines(markdown: str) -> list[tuple[str, bool]]:
@@ -179,29 +179,28 @@ def _sectioned(lines: list[str]) -> tuple[list[tuple[str, tuple[str, ...]]], lis
     return sentences, units
 
 
+def _prefix_counts(keys: Iterable[tuple[str, ...]]) -> Counter[tuple[str, ...]]:
+    """How many of `keys` (heading paths) lie under each path prefix."""
+    return Counter(key[:i] for key in keys for i in range(len(key) + 1))
+
+
 def _template_collapsed(units: list[tuple[str, tuple[str, ...]]]) -> list[str]:
     """The units with each template label counted once: a short unit that recurs once per section, in sections
     that differ and each hold other content (within the part of the answer where their headings part ways: the
     practice a "Tools" sub-section belongs to), is the answer's per-item template (a "Tools: asyncio" line under
     every practice), not a loop. Repeats inside one section still count."""
     where: dict[str, list[tuple[str, ...]]] = {}
-    content: dict[tuple[str, ...], int] = {}  # content units under each heading path prefix
     for u, key in units:
         where.setdefault(u, []).append(key)
-        if len(u.split()) >= _UNIT_MIN_WORDS:
-            for i in range(len(key) + 1):
-                content[key[:i]] = content.get(key[:i], 0) + 1
+    content = _prefix_counts(key for u, key in units if len(u.split()) >= _UNIT_MIN_WORDS)
 
     def template(u: str) -> bool:
         keys = where[u]
         if len(u.split()) > _TEMPLATE_MAX_WORDS or len(keys) < 2 or len(set(keys)) < len(keys):
             return False
         split = next(i for i in range(max(map(len, keys)) + 1) if len({k[:i + 1] for k in keys}) > 1)
-        own: dict[tuple[str, ...], int] = {}  # u's own occurrences under each prefix, when u counts as content
-        for k in keys if len(u.split()) >= _UNIT_MIN_WORDS else ():
-            for i in range(len(k) + 1):
-                own[k[:i]] = own.get(k[:i], 0) + 1
-        return all(content.get(key[:split + 1], 0) > own.get(key[:split + 1], 0) for key in keys)
+        own = _prefix_counts(keys if len(u.split()) >= _UNIT_MIN_WORDS else ())  # u itself, when it is content
+        return all(content[key[:split + 1]] > own[key[:split + 1]] for key in keys)
 
     labels = {u for u in where if template(u)}
     seen: set[str] = set()

@@ -9,6 +9,7 @@ note not to copy them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Callable, Sequence
@@ -304,7 +305,8 @@ def synthesize(
     expected = expected_count(task, plan)
     counted = _count_applies(task, plan, expected)
     marker = marker if marker is not None else DataMarker.for_run(task, seed)
-    messages = synthesis_messages(
+    prompt = functools.partial(
+        synthesis_messages,
         task,
         instruction=instruction,
         plan=plan,
@@ -314,6 +316,7 @@ def synthesize(
         expected=expected if counted else None,
         marker=marker,
     )
+    messages = prompt()
     reply = llm.chat(messages, temperature=cfg.temperature, max_tokens=cfg.max_tokens, seed=seed)
     text = marker.clean(strip_fences(reply.text))
     echo: tuple[str, ...] = ()
@@ -322,10 +325,7 @@ def synthesize(
     if echo_reasons is not None and cfg.echo_retry:
         echo = tuple(echo_reasons(text, prompt=None))
         if echo:
-            asked = echo_retry_messages(synthesis_messages(
-                task, instruction=instruction, plan=plan, research_context=research_context,
-                memory_context=memory_context, injections=injections, expected=expected if counted else None,
-                marker=marker, tagged=True), task)
+            asked = echo_retry_messages(prompt(tagged=True), task)
             try:
                 again = llm.chat(asked, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
                                  seed=None if seed is None else seed + 2)

@@ -14,7 +14,7 @@ from ._jsonparse import (
     parse_json,
     parse_json_object,
 )
-from ._markdown import ANY_LIST, HEADING, LINE_PREFIX, URL, count_items, lines_outside_code
+from ._markdown import ANY_LIST, HEADING, LINE_PREFIX, NUMBERED_ITEM, URL, count_items, lines_outside_code
 from ._plain import FUNCTION_WORDS, STOPWORDS, code_marks, drop_lone_fence, fts_query, is_fence_line, unwrap_fence
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "HEADING",
     "ANY_LIST",
     "LINE_PREFIX",
+    "NUMBERED_ITEM",
     "URL",
     "lines_outside_code",
     "count_items",
