@@ -143,6 +143,35 @@ def test_the_none_filter_tests_every_top_k_candidate_and_positive_does_not_test_
     assert not any(r.wins for r in wil.rows)
 
 
+
+def _train_loss_holdout_gain(instr, tid, part):
+    """Naming a tool loses 0.3 on every train task (the positive filter cuts it) and would gain 0.5 on the holdout."""
+    if BOOST not in instr.lower():
+        return 0.0
+    return -0.3 if part == "train" else 0.5
+
+
+def test_a_candidate_the_train_filter_cuts_runs_nothing_on_the_holdout(make_exp):
+    """The family is fixed by train data before any holdout run, so a top candidate the filter cuts is never tested:
+    it runs no holdout task (051d616 ran all its blocks, 3 runs x 12 tasks, and the baseline's beside them: 36 of
+    the README main command's 76 task runs), the baseline runs its first block alone (3 runs x 4 tasks, the run
+    noise of the design power line), no look is spent, and the row says it was not run, without an error (the
+    sweep concludes)."""
+    lines: list[str] = []
+    exp = _exp(make_exp, "sweep.name=cut", train_filter="positive", holdout_futility_block=4, race_block=0)
+    s, runner = _sweep(exp, _train_loss_holdout_gain, lines)
+    (row,) = s.holdout
+    assert row.train.diff == pytest.approx(-0.3, abs=0.05) and not row.passes_filter
+    assert _holdout_runs(runner, row.hash) == []
+    assert len(_holdout_runs(runner)) == 3 * 4, _holdout_runs(runner)
+    assert row.holdout_mean is None and row.error is None and not row.wins and not s.promoted
+    assert s.unconcluded == () and "holdout_looks" not in open_study(exp).user_attrs
+    text = _text(lines)
+    assert "[no holdout run; not tested: did not pass the train filter] does not win" in text
+    assert "holdout  not run: did not pass the train filter" in text
+    assert "design power: this design confirms a mean effect of" in text and "NOT CONCLUDED" not in text
+
+
 # -- the futility stop ---------------------------------------------------------------------------------------
 
 

@@ -1,9 +1,10 @@
 """Which candidate a sweep promotes, and the evidence for it: pure functions on typed values, no I/O.
 
 The rule: rank the complete, distinct, non-baseline candidates by train mean; the final race (`race`: the top
-`race_top` re-run once more on the train split by the sweep) re-ranks them on comparable evidence; the top
-`holdout_top_k` are run on the holdout (by the sweep, before `decide`): each candidate `holdout_candidate_runs`
-times, the baseline `holdout_baseline_runs` times, with different seeds. A candidate wins when its train
+`race_top` re-run once more on the train split by the sweep) re-ranks them on comparable evidence; those of the top
+`holdout_top_k` that pass the train filter are run on the holdout (by the sweep, before `decide`; one the filter
+cuts runs nothing there): each candidate `holdout_candidate_runs` times, the baseline `holdout_baseline_runs`
+times, with different seeds. A candidate wins when its train
 comparison passes the train filter (sweep.train_filter, below) AND its holdout difference confirms it over tasks
 (HoldoutTest, rule "tasks"). Among the winners the best holdout mean is promoted (the earlier trial on a tie);
 with none, the baseline is kept, or, in a resumed study, the winner an earlier look promoted (experiments.sweep's
@@ -131,6 +132,11 @@ class HoldoutRow:
     def passes_filter(self) -> bool:
         """Whether the train filter sends it to the holdout test (train_filtered's rule on this row's comparison)."""
         return self.train is not None and passes_train_filter(self.train, self.train_filter)
+
+    @property
+    def cut_by_filter(self) -> bool:
+        """Cut by the train filter before the holdout: no holdout run, no error, never tested."""
+        return self.holdout_mean is None and not self.error and not self.passes_filter
 
     @property
     def futility_text(self) -> str:
@@ -261,7 +267,10 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
     test = test.pooled([baseline_holdout, *(holdout.get(c.hash) for c in top)])
     rows = []
     for c in top:
+        cmp = compare(c.train_scores, reference, floor=train_floor, alpha=alpha)
         hold = holdout.get(c.hash) if baseline_holdout.scores else HoldoutScores(None, baseline_holdout.error)
+        if hold is None and not passes_train_filter(cmp, train_filter):  # cut before the holdout: nothing ran
+            hold = HoldoutScores(None, None, runs=0)
         hold = hold or HoldoutScores(None, "not evaluated on the holdout")
         stop = futility_stop(hold.scores, baseline_holdout.scores, order or (), futility_block)
         cand_s, base_s = hold.scores, baseline_holdout.scores
@@ -276,7 +285,6 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
         mean = sum(cand_s.values()) / len(cand_s) if cand_s else None
         bmean = sum(base_s.values()) / len(base_s) if base_s else None
         diff = (mean - bmean) if (mean is not None and bmean is not None) else None
-        cmp = compare(c.train_scores, reference, floor=train_floor, alpha=alpha)
         row = HoldoutRow(c.number, c.hash, c.operator, c.train_mean, mean, diff, cmp, False, hold.error,
                          runs=(hold.runs, baseline_holdout.runs), train_filter=train_filter)
         if diff is not None:

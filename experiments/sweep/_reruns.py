@@ -1,8 +1,8 @@
 """Runs of one text on a split after the search, each stored in the study once so that a resume re-runs none:
-the holdout confirmation (the baseline and the top-k candidates, seeds cfg.seed + k) and the final race (the top
-race_top candidates once more on the train split, seed cfg.seed + 1). The baseline's repeats for
-the noise floor (seeds cfg.seed + k on the train split) live here too. A mixin of experiments.sweep.Sweep: it uses
-the sweep's exp, runner, pool, progress, tracker, calibration, train, holdout, dir, out and _safe.
+the holdout confirmation (the baseline and the top-k candidates the train filter passed, seeds cfg.seed + k) and
+the final race (the top race_top candidates once more on the train split, seed cfg.seed + 1). The baseline's
+repeats for the noise floor (seeds cfg.seed + k on the train split) live here too. A mixin of
+experiments.sweep.Sweep: it uses the sweep's exp, runner, pool, progress, tracker, calibration, train, holdout, dir, out and _safe.
 
 With sweep.holdout_futility_block = B > 0 (issue 42) the holdout runs in blocks of B tasks (experiments.sweep's
 holdout_order): the baseline's runs of a block, then each live candidate's, then the futility look (futility_stop);
@@ -89,8 +89,12 @@ class SplitRuns:
             return Promotion((), None), None, None
         sw = self.exp.sweep
         order = holdout_order([t.id for t in self.holdout], sw.seed, sw.holdout_futility_block)
-        base, held = self._holdout_blocks(study, top, base_hash, baseline, contexts, order)
+        # the family is fixed by train data before any holdout run: a candidate the train filter cuts is never
+        # tested, so it runs nothing on the holdout (it ran every block until the filter acted in decide: 36 of the
+        # README main command's 76 task runs)
         family = train_filtered(top, ref, train_floor=train_floor, alpha=sw.alpha, train_filter=sw.train_filter)
+        base, held = self._holdout_blocks(study, [c for c in top if c.hash in family], base_hash, baseline,
+                                          contexts, order)
         problem = sweep_design_problem(self.exp)
         with shared_lock(self.exp.storage_url, f"{sw.name}/study_attrs", self.dir / ".study_attrs.lock"), \
                 self._looks_lock():
@@ -178,10 +182,12 @@ class SplitRuns:
 
     def _holdout_blocks(self, study, top, base_hash: str, baseline, contexts,
                         order: Sequence[str]) -> tuple[HoldoutScores, dict[str, HoldoutScores]]:
-        """The baseline's and the top candidates' holdout runs, block by block of sweep.holdout_futility_block tasks
-        in `order` (one block of every task when it is 0): after each block but the last, a candidate that
-        futility_stop stops runs nothing more; the baseline runs a block while a candidate does. A failed baseline
-        run fails every row (no candidate scores); a failed candidate run ends that candidate's blocks."""
+        """The baseline's and the tested candidates' (`top`: the train-filtered family) holdout runs, block by block
+        of sweep.holdout_futility_block tasks in `order` (one block of every task when it is 0): after each block
+        but the last, a candidate that futility_stop stops runs nothing more; the baseline runs a block while a
+        candidate does, and its first block with none (its runs measure the run noise the summary's design power
+        line needs). A failed baseline run fails every row (no candidate scores); a failed candidate run ends that
+        candidate's blocks."""
         sw = self.exp.sweep
         by_id = {t.id: t for t in self.holdout}
         ends = [*futility_looks(len(order), sw.holdout_futility_block), len(order)]

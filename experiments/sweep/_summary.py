@@ -255,6 +255,8 @@ def holdout_test_text(row: HoldoutRow) -> str:
     if row.stopped_after is not None:
         return (f" [runs {row.runs[0]}/{row.runs[1]}, {row.futility_text}: not confirmed; the look still counts"
                 + ("" if row.holdout_level is not None else "; did not pass the train filter") + "]")
+    if row.cut_by_filter:
+        return " [no holdout run; not tested: did not pass the train filter]"
     if row.holdout_se is None and row.holdout_p is None:
         if row.holdout_rule == "tasks" or (row.holdout_n and row.holdout_n < 2):
             return f" [runs {row.runs[0]}/{row.runs[1]}, {row.holdout_n} holdout task(s): nothing measured]"

@@ -363,7 +363,8 @@ class Sweep(SplitRuns):
         if best is not None:
             held = {h: stored_holdout(study.user_attrs, h) for h in (best.hash, base_hash)}
             why = ("no holdout tasks" if not self.holdout else f"holdout_top_k={sw.holdout_top_k}" if not top
-                   else next((f"holdout failed: {r.error}" for r in verdict.rows if r.trial == best.number and r.error),
+                   else next((f"holdout failed: {r.error}" if r.error else "not run: did not pass the train filter"
+                              for r in verdict.rows if r.trial == best.number and (r.error or r.cut_by_filter)),
                              "not evaluated on the holdout"))
             best_scores = (split_scores("train", best.train_scores, ref), split_scores(
                 "holdout", *(getattr(held[h], "scores", None) for h in (best.hash, base_hash)), note=why))
