@@ -56,7 +56,7 @@ LEVERS = [
     Design("f CUPED", compare="cuped"),
 ]
 NEW = Design("new", n_train=12, n_hold=12, search="race", baseline_repeat=False, train_filter="positive",
-             final_race_top=0, hold_runs=3, sampled=True, seq_block=4, futility=True, efficacy=False)
+             final_race_top=0, hold_runs=3, sampled=True, seq_block=4, futility=True, efficacy=False, skip_cut=True)
 
 
 def single(world: World, d: Design, effect: float, sims: int, seed: int):

@@ -473,3 +473,4 @@ def test_the_shipped_decision_design_is_the_one_bench_sensitivity_simulated():
     assert (sw.holdout_candidate_runs, sw.holdout_baseline_runs) == (NEW.hold_runs, NEW.hold_runs)
     assert NEW.futility and not NEW.efficacy and sw.holdout_futility_block == NEW.seq_block
     assert sw.holdout_test == "tasks" and sw.alpha == 0.05 and sw.max_task_loss == NEW.max_task_loss
+    assert NEW.skip_cut  # a candidate the filter cuts runs no holdout (tests/test_issue42_promotion.py)

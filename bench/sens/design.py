@@ -51,6 +51,9 @@ class Design:
     sampled: bool = False  # greedy worlds run at sampled decoding (every run a new answer)
     max_task_loss: float | None = None  # hold back a candidate losing more than this on any holdout task
     level: float = LEVEL
+    # a top candidate the train filter cuts runs nothing on the holdout, the baseline its first block only (its
+    # runs measure the noise of the summary's design power line); False: 3306971's path, every top candidate ran
+    skip_cut: bool = False
 
     def world(self, w: World) -> World:
         return w.sampled() if self.sampled else w
@@ -195,8 +198,9 @@ def simulate(world: World, d: Design, m: np.ndarray, seed: int, trace: dict | No
     pick = np.argmax(mean_arr, 1)
     cand_arr = np.stack(tops, 1)
     promoted = np.where(conf.any(1), cand_arr[wdx, pick], -1)
-    n_tested = sum((c > 0).astype(float) for c in tops) * any_cand
-    runs += any_cand * used * k * (1 + n_tested) + (d.compare == "cuped") * any_cand * used
+    n_tested = sum((c > 0).astype(float) for c in tops) * (passed if d.skip_cut else any_cand)
+    base_used = np.where(passed, used, min(d.seq_block or d.n_hold, d.n_hold)) if d.skip_cut else used
+    runs += any_cand * (base_used * k + used * k * n_tested) + (d.compare == "cuped") * any_cand * base_used
     if trace is not None:  # holdout tasks run per study (a futility stop: fewer), the check's replay compares them
         trace["used"] = used.copy()
     if d.compare == "pairwise":  # both orders of every compared pair
