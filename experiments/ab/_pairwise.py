@@ -33,13 +33,13 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from evaluators.pairwise import PairResult, PositionBias, position_bias
+from experiments.runs import Judge, make_judge
 from experiments.stats import Preregistration, bootstrap_ci, excluding_bound, missing_imbalance, signflip_test
 from harness.stores import append_jsonl, read_jsonl
 
 from ._cells import ABDesign, cell_key, pair_seed, task_id
 
 PAIR = "pair"  # a ledger line's kind
-Judge = Callable[[Any, str, str, int], Any]  # (task, B's answer, A's answer, seed) -> evaluators.pairwise.PairResult
 
 
 def load_pairs(ledger_path: Path) -> dict[tuple[str, int], dict[str, Any]]:
@@ -334,18 +334,3 @@ def unjudged_pairs(ledger: Path) -> tuple[str, ...]:
     return (f"{len(failed)} pair judgement(s) failed (first: task {first.get('task')} rep "
             f"{first.get('replication')}: {str(first.get('error'))[:200]})",)
 
-
-def make_judge(exp: Any, llm: Any) -> Judge:
-    """The real judge: evaluators.pairwise.compare_pair on `llm` (the evaluator role) at the evaluator's temperature
-    and re-asks, with the task's expected item count where the benchmark gives one."""
-    from evaluators.pairwise import compare_pair
-
-    ev = exp.evaluator
-
-    def judge(task: Any, candidate: str, baseline: str, seed: int) -> Any:
-        text = getattr(task, "task", task if isinstance(task, str) else str(task))
-        count = getattr(task, "expected_count", None)
-        return compare_pair(text, candidate, baseline, llm, seed=seed, temperature=ev.temperature,
-                            judge_retries=ev.judge_retries, expected_count=count)
-
-    return judge

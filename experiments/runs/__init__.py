@@ -6,6 +6,7 @@ from __future__ import annotations
 from ._contexts import prepare_contexts
 from ._evaluate import (CandidateEval, FailedRun, TaskScore, TrialFailed, abandoned_run, baseline_instructions,
                         evaluate_candidate, model_failure)
+from ._judge import Judge, make_judge
 from ._outcome import TaskOutcome, Usage
 from ._pool import SERIAL, RunPool, runner_pool
 from ._runners import HarnessCells, HarnessRunner, Runner, TimedRunner, llm_calls
@@ -15,6 +16,7 @@ __all__ = [
     "FailedRun",
     "HarnessCells",
     "HarnessRunner",
+    "Judge",
     "RunPool",
     "Runner",
     "SERIAL",
@@ -27,6 +29,7 @@ __all__ = [
     "baseline_instructions",
     "evaluate_candidate",
     "llm_calls",
+    "make_judge",
     "model_failure",
     "prepare_contexts",
     "runner_pool",
