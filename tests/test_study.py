@@ -102,7 +102,8 @@ def test_every_decision_field_is_pinned_and_budget_and_search_fields_are_not(mak
                "cost_metric": "llm_calls", "max_cost_increase": 0.1,  # the cost guard (issue 34)
                "max_task_loss": 2.0,  # the worst-task guard (issue 40)
                "train_filter": "wilcoxon" if sw.train_filter != "wilcoxon" else "positive",  # issue 42
-               "holdout_futility_block": sw.holdout_futility_block + 1}
+               "holdout_futility_block": sw.holdout_futility_block + 1,
+               "holdout_compare": "pairwise" if sw.holdout_compare != "pairwise" else "pointwise"}  # issue 42, a
     assert set(changed) == set(DECISION_RULE)
     for field, value in changed.items():
         with pytest.raises(StudyMismatch, match=rf"1 field\(s\) differ: sweep\.{field}: "):

@@ -149,11 +149,11 @@ def study_fingerprint(exp: Any, backend: Mapping[str, Any], tasks: Iterable[Any]
 # max_chars, failure_rate_stop) stay changeable: they decide which candidates are tried, not how one is judged.
 DECISION_RULE = ("alpha", "baseline_repeats", "race_top", "holdout_top_k", "holdout_test", "holdout_baseline_runs",
                  "holdout_candidate_runs", "reuse_context", "cost_metric", "max_cost_increase", "max_task_loss",
-                 "train_filter", "holdout_futility_block")
+                 "train_filter", "holdout_futility_block", "holdout_compare")
 # what a study pinned before a setting joined DECISION_RULE ran under: its default (issue 34's cost guard: off;
-# issue 40's worst-task guard: off; issue 42's train filter: wilcoxon, futility stop: off)
+# issue 40's worst-task guard: off; issue 42's train filter: wilcoxon, futility stop: off, compare: pointwise)
 DECISION_RULE_DEFAULTS = {"cost_metric": "completion_tokens", "max_cost_increase": None, "max_task_loss": None,
-                          "train_filter": "wilcoxon", "holdout_futility_block": 0}
+                          "train_filter": "wilcoxon", "holdout_futility_block": 0, "holdout_compare": "pointwise"}
 
 
 def decision_rule(exp: Any) -> dict[str, Any]:

@@ -86,6 +86,10 @@ class SweepConfig:
     # after each block but the last a candidate whose mean difference so far is <= 0 stops (not confirmed, the look
     # counts; the claim is made at the last block only). 0 = off. Pinned in the decision rule.
     holdout_futility_block: int = 0
+    # how the holdout confirms (issue 42, lever a): pointwise (the paired t over tasks on the per-task mean score
+    # differences) | pairwise (the judge compares each candidate run's answer with the baseline run's of the same
+    # task and seed, both orders; the one-sided sign-flip test over tasks on the mean preference). Pinned.
+    holdout_compare: str = "pointwise"
     # cost guard (experiments.stats.CostGuard): promote only a candidate whose holdout cost increase over the baseline
     # is below max_cost_increase (a fraction; None = off) at the quality claim's level
     cost_metric: str = "completion_tokens"  # completion_tokens | prompt_tokens | llm_calls | wall_s

@@ -119,6 +119,10 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
     check_range("sweep.holdout_candidate_runs", sw.holdout_candidate_runs, 1)
     check_choice("sweep.train_filter", sw.train_filter, TRAIN_FILTERS)  # issue 42
     check_range("sweep.holdout_futility_block", sw.holdout_futility_block, 0)  # issue 42: 0 = off
+    check_choice("sweep.holdout_compare", sw.holdout_compare, ("pointwise", "pairwise"))  # issue 42, lever a
+    if sw.holdout_compare == "pairwise" and sw.holdout_test != "tasks":
+        raise ConfigError(f"sweep.holdout_compare=pairwise tests preferences over tasks: it needs "
+                          f"sweep.holdout_test=tasks, got {sw.holdout_test!r}")
     check_choice("sweep.cost_metric", sw.cost_metric, COST_METRICS)
     mci = sw.max_cost_increase
     if mci is not None and (isinstance(mci, bool) or not isinstance(mci, (int, float)) or not math.isfinite(mci)

@@ -287,7 +287,9 @@ def sweep_preflight(exp: ExperimentConfig, study: Any, *, calibration: Any, meas
     # with a calibration the sweep compares each candidate with its one baseline run (no repeats)
     lines = preflight_lines(exp, proj, sigma=sigma, baseline_runs=1, noise_source=src,
                             effect_cv=cal.effect_cv if cal is not None else 0.0)
-    if sigma is not None and update is None and sw.holdout_test == "tasks" and len(exp.tasks("holdout")) >= 2:
+    if sw.holdout_compare == "pairwise" and update is None:
+        lines.append(f"preflight: {PAIRWISE_POWER}")
+    elif sigma is not None and update is None and sw.holdout_test == "tasks" and len(exp.tasks("holdout")) >= 2:
         lines.append("preflight: " + confirmable_line(exp, sigma=sigma, sigma_source=src, baseline_runs=1,
                                                       candidate_diffs=(), calibration=cal,
                                                       level=next_level(exp, study)))
@@ -371,6 +373,8 @@ def sweep_confirmable(exp: ExperimentConfig, *, noise: Any, baseline_runs: int, 
         source = f"the baseline's {noise.repeats} holdout runs"
     else:
         source = f"calibration {calibration.key}" if calibration is not None else f"{baseline_runs} baseline runs"
+    if sw.holdout_compare == "pairwise" and sw.holdout_test == "tasks":
+        return PAIRWISE_POWER
     if sw.holdout_test != "tasks" or len(exp.tasks("holdout")) < 2 or noise.repeats < 2:
         return ""
     diffs = [[float(c.train_scores[t]) - float(reference[t]) for t in c.train_scores if t in reference]
@@ -384,6 +388,9 @@ def sweep_confirmable(exp: ExperimentConfig, *, noise: Any, baseline_runs: int, 
 # -- looks on these holdout tasks, across the studies of a storage (issue 40 E, issue 42) ----------------------
 
 NEXT_FAMILY = "(the next candidates)"  # a family no stored look has: the level of a new look
+PAIRWISE_POWER = ("design power: not modelled for sweep.holdout_compare=pairwise (the sign-flip test on "
+                  "preferences confirms 'preferred on more tasks', not a mean effect); its power and false "
+                  "promotions in simulation: docs/SENSITIVITY.md, lever a")
 
 
 def next_level(exp: ExperimentConfig, study: Any) -> float:

@@ -75,7 +75,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from experiments.config import BASELINE
-from experiments.stats import FLOOR_SE, Comparison, CostDiff, CostGuard, GuardResult, bootstrap_ci, compare, holm
+from experiments.stats import (FLOOR_SE, Comparison, CostDiff, CostGuard, GuardResult, bootstrap_ci, compare, holm,
+                               signflip_test)
 
 from ._holdout_tests import (HoldoutScores, HoldoutTest, TaskDiffs, TypeDiff, changed_types, held_types,
                              kept_instructions, type_diffs)
@@ -127,6 +128,7 @@ class HoldoutRow:
     train_filter: str = "wilcoxon"  # sweep.train_filter that chose whether it is tested (passes_filter)
     stopped_after: int | None = None  # futility stop: the holdout tasks it ran (of futility_of) before it stopped
     futility_of: int = 0  # the holdout tasks a futility-stopped candidate would have run in full
+    preference: float | None = None  # sweep.holdout_compare=pairwise: mean over tasks of the per-task preference
 
     @property
     def passes_filter(self) -> bool:
@@ -242,7 +244,8 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
            base_key: str = "", cost_diffs: Mapping[str, Mapping[str, CostDiff]] | None = None,
            max_task_loss: float | None = None, task_types: Mapping[str, str] | None = None,
            baseline_instructions: Mapping[str, str] | None = None, train_filter: str = "wilcoxon",
-           futility_block: int = 0, order: Sequence[str] | None = None) -> Promotion:
+           futility_block: int = 0, order: Sequence[str] | None = None,
+           preferences: Mapping[str, Mapping[str, float]] | None = None) -> Promotion:
     """The verdict on the top candidates (see the module docstring). baseline_holdout None: no holdout ran (no
     holdout tasks or no candidate), so no row and no winner; a failed baseline holdout fails every row. `alpha` is
     the train filter's level; test.alpha the holdout look's.
@@ -261,7 +264,12 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
     (passes_train_filter). With `futility_block` > 0 and the holdout tasks' `order` (holdout_order), a candidate
     whose mean difference after a block but the last is <= 0 (futility_stop) is stopped: its row carries the mean
     over the tasks it ran, no p, `stopped_after`, and is not confirmed (Holm counts it as p = 1). The sweep runs no
-    further block of a stopped candidate; given every task's scores, decide stops it at the same block."""
+    further block of a stopped candidate; given every task's scores, decide stops it at the same block.
+
+    `preferences` (sweep.holdout_compare=pairwise: hash -> holdout task -> the candidate's mean preference over its
+    judged pairs with the baseline, in [-1, 1]): a candidate found there is tested by the one-sided exact sign-flip
+    test over the tasks it ran on those preferences (experiments.stats.signflip_test), in place of the paired t on
+    the score differences (shown beside it); Holm and the level as above."""
     if baseline_holdout is None or not top:
         return Promotion((), None)
     test = test.pooled([baseline_holdout, *(holdout.get(c.hash) for c in top)])
@@ -293,6 +301,11 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
         if stop is not None:
             row = dataclasses.replace(row, holdout_diff=stop.mean, holdout_n=stop.after, stopped_after=stop.after,
                                       futility_of=stop.of)
+        elif diff is not None and test.over_tasks and c.hash in (preferences or {}):
+            prefs = [float(v) for t, v in preferences[c.hash].items() if t in cand_s]
+            p = signflip_test(prefs, alternative="greater").pvalue if prefs else 1.0
+            row = dataclasses.replace(row, holdout_p=p, holdout_n=len(prefs),
+                                      preference=sum(prefs) / len(prefs) if prefs else None)
         elif diff is not None and test.over_tasks:
             td = TaskDiffs.of(cand_s, base_s)
             row = dataclasses.replace(row, holdout_se=td.se, holdout_p=td.p, holdout_df=td.df, holdout_n=td.n)

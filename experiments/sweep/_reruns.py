@@ -17,7 +17,7 @@ import dataclasses
 from typing import Any, Mapping, Sequence
 
 from experiments.config import holdout_set
-from experiments.runs import TrialFailed, evaluate_candidate
+from experiments.runs import TrialFailed, evaluate_candidate, make_judge
 from experiments.stats import (CostGuard, Look, NoiseFloor, next_look, noise_floor, recorded, run_costs,
                                sweep_design_problem)
 from experiments.storage import shared_lock
@@ -25,6 +25,7 @@ from experiments.tracking import log_evaluation_run
 from harness.stores import sqlite_file
 
 from ._holdout_costs import holdout_cost, holdout_cost_diffs, store_holdout_cost
+from ._pairs import ANSWERS, judge_holdout, load_answers, store_answers
 from ._preflight import HOLDOUT_SET_ATTR, LOOKS_ATTR, noise_measured_line, other_looks, sweep_confirmable
 from ._promotion import (HoldoutScores, HoldoutTest, Promotion, decide, race, row_from_record, row_record,
                          train_filtered)
@@ -95,6 +96,8 @@ class SplitRuns:
         family = train_filtered(top, ref, train_floor=train_floor, alpha=sw.alpha, train_filter=sw.train_filter)
         base, held = self._holdout_blocks(study, [c for c in top if c.hash in family], base_hash, baseline,
                                           contexts, order)
+        prefs = (self._pairwise(study, {c.hash: c.number for c in top}, held, base, base_hash, order)
+                 if sw.holdout_compare == "pairwise" else None)
         problem = sweep_design_problem(self.exp)
         with shared_lock(self.exp.storage_url, f"{sw.name}/study_attrs", self.dir / ".study_attrs.lock"), \
                 self._looks_lock():
@@ -109,7 +112,7 @@ class SplitRuns:
                              guard=guard, costs=cost_of, base_key=base_hash, cost_diffs=costs,
                              max_task_loss=sw.max_task_loss, task_types={t.id: t.task_type for t in self.holdout},
                              baseline_instructions=baseline, train_filter=sw.train_filter,
-                             futility_block=sw.holdout_futility_block, order=order)
+                             futility_block=sw.holdout_futility_block, order=order, preferences=prefs)
             # spent: a later look tests at the next level; a futility stop spends it too (it is non-binding: the
             # claim it gave up would have been made at this level)
             if look is not None and look.new and any(r.holdout_p is not None or r.stopped_after is not None
@@ -206,6 +209,31 @@ class SplitRuns:
                 break
         return base, held
 
+    def _pairwise(self, study, trials: Mapping[str, int], held: dict[str, HoldoutScores], base: HoldoutScores,
+                  base_hash: str, order: Sequence[str]) -> dict[str, dict[str, float]]:
+        """sweep.holdout_compare=pairwise (experiments/sweep/_pairs.py): each tested candidate's pairs with the
+        baseline judged side by side on the tasks both ran (none for a futility-stopped one: it is not tested);
+        hash -> task -> mean preference. A candidate whose pairs are not all judged has its holdout failed in `held`
+        (its row says why, the sweep exits 3 and the same command judges the rest)."""
+        sw, out = self.exp.sweep, {}
+        if not base.scores:
+            return out
+        answers = load_answers(self.dir / ANSWERS)
+        judge = self.judge if self.judge is not None else make_judge(self.exp, self.runner.roles.evaluator)
+        runs = min(sw.holdout_candidate_runs, sw.holdout_baseline_runs)
+        for h, hold in list(held.items()):
+            if not hold.scores or futility_stop(hold.scores, base.scores, order, sw.holdout_futility_block):
+                continue
+            tasks = [t for t in self.holdout if t.id in hold.scores and t.id in base.scores]
+            with shared_lock(self.exp.storage_url, f"{sw.name}/study_attrs", self.dir / ".study_attrs.lock"):
+                paired = judge_holdout(study, judge, h, base_hash, tasks, runs, self.exp.seed, answers, self.pool)
+            self.pair_lines.append(paired.line(trials[h]))
+            if paired.error:
+                held[h] = HoldoutScores(None, paired.error)
+            else:
+                out[h] = paired.per_task
+        return out
+
     def _holdout(self, study, key: str, instructions, contexts, runs: int, tasks=None) -> HoldoutScores:
         """`runs` holdout runs of one text (seeds cfg.seed + k) on `tasks` (default: every holdout task), each task
         run stored once; their per-task means over those tasks."""
@@ -235,6 +263,8 @@ class SplitRuns:
             # beside the scores: the cost guard (issue 34). A block's costs are stored as an entry of their own
             # ("<seed>/tasks<a>-<b>"): each (task, seed) is in one entry, and holdout_cost averages per task
             store_holdout_cost(study, key, f"{seed}/{part}" if part else seed, run_costs(ev.scores))
+            if self.exp.sweep.holdout_compare == "pairwise":  # the answers the side-by-side judge reads
+                store_answers(self.dir / ANSWERS, key, seed, ev.scores)
             have = dict(store_holdout_run(study, key, k, seed, {**have, **ev.by_task()}))
         return {t.id: have[t.id] for t in tasks}
 

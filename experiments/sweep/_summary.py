@@ -70,6 +70,7 @@ class SweepSummary:
     holdout_look: str = ""  # experiments.stats.Look.line: this conclusion's share of the study's alpha
     confirmable: str = ""  # what effect this design could have confirmed (experiments.stats.design_power_line)
     train_filter: str = "wilcoxon"  # sweep.train_filter: which top-k candidates the holdout tests (issue 42)
+    pairwise: tuple[str, ...] = ()  # sweep.holdout_compare=pairwise: a line per candidate on its judged pairs
 
 
 def noise_line(s: SweepSummary) -> str:
@@ -137,7 +138,7 @@ def format_sweep(s: SweepSummary) -> str:
             + (f" error: {row.error}" if row.error else "")
         )
         lines += [f"  {ln}" for ln in row_notes(row)]
-    lines += cost_block(s.holdout, s.promoted_trial)
+    lines += [*s.pairwise, *cost_block(s.holdout, s.promoted_trial)]
     if s.holdout_look:
         lines.append(s.holdout_look)
     if any(r.fixed_task for r in s.holdout):
@@ -263,8 +264,11 @@ def holdout_test_text(row: HoldoutRow) -> str:
         return ""
     se = f", se {num(row.holdout_se)}" if row.holdout_se is not None else ", se not measured"
     text = f" [runs {row.runs[0]}/{row.runs[1]}{se}"
-    if row.holdout_rule == "tasks" or (not row.holdout_rule and row.holdout_df is not None
-                                       and row.holdout_df == row.holdout_n - 1):
+    if row.preference is not None:  # sweep.holdout_compare=pairwise: the sign-flip test on preferences
+        text = (f" [over {row.holdout_n} tasks (pairwise: mean preference {row.preference:+.3f}, exact sign-flip), "
+                f"runs {row.runs[0]}/{row.runs[1]}")
+    elif row.holdout_rule == "tasks" or (not row.holdout_rule and row.holdout_df is not None
+                                         and row.holdout_df == row.holdout_n - 1):
         text = f" [over {row.holdout_n} tasks (paired t, {row.holdout_df} df), runs {row.runs[0]}/{row.runs[1]}{se}"
     if row.holdout_level is None:  # not in the family: the train comparison did not claim
         return text + f", p {pval(row.holdout_p)}; not tested: did not pass the train filter]"

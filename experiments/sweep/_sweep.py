@@ -64,8 +64,10 @@ class Sweep(SplitRuns):
         tracker: NullTracker | None = None,
         out: Callable[[str], None] = print,
         pool: RunPool | None = None,
+        judge: Callable[..., Any] | None = None,
     ) -> None:
         self.exp, self.out = exp, out
+        self.judge, self.pair_lines = judge, []  # sweep.holdout_compare=pairwise (None: the evaluator role's)
         self._pool = pool  # None: backend.concurrency, resolved against the runner's backend in run()
         self.progress = SweepProgress(exp.sweep.name, out)
         self.runner = TimedRunner(runner, self.progress.task_done)
@@ -389,6 +391,7 @@ class Sweep(SplitRuns):
             best_value=best.train_mean if best else None, best_runs=best.runs if best else 1,
             best_comparison=compare(best.train_scores, ref, floor=train_floor, alpha=sw.alpha) if best and ref else None,
             holdout=verdict.rows, baseline_holdout=base_hold.mean if base_hold is not None else None,
+            pairwise=tuple(self.pair_lines),
             promoted_trial=promoted.number if promoted else None,
             promoted_hash=candidate_hash(promoted_instr), promoted=promoted is not None,
             best_instructions=best_instr, baseline_instructions=dict(baseline),

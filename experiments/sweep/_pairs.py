@@ -1,0 +1,112 @@
+"""The pairwise holdout (sweep.holdout_compare=pairwise; issue 42, lever a): the candidate's and the baseline's
+answers to the same holdout task judged side by side, the confirmation on the candidate's mean preference.
+
+Each holdout task run of a text keeps its answer in <sweep dir>/holdout_answers.jsonl (text hash, seed, task; the
+last line of one wins, so a run redone on resume replaces it). After the holdout's blocks, each pair (candidate run
+k, baseline run k) of a task both ran, k below both texts' holdout runs, is judged by the evaluator role
+(experiments.runs.make_judge: evaluators.pairwise.compare_pair, both orders, a disagreement a tie, blind, both
+answers marked as untrusted data). The judge's seed is the pair's (task, run) seed, shared by every candidate's
+pair of that task and run (common random numbers). Each judgement is stored in the study (attr holdout_pairs) as it
+arrives, so a resume judges only what is missing. A judge call that raised leaves its pair unjudged and the row
+failed: nothing is concluded for it, the sweep exits 3 and the same command judges it again. A reply that could not
+be read after its re-ask is a missing preference and counts against the candidate (-1), never as a tie.
+
+Per task: the mean preference over its pairs (+1: every comparison prefers the candidate). experiments.sweep's
+decide tests them with the one-sided exact sign-flip test over tasks at the look's level (Holm over the family);
+the futility stop still acts on the score differences (non-binding, so the level holds).
+
+What a pairwise confirmation claims: the candidate's answers are preferred on more of tasks like the holdout's,
+not that its mean composite is higher. An edit that helps 7 tasks in 8 a little and ruins the eighth (mean 0) is
+preferred on 7 of 8 and confirmed far more often than the paired t confirms it (docs/SENSITIVITY.md, "Lever a");
+the worst holdout task's score difference and sweep.max_task_loss stay beside it.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from evaluators.pairwise import PairResult, position_bias
+from harness.stores import append_jsonl, read_jsonl
+
+ANSWERS = "holdout_answers.jsonl"
+PAIRS_ATTR = "holdout_pairs"  # study attr: candidate hash -> "<task>/<run k>" -> PairResult.to_dict()
+
+
+def store_answers(path: Path, key: str, seed: int, scores: Sequence[Any]) -> None:
+    """One line per task run of text `key` with this seed: its answer (experiments.runs.TaskScore.output_text)."""
+    for s in scores:
+        append_jsonl(path, {"key": key, "seed": int(seed), "task": s.task_id, "text": s.output_text})
+
+
+def load_answers(path: Path) -> dict[tuple[str, int, str], str]:
+    """(text hash, seed, task) -> the answer its latest run wrote."""
+    return {(str(r["key"]), int(r["seed"]), str(r["task"])): str(r.get("text") or "") for r in read_jsonl(path)}
+
+
+def pair_seed(seed: int, task: str) -> int:
+    """The judge's seed for the pairs of one (task, run seed): the same for every candidate."""
+    return zlib.crc32(f"pair/{seed}/{task}".encode())
+
+
+@dataclass(frozen=True)
+class PairedHoldout:
+    """One candidate's judged pairs: the per-task mean preferences (a missing one counted -1) and the judge's
+    behaviour, or why they are not all judged."""
+
+    per_task: dict[str, float]
+    results: tuple[PairResult, ...] = ()
+    error: str | None = None
+
+    def line(self, trial: int) -> str:
+        """The summary's line on the judge."""
+        r = self.results
+        wins, ties = sum(1 for x in r if not x.failed and x.preference > 0), sum(1 for x in r if x.preference == 0)
+        losses, missing = sum(1 for x in r if not x.failed and x.preference < 0), sum(1 for x in r if x.failed)
+        return (f"pairwise holdout trial #{trial}: {len(r)} pairs judged side by side: candidate preferred {wins}, "
+                f"tie {ties}, baseline preferred {losses}, no readable verdict {missing} (counted against it); "
+                f"orders disagreed on {sum(x.disagreed for x in r)}; {position_bias(r).line()}; "
+                f"{sum(x.calls for x in r)} judge calls")
+
+
+def judge_holdout(study: Any, judge: Any, key: str, base_key: str, tasks: Sequence[Any], runs: int, seed0: int,
+                  answers: Mapping[tuple[str, int, str], str], pool: Any) -> PairedHoldout:
+    """Judge every pair of candidate `key` against the baseline `base_key` on `tasks` (TaskSpec, those both ran),
+    runs k < `runs` (seed seed0 + k), those the study has not stored; store each as it arrives."""
+    stored = dict(study.user_attrs.get(PAIRS_ATTR, {}).get(key, {}))
+    jobs, error = [], None
+    for t in tasks:
+        for k in range(runs):
+            if f"{t.id}/{k}" in stored:
+                continue
+            cand, base = answers.get((key, seed0 + k, t.id)), answers.get((base_key, seed0 + k, t.id))
+            if cand is None or base is None:
+                error = error or (f"the answer of holdout task {t.id} run {k + 1} is not in {ANSWERS}: rerun its "
+                                  f"holdout run to judge the pair")
+                continue
+            jobs.append((t, k, cand, base))
+
+    def one(job: tuple) -> PairResult:
+        t, k, cand, base = job
+        return judge(t, cand, base, pair_seed(seed0 + k, t.id))
+
+    with pool.ordered(one, jobs) as done:
+        for job, fut in done:
+            try:
+                res = fut.result()
+            except Exception as exc:  # a dead judge: the pair stays unjudged, the row fails, a rerun judges it
+                error = error or f"pairwise judge failed on holdout task {job[0].id}: {type(exc).__name__}: {exc}"[:300]
+                continue
+            stored[f"{job[0].id}/{job[1]}"] = res.to_dict()
+            every = dict(study.user_attrs.get(PAIRS_ATTR, {}))
+            every[key] = dict(stored)
+            study.set_user_attr(PAIRS_ATTR, every)
+    results = {name: PairResult.from_dict(rec) for name, rec in stored.items()}
+    per_task: dict[str, float] = {}
+    for t in tasks:
+        prefs = [results[f"{t.id}/{k}"] for k in range(runs) if f"{t.id}/{k}" in results]
+        if len(prefs) == runs:
+            per_task[t.id] = sum(-1.0 if r.failed else float(r.preference) for r in prefs) / runs
+    return PairedHoldout(per_task, tuple(results.values()), error)
