@@ -54,6 +54,9 @@ class Design:
     # a top candidate the train filter cuts runs nothing on the holdout, the baseline its first block only (its
     # runs measure the noise of the summary's design power line); False: 3306971's path, every top candidate ran
     skip_cut: bool = False
+    # pairwise: "t" (the paired t on preferences) | "signflip" (the sweep's sweep.holdout_compare=pairwise: the exact
+    # one-sided sign-flip over the holdout tasks, the futility stop on the score differences)
+    pair_test: str = "t"
 
     def world(self, w: World) -> World:
         return w.sampled() if self.sampled else w
@@ -175,6 +178,11 @@ def simulate(world: World, d: Design, m: np.ndarray, seed: int, trace: dict | No
         if d.compare == "cuped":
             p = rules.cuped_p(stat, y[:, 0][:, ho, k])
             win = p
+        elif d.compare == "pairwise" and d.pair_test == "signflip":
+            _, u = rules.sequential(dh, block=d.seq_block or d.n_hold, level=d.level, futility=d.futility,
+                                    efficacy=False)
+            p = rules.signflip_p(stat, 1.0 / (2 * k), alternative="greater")
+            win, used = np.where(u < d.n_hold, 1.0, p), np.minimum(used, u) if len(tops) == 1 else used
         elif d.seq_block:
             ok, u = rules.sequential(stat, block=d.seq_block, level=d.level / len(tops), futility=d.futility,
                                      efficacy=d.efficacy)

@@ -119,9 +119,10 @@ def t_p_two_sided(d: np.ndarray) -> np.ndarray:
 SIGNFLIP_MAX_N = 40  # the rounding to a multiple of 2^-n needs the float error below 2^-(n + 1)
 
 
-def signflip_p(x: np.ndarray, step: float) -> np.ndarray:
-    """Two-sided p of the exact sign-flip test of mean 0 on each row (last axis = tasks), for values on the lattice
-    step x integers (a pairwise A/B's per-task preferences are multiples of 1 / (2 replications)).
+def signflip_p(x: np.ndarray, step: float, alternative: str = "two-sided") -> np.ndarray:
+    """The p of the exact sign-flip test of mean 0 on each row (last axis = tasks), two-sided or "greater" (mean
+    > 0: the sweep's pairwise holdout), for values on the lattice step x integers (per-task preferences are
+    multiples of 1 / (2 runs)).
 
     The sum's distribution over the 2^n equally likely sign patterns is read off its characteristic function
     prod_j cos(a_j t) (a_j = |x_j| / step, integers) by an inverse FFT on 2 max(sum a) + 1 points (no aliasing);
@@ -137,7 +138,8 @@ def signflip_p(x: np.ndarray, step: float) -> np.ndarray:
     if not np.all(np.isfinite(x)) or np.abs(k * step - x).max() > 1e-9 * max(1.0, step):
         raise ValueError(f"signflip_p needs finite values that are multiples of step {step:g}")
     a = np.abs(k).astype(np.int64).reshape(-1, n)
-    obs = np.abs(k.reshape(-1, n).sum(axis=1))
+    signed = k.reshape(-1, n).sum(axis=1)
+    obs = np.abs(signed)
     top = int(a.sum(axis=1).max())
     width = 2 * top + 1
     freq = 2 * math.pi * np.arange(width) / width
@@ -149,6 +151,9 @@ def signflip_p(x: np.ndarray, step: float) -> np.ndarray:
     pmf = np.fft.ifft(phi, axis=1).real  # pmf[s mod width]: P(sum = s)
     s = np.arange(width)
     s = np.where(s > top, s - width, s)
-    p = (pmf * (np.abs(s)[None, :] >= obs[:, None] - 0.5)).sum(axis=1)
+    if alternative == "greater":
+        p = (pmf * (s[None, :] >= signed[:, None] - 0.5)).sum(axis=1)
+    else:
+        p = (pmf * (np.abs(s)[None, :] >= obs[:, None] - 0.5)).sum(axis=1)
     p = np.clip(np.rint(p * 2.0 ** n) / 2.0 ** n, 0.0, 1.0)
     return p.reshape(x.shape[:-1])
