@@ -9,7 +9,7 @@ import math
 import re
 from typing import Any
 
-from experiments.stats import COST_METRICS
+from experiments.stats import COMPARES, COST_METRICS
 from harness.compose import check_choice, check_harness, check_positive, check_range, warn_judge
 from harness.config import TASK_TYPES, ConfigError
 
@@ -119,7 +119,7 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
     check_range("sweep.holdout_candidate_runs", sw.holdout_candidate_runs, 1)
     check_choice("sweep.train_filter", sw.train_filter, TRAIN_FILTERS)  # issue 42
     check_range("sweep.holdout_futility_block", sw.holdout_futility_block, 0)  # issue 42: 0 = off
-    check_choice("sweep.holdout_compare", sw.holdout_compare, ("pointwise", "pairwise"))  # issue 42, lever a
+    check_choice("sweep.holdout_compare", sw.holdout_compare, COMPARES)  # issue 42, lever a (ab.compare's choices)
     if sw.holdout_compare == "pairwise" and sw.holdout_test != "tasks":
         raise ConfigError(f"sweep.holdout_compare=pairwise tests preferences over tasks: it needs "
                           f"sweep.holdout_test=tasks, got {sw.holdout_test!r}")
@@ -166,7 +166,7 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
         ab = exp.ab
         if ab.a == ab.b:
             raise ConfigError("ab.a and ab.b are identical; expected two different override sets")
-        from experiments.stats import COMPARES, DIRECTIONS, TESTS
+        from experiments.stats import DIRECTIONS, TESTS
 
         check_choice("ab.direction", ab.direction, DIRECTIONS)
         check_choice("ab.test", ab.test, TESTS)

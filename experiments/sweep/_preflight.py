@@ -373,7 +373,7 @@ def sweep_confirmable(exp: ExperimentConfig, *, noise: Any, baseline_runs: int, 
         source = f"the baseline's {noise.repeats} holdout runs"
     else:
         source = f"calibration {calibration.key}" if calibration is not None else f"{baseline_runs} baseline runs"
-    if sw.holdout_compare == "pairwise" and sw.holdout_test == "tasks":
+    if sw.holdout_compare == "pairwise":  # validate: only with holdout_test=tasks
         return PAIRWISE_POWER
     if sw.holdout_test != "tasks" or len(exp.tasks("holdout")) < 2 or noise.repeats < 2:
         return ""
