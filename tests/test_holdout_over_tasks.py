@@ -37,7 +37,8 @@ def test_a_candidate_that_helps_two_tasks_and_hurts_two_is_not_confirmed():
     cand = HoldoutScores.of_runs([dict(zip(hold, (7.0, 7.0, 4.0, 4.0)))])
     verdict = decide([claimed(1, "a")], REF, base, {"a": cand}, train_floor=0.2, alpha=0.05, test=shipped_test(0.2))
     (row,) = verdict.rows
-    assert row.holdout_p == pytest.approx(0.3021, abs=1e-3) and row.holdout_df == 3 and row.holdout_n == 4
+    # the t's own p is 0.3021; the confirmation's p is never below it (issue 52 A1: max with the skew-calibrated p)
+    assert row.holdout_p >= 0.3021 - 1e-3 and row.holdout_df == 3 and row.holdout_n == 4
     assert not row.wins and verdict.winner is None
 
 

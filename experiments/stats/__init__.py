@@ -12,6 +12,7 @@ from ._power import (MAX_TASKS, DecisionPower, Design, ab_design, decision_power
                      replications_for_effect, sweep_design, tasks_for_effect)
 from ._reach import calibrate_design_problem, min_attainable_p, sweep_design_problem, tasks_needed
 from ._signflip import SignFlipTest, signflip_test
+from ._skew import SkewTest, holdout_tasks_for_harm, skew_test
 from ._spread import heterogeneity, spread_from_trials
 from ._tests import (DIRECTIONS, FLOOR_SE, TESTS, Comparison, NoiseFloor, PairedStats, bootstrap_ci, cohens_dz,
                      finite_array, paired_differences, paired_ttest, rank_biserial, wilcoxon_reject, wilcoxon_test)
@@ -36,6 +37,7 @@ __all__ = [
     "PairedStats",
     "Preregistration",
     "SignFlipTest",
+    "SkewTest",
     "TESTS",
     "ab_design",
     "baseline_reference",
@@ -50,6 +52,7 @@ __all__ = [
     "explain_verdict",
     "finite_array",
     "heterogeneity",
+    "holdout_tasks_for_harm",
     "holm",
     "level",
     "mde",
@@ -64,6 +67,7 @@ __all__ = [
     "pareto_front",
     "rank_biserial",
     "signflip_test",
+    "skew_test",
     "recorded",
     "replication_noise",
     "replications_for_effect",

@@ -1,6 +1,6 @@
 """The holdout's evidence and its tests: a candidate's holdout scores (HoldoutScores), the holdout test of a
-look (HoldoutTest: rule "tasks", the paired t over tasks, TaskDiffs; or the fixed-task rules "bound" and
-"floor"), and the per-task-type differences that hold a changed type back (TypeDiff). The rule they serve and
+look (HoldoutTest: rule "tasks", the paired t over tasks with its skew requirement, TaskDiffs; or the fixed-task
+rules "bound" and "floor"), and the per-task-type differences that hold a changed type back (TypeDiff). The rule they serve and
 its model are in experiments.sweep._promotion's docstring."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 from scipy import stats as sps
 
 from experiments.config import HOLDOUT_TESTS
-from experiments.stats import NoiseFloor
+from experiments.stats import NoiseFloor, skew_test
 
 
 @dataclass(frozen=True)
@@ -105,29 +105,26 @@ class HoldoutTest:
 
 @dataclass(frozen=True)
 class TaskDiffs:
-    """The paired t over holdout tasks (rule "tasks") on per-task mean differences."""
+    """The holdout test over tasks (rule "tasks") on per-task mean differences: experiments.stats.skew_test, the
+    paired t that also holds its level when the differences are skewed (p = max of the t's p and the
+    skew-calibrated p; the exact sign-flip p when every difference is equal)."""
 
     n: int
     mean: float | None
     se: float | None  # sd(d) / sqrt(n): task x variant spread and run noise together
     df: int
     p: float | None  # one-sided p of mean > 0; None below 2 tasks (nothing measured)
+    t_p: float | None = None  # the paired t's own p (None at zero spread)
+    skew_p: float | None = None  # the skew-calibrated p (None at zero spread)
 
     @classmethod
     def of(cls, cand: Mapping[str, float] | None, base: Mapping[str, float] | None) -> "TaskDiffs":
         tasks = sorted(set(cand or {}) & set(base or {}))
         d = [float(cand[t]) - float(base[t]) for t in tasks]
-        n = len(d)
-        if n < 2:
-            return cls(n, (d[0] if d else None), None, 0, None)
-        mean = sum(d) / n
-        sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
-        se = sd / math.sqrt(n)
-        if se <= 1e-12 * max(1.0, abs(mean)):  # every task moved by the same amount: the t is undefined (0 / 0)
-            # the exact sign-flip (permutation) p: of the 2^n sign patterns only the all-positive one has a mean
-            # this high, so p = 1/2^n; never 0 (issue 40: d = (+0.5, +0.5) had p 0 and was confirmed)
-            return cls(n, mean, 0.0, n - 1, 0.5 ** n if mean > 0 else 1.0)
-        return cls(n, mean, se, n - 1, float(sps.t.sf(mean / se, n - 1)))
+        r = skew_test(d)
+        if r.n < 2:
+            return cls(r.n, r.mean, None, 0, None)
+        return cls(r.n, r.mean, r.se, r.n - 1, r.p, r.t_p, r.skew_p)
 
 
 @dataclass(frozen=True)

@@ -28,20 +28,26 @@ The question is the user's: "is this variant better on tasks like mine?". Its un
   d_i = mu + u_i + e_i, with u_i the task's own deviation from the mean effect mu (the task x variant
   interaction, sd tau) and e_i run noise (variance sigma^2 (1/c + 1/b)). Holdout tasks stand for a population of
   tasks, so the claim is about mu, and the spread that matters is var(d_i) = tau^2 + sigma^2 (1/c + 1/b).
-- Test (rule "tasks", the default): the one-sided paired t over the m holdout tasks on the per-task mean
-  differences, SE = sd(d) / sqrt(m), m - 1 degrees of freedom; p = P(T > mean(d) / SE). sd(d) measures tau and
-  the run noise together, so for a symmetric spread of d the chance of confirming a candidate whose mean effect
-  over tasks is zero stays near the level whatever tau / sigma (bench/holdout_sim.py: normal 0.029, t(2) 0.015 at
-  level 0.025 with 8 tasks), and it is measured even with one run of each text (no sigma needed). It does NOT hold
-  for a left-skewed spread: with 8 tasks, "1 task in 8 loses 7, the others gain 1" (true mean 0) is confirmed
-  0.339 of the time, because a harm to 1 task in k is missed by n holdout tasks with probability ((k-1)/k)^n
-  (0.344 for k = n = 8) and no test on those 8 differences can see a task that is not among them
-  (docs/VERDICTS.md, bench/audit40_holdout.py). What the summary shows against it: the worst holdout task's
-  difference beside the mean, and sweep.max_task_loss (below). The t, not a Wilcoxon: the claim is about the
-  mean, and a rank test answers for a skewed zero-mean spread (one task far down, many a little up) with p far
-  below alpha. Fewer than 2 holdout tasks test nothing: experiments.stats.sweep_design_problem refuses that design
-  before it spends anything. Every difference equal (zero spread) leaves the t undefined: p is then the exact
-  sign-flip p, 1/2^m when the differences are positive (1 otherwise), never 0 (two tasks at +0.5 each: p 0.25).
+- Test (rule "tasks", the default): on the per-task mean differences over the m holdout tasks, the one-sided
+  paired t (SE = sd(d) / sqrt(m), m - 1 degrees of freedom) and a skew requirement: p = max(p_t, p_skew)
+  (experiments.stats.skew_test, TaskDiffs). sd(d) measures tau and the run noise together, so it is measured even
+  with one run of each text (no sigma needed), and for a symmetric spread of d the t alone keeps its level whatever
+  tau / sigma. It does not for a left-skewed spread of zero mean (most tasks gain a little, a few lose more): the
+  tasks that carry the losses are often not sampled, and the t confirmed -(Exp - 1) 0.087 and -(lognormal) 0.152 of
+  the time over 12 tasks at level 0.025. p_skew is the largest chance, over reference spreads at mean 0 (normal,
+  -(Exp - 1), -(lognormal sigma 1)), of a skewness-corrected t (Hall's transformation, the sample skewness read
+  twice as strongly) at least as high: for those spreads and any milder skew the level holds at every look, so over
+  looks and studies too (bench/skew_level.py, docs/VERDICTS.md). The price is power on a symmetric spread, the more
+  the smaller the level (docs/VERDICTS.md's table). A harm to 1 task in k is missed by m holdout tasks with
+  probability ((k-1)/k)^m (0.26 for k = 8 at m = 10, 0.20 at m = 12) and no test on those m differences can see
+  a task that is not among them: experiments.stats.holdout_tasks_for_harm(k, level) is the holdout size that
+  bounds it (28 tasks for 1 in 8 at 0.025), and the summary prints it beside the verdict; what it shows against
+  it besides: the worst holdout task's difference beside the mean, and sweep.max_task_loss (below). Not a
+  Wilcoxon: the claim is about the mean, and a rank test answers for a skewed zero-mean spread (one task far down,
+  many a little up) with p far below alpha. Fewer than 2 holdout tasks test nothing:
+  experiments.stats.sweep_design_problem refuses that design before it spends anything. Every difference equal
+  (zero spread) leaves the t undefined: p is then the exact sign-flip p, 1/2^m when the differences are positive
+  (1 otherwise), never 0 (two tasks at +0.5 each: p 0.25).
 - Worst task (sweep.max_task_loss, composite points; None = off): a confirmed candidate that loses more than this
   on any holdout task (its per-task mean difference below -max_task_loss) is held back (`held_by_task_loss`), as
   the cost guard holds one back: the quality claim stands, nothing is promoted. A per-task difference carries run

@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 
 from experiments.config import ExperimentConfig
 from experiments.report import SMOKE_LINE, ci_text, hms, num, pval
-from experiments.stats import Comparison, NoiseFloor
+from experiments.stats import Comparison, NoiseFloor, holdout_tasks_for_harm
 from experiments.tracking import instruction_diff
 
 from ._promotion import HoldoutRow, SplitScores
@@ -245,9 +245,28 @@ def row_notes(row: HoldoutRow) -> list[str]:
             out.append(f"task type {tt} HELD BACK (its alias does not move, its baseline text is kept): {why}")
         if not row.promotes and not (row.held_by_cost or row.held_by_task_loss):
             out.append("every task type it changed is held back: nothing is promoted")
+    unseen = unseen_harm_text(row)
+    if unseen:
+        out.append(unseen)
     if row.standing:
         out.append(row.standing)
     return out
+
+
+HARM_SHARES = (4, 8)  # "1 task in k" harms the summary prices
+
+
+def unseen_harm_text(row: HoldoutRow) -> str:
+    """Under a confirmation over tasks: what its n holdout tasks cannot see, a harm to 1 task in k that none of them
+    drew (probability ((k-1)/k)^n; then every sampled task gains and any test confirms), and the holdout size that
+    bounds that chance by the level the row had to reach (experiments.stats.holdout_tasks_for_harm)."""
+    if not (row.wins and row.holdout_rule == "tasks" and row.holdout_level and row.holdout_n >= 2):
+        return ""
+    n, lv = row.holdout_n, row.holdout_level
+    parts = [f"1 in {k}: missed by all {n} with p {((k - 1) / k) ** n:.3f}, {holdout_tasks_for_harm(k, lv)} holdout "
+             f"tasks bound it by {lv:.4g}" for k in HARM_SHARES]
+    return ("unseen harm: a loss on 1 task in k that none of these holdout tasks drew is confirmed by any test: "
+            + "; ".join(parts))
 
 
 def holdout_test_text(row: HoldoutRow) -> str:
@@ -269,7 +288,8 @@ def holdout_test_text(row: HoldoutRow) -> str:
                 f"runs {row.runs[0]}/{row.runs[1]}")
     elif row.holdout_rule == "tasks" or (not row.holdout_rule and row.holdout_df is not None
                                          and row.holdout_df == row.holdout_n - 1):
-        text = f" [over {row.holdout_n} tasks (paired t, {row.holdout_df} df), runs {row.runs[0]}/{row.runs[1]}{se}"
+        text = (f" [over {row.holdout_n} tasks (paired t, {row.holdout_df} df, and skew-calibrated), runs "
+                f"{row.runs[0]}/{row.runs[1]}{se}")
     if row.holdout_level is None:  # not in the family: the train comparison did not claim
         return text + f", p {pval(row.holdout_p)}; not tested: did not pass the train filter]"
     if row.holdout_rule == "floor":
