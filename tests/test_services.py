@@ -181,7 +181,7 @@ def test_three_machines_one_study_one_killed(services, env, tmp_path):
     killed_run = next(r for r in trial_runs if int(r.data.tags["trial_number"]) == killed)
     assert killed_run.info.status == "FAILED" and "no heartbeat" in killed_run.data.tags["fail_reason"]
     for r in trial_runs:
-        want = {"COMPLETE": "FINISHED", "PRUNED": "KILLED", "FAIL": "FAILED"}[by_number[int(r.data.tags["trial_number"])].state.name]
+        want = {"COMPLETE": "FINISHED", "PRUNED": "FINISHED", "FAIL": "FAILED"}[by_number[int(r.data.tags["trial_number"])].state.name]
         assert r.info.status == want
     repeats = [r for r in runs if r.data.tags.get("kind") == "baseline_repeat"]
     holdouts = [r for r in runs if r.data.tags.get("kind") == "holdout"]

@@ -60,7 +60,9 @@ def test_parent_run_is_found_again_and_children_carry_status(exp):
     assert again.parent_id == parent
     runs = {int(r.data.tags["trial_number"]): r for r in again.trial_runs()}
     assert sorted(runs) == [0, 1, 2]
-    assert [runs[i].info.status for i in range(3)] == ["FINISHED", "FAILED", "KILLED"]
+    # a pruned trial finished what the design asked of it (issue 52 A8): FINISHED, tagged, never KILLED
+    assert [runs[i].info.status for i in range(3)] == ["FINISHED", "FAILED", "FINISHED"]
+    assert runs[2].data.tags["state"] == "PRUNED" and runs[2].data.tags["pruned"] == "pruned"
     assert runs[0].data.metrics["composite"] == 6.0 and runs[0].data.metrics["task.t0"] == 6.0
     assert runs[0].data.metrics["dim.depth"] == 6.5 and runs[0].data.metrics["judge_sd"] == 0.2
     assert runs[0].data.params["operator"] == "baseline" and runs[0].data.params["backend"] == "fake"

@@ -9,7 +9,13 @@ answers marked as untrusted data). The judge's seed is the pair's (task, run) se
 pair of that task and run (common random numbers). Each judgement is stored in the study (attr holdout_pairs) as it
 arrives, so a resume judges only what is missing. A judge call that raised leaves its pair unjudged and the row
 failed: nothing is concluded for it, the sweep exits 3 and the same command judges it again. A reply that could not
-be read after its re-ask is a missing preference and counts against the candidate (-1), never as a tie.
+be read after its re-ask is a missing preference and counts against the candidate (-1), never as a tie; but when
+no pair of the conclusion has a readable reply, the judge failed, not the candidates: the judgements are dropped,
+every row fails, no look is spent, and the same command judges them again (SplitRuns._pairwise).
+
+An answer a pair still needs that the file does not hold (the file lost or moved, a line torn or wrong-typed: named
+with its line) is lost, not guessed: that text's holdout run of those tasks runs again with the same seed for its
+answer (the stored scores stay: the futility looks used them), then the pair is judged.
 
 Per task: the mean preference over its pairs (+1: every comparison prefers the candidate). experiments.sweep's
 decide tests them with the one-sided exact sign-flip test over tasks at the look's level (Holm over the family);
@@ -23,13 +29,14 @@ the worst holdout task's score difference and sweep.max_task_loss stay beside it
 
 from __future__ import annotations
 
+import json
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from evaluators.pairwise import PairResult, position_bias
-from harness.stores import append_jsonl, read_jsonl
+from harness.stores import append_jsonl
 
 ANSWERS = "holdout_answers.jsonl"
 PAIRS_ATTR = "holdout_pairs"  # study attr: candidate hash -> "<task>/<run k>" -> PairResult.to_dict()
@@ -41,9 +48,83 @@ def store_answers(path: Path, key: str, seed: int, scores: Sequence[Any]) -> Non
         append_jsonl(path, {"key": key, "seed": int(seed), "task": s.task_id, "text": s.output_text})
 
 
-def load_answers(path: Path) -> dict[tuple[str, int, str], str]:
-    """(text hash, seed, task) -> the answer its latest run wrote."""
-    return {(str(r["key"]), int(r["seed"]), str(r["task"])): str(r.get("text") or "") for r in read_jsonl(path)}
+@dataclass(frozen=True)
+class Answers:
+    """What holdout_answers.jsonl holds: (text hash, seed, task) -> the answer its latest run wrote, and the lines
+    that could not be read as one (`bad`: "<file>:<line>: why", each a lost answer the sweep runs again)."""
+
+    texts: dict[tuple[str, int, str], str]
+    bad: tuple[str, ...] = ()
+    exists: bool = True
+
+    def get(self, key: tuple[str, int, str]) -> str | None:
+        return self.texts.get(key)
+
+    def bad_line(self) -> str:
+        """One line naming the unreadable lines (the first three, then how many more)."""
+        more = f" (and {len(self.bad) - 3} more)" if len(self.bad) > 3 else ""
+        return (f"{'; '.join(self.bad[:3])}{more}: treated as lost (the holdout run whose answer "
+                f"{'it' if len(self.bad) == 1 else 'each'} held runs again if a pair still needs it)")
+
+
+def load_answers(path: Path) -> Answers:
+    """Every readable line of `path` (the last line of a (text, seed, task) wins). A line that is not a JSON object
+    with a string key and task, an integer seed and a string (or null) text is named in `bad`, never guessed at:
+    its answer is lost, and the sweep runs again what a pair still needs (SplitRuns._lost_answers)."""
+    if not path.exists():
+        return Answers({}, exists=False)
+    texts: dict[tuple[str, int, str], str] = {}
+    bad: list[str] = []
+    for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as exc:
+            bad.append(f"{path}:{n}: not JSON ({exc.msg})")
+            continue
+        why = _answer_problem(r)
+        if why:
+            bad.append(f"{path}:{n}: {why}")
+            continue
+        texts[(r["key"], r["seed"], r["task"])] = r.get("text") or ""
+    return Answers(texts, tuple(bad))
+
+
+def _answer_problem(r: Any) -> str | None:
+    """Why a parsed line is not an answer record (store_answers' shape), or None."""
+    if not isinstance(r, dict):
+        return f"a JSON {type(r).__name__}, expected an object"
+    for field, kind, name in (("key", str, "a string"), ("task", str, "a string"), ("seed", int, "an integer")):
+        v = r.get(field)
+        if not isinstance(v, kind) or isinstance(v, bool):
+            return f"{field} {v!r} is not {name}"
+    if r.get("text") is not None and not isinstance(r["text"], str):
+        return f"text is a {type(r['text']).__name__}, expected a string"
+    return None
+
+
+def missing_answers(study: Any, key: str, base_key: str, tasks: Sequence[Any], runs: int, seed0: int,
+                    answers: Answers) -> dict[tuple[str, int], list[Any]]:
+    """The answers the pairs of `key` the study has not judged still need and `answers` lacks: (text hash, run k)
+    -> the tasks (TaskSpec) whose run k of that text must run again for its answer."""
+    stored = study.user_attrs.get(PAIRS_ATTR, {}).get(key, {})
+    out: dict[tuple[str, int], list[Any]] = {}
+    for t in tasks:
+        for k in range(runs):
+            if f"{t.id}/{k}" in stored:
+                continue
+            for h in (key, base_key):
+                if answers.get((h, seed0 + k, t.id)) is None and t not in out.setdefault((h, k), []):
+                    out[(h, k)].append(t)
+    return {hk: ts for hk, ts in out.items() if ts}
+
+
+def forget_pairs(study: Any, keys: Sequence[str]) -> None:
+    """Drop the stored judgements of these candidates: the next conclusion judges their pairs again."""
+    every = dict(study.user_attrs.get(PAIRS_ATTR, {}))
+    if any(k in every for k in keys):
+        study.set_user_attr(PAIRS_ATTR, {k: v for k, v in every.items() if k not in keys})
 
 
 def pair_seed(seed: int, task: str) -> int:
@@ -72,7 +153,7 @@ class PairedHoldout:
 
 
 def judge_holdout(study: Any, judge: Any, key: str, base_key: str, tasks: Sequence[Any], runs: int, seed0: int,
-                  answers: Mapping[tuple[str, int, str], str], pool: Any) -> PairedHoldout:
+                  answers: Answers, pool: Any) -> PairedHoldout:
     """Judge every pair of candidate `key` against the baseline `base_key` on `tasks` (TaskSpec, those both ran),
     runs k < `runs` (seed seed0 + k), those the study has not stored; store each as it arrives."""
     stored = dict(study.user_attrs.get(PAIRS_ATTR, {}).get(key, {}))
@@ -83,8 +164,8 @@ def judge_holdout(study: Any, judge: Any, key: str, base_key: str, tasks: Sequen
                 continue
             cand, base = answers.get((key, seed0 + k, t.id)), answers.get((base_key, seed0 + k, t.id))
             if cand is None or base is None:
-                error = error or (f"the answer of holdout task {t.id} run {k + 1} is not in {ANSWERS}: rerun its "
-                                  f"holdout run to judge the pair")
+                error = error or (f"the answer of holdout task {t.id} run {k + 1} is not in {ANSWERS} (its run "
+                                  f"again for it gave none): the pair is not judged")
                 continue
             jobs.append((t, k, cand, base))
 

@@ -8,14 +8,15 @@ model family).
 Write side, the sweep's two steps (SweepRegistry; neither raises, a registry that cannot be written is one line):
 - study start: the baseline texts, registered idempotently (a text already stored is that version, not a new one);
 - promotion: the texts the winner changed as versions tagged with the evidence (study, trial, operator, parent
-  version, train and holdout means with CIs, p-values, backend and models, study fingerprint); alias `champion`
-  moves to them and `previous` to the former champion (the baseline version at the first promotion), per task
-  type only past a comparison with the champion: where the study's baseline text is the current champion's (or
-  there is no champion yet). A task type the winner left unchanged moves nothing; a win over another text is
-  registered with the reason (tag `champion_refused`, the summary's registry line) and moves nothing; a changed
-  type whose own holdout tasks showed harm (experiments.sweep HoldoutRow.held_types, issue 40) is registered with
-  tag `champion_held` and moves nothing. Nothing else moves an alias, so a sweep that promotes nothing leaves both
-  where they were; a resumed study that keeps its standing winner finds it already champion.
+  version, train and holdout means with CIs, p-values, what the holdout test was and claims (holdout_test: the
+  paired t over tasks, or the sign-flip over judge preferences), backend and models, study fingerprint); alias
+  `champion` moves to them and `previous` to the former champion (the baseline version at the first promotion),
+  per task type only past a comparison with the champion: where the study's baseline text is the current
+  champion's (or there is no champion yet). A task type the winner left unchanged moves nothing; a win over
+  another text is registered with the reason (tag `champion_refused`, the summary's registry line) and moves
+  nothing; a changed type whose own holdout tasks showed harm (experiments.sweep HoldoutRow.held_types, issue 40)
+  is registered with tag `champion_held` and moves nothing. Nothing else moves an alias, so a sweep that promotes
+  nothing leaves both where they were; a resumed study that keeps its standing winner finds it already champion.
 
 Read side, synth.source (resolve_synth, called when experiments.config builds the config):
   prompts:/<prefix>-synth-<task_type>@<alias>    one task type at an alias
@@ -79,8 +80,8 @@ class Evidence:
     train: Any  # experiments.sweep.SplitScores against the baseline reference
     holdout: Any
     train_p: float | None  # one-sided paired Wilcoxon over the train tasks (the promotion test)
-    holdout_p: float | None  # the holdout test's one-sided p (HoldoutRow.holdout_p; a Wilcoxon over the holdout
-    # tasks when the rule gave none)
+    holdout_p: float | None  # the holdout test's one-sided p (HoldoutRow.holdout_p: the paired t's, or the
+    # sign-flip's over preferences; a Wilcoxon over the holdout tasks when the rule gave none)
     backend: Mapping[str, Any]  # the runner's identity: role -> backend, model, file, ...
     fingerprint: Mapping[str, Any]  # the study's pinned objective fingerprint
     holdout_test: str = ""  # what the holdout p answers (experiments.sweep: over tasks, at the look's level)
@@ -88,6 +89,7 @@ class Evidence:
     cost_guard: str = ""  # the cost guard's verdict on it (experiments.stats.GuardResult.reason)
     held: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)  # task type -> (the winner's text,
     # why its alias is held back: its own holdout tasks showed harm; experiments.sweep HoldoutRow.held_types)
+    holdout_preference: float | None = None  # sweep.holdout_compare=pairwise: the mean preference the p tests
 
     def tags(self) -> dict[str, str]:
         roles = sorted(self.backend)
@@ -109,6 +111,8 @@ class Evidence:
             tags |= {f"cost_diff.{m}": _num(d.diff), f"cost_diff.{m}_ci": _ci(d.ci), f"cost_ratio.{m}": _num(d.ratio)}
         if self.cost_guard:
             tags["cost_guard"] = self.cost_guard
+        if self.holdout_preference is not None:
+            tags["holdout_preference"] = _num(self.holdout_preference)
         return tags
 
 
@@ -129,12 +133,28 @@ def sweep_evidence(study: Any, trial: Any, row: Any, ref: Mapping[str, float], b
         row.holdout_p if row.holdout_p is not None
         else compare(cand, base, floor=0.0, alpha=1.0).p_value if cand and base else None,
         dict(backend), dict(study.user_attrs.get("fingerprint", {})),
-        f"{row.holdout_rule or 'none'}: one-sided paired t over {row.holdout_n} holdout tasks at level "
-        f"{_num(row.holdout_level)} (this look's share of the study's alpha)" if row.holdout_rule == "tasks"
-        else f"{row.holdout_rule or 'none'} (fixed-task statement)",
+        holdout_test_words(row),
         dict(getattr(row, "cost_diffs", {}) or {}), getattr(getattr(row, "cost", None), "reason", ""),
         {tt: (str(trial.user_attrs.get("instructions", {}).get(tt, "")), why)
-         for tt, why in dict(getattr(row, "held_types", {}) or {}).items()})
+         for tt, why in dict(getattr(row, "held_types", {}) or {}).items()},
+        row.preference)
+
+
+def holdout_test_words(row: Any) -> str:
+    """What a holdout row's confirmation rests on and claims (HoldoutRow): the registry's holdout_test tag and the
+    MLflow parent run's. A pairwise row (sweep.holdout_compare=pairwise) was confirmed by the exact sign-flip test
+    over the tasks' mean judge preferences, which claims 'preferred on more tasks', not a higher mean score."""
+    rule, level = row.holdout_rule or "none", _num(row.holdout_level)
+    if rule != "tasks":
+        return f"{rule} (fixed-task statement)"
+    if row.preference is not None:
+        return (f"{rule}: one-sided exact sign-flip test over the mean judge preferences of {row.holdout_n} holdout "
+                f"tasks (sweep.holdout_compare=pairwise: each answer judged against the baseline's side by side, in "
+                f"both orders; mean preference {row.preference:+.3f}) at level {level} (this look's share of the "
+                f"study's alpha); it claims the answers are preferred on more tasks like these, not a higher mean "
+                f"score")
+    return (f"{rule}: one-sided paired t over {row.holdout_n} holdout tasks at level {level} (this look's share of "
+            f"the study's alpha)")
 
 
 class SweepRegistry:

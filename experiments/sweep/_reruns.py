@@ -25,7 +25,8 @@ from experiments.tracking import log_evaluation_run
 from harness.stores import sqlite_file
 
 from ._holdout_costs import holdout_cost, holdout_cost_diffs, store_holdout_cost
-from ._pairs import ANSWERS, judge_holdout, load_answers, store_answers
+from ._pairs import (ANSWERS, Answers, PairedHoldout, forget_pairs, judge_holdout, load_answers, missing_answers,
+                     store_answers)
 from ._preflight import HOLDOUT_SET_ATTR, LOOKS_ATTR, noise_measured_line, other_looks, sweep_confirmable
 from ._promotion import (HoldoutScores, HoldoutTest, Promotion, decide, race, row_from_record, row_record,
                          train_filtered)
@@ -96,7 +97,7 @@ class SplitRuns:
         family = train_filtered(top, ref, train_floor=train_floor, alpha=sw.alpha, train_filter=sw.train_filter)
         base, held = self._holdout_blocks(study, [c for c in top if c.hash in family], base_hash, baseline,
                                           contexts, order)
-        prefs = (self._pairwise(study, {c.hash: c.number for c in top}, held, base, base_hash, order)
+        prefs = (self._pairwise(study, top, held, base, base_hash, baseline, contexts, order)
                  if sw.holdout_compare == "pairwise" else None)
         problem = sweep_design_problem(self.exp)
         with shared_lock(self.exp.storage_url, f"{sw.name}/study_attrs", self.dir / ".study_attrs.lock"), \
@@ -209,30 +210,85 @@ class SplitRuns:
                 break
         return base, held
 
-    def _pairwise(self, study, trials: Mapping[str, int], held: dict[str, HoldoutScores], base: HoldoutScores,
-                  base_hash: str, order: Sequence[str]) -> dict[str, dict[str, float]]:
+    def _pairwise(self, study, top: Sequence[Any], held: dict[str, HoldoutScores], base: HoldoutScores,
+                  base_hash: str, baseline: Mapping[str, str], contexts,
+                  order: Sequence[str]) -> dict[str, dict[str, float]]:
         """sweep.holdout_compare=pairwise (experiments/sweep/_pairs.py): each tested candidate's pairs with the
         baseline judged side by side on the tasks both ran (none for a futility-stopped one: it is not tested);
-        hash -> task -> mean preference. A candidate whose pairs are not all judged has its holdout failed in `held`
-        (its row says why, the sweep exits 3 and the same command judges the rest)."""
+        hash -> task -> mean preference. Answers the unjudged pairs need that are lost are run again first
+        (_lost_answers). A candidate whose pairs are not all judged has its holdout failed in `held` (its row says
+        why, the sweep exits 3 and the same command judges the rest); so does every candidate when no pair has a
+        readable reply (a failed judge: its judgements are dropped, so the same command judges them again)."""
         sw, out = self.exp.sweep, {}
         if not base.scores:
             return out
-        answers = load_answers(self.dir / ANSWERS)
-        judge = self.judge if self.judge is not None else make_judge(self.exp, self.runner.roles.evaluator)
         runs = min(sw.holdout_candidate_runs, sw.holdout_baseline_runs)
-        for h, hold in list(held.items()):
-            if not hold.scores or futility_stop(hold.scores, base.scores, order, sw.holdout_futility_block):
+        tested = {h: [t for t in self.holdout if t.id in hold.scores and t.id in base.scores]
+                  for h, hold in held.items()
+                  if hold.scores and not futility_stop(hold.scores, base.scores, order, sw.holdout_futility_block)}
+        if not tested:
+            return out
+        texts = {c.hash: c.instructions for c in top} | {base_hash: baseline}
+        answers, lost = self._lost_answers(study, tested, base_hash, texts, contexts, runs)
+        judge = self.judge if self.judge is not None else make_judge(self.exp, self.runner.roles.evaluator)
+        trials = {c.hash: c.number for c in top}
+        paired = {}
+        for h, tasks in tested.items():
+            if h in lost:
+                held[h] = HoldoutScores(None, lost[h])
                 continue
-            tasks = [t for t in self.holdout if t.id in hold.scores and t.id in base.scores]
             with shared_lock(self.exp.storage_url, f"{sw.name}/study_attrs", self.dir / ".study_attrs.lock"):
-                paired = judge_holdout(study, judge, h, base_hash, tasks, runs, self.exp.seed, answers, self.pool)
-            self.pair_lines.append(paired.line(trials[h]))
-            if paired.error:
-                held[h] = HoldoutScores(None, paired.error)
+                paired[h] = judge_holdout(study, judge, h, base_hash, tasks, runs, self.exp.seed, answers, self.pool)
+            self.pair_lines.append(paired[h].line(trials[h]))
+        results = [r for p in paired.values() for r in p.results]
+        if results and all(r.failed for r in results):  # unreadable everywhere: the judge failed, not a candidate
+            with shared_lock(self.exp.storage_url, f"{sw.name}/study_attrs", self.dir / ".study_attrs.lock"):
+                forget_pairs(study, list(paired))
+            why = (f"pairwise judge: none of the {len(results)} pairs judged has a reply that could be read "
+                   f"({sum(r.judge_failures for r in results)} unreadable replies): a failed judge, not a preference; "
+                   f"nothing concluded, no look spent, the same command judges them again (check the evaluator's "
+                   f"model and backend)")
+            paired = {h: PairedHoldout({}, p.results, p.error or why) for h, p in paired.items()}
+        for h, p in paired.items():
+            if p.error:
+                held[h] = HoldoutScores(None, p.error)
             else:
-                out[h] = paired.per_task
+                out[h] = p.per_task
         return out
+
+    def _lost_answers(self, study, tested: Mapping[str, Sequence[Any]], base_hash: str,
+                      texts: Mapping[str, Mapping[str, str]], contexts, runs: int) -> tuple[Answers, dict[str, str]]:
+        """The holdout answers (_pairs.load_answers), with those the unjudged pairs need and the file lost (deleted,
+        moved, a line unreadable: one line names each) run again: the text's run k of those tasks, seed
+        cfg.seed + k, its answers appended; its scores are not stored (the stored ones stay, the futility looks
+        used them). Returns the answers and, per candidate, why its pairs cannot be judged (a run again failed)."""
+        name, path = self.exp.sweep.name, self.dir / ANSWERS
+        answers = load_answers(path)
+        need: dict[tuple[str, int], list[Any]] = {}
+        for h, tasks in tested.items():
+            for hk, ts in missing_answers(study, h, base_hash, tasks, runs, self.exp.seed, answers).items():
+                need.setdefault(hk, []).extend(t for t in ts if t not in need.get(hk, []))
+        if not need:  # every pair judged or answered: an unreadable line lost nothing a pair needs
+            return answers, {}
+        if answers.bad:
+            self.out(f"[{name}] {answers.bad_line()}")
+        where = f"{path} is missing" if not answers.exists else f"not in {path}"
+        self.out(f"[{name}] {sum(map(len, need.values()))} holdout answer(s) the unjudged pairs need are lost "
+                 f"({where}): running those holdout task runs again (same seeds) for their answers; their stored "
+                 f"scores are kept")
+        failed: dict[str, str] = {}
+        for (h, k), tasks in sorted(need.items(), key=lambda item: (item[0][0] != base_hash, item[0])):
+            who = "baseline" if h == base_hash else h
+            try:
+                ev = self._split_run("holdout", tasks, h, texts[h], contexts, k,
+                                     f"holdout {who} run {k + 1}: {len(tasks)} lost answer(s)", part="-answers")
+            except TrialFailed as exc:  # the pairs stay unjudged: the row fails, the same command tries again
+                why = f"the run again of lost holdout answers ({who} run {k + 1}) failed: {exc}"[:300]
+                for c in ([c for c in tested if c != base_hash] if h == base_hash else [h]):
+                    failed.setdefault(c, why)
+                continue
+            store_answers(path, h, self.exp.seed + k, ev.scores)
+        return load_answers(path), failed
 
     def _holdout(self, study, key: str, instructions, contexts, runs: int, tasks=None) -> HoldoutScores:
         """`runs` holdout runs of one text (seeds cfg.seed + k) on `tasks` (default: every holdout task), each task

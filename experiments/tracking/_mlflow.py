@@ -22,6 +22,17 @@ from ._trials import BaselineCosts
 log = logging.getLogger("experiments.tracking")
 
 PARENT_TAG = "sweep_parent"
+# Optuna trial state -> the trial run's MLflow status. A PRUNED trial (raced out, gated out or stopped by the
+# pruner) finished what the design asked of it: the search's rule judged it worse on the tasks it ran. It ends
+# FINISHED with tags state=PRUNED and pruned=<by what>; KILLED is the status MLflow gives a run a user stopped.
+TRIAL_STATUS = {"COMPLETE": "FINISHED", "PRUNED": "FINISHED", "FAIL": "FAILED"}
+
+
+def pruned_by(attrs: Mapping[str, Any]) -> str:
+    """What stopped a PRUNED trial early: "raced out", "gated out" (the minibatch gate) or "pruned" (the pruner)."""
+    if attrs.get("raced_out"):
+        return "raced out"
+    return "gated out" if attrs.get("gated_out") else "pruned"
 UI_ADDRESS = "http://127.0.0.1:5000"  # where `mlflow ui` serves by default
 
 
@@ -71,6 +82,7 @@ class NullTracker:
     uri = ""
     parent_id: str | None = None
     enabled = False  # an MLflow store is written
+    moved_note = ""  # a line for the run's output: the store's experiment was moved aside (MLflowTracker)
 
     def start(self, exp: ExperimentConfig, *, smoke: bool = False) -> None: ...
 
@@ -100,7 +112,8 @@ class NullTracker:
 
     def kill(self) -> None: ...
 
-    def finish(self, metrics: Mapping[str, float], texts: Mapping[str, str], *, status: str = "FINISHED") -> None: ...
+    def finish(self, metrics: Mapping[str, float], texts: Mapping[str, str], *, status: str = "FINISHED",
+               tags: Mapping[str, str] | None = None) -> None: ...
 
     def log_files(self, paths: Iterable[Path | str], artifact_path: str) -> None: ...
 
@@ -132,6 +145,7 @@ class MLflowTracker(NullTracker):
         self.parent_id: str | None = None
         self.smoke = False
         self.enabled, self.costs = True, BaselineCosts()  # costs: cost_diff.<metric> vs the baseline trial
+        self.moved_note = ""  # set when the experiment's artifacts were outside results_dir (_experiment_id)
 
     def _open_sqlite(self, db: Path) -> None:
         """Create the SQLite store whole (experiments.storage.created_whole: a temp file renamed once every table is
@@ -167,13 +181,49 @@ class MLflowTracker(NullTracker):
         return f"{base}/#/experiments/{self.experiment_id}/runs?workflowType=machine_learning"
 
     def _experiment_id(self) -> str:
+        """The experiment named mlflow.experiment (else sweep.name), created with its artifacts under
+        <results_dir>/mlartifacts. MLflow stores that location, absolute, when it creates the experiment: a results
+        folder moved or copied with its mlflow.db would still write its artifacts at the old place (or fail where
+        that is gone). Such an experiment (the store inside this results folder, its artifacts outside it) is
+        renamed, its runs kept as they are, and a new one of the name logs inside this folder (moved_note says so);
+        the sweep logs its trials there again from the study."""
+        here = self._artifact_root()
         found = self.client.get_experiment_by_name(self.experiment_name)
         if found is not None:
-            return found.experiment_id
-        artifacts = (Path(self.exp.results_dir) / "mlartifacts").resolve().as_uri()
-        if self.uri.startswith(("http://", "https://")):  # the server's artifact store, not this machine's disk
-            artifacts = None
-        return self.client.create_experiment(self.experiment_name, artifact_location=artifacts)
+            old = self._outside(found.artifact_location)
+            if old is None:
+                return found.experiment_id
+            kept = f"{self.experiment_name} (before its results folder moved, id {found.experiment_id})"
+            self.client.rename_experiment(found.experiment_id, kept)
+            self.moved_note = (f"MLflow: experiment {self.experiment_name!r} in {self._db} kept its artifacts at {old} "
+                               f"(outside results_dir {Path(self.exp.results_dir).resolve()}: the folder was moved or "
+                               f"copied); it is renamed {kept!r} with its runs, and this run logs to a new "
+                               f"{self.experiment_name!r} with artifacts under {here}")
+            log.warning(self.moved_note)
+        return self.client.create_experiment(self.experiment_name, artifact_location=here)
+
+    def _artifact_root(self) -> str | None:
+        """Where a new experiment keeps its artifacts: <results_dir>/mlartifacts; None for a tracking server (its
+        own artifact store, not this machine's disk)."""
+        if self.uri.startswith(("http://", "https://")):
+            return None
+        return (Path(self.exp.results_dir) / "mlartifacts").resolve().as_uri()
+
+    def _outside(self, location: str | None) -> str | None:
+        """The artifact location's folder when a SQLite store inside results_dir keeps an experiment's artifacts
+        outside it (the folder was moved or copied); None otherwise (a store elsewhere is shared on purpose)."""
+        from urllib.parse import unquote, urlparse
+
+        if self._db is None or not location:
+            return None
+        results = Path(self.exp.results_dir).resolve()
+        if not self._db.resolve().is_relative_to(results):
+            return None
+        parsed = urlparse(location)
+        if parsed.scheme not in ("", "file"):
+            return None  # an object store: not this folder's to manage
+        path = Path(unquote(parsed.path) if parsed.scheme else location).resolve()
+        return None if path.is_relative_to(results) else str(path)
 
     def log_files(self, paths: Iterable[Path | str], artifact_path: str) -> None:
         """Files (plots) as artifacts of the parent run under artifact_path/."""
@@ -278,10 +328,12 @@ class MLflowTracker(NullTracker):
     def log_trial(self, trial: Any, outcome: Any = None, *, baseline: Mapping[str, str] | None = None) -> None:
         """One nested run for a finished Optuna trial; artifacts from the outcome when this process ran it."""
         attrs, state = trial.user_attrs, trial.state.name
-        status = {"COMPLETE": "FINISHED", "PRUNED": "KILLED", "FAIL": "FAILED"}.get(state, "FAILED")
+        status = TRIAL_STATUS.get(state, "FAILED")
         tags = {"mlflow.parentRunId": self.parent_id, "kind": "trial", "trial_number": str(trial.number),
                 "state": state, "sweep": self.exp.sweep.name,
                 "mlflow.runName": f"trial-{trial.number:03d}-{attrs.get('operator', '?')}"}
+        if state == "PRUNED":  # stopped early by the search's own rule: a result, not a run someone killed
+            tags["pruned"] = pruned_by(attrs)
         if self.smoke or attrs.get("smoke"):
             tags["smoke"] = "true"
         if attrs.get("duplicate_of") is not None:
@@ -424,18 +476,29 @@ class MLflowTracker(NullTracker):
         if self.parent_id is not None:
             self.client.set_terminated(self.parent_id, status="KILLED")
 
-    def finish(self, metrics: Mapping[str, float], texts: Mapping[str, str], *, status: str = "FINISHED") -> None:
-        """The parent's metrics and files, then it ends with `status`; a nested run still RUNNING (a process stopped
-        while logging it) ends KILLED first, so no run of a concluded sweep reads as still running."""
+    def finish(self, metrics: Mapping[str, float], texts: Mapping[str, str], *, status: str = "FINISHED",
+               tags: Mapping[str, str] | None = None) -> None:
+        """The parent's metrics, tags and files, then it ends with `status`; a nested run still RUNNING (a process
+        stopped while logging it) ends KILLED first, so no run of a concluded sweep reads as still running. The
+        parent ends even when a file cannot be written (an artifact folder gone or read-only): FAILED then, and the
+        error is raised after."""
         if self.parent_id is None:
             return
-        self._log_metrics(self.parent_id, metrics)
-        for path, text in texts.items():
-            self.client.log_text(self.parent_id, text, path)
-        for r in self.client.search_runs([self.experiment_id], filter_string=f"tags.mlflow.parentRunId = "
-                                         f"'{self.parent_id}' and attributes.status = 'RUNNING'", max_results=10000):
-            self.client.set_terminated(r.info.run_id, status="KILLED")
-        self.client.set_terminated(self.parent_id, status=status)
+        try:
+            self._log_metrics(self.parent_id, metrics)
+            for k, v in (tags or {}).items():
+                self.client.set_tag(self.parent_id, k, str(v)[:5000])
+            for path, text in texts.items():
+                self.client.log_text(self.parent_id, text, path)
+        except Exception:
+            status = "FAILED"
+            raise
+        finally:
+            for r in self.client.search_runs([self.experiment_id], filter_string=f"tags.mlflow.parentRunId = "
+                                             f"'{self.parent_id}' and attributes.status = 'RUNNING'",
+                                             max_results=10000):
+                self.client.set_terminated(r.info.run_id, status="KILLED")
+            self.client.set_terminated(self.parent_id, status=status)
 
 
 def _metric_key(key: str) -> str:

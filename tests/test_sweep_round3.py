@@ -1,0 +1,240 @@
+"""Issue 52, the sweep's items: A4 (a pairwise promotion's registry evidence), A8 (the MLflow parent run carries
+what the verdict rests on, split by split; unmeasured noise is missing; raced-out trials are not KILLED), B2 (a
+lost holdout_answers.jsonl is re-run, then judged), B3 (a moved results folder logs inside itself), B4 (a judge
+whose replies are never readable fails the conclusion, spends no look, and the rerun judges again) and B9 (a
+wrong-typed line of holdout_answers.jsonl is named and treated as lost).
+
+Sweeps are scripted (tests/test_issue42_pairwise_holdout.py's AnswerRunner and real-typed Judge double: no model),
+driven through experiments.sweep.run_sweep as the CLI drives it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+
+import optuna
+import pytest
+from scripted_harness import scripted_propose
+from test_issue42_pairwise_holdout import AnswerRunner, Judge, _no_score_gain, _pairwise
+
+from experiments.config import load_tasks, registry_uri, tracking_uri
+from experiments.sweep import open_study, run_sweep
+from harness.synthesis import CHAMPION, prompt_name, prompt_version, registry_client
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+ANSWERS = "holdout_answers.jsonl"
+
+
+def _run(exp, judge, lines=None):
+    runner = AnswerRunner(load_tasks(exp.benchmark), _no_score_gain)
+    out = lines.append if lines is not None else (lambda s: None)
+    return run_sweep(exp, runner, propose=scripted_propose, out=out, judge=judge), runner
+
+
+def _text(lines):
+    return "\n".join(lines)
+
+
+def _holdout_runs(runner):
+    return [r for r in runner.run_ids if "-holdout-" in r]
+
+
+def _parent(exp):
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri(exp))
+    found = client.get_experiment_by_name(exp.mlflow.experiment or exp.sweep.name)
+    (parent,) = client.search_runs([found.experiment_id], filter_string="tags.sweep_parent = 'true'")
+    return client, found, parent
+
+
+# -- A4: the registry says what a pairwise promotion rests on --------------------------------------------------
+
+
+def test_a4_a_pairwise_promotion_is_registered_as_a_sign_flip_over_preferences(make_exp):
+    """On ac27838 the champion's evidence says "one-sided paired t over 12 holdout tasks" for a promotion the
+    sign-flip over per-task preferences made (p 1/2^12) and that claims 'preferred on more tasks'."""
+    exp = _pairwise(make_exp, "a4")
+    exp.mlflow.enabled = True
+    s, _ = _run(exp, Judge())
+    assert s.promoted
+    client = registry_client(registry_uri(exp))
+    changed = [tt for tt, text in s.promoted_instructions.items() if text != s.baseline_instructions[tt]]
+    assert changed
+    for tt in changed:
+        tags = prompt_version(client, prompt_name(exp.mlflow.prompt_prefix, tt), CHAMPION, None).tags
+        test = tags["holdout_test"]
+        assert "paired t" not in test
+        assert "sign-flip" in test and "preference" in test and "12 holdout tasks" in test
+        assert "preferred on more" in test  # what the claim is, not a mean effect
+        assert float(tags["holdout_p_value"]) == pytest.approx(1 / 2 ** 12, rel=1e-3)
+        assert float(tags["holdout_preference"]) == pytest.approx(1.0)
+
+
+# -- A8: the parent run carries the verdict's figures, named by split -----------------------------------------
+
+
+def test_a8_the_parent_run_carries_the_holdout_verdict_and_no_unmeasured_noise(make_exp):
+    """On ac27838 the parent run logs the train filter's best_diff / best_p_value (the train Wilcoxon, 'not used'),
+    no holdout difference, p or level, and noise_sigma / noise_floor 0.0 when nothing measured them."""
+    exp = _pairwise(make_exp, "a8")
+    exp.mlflow.enabled = True
+    s, _ = _run(exp, Judge())
+    (row,) = s.holdout
+    assert s.promoted and s.noise.repeats < 2  # the shipped design measures no train noise
+    _, _, parent = _parent(exp)
+    m = parent.data.metrics
+    assert "best_diff" not in m and "best_p_value" not in m
+    assert m["train_best_diff"] == pytest.approx(s.best_comparison.diff)
+    assert m["train_best_p"] == pytest.approx(s.best_comparison.p_value)
+    assert m["holdout_diff"] == pytest.approx(row.holdout_diff)
+    assert m["holdout_p"] == pytest.approx(1 / 2 ** 12)
+    assert m["holdout_level"] == pytest.approx(row.holdout_level)
+    assert m["holdout_look_level"] == pytest.approx(0.025)
+    assert m["holdout_n_tasks"] == 12 and m["holdout_preference"] == pytest.approx(1.0)
+    assert m["promoted"] == 1.0
+    assert not any(k.startswith(("noise_sigma", "noise_floor", "train_noise")) for k in m), m
+    tags = parent.data.tags
+    assert "sign-flip" in tags["holdout_test"] and tags["holdout_trial"] == str(row.trial)
+
+
+def test_a8_a_raced_out_trial_ends_finished_and_says_so(make_exp):
+    """A candidate the race drops is a result, not a run a user killed: on ac27838 its MLflow run ends KILLED."""
+    from test_issue42_promotion import RuleRunner, _exp
+
+    exp = _exp(make_exp, "sweep.name=a8race", "sweep.n_trials=3", race_block=4, holdout_futility_block=0)
+    exp.mlflow.enabled = True
+    # naming a tool loses 2 on every train task: the race drops the candidate at its first block
+    runner = RuleRunner(load_tasks(exp.benchmark), lambda instr, tid, part: -2.0 if "concrete tool" in
+                        instr.lower() else 0.0)
+    run_sweep(exp, runner, propose=scripted_propose, out=lambda s: None)
+    raced = [t for t in open_study(exp).get_trials() if t.user_attrs.get("raced_out")]
+    assert raced
+    client, found, parent = _parent(exp)
+    runs = {int(r.data.tags["trial_number"]): r for r in client.search_runs(
+        [found.experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}' and tags.kind = 'trial'")}
+    for t in raced:
+        r = runs[t.number]
+        assert r.info.status == "FINISHED" and r.data.tags["state"] == "PRUNED"
+        assert r.data.tags["pruned"] == "raced out"
+    assert "KILLED" not in {r.info.status for r in runs.values()}
+
+
+# -- B2: a lost answer file is re-run, then judged -------------------------------------------------------------
+
+
+def test_b2_a_lost_answer_file_is_rerun_and_the_study_finishes(make_exp):
+    """The judge died after 10 pairs; holdout_answers.jsonl is then deleted. On ac27838 every rerun exits 3 with
+    "rerun its holdout run ... run the same command again", which changes nothing. Now the rerun says what was lost,
+    runs again the holdout task runs whose answers the unjudged pairs need (their stored scores are kept), judges
+    them, and concludes; a further rerun runs and judges nothing."""
+    exp = _pairwise(make_exp, "b2")
+    cut, _ = _run(exp, Judge(die_after=10))
+    assert cut.unconcluded
+    (exp.sweep_dir / ANSWERS).unlink()
+    scores_before = dict(open_study(exp).user_attrs["holdout"])
+
+    lines: list[str] = []
+    rest = Judge()
+    s, runner = _run(exp, rest, lines)
+    assert not s.unconcluded and s.promoted, s.unconcluded
+    assert len(rest.seen) == 36 - 10
+    text = _text(lines)
+    assert f"{ANSWERS}" in text and "lost" in text and "rerun its holdout run" not in text
+    # only the task runs the 26 unjudged pairs need, of both texts: none of the 10 judged pairs' tasks runs again
+    assert len(_holdout_runs(runner)) == 2 * 26
+    assert dict(open_study(exp).user_attrs["holdout"]) == scores_before  # the scores the futility used stay
+
+    again = Judge()
+    s2, runner2 = _run(exp, again)
+    assert again.seen == [] and not _holdout_runs(runner2) and s2.promoted
+
+
+# -- B4: a judge never readable is a failed judge ----------------------------------------------------------------
+
+
+def test_b4_a_judge_never_readable_concludes_nothing_and_the_rerun_judges_again(make_exp):
+    """Every pairwise reply unreadable. On ac27838: 'does not win', p 1.0, look 1 spent, exit 0, and a rerun with a
+    healthy judge changes nothing. Now: not concluded (the CLI exits 3), no look spent, nothing stored, and the
+    rerun judges every pair again and promotes."""
+    exp = _pairwise(make_exp, "b4")
+    every = [f"h{i}" for i in range(12)]
+    lines: list[str] = []
+    cut, _ = _run(exp, Judge(unreadable=every), lines)
+    (row,) = cut.holdout
+    assert cut.unconcluded and not cut.promoted and row.holdout_p is None and not row.wins
+    assert "could be read" in row.error
+    study = open_study(exp)
+    assert "holdout_looks" not in study.user_attrs
+    assert not study.user_attrs.get("holdout_pairs", {}).get(row.hash)
+    assert "NOT CONCLUDED" in _text(lines)
+
+    rest = Judge()
+    s, _ = _run(exp, rest)
+    assert len(rest.seen) == 36 and s.promoted and not s.unconcluded
+    (row,) = s.holdout
+    assert row.holdout_p == pytest.approx(1 / 2 ** 12)
+
+
+def test_b4_some_unreadable_replies_still_count_against_the_candidate(make_exp):
+    """The judge reads most pairs: an unreadable one is a missing preference, counted -1, and the look concludes."""
+    s, _ = _run(_pairwise(make_exp, "b4some"), Judge(unreadable=("h3",)))
+    (row,) = s.holdout
+    assert not s.unconcluded and row.holdout_p is not None and row.preference == pytest.approx(10 / 12)
+
+
+# -- B9: a wrong-typed answer line is named and treated as lost ---------------------------------------------------
+
+
+def test_b9_a_wrong_typed_answer_line_is_named_and_rerun(make_exp):
+    """A line with "seed": "zero": on ac27838 the rerun exits 1 with `ValueError: invalid literal for int()` and no
+    file named. Now one line names the file and the line, the line counts as lost, the holdout run it held is run
+    again for its answer, and the study concludes."""
+    exp = _pairwise(make_exp, "b9")
+    cut, _ = _run(exp, Judge(die_after=0))
+    assert cut.unconcluded
+    path = exp.sweep_dir / ANSWERS
+    rows = path.read_text(encoding="utf-8").splitlines()
+    bad = json.loads(rows[4])
+    bad["seed"] = "zero"
+    rows[4] = json.dumps(bad)
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+    lines: list[str] = []
+    s, runner = _run(exp, Judge(), lines)
+    assert not s.unconcluded and s.promoted
+    named = [ln for ln in lines if f"{path}:5" in ln]
+    assert len(named) == 1 and "seed" in named[0], _text(lines)
+    assert len(_holdout_runs(runner)) == 1  # the run of the text and seed whose answer that line held
+
+
+# -- B3: a moved results folder logs inside itself --------------------------------------------------------------
+
+
+def test_b3_a_moved_results_folder_logs_inside_itself_and_ends_its_parent(make_exp, tmp_path, monkeypatch):
+    """Run with every store in results/, `mv results res_moved`, leave a file where results/ was (not writable),
+    then the same sweep with results_dir=res_moved and one more trial. On ac27838 MLflow writes its artifacts to
+    <old>/mlartifacts: NotADirectoryError, and the parent run stays RUNNING. Now the run logs under res_moved."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    old, new = tmp_path / "results", tmp_path / "res_moved"
+    exp = _pairwise(make_exp, "b3")
+    exp.mlflow.enabled, exp.sweep.storage, exp.results_dir = True, None, str(old)
+    _run(exp, Judge())
+    assert (old / "mlflow.db").exists() and (old / "mlartifacts").is_dir()
+    shutil.move(str(old), str(new))
+    old.write_text("not a folder\n")
+
+    moved = dataclasses.replace(exp, results_dir=str(new), sweep=dataclasses.replace(exp.sweep, n_trials=3))
+    lines: list[str] = []
+    s, _ = _run(moved, Judge(), lines)
+    assert old.read_text() == "not a folder\n"
+    client, found, parent = _parent(moved)
+    assert parent.info.status == "FINISHED"
+    assert found.artifact_location.startswith(new.resolve().as_uri())
+    assert parent.info.artifact_uri.startswith(new.resolve().as_uri())
+    assert client.list_artifacts(parent.info.run_id)  # summary.md and the rest, inside res_moved
+    assert any("moved" in ln and "mlartifacts" in ln for ln in lines), _text(lines)
