@@ -39,6 +39,64 @@ from ._tests import FLOOR_SE, wilcoxon_reject
 MAX_TASKS = 500  # tasks-needed search stops here ("more than 500")
 
 
+# -- looks that scale with the split: the race's and the futility stop's --------------------------------------
+
+LOOK_PARTS = 4  # a look block is a quarter of the split, never fewer tasks than the configured block
+FUTILITY_CP = 0.1  # the futility stop: conditional power below this under the effect the design detects
+
+
+def look_block(n_tasks: int, block: int, parts: int = LOOK_PARTS) -> int:
+    """The tasks per block of a sequence of looks over n_tasks: the configured `block` (sweep.race_block,
+    sweep.holdout_futility_block) on a small split, a 1 / `parts` share of the split when that is larger, so that a
+    grown split keeps the same few looks at the same fractions of its tasks (a block of 4 on 144 tasks looked 35
+    times, each on a noisy prefix). 0 when `block` is 0 (off)."""
+    if block <= 0 or n_tasks <= 0:
+        return 0
+    return max(int(block), int(n_tasks) // max(int(parts), 1))
+
+
+def interim_looks(n_tasks: int, block: int, parts: int = LOOK_PARTS) -> tuple[int, ...]:
+    """The numbers of tasks after which a sequence of looks looks: look_block, twice it, ... below n_tasks (none
+    when the block is 0 or covers the split: the last task completes the split instead of a look)."""
+    b = look_block(n_tasks, block, parts)
+    return tuple(range(b, n_tasks, b)) if b > 0 else ()
+
+
+def futility_bound(m: int, n: int, *, level: float, power: float = 0.8, min_cp: float = FUTILITY_CP) -> float:
+    """The z below which a futility look after m of n tasks stops: the conditional power of the final one-sided
+    test at `level`, under the effect the design detects with probability `power` (drift z_level + z_power on the
+    final z scale), is below `min_cp` given the z so far (Lan and Wittes's B-value: B(t) = z sqrt(t), t = m / n;
+    CP = Phi((B(t) + drift (1 - t) - z_level) / sqrt(1 - t))). Scale-free: the same bound at the same fraction of
+    any holdout, z about -2.5 at a quarter, -0.5 at half, +0.7 at three quarters (level 0.025, power 0.8, 0.1)."""
+    from scipy.stats import norm
+
+    if not 0 < m < n:
+        raise ValueError(f"futility_bound needs 0 < m < n, got m={m!r}, n={n!r}")
+    t = m / n
+    z_level = float(norm.isf(level))
+    drift = z_level + float(norm.ppf(power))
+    return (z_level - drift * (1.0 - t) + float(norm.ppf(min_cp)) * math.sqrt(1.0 - t)) / math.sqrt(t)
+
+
+def look_z(d: np.ndarray) -> np.ndarray:
+    """The z of each row's one-sided paired t (mean > 0) over its last axis: the normal quantile of the t p-value
+    (n - 1 df), so that looks on few tasks are judged on the same scale as the final test. A row of equal values
+    has z +inf above 0, -inf below, 0 at 0 (no spread: no evidence either way); fewer than 2 values give 0."""
+    from scipy import stats as sps
+
+    d = np.asarray(d, dtype=float)
+    n = d.shape[-1]
+    if n < 2:
+        return np.zeros(d.shape[:-1])
+    mean = d.mean(axis=-1)
+    sd = d.std(axis=-1, ddof=1)
+    flat = sd <= 1e-12 * np.maximum(1.0, np.abs(mean))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(flat, 0.0, mean / (sd / math.sqrt(n)))
+        z = sps.norm.isf(np.clip(sps.t.sf(t, n - 1), 1e-300, 1.0))
+    return np.where(flat, np.sign(mean) * np.inf, z)
+
+
 # -- power by simulation --------------------------------------------------------------------------------------
 
 
@@ -65,9 +123,16 @@ class Design:
     effect_cv: float = 0.0  # task-to-task spread of the true effect, relative to it (module docstring)
     min_mean: float = 0.0  # the mean difference must reach this too (the A/B verdict's min_effect)
     tau: float = 0.0  # task-to-task spread of the true effect in points, whatever its mean (a task x variant sd)
-    # non-binding futility stop (sweep.holdout_futility_block, test "t" only): after every futility_block tasks but
-    # the last, a mean difference so far <= 0 stops it undetected; the test is made over all n tasks at the end
+    # non-binding futility stop (sweep.holdout_futility_block, test "t" only; experiments.sweep.futility_stop's
+    # rule): at the interim_looks of n tasks, a z so far below futility_bound (conditional power below futility_cp
+    # under the effect detected with probability futility_power) stops it undetected; the test is over all n tasks
     futility_block: int = 0
+    futility_cp: float = FUTILITY_CP
+    futility_power: float = 0.8
+    # racing (sweep.race_block, test "mean" only: the train filter "positive" on the same train tasks): at the
+    # interim_looks of n tasks a mean(d) + race_z sd(d) / sqrt(m) below 0 drops the candidate (race_step's rule)
+    race_block: int = 0
+    race_z: float = 1.0
 
     @property
     def floor(self) -> float:
@@ -97,7 +162,15 @@ def detection_rate(design: Design, effect: float, *, sims: int = 4000, seed: int
         if design.n < 1:
             return 0.0
         sd = math.hypot(design.sd_diff, design.tau)  # the mean of n normal differences: P(mean > 0) exactly
-        return float(_norm_cdf(effect * math.sqrt(design.n) / sd)) if sd > 0 else float(effect > 0)
+        looks = interim_looks(design.n, design.race_block)
+        if not looks or sd <= 0:
+            return float(_norm_cdf(effect * math.sqrt(design.n) / sd)) if sd > 0 else float(effect > 0)
+        d = effect + sd * _normals(sims, design.n, seed + 104729)  # raced on the same tasks the mean is taken on
+        hit = d.mean(axis=1) > 0
+        for m in looks:
+            part = d[:, :m]
+            hit &= ~(part.mean(axis=1) + design.race_z * part.std(axis=1, ddof=1) / math.sqrt(m) < 0)
+        return float(hit.mean())
     if design.n < 1 or min_attainable_p(design.n, test=design.test, alternative=design.alternative) >= design.alpha:
         return 0.0
     z = _normals(sims, design.n, seed)
@@ -117,11 +190,9 @@ def detection_rate(design: Design, effect: float, *, sims: int = 4000, seed: int
         hit = np.nan_to_num(p, nan=1.0) < design.alpha
     else:
         hit = wilcoxon_reject(d, design.alpha, alternative=design.alternative)
-    if design.futility_block > 0:  # the non-binding futility looks (experiments.sweep.futility_stop's rule)
-        looks = list(range(design.futility_block, design.n, design.futility_block))
-        if looks:
-            prefix = np.cumsum(d[:, :looks[-1]], axis=1)[:, [m - 1 for m in looks]] / np.asarray(looks, dtype=float)
-            hit &= ~(prefix <= 0.0).any(axis=1)
+    for m in interim_looks(design.n, design.futility_block):  # the non-binding futility looks (futility_stop)
+        hit &= ~(look_z(d[:, :m]) < futility_bound(m, design.n, level=design.alpha, power=design.futility_power,
+                                                   min_cp=design.futility_cp))
     mean = d.mean(axis=1)
     hit &= mean > (design.floor if design.floor_se else 0.0)
     if design.min_mean:
@@ -299,23 +370,32 @@ class DecisionPower:
 def decision_power(sigma: float, tau: float, *, n_train: int, n_holdout: int, alpha: float, level: float,
                    baseline_runs: int, holdout_runs: tuple[int, int] = (1, 1), power: float = 0.8,
                    target_effect: float = 0.5, sims: int = 2000, train_filter: str = "wilcoxon",
-                   futility_block: int = 0) -> DecisionPower:
+                   futility_block: int = 0, sigma_df: int | None = None, tau_df: int | None = None,
+                   race_block: int = 0, race_z: float = 1.0) -> DecisionPower:
     """The detectable effect of filter and confirmation together, and the tasks a target effect needs.
 
     The filter compares one candidate run with the mean of `baseline_runs` (sd sigma sqrt(1 + 1/b) per task, plus
     the task spread tau): under train_filter "wilcoxon" by the one-sided Wilcoxon and the 2-SE floor, under
-    "positive" by its mean above 0, under "none" not at all. The confirmation's per-task difference has sd
-    sqrt(tau^2 + sigma^2 (1/c + 1/b)) with holdout_runs = (c, b) (per-task means of c and b runs), the one-sided
-    paired t over the n_holdout tasks at `level`; with futility_block B > 0 a simulated study whose mean difference
-    so far is <= 0 after B, 2B, ... tasks (not the last) stops unconfirmed (sweep.holdout_futility_block: the stop
-    is non-binding, the claim is made at the last look, so its only cost is this loss of power). A holdout too
-    small for its exact sign-flip p to reach `level` (holdout_min_p) confirms nothing here, as
-    sweep_design_problem refuses it.
+    "positive" by its mean above 0 (with race_block > 0 the candidate is also raced on those tasks against the
+    baseline, race_step's rule at race_z: a real gain raced out early is not promoted), under "none" not at all.
+    The confirmation's per-task difference has sd sqrt(tau^2 + sigma^2 (1/c + 1/b)) with holdout_runs = (c, b)
+    (per-task means of c and b runs), the one-sided paired t over the n_holdout tasks at `level`; with
+    futility_block B > 0 the non-binding futility looks of experiments.sweep.futility_stop (interim_looks,
+    futility_bound: conditional power below FUTILITY_CP under the effect detected with probability `power`) stop a
+    simulated study unconfirmed, the stop's only cost being this loss of power. A holdout too small for its exact
+    sign-flip p to reach `level` (holdout_min_p) confirms nothing here, as sweep_design_problem refuses it.
+
+    sigma_df, tau_df: the degrees of freedom of the estimates sigma and tau (None: taken as known). With either,
+    the confirmation's power is the predictive one, averaged over the true per-task sd those estimates allow
+    (Design.sigma_df with the Satterthwaite df of tau^2 + sigma^2 (1/c + 1/b), tau^2 estimated as a train spread
+    s^2 less sigma^2 (1 + 1/b): experiments.stats.spread_from_trials), so a figure read off a few tasks is
+    honestly wider: on average over the estimates the stated effect is detected with probability `power`.
 
     Both tests are scale-free and the floor scales with the noise, so the search runs in units of sigma + tau
-    (cached): the same number of Monte Carlo evaluations at any scale, 18-38 in all for sigma and tau from 1e-300
-    to 1e6 (bench/audit40_cost_power.py). With sigma and tau both 0 nothing is simulated: every task moves by the mean effect, so any effect
-    above 0 passes both tests once their tasks can reach the levels (mde 0, `no_noise`)."""
+    (cached): the same number of Monte Carlo evaluations at any scale. With sigma and tau both 0 nothing is
+    simulated: every task moves by the mean effect, so any effect above 0 passes both tests once their tasks can
+    reach the levels (mde 0, `no_noise`). `needed` is the exact fewest holdout tasks (bisection on the simulated
+    power, the train split grown in the design's ratio), not a size on a grid."""
     for name, v in (("sigma", sigma), ("tau", tau)):
         if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
             raise ValueError(f"decision_power: {name} must be a finite number >= 0, got {v!r}")
@@ -323,15 +403,17 @@ def decision_power(sigma: float, tau: float, *, n_train: int, n_holdout: int, al
         raise ValueError(f"decision_power: train_filter must be one of {TRAIN_FILTERS}, got {train_filter!r}")
     futility_block = max(int(futility_block or 0), 0)
     runs = tuple(holdout_runs)
-    filt, conf = _designs(sigma, tau, n_train, n_holdout, alpha, level, baseline_runs, runs, train_filter,
-                          futility_block)
+    race = (max(int(race_block or 0), 0), float(race_z))
+    df = predictive_df(sigma, tau, sigma_df=sigma_df, tau_df=tau_df, baseline_runs=baseline_runs, holdout_runs=runs)
+    opts = (futility_block, df, race, power)
+    filt, conf = _designs(sigma, tau, n_train, n_holdout, alpha, level, baseline_runs, runs, train_filter, *opts)
     scale = sigma + tau
     if scale == 0:
         return DecisionPower(filt, conf, _zero_noise_mde(n_train, n_holdout, alpha, level, train_filter), power,
                              _zero_noise_needed(n_train, n_holdout, alpha, level, train_filter), target_effect, sigma,
                              runs)
     key = (sigma / scale, tau / scale, n_train, n_holdout, alpha, level, baseline_runs, runs, power, sims,
-           train_filter, futility_block)
+           train_filter, *opts)
     m = scale * _unit_joint_mde(*key)
     needed = _unit_needed(*key, min(target_effect / scale, _HUGE))
     return DecisionPower(filt, conf, m, power, needed, target_effect, sigma, runs)
@@ -340,19 +422,48 @@ def decision_power(sigma: float, tau: float, *, n_train: int, n_holdout: int, al
 _HUGE = 1e6  # an effect of a million noise units: detected whenever the tasks can reach the levels (and finite)
 
 
+def predictive_df(sigma: float, tau: float, *, sigma_df: int | None, tau_df: int | None, baseline_runs: int = 1,
+                  holdout_runs: tuple[int, int] = (1, 1)) -> int | None:
+    """The Satterthwaite degrees of freedom of the confirmation's per-task variance V = tau^2 + k sigma^2 (k = 1/c
+    + 1/b) when sigma is an estimate with sigma_df df and tau^2 = s^2 - sigma^2 (1 + 1/b) is read off a train
+    spread s^2 with tau_df df (spread_from_trials; a tau floored at 0 is taken as s^2 = sigma^2 (1 + 1/b)):
+    Var(V) = 2 s^4 / tau_df + 2 (k - (1 + 1/b))^2 sigma^4 / sigma_df, df = 2 V^2 / Var(V), at least 1. None when
+    neither is given (both known) or V is 0."""
+    if not sigma_df and not tau_df:
+        return None
+    c, b = (max(int(x), 1) for x in holdout_runs)
+    k = 1.0 / c + 1.0 / b
+    if not tau_df:  # tau known: V's uncertainty is sigma's alone
+        var_v, v = 2.0 * (k * sigma ** 2) ** 2 / sigma_df, tau ** 2 + k * sigma ** 2
+    else:
+        s2 = tau ** 2 + sigma ** 2 * (1.0 + 1.0 / max(int(baseline_runs), 1))
+        var_v = 2.0 * s2 ** 2 / tau_df
+        if sigma_df:
+            var_v += 2.0 * ((k - (1.0 + 1.0 / max(int(baseline_runs), 1))) * sigma ** 2) ** 2 / sigma_df
+        v = tau ** 2 + k * sigma ** 2
+    if v <= 0 or var_v <= 0:
+        return None
+    return max(int(2.0 * v ** 2 / var_v), 1)
+
+
 def _designs(sigma: float, tau: float, n_train: int, n_holdout: int, alpha: float, level: float,
              baseline_runs: int, holdout_runs: tuple[int, int], train_filter: str = "wilcoxon",
-             futility_block: int = 0) -> tuple[Design | None, Design]:
+             futility_block: int = 0, df: int | None = None, race: tuple[int, float] = (0, 1.0),
+             power: float = 0.8) -> tuple[Design | None, Design]:
     """The train filter (None under "none") and the holdout confirmation of decision_power."""
     c, b = holdout_runs
     filt: Design | None = dataclasses.replace(sweep_design(sigma, n_train, alpha=alpha, baseline_runs=baseline_runs),
                                               tau=tau)
     if train_filter == "positive":
-        filt = dataclasses.replace(filt, name="train mean above the baseline's", test="mean", floor_se=0.0)
+        filt = dataclasses.replace(filt, name="train mean above the baseline's", test="mean", floor_se=0.0,
+                                   race_block=race[0], race_z=race[1])
     elif train_filter == "none":
         filt = None
-    conf = Design("confirm", n_holdout, sigma * math.sqrt(1.0 / max(c, 1) + 1.0 / max(b, 1)), level, "greater", "t",
-                  tau=tau, futility_block=futility_block)
+    sd = sigma * math.sqrt(1.0 / max(c, 1) + 1.0 / max(b, 1))
+    conf = Design("confirm", n_holdout, sd, level, "greater", "t", tau=tau, futility_block=futility_block,
+                  futility_power=power)
+    if df is not None:  # the predictive power: the whole per-task sd drawn around its estimate (Design.sigma_df)
+        conf = dataclasses.replace(conf, sd_diff=math.hypot(sd, tau), tau=0.0, sigma_df=df)
     return filt, conf
 
 
@@ -384,10 +495,11 @@ def _filter_tasks_ok(n_train: int, alpha: float, train_filter: str) -> bool:
 @functools.lru_cache(maxsize=128)
 def _unit_joint_mde(sigma: float, tau: float, n_train: int, n_holdout: int, alpha: float, level: float,
                     baseline_runs: int, holdout_runs: tuple[int, int], power: float, sims: int,
-                    train_filter: str = "wilcoxon", futility_block: int = 0) -> float:
+                    train_filter: str = "wilcoxon", futility_block: int = 0, df: int | None = None,
+                    race: tuple[int, float] = (0, 1.0), look_power: float = 0.8) -> float:
     """The joint MDE for sigma + tau = 1 (decision_power scales it)."""
     filt, conf = _designs(sigma, tau, n_train, n_holdout, alpha, level, baseline_runs, holdout_runs, train_filter,
-                          futility_block)
+                          futility_block, df, race, look_power)
     if (train_filter != "none" and not n_train) or n_holdout < 2:
         return float("inf")
     start = conf.sd_diff + conf.tau
@@ -399,30 +511,45 @@ def _unit_joint_mde(sigma: float, tau: float, n_train: int, n_holdout: int, alph
 @functools.lru_cache(maxsize=128)
 def _unit_needed(sigma: float, tau: float, n_train: int, n_holdout: int, alpha: float, level: float,
                  baseline_runs: int, holdout_runs: tuple[int, int], power: float, sims: int,
-                 train_filter: str = "wilcoxon", futility_block: int = 0,
+                 train_filter: str = "wilcoxon", futility_block: int = 0, df: int | None = None,
+                 race: tuple[int, float] = (0, 1.0), look_power: float = 0.8,
                  effect: float = 0.5) -> tuple[int, int] | None:
-    """The fewest (train, holdout) tasks that reach `power` at `effect` (sigma + tau = 1): the first of the holdout
-    sizes 2..16, doubling to 256, then to MAX_TASKS (those whose sign-flip p can reach the level) that reaches it.
-    Under a train filter both splits grow in the design's ratio; under "none" only the holdout decides (train 0)."""
+    """The fewest (train, holdout) tasks that reach `power` at `effect` (sigma + tau = 1), searched exactly: every
+    holdout size from 2 to 16, then doubling to MAX_TASKS, then bisection between the last size that fails and the
+    first that reaches it (the power grows with the tasks; a holdout whose sign-flip p cannot reach the level fails).
+    Under a train filter both splits grow in the design's ratio (a best-of-N chosen on few train tasks carries a
+    winner's curse to the holdout); under "none" only the holdout decides (train 0). The race and futility looks
+    fall at the same fractions of each size (interim_looks), as the sweep places them."""
     if not n_holdout or (train_filter != "none" and not n_train):
         return None
     filt, conf = _designs(sigma, tau, n_train, n_holdout, alpha, level, baseline_runs, holdout_runs, train_filter,
-                          futility_block)
-    sizes = [h for h in [*range(2, 17), 32, 64, 128, 256, 378, MAX_TASKS] if holdout_min_p(h) < level]
+                          futility_block, df, race, look_power)
 
     def split(h: int) -> tuple[int, int]:
         return (max(math.ceil(h * n_train / n_holdout), 1) if filt is not None else 0), h
 
-    for h in sizes:  # the smallest first: a size costs in proportion to it, and past 16 they grow geometrically
-        t, h = split(h)
+    def ok(h: int) -> bool:
+        t, _ = split(h)
         f = dataclasses.replace(filt, n=t) if filt is not None else None
-        # the futility looks at the design's fractions of the holdout (a block of 4 of 12 tasks: every third of
-        # it): a block of fixed size on a grown holdout would stop a small true effect at its first blocks often
-        # enough to cap the power (at an effect of 0.3 per-task sd, P(mean <= 0) after 4 tasks is 0.27)
-        block = max(round(futility_block * h / n_holdout), 1) if futility_block else 0
-        if _joint_ok(f, dataclasses.replace(conf, n=h, futility_block=block), effect, sims, power):
-            return t, h
-    return None
+        return holdout_min_p(h) < level and _joint_ok(f, dataclasses.replace(conf, n=h), effect, sims, power)
+
+    lo = 1  # the largest size known to fail
+    for h in range(2, 17):  # the smallest first: a size costs in proportion to it
+        if ok(h):
+            return split(h)
+        lo = h
+    hi = lo
+    while True:
+        hi = min(hi * 2, MAX_TASKS)
+        if ok(hi):
+            break
+        if hi >= MAX_TASKS:
+            return None
+        lo = hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return split(hi)
 
 
 def _zero_noise_reachable(n_train: int, n_holdout: int, alpha: float, level: float,

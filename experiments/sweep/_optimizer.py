@@ -18,6 +18,8 @@ is what the sweep runs. Nothing here touches Optuna, the harness or a file.
   and, after each block but the last, is compared with the leader (the complete candidate with the best train
   mean) on the tasks it has run: dropped when mean(d) + z * sd(d) / sqrt(m) < 0, sd the sample sd of the m
   differences (race_step). bench/sensitivity.py ("e racing") chose block 4 and z 1.0 and checks this function.
+  The block grows with the split (race_block_for: a quarter of it when that exceeds sweep.race_block), so a
+  larger train split keeps three looks instead of one every race_block tasks.
 - Operator choice: Thompson sampling on a Beta(1 + wins, 1 + losses) per operator, credited to the operator
   that made the text (a fallback credits the fallback), a win being a child that beat its parent on the full
   train split. TPE on a single categorical with a handful of trials is mostly its random start-up, and it
@@ -34,6 +36,8 @@ import random
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Hashable, Iterable, Mapping, Sequence, TypeVar
+
+from experiments.stats._power import interim_looks, look_block
 
 K = TypeVar("K", bound=Hashable)
 
@@ -139,8 +143,8 @@ def race_step(child_scores: Mapping[str, float], leader_scores: Mapping[str, flo
     prior), exactly as bench/sens/design.py's race does: with m = 1 it is undefined and the child is kept (the
     simulation's NaN bound never drops; sigma None, bound = the difference); with m = 2 or 3 it is the plain sample
     sd, no floor and no shrinkage (z = 1 drops a child with 2 tasks when mean(d) < -sd / sqrt(2)); an sd of 0 drops
-    the child exactly when mean(d) < 0. The sweep looks after every sweep.race_block tasks and not after the last
-    one (a child that ran every task is complete), as the simulation does."""
+    the child exactly when mean(d) < 0. The sweep looks at race_looks (every race_block_for tasks) and not after the
+    last one (a child that ran every task is complete), as the simulation does."""
     if not (isinstance(z, (int, float)) and math.isfinite(z) and z >= 0):
         raise ValueError(f"race_step needs z >= 0 and finite; got {z!r}")
     tasks = tuple(sorted(set(child_scores) & set(leader_scores)))
@@ -156,10 +160,18 @@ def race_step(child_scores: Mapping[str, float], leader_scores: Mapping[str, flo
     return GateDecision(not bound < 0.0, diff, bound, m, sd, float(z), tasks, rule="race")
 
 
+def race_block_for(n_tasks: int, block: int) -> int:
+    """The race's block on a train split of n_tasks: sweep.race_block tasks on a small split, a quarter of the
+    split when that is larger (experiments.stats.look_block), so that a grown split keeps three looks at the same
+    fractions: with a block of 4 on 48 train tasks a proposal equal to the leader faced 11 looks at z 1 and was
+    raced out far more often than on 12; 0 when racing is off."""
+    return look_block(n_tasks, block)
+
+
 def race_looks(n_tasks: int, block: int) -> tuple[int, ...]:
-    """The numbers of finished tasks after which the race looks: block, 2 block, ... below n_tasks (none when
-    block is 0 or covers the split; the last task completes the child instead)."""
-    return tuple(range(block, n_tasks, block)) if block > 0 else ()
+    """The numbers of finished tasks after which the race looks: race_block_for(n_tasks, block), twice it, ...
+    below n_tasks (none when block is 0 or covers the split; the last task completes the child instead)."""
+    return interim_looks(n_tasks, block)
 
 
 def gate_tasks(task_ids: Sequence[str], n: int, rng: random.Random) -> list[str]:

@@ -3,16 +3,21 @@
 (sweep.holdout_futility_block). Pure functions on per-task scores; experiments.sweep's decide and the holdout's
 blocks (SplitRuns._holdout_blocks) use them.
 
-Futility stop (sweep.holdout_futility_block = B > 0, pinned; issue 42, lever d): the holdout runs in blocks of B
-tasks, in one seeded order per study (both arms, all their runs, per block). After each block but the last, a
-candidate whose mean difference over the tasks so far is <= 0 stops (`futility_stop`): its row says "stopped for
-futility after m of n holdout tasks", it is not confirmed, and the look still counts and is stored (its level is
-spent). The stop is non-binding and the claim is only made at the last block, by the same paired t over all n
+Futility stop (sweep.holdout_futility_block = B > 0, pinned): the holdout runs in blocks, in one seeded order per
+study (both arms, all their runs, per block). A block is B tasks on a small holdout and a quarter of the holdout
+when that is larger (experiments.stats.interim_looks: 4 and 8 of 12 tasks, 36, 72 and 108 of 144), so a grown
+holdout keeps the same few looks at the same fractions instead of looking at its first noisy prefixes. After each
+block but the last, a candidate stops (`futility_stop`) when the conditional power of the final test, under the
+effect the design detects with probability 0.8, is below 0.1 given its paired t so far
+(experiments.stats.futility_bound: z below about -2.5 at a quarter, -0.5 at half, +0.7 at three quarters): a loss
+beyond the noise stops early, a noisy first block of a real gain does not (a mean below 0 over the first 8 of 144
+tasks stopped a +0.77 candidate under the former rule, "mean so far <= 0 every 4 tasks"). Its row says "stopped
+for futility after m of n holdout tasks", it is not confirmed, and the look still counts and is stored (its level
+is spent). The stop is non-binding and the claim is only made at the last block, by the same paired t over all n
 tasks at the look's level: a stop only turns a possible confirmation into none, so the chance of confirming a
 candidate with no real gain is at most what the test without stops has (the level holds), and Holm is monotone
 in the p-values (a stopped candidate counts as p = 1), so the family-wise level over the top-k holds too. What it
-buys: fewer holdout task runs on a candidate that is losing (about 4% of a default study's calls in
-docs/SENSITIVITY.md), at the same power.
+buys: fewer holdout task runs on a candidate that is losing, at nearly the same power (docs/SENSITIVITY.md).
 """
 
 from __future__ import annotations
@@ -21,8 +26,11 @@ import random
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+import numpy as np
+
 from experiments.config import TRAIN_FILTERS
 from experiments.stats import Comparison
+from experiments.stats._power import FUTILITY_CP, futility_bound, interim_looks, look_z
 
 
 def passes_train_filter(cmp: Comparison, rule: str = "wilcoxon") -> bool:
@@ -46,12 +54,14 @@ class FutilityStop:
     after: int
     of: int
     mean: float
+    z: float | None = None  # the z of the paired t so far (experiments.stats.look_z) that fell below the bound
 
 
 def futility_looks(n_tasks: int, block: int) -> tuple[int, ...]:
-    """The numbers of holdout tasks after which the futility stop looks: block, 2 block, ... below n_tasks (none
-    when block is 0 or covers the holdout: the last block is the claim's, never a stop)."""
-    return tuple(range(block, n_tasks, block)) if block > 0 else ()
+    """The numbers of holdout tasks after which the futility stop looks: a block (block tasks, or a quarter of the
+    holdout when larger: experiments.stats.interim_looks), twice it, ... below n_tasks (none when block is 0 or
+    covers the holdout: the last block is the claim's, never a stop)."""
+    return interim_looks(n_tasks, block)
 
 
 def holdout_order(task_ids: Sequence[str], seed: int, block: int) -> list[str]:
@@ -65,17 +75,23 @@ def holdout_order(task_ids: Sequence[str], seed: int, block: int) -> list[str]:
 
 
 def futility_stop(cand: Mapping[str, float] | None, base: Mapping[str, float] | None, order: Sequence[str],
-                  block: int) -> FutilityStop | None:
-    """The first futility look (after block, 2 block, ... of the holdout tasks in `order`, not the last) at which the
-    candidate's mean per-task difference (candidate - baseline, per-task means over their runs) over the tasks so far
-    is <= 0; None when no look stops it, or a look's tasks are not all scored (nothing to judge there yet)."""
+                  block: int, *, level: float = 0.025, power: float = 0.8,
+                  min_cp: float = FUTILITY_CP) -> FutilityStop | None:
+    """The first futility look (futility_looks of the holdout tasks in `order`, not the last) at which the
+    candidate's per-task differences (candidate - baseline, per-task means over their runs) over the tasks so far
+    give a one-sided paired t whose z (experiments.stats.look_z) is below experiments.stats.futility_bound: the
+    conditional power of the final test at `level` (the first holdout look's, alpha / 2 at alpha 0.05), under the
+    effect the design detects with probability `power`, is below `min_cp`. None when no look stops it, or a look's
+    tasks are not all scored (nothing to judge there yet)."""
     if not cand or not base:
         return None
-    for m in futility_looks(len(order), block):
+    n = len(order)
+    for m in futility_looks(n, block):
         prefix = order[:m]
         if any(t not in cand or t not in base for t in prefix):
             return None
-        mean = sum(float(cand[t]) - float(base[t]) for t in prefix) / m
-        if mean <= 0.0:
-            return FutilityStop(m, len(order), mean)
+        d = np.array([float(cand[t]) - float(base[t]) for t in prefix])
+        z = float(look_z(d))
+        if z < futility_bound(m, n, level=level, power=power, min_cp=min_cp):
+            return FutilityStop(m, n, float(d.mean()), z)
     return None
