@@ -63,3 +63,98 @@ def task_types(tasks: Iterable[Task]) -> tuple[str, ...]:
     """Task types present, in the canonical order."""
     present = {t.task_type for t in tasks}
     return tuple(tt for tt in TASK_TYPES if tt in present)
+
+
+# -- what a benchmark may hold: task ids that name files, and a holdout that is not the train split again ---------
+
+# Cosine similarity of two task texts on the memory's default embedding (harness.memory.embeddings "hashing":
+# word, stem, stem-bigram and character 4-gram features, offline and deterministic) above which they count as one
+# task. On the shipped benchmark the closest two different tasks score 0.68 ("Give best practices for testing
+# asyncio code." beside "... subprocesses ..."); reworded copies of one task score 0.76-0.92. A paraphrase that
+# shares no words ("Name 5 frequent mistakes ..." for "List 5 common pitfalls ...", 0.39) is below it: the hashing
+# embedding sees words, not meaning.
+NEAR_DUPLICATE = 0.75
+_BAD_ID_CHARS = ("/", "\\", "\x00")
+
+
+def id_problem(task_id: str) -> str | None:
+    """Why a task id cannot name the files built from it (traces, outputs, run ids), or None: '/' or '\\' (a trace
+    written outside results_dir, or two ids that differ only there writing one file), '..', or a control character."""
+    text = str(task_id)
+    if any(c in text for c in _BAD_ID_CHARS) or ".." in text:
+        return "holds '/', '\\\\' or '..'"
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        return "holds a control character"
+    if text != text.strip():
+        return "starts or ends with a space"
+    return None
+
+
+def normalized_text(text: str) -> str:
+    """A task text compared as the same task: case, spacing and trailing punctuation set aside."""
+    return " ".join(str(text).casefold().split()).rstrip(" .!?;:")
+
+
+def embed(texts: Iterable[str]) -> Any:
+    """Unit vectors (rows) of the task texts on the hashing embedding; their dot products are cosine similarities."""
+    import numpy as np
+
+    from harness.memory.embeddings import hashing_vector
+
+    rows = [hashing_vector(str(t)) for t in texts]
+    return np.array(rows, dtype=np.float64) if rows else np.zeros((0, 1))
+
+
+def similarity(a: str, b: str) -> float:
+    """Cosine similarity of two task texts (1.0 for the same normalized text)."""
+    if normalized_text(a) == normalized_text(b):
+        return 1.0
+    va, vb = embed([a, b])
+    return float(va @ vb)
+
+
+def split_leaks(tasks: Iterable[Any], threshold: float = NEAR_DUPLICATE) -> list[tuple[str, str, float]]:
+    """(train id, holdout id, similarity) for every holdout task whose text is the same as, or a near-duplicate of
+    (similarity >= threshold), a train task's; the closest train task per holdout task, the closest pairs first."""
+    items = [(str(_get(t, "id")), str(_get(t, "task")), str(_get(t, "split") or "train")) for t in tasks]
+    train = [(i, x) for i, x, s in items if s == "train"]
+    hold = [(i, x) for i, x, s in items if s == "holdout"]
+    if not train or not hold:
+        return []
+    same = {normalized_text(x): i for i, x in train}
+    sims = embed([x for _, x in hold]) @ embed([x for _, x in train]).T
+    out = []
+    for h, (hid, text) in enumerate(hold):
+        if normalized_text(text) in same:
+            out.append((same[normalized_text(text)], hid, 1.0))
+            continue
+        j = int(sims[h].argmax())
+        if sims[h, j] >= threshold:
+            out.append((train[j][0], hid, float(sims[h, j])))
+    return sorted(out, key=lambda r: -r[2])
+
+
+def check_benchmark(tasks: Iterable[Any], threshold: float = NEAR_DUPLICATE, *, name: str = "") -> None:
+    """ConfigError (one line) on a task id that cannot name a file, or on a holdout task that is a train task again
+    (the same text, or a near-duplicate at `threshold`): the holdout would then confirm on a task the search tuned on."""
+    from harness.config import ConfigError
+
+    tasks = list(tasks)
+    for i, t in enumerate(tasks):
+        problem = id_problem(_get(t, "id"))
+        if problem:
+            raise ConfigError(f"benchmark.tasks[{i}].id={_get(t, 'id')!r} {problem}; expected an id that names a "
+                              f"file inside results_dir (letters, digits, '-', '_', '.')")
+    leaks = split_leaks(tasks, threshold)
+    if leaks:
+        tr, ho, sim = leaks[0]
+        what = ("has the same text as" if sim >= 1.0 else
+                f"is a near-duplicate of (cosine similarity {sim:.2f} >= {threshold:g}, hashing embedding)")
+        more = f" ({len(leaks) - 1} more such pair(s))" if len(leaks) > 1 else ""
+        raise ConfigError(f"benchmark{f' {name!r}' if name else ''}: holdout task {ho!r} {what} train task {tr!r}"
+                          f"{more}; the holdout would confirm on a task the search tuned on: drop one, or move both "
+                          f"to one split")
+
+
+def _get(t: Any, key: str) -> Any:
+    return t.get(key) if isinstance(t, dict) else getattr(t, key, None)

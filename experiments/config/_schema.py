@@ -19,7 +19,8 @@ from harness.compose import compose_hydra
 from harness.config import HarnessConfig, MLflowConfig
 
 SPLITS = ("train", "holdout")
-SWEEP_KINDS = ("single", "synth_mutation", "ab", "calibrate")
+SWEEP_KINDS = ("single", "synth_mutation", "ab", "calibrate", "import_tasks", "generate_tasks")
+TASK_KINDS = ("import_tasks", "generate_tasks")  # experiments.tasks: write a benchmark, run nothing on it
 # "median" was removed: MedianPruner compares a trial's best task so far with other trials at the same step, and
 # the steps are task ids (WilcoxonPruner's contract), evaluated in a shuffled order: the comparison meant nothing.
 PRUNERS = ("wilcoxon", "none")
@@ -35,6 +36,9 @@ class TaskSpec:
     expected_count: int | None = None
     required_terms: list[str] = field(default_factory=list)
     split: str = "train"
+    # where the task came from (experiments.tasks: the imported file and row, or the generator model, prompt
+    # version and seed); not part of the task (experiments.config.Task) and so not of the fingerprint
+    provenance: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -157,6 +161,30 @@ class CalibrateConfig:
 
 
 @dataclass
+class TaskSupplyConfig:
+    """`+sweep=import_tasks` / `+sweep=generate_tasks` (experiments.tasks): a benchmark written from the user's file
+    or by a generator model, deduplicated and split before any run. On the command line `tasks.<key>` (the
+    experiment's `tasks(split)` method keeps the name `tasks`; experiments.run reads `tasks.` as `task_supply.`)."""
+
+    name: str = ""  # the benchmark written: conf/benchmark/<name>.yaml (benchmark=<name> then runs it)
+    out: str = ""  # another file to write instead (a config folder on hydra.searchpath)
+    source: str = ""  # import: a .jsonl or .csv file (a `task` column; id, task_type, expected_count, ...)
+    count: Any = 20  # generate: tasks to keep, or "auto" (holdout + train sized by a stored calibration)
+    description: str = ""  # generate: what the tasks are about
+    examples: str = ""  # generate: a .jsonl / .csv of seed tasks shown to the generator
+    corpus: str = ""  # generate: a folder of .txt / .md files the tasks (and required terms) are drawn from
+    generator_models: list[str] = field(default_factory=list)  # empty: the backend's planner model; several: mixed
+    batch: int = 5  # tasks asked per generator call
+    max_failed_batches: int = 3  # unusable generator replies in a row before it stops (exit 3; a rerun resumes)
+    holdout_share: float = 0.5  # share of each task type assigned to the holdout
+    near_duplicate: float = 0.75  # cosine similarity (hashing embedding) at which two texts are one task
+    effect: float = 0.3  # count=auto: the mean effect (composite points) the holdout must confirm at `power`
+    power: float = 0.8
+    calibration: str = ""  # count=auto: a stored calibration's key or file; empty: the configured benchmark's
+    seed: int = 0
+
+
+@dataclass
 class ExperimentConfig(HarnessConfig):
     """The harness's config (HarnessConfig: backend, planner, ..., results_dir, output_dir, seed; inherited, not
     declared again) and the experiment's nodes. The YAML stays flat: `backend=fake`, `planner.mode=...`."""
@@ -165,6 +193,7 @@ class ExperimentConfig(HarnessConfig):
     sweep: SweepConfig = field(default_factory=SweepConfig)
     ab: ABConfig = field(default_factory=ABConfig)
     calibrate: CalibrateConfig = field(default_factory=CalibrateConfig)
+    task_supply: TaskSupplyConfig = field(default_factory=TaskSupplyConfig)
     mlflow: MLflowConfig = field(default_factory=MLflowConfig)
 
     @property

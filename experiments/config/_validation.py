@@ -13,7 +13,8 @@ from experiments.stats import COMPARES, COST_METRICS
 from harness.compose import check_choice, check_harness, check_positive, check_range, warn_judge
 from harness.config import TASK_TYPES, ConfigError
 
-from ._schema import (HOLDOUT_TESTS, OPERATOR_CHOICES, PARENT_SELECTIONS, PRUNER_CORRECTIONS, PRUNERS, SAMPLERS,
+from ._benchmark import check_benchmark
+from ._schema import (TASK_KINDS, HOLDOUT_TESTS, OPERATOR_CHOICES, PARENT_SELECTIONS, PRUNER_CORRECTIONS, PRUNERS, SAMPLERS,
                       SPLITS, SWEEP_KINDS, TRAIN_FILTERS, ExperimentConfig)
 
 
@@ -158,6 +159,9 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
         ids.add(t.id)
         if t.expected_count is not None:
             check_range(f"benchmark.tasks[{i}].expected_count", t.expected_count, 1)
+    check_task_supply(exp)
+    # task ids that name files, and no holdout task that is a train task again (the same or a near-duplicate text)
+    check_benchmark(exp.benchmark.tasks, exp.task_supply.near_duplicate, name=exp.benchmark.name)
     if sw.kind in ("synth_mutation", "ab") and not exp.tasks("train"):
         raise ConfigError(f"benchmark.tasks has no split='train' task; expected at least one for sweep.kind={sw.kind}")
     if sw.kind == "synth_mutation":
@@ -245,3 +249,31 @@ def check_sweep_design(exp: ExperimentConfig) -> None:
         raise ConfigError(problem)
 
 
+def check_task_supply(exp: ExperimentConfig) -> None:
+    """ConfigError (one line, the key as the user types it: tasks.<key>) on a task-supply setting out of range; the
+    name, source and description the command needs, and the source file itself, are checked by experiments.tasks
+    before anything is written."""
+    ts = exp.task_supply
+    if not 0.0 < ts.near_duplicate <= 1.0:
+        raise ConfigError(f"tasks.near_duplicate={ts.near_duplicate!r} is out of range; expected a cosine similarity "
+                          f"in (0, 1]")
+    if exp.sweep.kind not in TASK_KINDS:
+        return
+    if not 0.0 < ts.holdout_share < 1.0:
+        raise ConfigError(f"tasks.holdout_share={ts.holdout_share!r} is out of range; expected a value in (0, 1)")
+    if exp.sweep.kind == "generate_tasks":
+        count = ts.count
+        if not (count == "auto" or (isinstance(count, int) and not isinstance(count, bool) and count >= 2)
+                or (isinstance(count, str) and count.isdigit() and int(count) >= 2)):
+            raise ConfigError(f"tasks.count={count!r} is not allowed; expected a number of tasks >= 2, or auto (the "
+                              f"holdout and train sizes that confirm tasks.effect, from a stored calibration)")
+        check_range("tasks.batch", ts.batch, 1, 50)
+        check_range("tasks.max_failed_batches", ts.max_failed_batches, 1)
+        if not 0.0 < ts.effect:
+            raise ConfigError(f"tasks.effect={ts.effect!r} is out of range; expected composite points > 0")
+        if not 0.0 < ts.power < 1.0:
+            raise ConfigError(f"tasks.power={ts.power!r} is out of range; expected a value in (0, 1)")
+        for m in ts.generator_models:
+            if not str(m).strip():
+                raise ConfigError(f"tasks.generator_models={list(ts.generator_models)!r} holds an empty name; "
+                                  "expected model names of the configured backend")
