@@ -16,7 +16,7 @@ from typing import Any, Callable
 import hydra
 from omegaconf import DictConfig
 
-from experiments.config import ConfigError, ExperimentConfig, to_experiment, to_harness_config, validate
+from experiments.config import TASK_KINDS, ConfigError, ExperimentConfig, to_experiment, to_harness_config, validate
 from harness.compose import warn_judge
 from harness.stores import StoreError, damaged, fault_in
 
@@ -86,6 +86,11 @@ def checked(exp: ExperimentConfig) -> ExperimentConfig:
     """exp validated (experiments.config.validate) and, for an A/B, its design checked (experiments.ab.check_ab_design:
     the metric exists and the test can reach alpha): everything refused before anything is written."""
     validate(exp, warn=False)
+    if exp.sweep.kind in TASK_KINDS:  # the source's rows, the journal, the calibration: refused before any write
+        from experiments.tasks import check_task_supply
+
+        check_task_supply(exp)
+        return exp
     if exp.sweep.kind == "ab":
         from experiments.ab import check_ab_design
 
@@ -98,6 +103,10 @@ def run_experiment(cfg: DictConfig | ExperimentConfig, *, runner: Any = None, ou
     """Validate, build the runner, dispatch on sweep.kind (single | synth_mutation | ab | calibrate)."""
     exp = checked(to_experiment(cfg))
     kind = exp.sweep.kind
+    if kind == "import_tasks":  # reads a file and writes a benchmark: no model, no study, no MLflow
+        from experiments.tasks import run_task_supply
+
+        return run_task_supply(exp, out=out)
     if runner is None:
         from harness.backends import preflight
 
@@ -106,6 +115,15 @@ def run_experiment(cfg: DictConfig | ExperimentConfig, *, runner: Any = None, ou
             from harness.backends.readiness import require_ready
 
             require_ready(exp.backend, out=out)
+    if kind == "generate_tasks":  # the generator models only: no harness run, no study, no MLflow store
+        from experiments.tasks import run_task_supply
+
+        try:
+            return run_task_supply(exp, out=out)
+        except Exception as exc:
+            if stopped_by_model(exc):  # its accepted batches are journalled: the same command goes on
+                raise Unconcluded(f"{type(exc).__name__}: {exc}") from exc
+            raise
     from experiments.storage import check_services
 
     check_services(exp)  # the study's database and the MLflow store: driver missing / unreachable, one line
@@ -336,6 +354,9 @@ def command_line_wins(argv: list[str], environ: Any = os.environ) -> None:
 
 
 if __name__ == "__main__":
+    from experiments.tasks import cli_keys
+
+    sys.argv[1:] = cli_keys(sys.argv[1:])  # tasks.<key> is the task_supply node (ExperimentConfig.tasks is a method)
     command_line_wins(sys.argv[1:])
     _precheck(sys.argv[1:])
     hydra_main()

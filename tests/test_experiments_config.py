@@ -27,13 +27,14 @@ def test_every_group_option_composes(group, option):
 def test_every_sweep_composes(sweep):
     exp = validate(to_experiment(compose_config([f"+sweep={sweep}"])))
     assert exp.sweep.name == sweep
-    assert exp.sweep.kind in ("single", "synth_mutation", "ab", "calibrate")
+    assert exp.sweep.kind in ("single", "synth_mutation", "ab", "calibrate", "import_tasks", "generate_tasks")
 
 
 def test_expected_groups_and_options_exist():
     assert set(_options("backend")) >= {"auto", "embedded", "ollama", "openai", "fake"}
     assert set(_options("planner")) == {"two_pass", "no_prior_knowledge", "single_pass"}
-    assert set(_options("sweep")) == {"single", "synth_mutation", "prior_knowledge_ab", "champion_ab", "calibrate"}
+    assert set(_options("sweep")) == {"single", "synth_mutation", "prior_knowledge_ab", "champion_ab", "calibrate",
+                                      "import_tasks", "generate_tasks"}
 
 
 @pytest.mark.parametrize(
@@ -82,7 +83,7 @@ def test_synth_variants_have_real_instructions_for_every_task_type():
     "overrides, message",
     [
         (["backend=foo"], "backend=foo is not an option; expected one of: auto, embedded, fake, ollama, openai"),
-        (["+sweep=nope"], "sweep=nope is not an option; expected one of: calibrate, champion_ab, prior_knowledge_ab, single, synth_mutation"),
+        (["+sweep=nope"], "sweep=nope is not an option; expected one of: calibrate, champion_ab, generate_tasks, import_tasks, prior_knowledge_ab, single, synth_mutation"),
         (["backend.kind=foo"], "backend.kind='foo' is not allowed; expected one of:"),
         (["planner.mode=three_pass"], "planner.mode='three_pass' is not allowed; expected one of: two_pass, single_pass"),
         (["+sweep=synth_mutation", "sweep.pruner=hyperband"], "sweep.pruner='hyperband' is not allowed"),

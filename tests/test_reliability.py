@@ -556,7 +556,7 @@ def test_huge_task_file_is_read_bounded(env, tmp_path, monkeypatch):
     [
         (["backend=foo"], "backend=foo is not an option; expected one of: auto, embedded, fake, ollama, openai"),
         (["+sweep=synth_mutation", "sweep.pruner=hyperband"], "sweep.pruner='hyperband' is not allowed; expected one of"),
-        (["+sweep=nope"], "sweep=nope is not an option; expected one of: calibrate, champion_ab, prior_knowledge_ab, single, synth_mutation"),
+        (["+sweep=nope"], "sweep=nope is not an option; expected one of: calibrate, champion_ab, generate_tasks, import_tasks, prior_knowledge_ab, single, synth_mutation"),
         (["+sweep=synth_mutation", "sweep.n_trials=lots"], "sweep.n_trials: Value 'lots'"),
         (["+sweep=synth_mutation", "sweep.race_top=-1"], "sweep.race_top=-1 is out of range"),
     ],

@@ -1,0 +1,127 @@
+"""`tasks.count=auto`: the holdout that confirms tasks.effect with probability tasks.power under the shipped sweep
+design (conf/sweep/synth_mutation.yaml), from the run noise sigma and the task x variant spread tau of a stored
+calibration (experiments.storage, read only), and the train split that goes with it."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from experiments.config import ConfigError, ExperimentConfig
+
+SHIPPED_DESIGN = Path(__file__).resolve().parents[2] / "conf" / "sweep" / "synth_mutation.yaml"
+CALIBRATE_FIRST = ("run `python -m experiments.run +sweep=calibrate` first (same backend, evaluator and benchmark) to "
+                   "measure the noise, or name a stored one with tasks.calibration=<key or file>")
+
+
+@dataclass(frozen=True)
+class Sizing:
+    train: int
+    holdout: int
+    lines: tuple[str, ...]
+
+    @property
+    def total(self) -> int:
+        return self.train + self.holdout
+
+
+def shipped_sweep(exp: ExperimentConfig) -> Any:
+    """The sweep settings the benchmark will be run under: the shipped synth_mutation design."""
+    import yaml
+
+    block = (yaml.safe_load(SHIPPED_DESIGN.read_text(encoding="utf-8")) or {}).get("sweep") or {}
+    names = {f.name for f in dataclasses.fields(exp.sweep)}
+    return dataclasses.replace(exp.sweep, **{k: v for k, v in block.items() if k in names})
+
+
+def stored_calibration(exp: ExperimentConfig) -> tuple[Any, str]:
+    """(Calibration, where it came from): tasks.calibration (a key under results_dir/calibration or a file), else the
+    one whose fingerprint matches this backend, evaluator, harness config and the configured benchmark. ConfigError
+    (one line: run +sweep=calibrate first) when there is none."""
+    from experiments.storage import Calibration, calibration_dir, find_calibration
+
+    named = str(exp.task_supply.calibration or "").strip()
+    if named:
+        path = Path(named).expanduser()
+        path = path if path.suffix == ".json" else calibration_dir(exp) / f"{named}.json"
+        try:
+            cal = Calibration.from_dict(json.loads(path.read_text(encoding="utf-8")), str(path))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"tasks.calibration={named!r}: {path} cannot be read ({type(exc).__name__}: "
+                              f"{str(exc)[:120]}); {CALIBRATE_FIRST}") from None
+        return cal, f"calibration {cal.key} ({path})"
+    from experiments.config import backend_identity, load_tasks
+    from harness.inference import make_roles
+
+    roles = make_roles(dataclasses.replace(exp.backend, cache=False), exp.results_dir)
+    cal, note = find_calibration(exp, backend_identity(roles), load_tasks(exp.benchmark))
+    if cal is None:
+        raise ConfigError(f"tasks.count=auto needs a stored calibration: {note}; {CALIBRATE_FIRST}")
+    return cal, note
+
+
+def spread(cal: Any) -> tuple[float, str]:
+    """tau: the A/A' arm's task x variant spread (a meaning-preserving rewrite of the instruction: how differently
+    two texts suit each task), else the positive control's spread across tasks, else 0."""
+    from experiments.storage import aa_tau
+
+    tau = aa_tau(cal.decomposition)
+    if tau is not None:
+        return tau, "its A/A' arm (sampled)"
+    het = cal.heterogeneity or {}
+    if het.get("tau") is not None and math.isfinite(float(het["tau"])):
+        return float(het["tau"]), "its positive control's spread across tasks"
+    return 0.0, "not measured (taken as 0: an optimistic size)"
+
+
+@functools.lru_cache(maxsize=8)
+def _needed(sigma: float, tau: float, alpha: float, baseline_runs: int, runs: tuple[int, int], power: float,
+            effect: float, sims: int, train_filter: str, block: int) -> tuple[int, int] | None:
+    from experiments.stats import decision_power
+
+    # equal splits in the design asked about: decision_power grows both in this ratio
+    return decision_power(sigma, tau, n_train=12, n_holdout=12, alpha=alpha, level=alpha / 2,
+                          baseline_runs=baseline_runs, holdout_runs=runs, power=power, target_effect=effect,
+                          sims=sims, train_filter=train_filter, futility_block=block).needed
+
+
+def size(exp: ExperimentConfig) -> Sizing:
+    """The holdout for tasks.effect at tasks.power (the first holdout look's level, alpha / 2) and a train split
+    as large: a best-of-N search on fewer train tasks than the holdout sends its winner's curse to the holdout
+    (a candidate chosen on 24 train tasks measured +0.32 there and +0.065 on 144 holdout tasks)."""
+    ts = exp.task_supply
+    cal, source = stored_calibration(exp)
+    tau, tau_source = spread(cal)
+    sw = shipped_sweep(exp)
+    runs = (sw.holdout_candidate_runs, sw.holdout_baseline_runs)
+    needed = _needed(float(cal.sigma), float(tau), float(sw.alpha), int(sw.baseline_repeats), runs, float(ts.power),
+                     float(ts.effect), min(int(exp.calibrate.sims), 1000), sw.train_filter,
+                     int(sw.holdout_futility_block))
+    if needed is None:
+        raise ConfigError(f"tasks.count=auto: no holdout up to the largest size searched confirms tasks.effect="
+                          f"{ts.effect:g} at power {ts.power:g} (sigma {cal.sigma:.3f}, tau {tau:.3f} from {source}); "
+                          f"expected a larger tasks.effect")
+    train, holdout = max(needed[0], needed[1]), needed[1]
+    lines = [f"sizing: sigma {cal.sigma:.3f} (run noise) from {source}; tau {tau:.3f} from {tau_source}",
+             f"sizing: the shipped sweep design (train_filter {sw.train_filter}, holdout runs {runs[0]}+{runs[1]}, "
+             f"futility block {sw.holdout_futility_block} scaled to the holdout, first look at level "
+             f"{sw.alpha / 2:g}) confirms +{ts.effect:g} with power {ts.power:g} on {holdout} holdout tasks; train "
+             f"{train} (at least the holdout: a best-of-N on fewer train tasks carries its winner's curse to the "
+             f"holdout)"]
+    task_runs = sw.n_trials * train + holdout * (sw.holdout_baseline_runs + sw.holdout_top_k * sw.holdout_candidate_runs)
+    co = cal.cost
+    if co is not None and co.runs and co.wall_s > 0:
+        hours = (task_runs * co.wall_s + (train + holdout) * co.prepare_s) / 3600
+        calls = task_runs * co.uncached_calls + (train + holdout) * co.prepare_calls
+        lines.append(f"sizing: a {sw.n_trials}-trial sweep on it: at most {task_runs} task runs, ~{calls:.0f} uncached "
+                     f"LLM calls, ~{hours:.1f} h one run at a time on the calibrated backend ({co.wall_s:.0f} s a "
+                     f"task run, medians of {co.runs} runs)")
+    else:
+        lines.append(f"sizing: a {sw.n_trials}-trial sweep on it: at most {task_runs} task runs (the calibration "
+                     f"stored no timings: hours unknown)")
+    return Sizing(train, holdout, tuple(lines))
