@@ -2,23 +2,25 @@
 and of the shipped rule ("after": experiments.stats.skew_test through experiments.sweep.TaskDiffs, p = max(t p,
 skew-calibrated p)), for one look, 4 resumed looks and 3 studies x 2 looks on one holdout set.
 
-Every p comes from the project's own TaskDiffs.of (its `p` is after; before is the paired t's own p it carries,
-`t_p`, or the exact sign-flip p at zero spread: the rule at ac27838), the futility stop from
-experiments.sweep.futility_stop, the looks' levels from experiments.stats.next_look; nothing is reimplemented.
+"after" is the project's own rule, experiments.stats.skew_test_p (the vectorised form of skew_test, which
+TaskDiffs.of calls); "before" is the paired t's one-sided p (scipy's t, as TaskDiffs computed it at ac27838, and its
+exact sign-flip p 1/2^n at zero spread); the looks' levels come from experiments.stats.next_look. --check runs the
+first worlds of every row through TaskDiffs.of one by one and stops when a p differs. The futility stop (a candidate
+stopped after a block is never confirmed) only turns confirmations into none, so the table leaves it out (an upper
+bound on the level, and power before the stop's small cost); --futility applies experiments.sweep.futility_stop.
 
-The shipped design's holdout: 12 holdout tasks, futility looks after 4 and 8 (mean difference so far <= 0 stops the
-candidate), holdout_top_k 1 (Holm over a family of one), alpha 0.05 with look k at alpha / 2^k (one look: 0.025;
-4 looks: 0.025 ... 0.003125, summing to 0.047; 3 studies x 2 looks on one holdout set: 6 looks, 0.025 ...
-0.00078, summing to 0.049). Each look tests a new candidate; its per-task differences d_i = mu + u_i are drawn anew
-from the spread (no run noise: the worst case, run noise makes d less skewed), so "any look confirmed" is the chance
-that some no-better candidate is promoted over the looks. The candidate is taken as tested (the train filter passed):
-the filter's pass rate only scales these figures down.
+The shipped design's holdout: 12 holdout tasks, holdout_top_k 1 (Holm over a family of one), alpha 0.05 with look k
+at alpha / 2^k (one look: 0.025; 4 looks: 0.025 ... 0.003125, summing to 0.047; 3 studies x 2 looks on one holdout
+set: 6 looks, 0.025 ... 0.00078, summing to 0.049). Each look tests a new candidate; its per-task differences d_i =
+mu + u_i are drawn anew from the spread (no run noise: the most skewed case; run noise makes d less skewed), so "any look
+confirmed" is the chance that some no-better candidate is promoted over the looks. The candidate is taken as tested
+(the train filter passed): the filter's pass rate only scales these figures down.
 
 Spreads (u, mean 0): normal; t(3); right skew (Exp - 1); the left skews -(Exp - 1), -(lognormal sigma 1) and "1 task
 in 8 loses 7, the others gain 1"; the coarse metrics of issue 52 A6: +-1 per task (d in {-1, +1}) and a +-1 score per
 arm (d in {-2, 0, +2}). Power: normal spread of sd 1 at mu +0.5 and +1.0, per look level.
 
-    python bench/skew_level.py                 # 4,000 worlds per row (~2 min on a shared core)
+    python bench/skew_level.py                 # 20,000 worlds per row
     python bench/skew_level.py --worlds 2000 --alternatives   # also the rules measured and not shipped
 """
 
@@ -34,7 +36,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from experiments.stats import holdout_tasks_for_harm, mean_bound, next_look  # noqa: E402
+from scipy import stats as sps  # noqa: E402
+
+from experiments.stats import holdout_tasks_for_harm, mean_bound, next_look, skew_test_p  # noqa: E402
 from experiments.sweep import TaskDiffs, futility_stop  # noqa: E402
 
 N_HOLD, BLOCK, ALPHA = 12, 4, 0.05
@@ -74,34 +78,49 @@ def look_levels(n_looks: int) -> list[float]:
     return out
 
 
-def p_values(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(before, after) one-sided p per row of d (worlds, N_HOLD) through TaskDiffs and futility_stop; a stopped
-    candidate gets p 1 (never confirmed)."""
-    base = dict.fromkeys(TASKS, 0.0)
-    before, after = np.ones(len(d)), np.ones(len(d))
-    for w, row in enumerate(d):
-        cand = dict(zip(TASKS, row.tolist()))
-        if futility_stop(cand, base, TASKS, BLOCK) is not None:
-            continue
-        td = TaskDiffs.of(cand, base)
-        after[w] = td.p
-        before[w] = td.t_p if td.t_p is not None else td.p  # at ac27838: the t, or the exact sign-flip at zero spread
+def p_values(d: np.ndarray, futility: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(before, after) one-sided p per row of d (worlds, N_HOLD); with `futility` a candidate that
+    experiments.sweep.futility_stop ends gets p 1 (never confirmed)."""
+    n = d.shape[-1]
+    mean, sd = d.mean(-1), d.std(-1, ddof=1)
+    flat = sd / math.sqrt(n) <= 1e-12 * np.maximum(1.0, np.abs(mean))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_p = sps.t.sf(mean / (sd / math.sqrt(n)), n - 1)
+    before = np.where(flat, np.where(mean > 0, 0.5 ** n, 1.0), t_p)
+    after = skew_test_p(d)
+    if futility:
+        base = dict.fromkeys(TASKS, 0.0)
+        stopped = np.array([futility_stop(dict(zip(TASKS, row.tolist())), base, TASKS, BLOCK) is not None
+                            for row in d])
+        before, after = np.where(stopped, 1.0, before), np.where(stopped, 1.0, after)
     return before, after
 
 
-def rates(kind: str, mu: float, worlds: int, levels: list[float], seed: int) -> tuple[np.ndarray, np.ndarray]:
+def check(d: np.ndarray, before: np.ndarray, after: np.ndarray) -> None:
+    """The same rows through the sweep's own TaskDiffs.of: the p must agree (rows without a futility stop)."""
+    base = dict.fromkeys(TASKS, 0.0)
+    for w, row in enumerate(d):
+        if before[w] == after[w] == 1.0:
+            continue
+        td = TaskDiffs.of(dict(zip(TASKS, row.tolist())), base)
+        old = td.t_p if td.t_p is not None else td.p
+        assert math.isclose(td.p, after[w], rel_tol=1e-9) and math.isclose(old, before[w], rel_tol=1e-9), (w, row)
+
+
+def rates(kind: str, mu: float, worlds: int, levels: list[float], seed: int, checked: int = 0,
+          futility: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """P(confirmed) per look (before, after), each look a new candidate: arrays (worlds, looks) of bool."""
     rng = np.random.default_rng(seed)
     d = mu + draw(kind, rng, (len(levels), worlds, N_HOLD))
-    b, a = zip(*(p_values(d[k]) for k in range(len(levels))))
+    b, a = zip(*(p_values(d[k], futility) for k in range(len(levels))))
+    if checked:
+        check(d[0, :checked], b[0][:checked], a[0][:checked])
     lv = np.asarray(levels)[:, None]
     return (np.asarray(b) <= lv).T, (np.asarray(a) <= lv).T
 
 
 def alternatives(worlds: int, seed: int) -> list[str]:
     """Rules measured and not shipped, one look (0.025) and look 3 (0.00625), same worlds model, no futility."""
-    from scipy import stats as sps
-
     def hall(t, a):
         return t + a / 6 + a * t**2 / 3 + a**2 * t**3 / 27
 
@@ -114,11 +133,13 @@ def alternatives(worlds: int, seed: int) -> list[str]:
         m, sd = d.mean(1), d.std(1, ddof=1)
         t = m / (sd / math.sqrt(n))
         a = ((d - m[:, None]) ** 3).mean(1) / sd**3 / math.sqrt(n)
-        x = d[:, boot_idx]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ts = (x.mean(-1) - m[:, None]) / (x.std(-1, ddof=1) / math.sqrt(n))
-        ts = np.where(np.isfinite(ts), ts, 0.0)
-        boot_p = (1 + (ts >= t[:, None]).sum(1)) / 1000
+        boot_p = np.empty(worlds)
+        for s in range(0, worlds, 500):  # the studentized bootstrap, 999 resamples of each world's tasks
+            x = d[s:s + 500][:, boot_idx]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ts = (x.mean(-1) - m[s:s + 500, None]) / (x.std(-1, ddof=1) / math.sqrt(n))
+            ts = np.where(np.isfinite(ts), ts, 0.0)
+            boot_p[s:s + 500] = (1 + (ts >= t[s:s + 500, None]).sum(1)) / 1000
         for lv in (0.025, 0.00625):
             tc = sps.t.ppf(1 - lv, n - 1)
             bound = np.array([mean_bound(r, lv, "lower") > 0 for r in d])
@@ -130,21 +151,28 @@ def alternatives(worlds: int, seed: int) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--worlds", type=int, default=4000)
+    ap.add_argument("--worlds", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=52)
     ap.add_argument("--alternatives", action="store_true", help="also the rules measured and not shipped")
+    ap.add_argument("--tasks", type=int, default=N_HOLD, help="holdout tasks (the shipped design: 12)")
+    ap.add_argument("--futility", action="store_true",
+                    help="apply the sweep's futility stop (experiments.sweep.futility_stop, one call per world: slow)")
+    ap.add_argument("--check", type=int, default=200, help="worlds per row also run through TaskDiffs.of (0: none)")
     ap.add_argument("--out", default="", help="also write the tables (markdown) to this file")
     args = ap.parse_args()
+    global N_HOLD, TASKS
+    N_HOLD, TASKS = args.tasks, [f"h{i:02d}" for i in range(args.tasks)]
     t0 = time.time()
     four, six = look_levels(4), look_levels(6)
-    lines = [f"holdout {N_HOLD} tasks, futility after {BLOCK} and {2 * BLOCK}, top-k 1, {args.worlds} worlds per row; "
+    stop = f"futility stop every {BLOCK} tasks" if args.futility else "no futility stop"
+    lines = [f"holdout {N_HOLD} tasks, {stop}, top-k 1, {args.worlds} worlds per row; "
              f"4 looks at {', '.join(f'{v:g}' for v in four)} (sum {sum(four):.4f}); 3 studies x 2 looks: 6 looks "
              f"down to {six[-1]:g} (sum {sum(six):.4f})", "",
              "| spread (mean 0) | one look, level 0.025: before | after | 4 looks (alpha 0.047): before | after "
              "| 3 studies x 2 looks (alpha 0.049): before | after |", "|---|---|---|---|---|---|---|"]
     got = {}
     for i, kind in enumerate(NULLS):
-        b, a = got[kind] = rates(kind, 0.0, args.worlds, six, args.seed + i)
+        b, a = got[kind] = rates(kind, 0.0, args.worlds, six, args.seed + i, args.check, args.futility)
         lines.append(f"| {kind} | {b[:, 0].mean():.4f} | {a[:, 0].mean():.4f} | {b[:, :4].any(1).mean():.4f} | "
                      f"{a[:, :4].any(1).mean():.4f} | {b.any(1).mean():.4f} | {a.any(1).mean():.4f} |")
         print(lines[-1], flush=True)
@@ -159,20 +187,20 @@ def main() -> None:
               "| mean effect | " + " | ".join(f"look {k + 1} ({v:g})" for k, v in enumerate(six)) + " |",
               "|---|" + "---|" * len(six)]
     for j, mu in enumerate((0.5, 1.0)):
-        b, a = rates("normal", mu, args.worlds, six, args.seed + 100 + j)
+        b, a = rates("normal", mu, args.worlds, six, args.seed + 100 + j, args.check, args.futility)
         lines.append(f"| +{mu:g} | " + " | ".join(f"{b[:, k].mean():.3f} -> {a[:, k].mean():.3f}"
                                                   for k in range(len(six))) + " |")
         print(lines[-1], flush=True)
     lines += ["", "1 task in k loses: the holdout tasks n with ((k-1)/k)^n <= level (experiments.stats."
-              "holdout_tasks_for_harm); 12 tasks miss it with probability ((k-1)/k)^12:", "",
-              "| k | missed by 12 tasks | n at 0.025 | n at 0.0125 | n at 0.00625 | n at 0.003125 |",
+              f"holdout_tasks_for_harm); {N_HOLD} tasks miss it with probability ((k-1)/k)^{N_HOLD}:", "",
+              f"| k | missed by {N_HOLD} tasks | n at 0.025 | n at 0.0125 | n at 0.00625 | n at 0.003125 |",
               "|---|---|---|---|---|---|"]
     for k in (4, 8, 16):
         lines.append(f"| {k} | {((k - 1) / k) ** N_HOLD:.3f} | " + " | ".join(
             str(holdout_tasks_for_harm(k, lv)) for lv in four) + " |")
     if args.alternatives:
-        lines += ["", "rules measured and not shipped (one candidate, no futility; t: today's):", "",
-                  *alternatives(args.worlds, args.seed)]
+        lines += ["", f"rules measured and not shipped ({min(args.worlds, 4000)} worlds, one look; t: today's):", "",
+                  *alternatives(min(args.worlds, 4000), args.seed)]
     lines += ["", f"({time.time() - t0:.0f} s)"]
     text = "\n".join(lines)
     print("\n" + text)

@@ -12,7 +12,7 @@ from ._power import (MAX_TASKS, DecisionPower, Design, ab_design, decision_power
                      replications_for_effect, sweep_design, tasks_for_effect)
 from ._reach import calibrate_design_problem, min_attainable_p, sweep_design_problem, tasks_needed
 from ._signflip import SignFlipTest, signflip_test
-from ._skew import SkewTest, holdout_tasks_for_harm, skew_test
+from ._skew import SkewTest, holdout_tasks_for_harm, skew_test, skew_test_p
 from ._spread import heterogeneity, spread_from_trials
 from ._tests import (DIRECTIONS, FLOOR_SE, TESTS, Comparison, NoiseFloor, PairedStats, bootstrap_ci, cohens_dz,
                      finite_array, paired_differences, paired_ttest, rank_biserial, wilcoxon_reject, wilcoxon_test)
@@ -68,6 +68,7 @@ __all__ = [
     "rank_biserial",
     "signflip_test",
     "skew_test",
+    "skew_test_p",
     "recorded",
     "replication_noise",
     "replications_for_effect",

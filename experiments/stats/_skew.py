@@ -42,6 +42,7 @@ import numpy as np
 from scipy import stats as sps
 
 from ._tests import finite_array
+from ._verdict import _hall  # Hall's monotone transformation g(T, a), the A/B's skew-robust bound's
 
 KAPPA = 2.0
 REFERENCE_SPREADS = ("normal", "-(Exp - 1)", "-(lognormal sigma 1)")
@@ -63,11 +64,6 @@ class SkewTest:
     skew_p: float | None  # the skew-calibrated p (None at zero spread or below 2 values)
     skewness: float | None  # the sample skewness (third central moment over sd^3, sd with n - 1)
     method: str
-
-
-def _hall(t: np.ndarray, a: np.ndarray) -> np.ndarray:
-    """Hall's monotone transformation of a t statistic (a = skewness / sqrt(n)); increasing in t for any a."""
-    return t + a / 6 + a * t**2 / 3 + a**2 * t**3 / 27
 
 
 def _g(d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -104,9 +100,26 @@ def reference_g(n: int) -> tuple[np.ndarray, ...]:
     return tuple(out)
 
 
-def skew_p(g: float, n: int) -> float:
+def skew_p(g: float | np.ndarray, n: int) -> float | np.ndarray:
     """The largest over the reference spreads of P(G >= g) at mean 0, (1 + hits) / (1 + draws)."""
-    return max((1 + ref.size - int(np.searchsorted(ref, g, side="left"))) / (1 + ref.size) for ref in reference_g(n))
+    gs = np.asarray(g, dtype=float)
+    out = np.max([(1 + ref.size - np.searchsorted(ref, gs, side="left")) / (1 + ref.size) for ref in reference_g(n)],
+                 axis=0)
+    return float(out) if out.ndim == 0 else out
+
+
+def skew_test_p(d: np.ndarray) -> np.ndarray:
+    """skew_test's p for each row of d (rows of n >= 2 differences), vectorised: for simulations of the rule."""
+    d = np.asarray(d, dtype=float)
+    n = d.shape[-1]
+    if n < 2:
+        raise ValueError(f"skew_test_p needs rows of n >= 2 differences, got {n}")
+    mean, sd = d.mean(-1), d.std(-1, ddof=1)
+    flat = sd / math.sqrt(n) <= 1e-12 * np.maximum(1.0, np.abs(mean))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t, _, g = _g(np.where(flat[..., None], np.arange(n, dtype=float), d))  # a stand-in row where flat
+    p = np.maximum(sps.t.sf(t, n - 1), skew_p(g, n))
+    return np.where(flat, np.where(mean > 0, 0.5 ** n, 1.0), p)
 
 
 def skew_test(diffs: Sequence[float]) -> SkewTest:
@@ -123,7 +136,7 @@ def skew_test(diffs: Sequence[float]) -> SkewTest:
         return SkewTest(n, mean, 0.0, 0.5 ** n if mean > 0 else 1.0, None, None, 0.0, "exact sign-flip (zero spread)")
     t, skew, g = (float(v[0]) for v in _g(d[None, :]))
     t_p = float(sps.t.sf(t, n - 1))
-    sp = skew_p(g, n)
+    sp = float(skew_p(g, n))
     return SkewTest(n, mean, se, max(t_p, sp), t_p, sp, skew, "paired t and skew-calibrated t")
 
 

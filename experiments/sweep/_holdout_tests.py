@@ -1,7 +1,7 @@
-"""The holdout's evidence and its tests: a candidate's holdout scores (HoldoutScores), the holdout test of a
-look (HoldoutTest: rule "tasks", the paired t over tasks with its skew requirement, TaskDiffs; or the fixed-task
-rules "bound" and "floor"), and the per-task-type differences that hold a changed type back (TypeDiff). The rule they serve and
-its model are in experiments.sweep._promotion's docstring."""
+"""The holdout's evidence and its tests: a candidate's holdout scores (HoldoutScores), the holdout test of a look
+(HoldoutTest: rule "tasks", the paired t over tasks with its skew requirement, TaskDiffs; or the fixed-task rules
+"bound" and "floor"), and the per-task-type differences that hold a changed type back (TypeDiff). The rule they
+serve and its model are in experiments.sweep._promotion's docstring."""
 
 from __future__ import annotations
 
