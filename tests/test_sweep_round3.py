@@ -238,3 +238,22 @@ def test_b3_a_moved_results_folder_logs_inside_itself_and_ends_its_parent(make_e
     assert parent.info.artifact_uri.startswith(new.resolve().as_uri())
     assert client.list_artifacts(parent.info.run_id)  # summary.md and the rest, inside res_moved
     assert any("moved" in ln and "mlartifacts" in ln for ln in lines), _text(lines)
+
+
+def test_b3_a_parent_whose_files_cannot_be_written_is_not_left_running(make_exp, tmp_path):
+    """An MLflow store outside results_dir (shared on purpose: left as it is) whose experiment keeps its artifacts
+    where no folder can be made: the run fails, and on ac27838 its parent run stays RUNNING (the FAILED status was
+    set only after error.txt, which cannot be written either). Now the parent ends FAILED."""
+    from mlflow import MlflowClient
+
+    exp = _pairwise(make_exp, "b3fail")
+    exp.mlflow.enabled = True
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a folder\n")
+    MlflowClient(tracking_uri=tracking_uri(exp)).create_experiment(
+        "b3fail", artifact_location=(blocker / "mlartifacts").as_uri())
+    with pytest.raises(NotADirectoryError):
+        _run(exp, Judge())
+    _, found, parent = _parent(exp)
+    assert found.artifact_location == (blocker / "mlartifacts").as_uri()  # a store outside results_dir: untouched
+    assert parent.info.status == "FAILED"
