@@ -150,6 +150,7 @@ def alternatives(worlds: int, seed: int) -> list[str]:
 
 
 def main() -> None:
+    global N_HOLD, TASKS
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--worlds", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=52)
@@ -160,7 +161,6 @@ def main() -> None:
     ap.add_argument("--check", type=int, default=200, help="worlds per row also run through TaskDiffs.of (0: none)")
     ap.add_argument("--out", default="", help="also write the tables (markdown) to this file")
     args = ap.parse_args()
-    global N_HOLD, TASKS
     N_HOLD, TASKS = args.tasks, [f"h{i:02d}" for i in range(args.tasks)]
     t0 = time.time()
     four, six = look_levels(4), look_levels(6)
