@@ -237,7 +237,14 @@ def test_b3_a_moved_results_folder_logs_inside_itself_and_ends_its_parent(make_e
     assert found.artifact_location.startswith(new.resolve().as_uri())
     assert parent.info.artifact_uri.startswith(new.resolve().as_uri())
     assert client.list_artifacts(parent.info.run_id)  # summary.md and the rest, inside res_moved
-    assert any("moved" in ln and "mlartifacts" in ln for ln in lines), _text(lines)
+    assert (new / "mlartifacts").is_dir() and not any(p.is_dir() for p in tmp_path.glob("results*"))
+    note = [ln for ln in lines if "MLflow: experiment 'b3'" in ln]
+    assert len(note) == 1 and str(old) in note[0] and "renamed" in note[0], _text(lines)
+    # the study's trials are logged under the new parent; the old runs stay in the renamed experiment
+    trials = client.search_runs([found.experiment_id], filter_string="tags.kind = 'trial'")
+    assert sorted(int(r.data.tags["trial_number"]) for r in trials) == [0, 1, 2]
+    (kept,) = [e for e in client.search_experiments() if e.name.startswith("b3 (before its results folder moved")]
+    assert client.search_runs([kept.experiment_id], filter_string="tags.sweep_parent = 'true'")
 
 
 def test_b3_a_parent_whose_files_cannot_be_written_is_not_left_running(make_exp, tmp_path):
