@@ -33,7 +33,7 @@ The question is the user's: "is this variant better on tasks like mine?". Its un
   (experiments.stats.skew_test, TaskDiffs). sd(d) measures tau and the run noise together, so it is measured even
   with one run of each text (no sigma needed), and for a symmetric spread of d the t alone keeps its level whatever
   tau / sigma. It does not for a left-skewed spread of zero mean (most tasks gain a little, a few lose more): the
-  tasks that carry the losses are often not sampled, and the t confirmed -(Exp - 1) 0.087 and -(lognormal) 0.152 of
+  tasks that carry the losses are often not sampled, and the t confirmed -(Exp - 1) 0.091 and -(lognormal) 0.154 of
   the time over 12 tasks at level 0.025. p_skew is the largest chance, over reference spreads at mean 0 (normal,
   -(Exp - 1), -(lognormal sigma 1)), of a skewness-corrected t (Hall's transformation, the sample skewness read
   twice as strongly) at least as high: for those spreads and any milder skew the level holds at every look, so over
