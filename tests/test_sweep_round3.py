@@ -180,6 +180,33 @@ def test_b4_a_judge_never_readable_concludes_nothing_and_the_rerun_judges_again(
     assert row.holdout_p == pytest.approx(1 / 2 ** 12)
 
 
+class CachedJudge(Judge):
+    """A judge behind a response cache (harness.inference.CachedLLM keys a reply on its seed): a pair asked again
+    with a seed it has answered gets the stored reply back, unreadable if it was."""
+
+    def __init__(self, cache: dict, **kw):
+        super().__init__(**kw)
+        self.cache = cache
+
+    def __call__(self, task, candidate, baseline, seed):
+        key = (task.id, candidate, baseline, seed)
+        if key not in self.cache:
+            self.cache[key] = super().__call__(task, candidate, baseline, seed)
+        return self.cache[key]
+
+
+def test_b4_the_rerun_judges_with_new_seeds_past_a_response_cache(make_exp):
+    """The unreadable replies are cached (same model, same seeds): the rerun after the server is mended asks with
+    the next judge round's seeds, so it reads fresh replies and concludes."""
+    exp = _pairwise(make_exp, "b4cache")
+    cache: dict = {}
+    cut, _ = _run(exp, CachedJudge(cache, unreadable=[f"h{i}" for i in range(12)]))
+    assert cut.unconcluded
+    s, _ = _run(exp, CachedJudge(cache))
+    assert s.promoted and not s.unconcluded, s.unconcluded
+    assert open_study(exp).user_attrs["holdout_judge_round"] == 1
+
+
 def test_b4_some_unreadable_replies_still_count_against_the_candidate(make_exp):
     """The judge reads most pairs: an unreadable one is a missing preference, counted -1, and the look concludes."""
     s, _ = _run(_pairwise(make_exp, "b4some"), Judge(unreadable=("h3",)))

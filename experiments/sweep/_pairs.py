@@ -11,7 +11,8 @@ arrives, so a resume judges only what is missing. A judge call that raised leave
 failed: nothing is concluded for it, the sweep exits 3 and the same command judges it again. A reply that could not
 be read after its re-ask is a missing preference and counts against the candidate (-1), never as a tie; but when
 no pair of the conclusion has a readable reply, the judge failed, not the candidates: the judgements are dropped,
-every row fails, no look is spent, and the same command judges them again (SplitRuns._pairwise).
+every row fails, no look is spent, and the same command judges them again in a new judge round, whose seeds differ
+(a response cache would otherwise give the unreadable replies back; SplitRuns._pairwise, judge_again).
 
 An answer a pair still needs that the file does not hold (the file lost or moved, a line torn or wrong-typed: named
 with its line) is lost, not guessed: that text's holdout run of those tasks runs again with the same seed for its
@@ -40,6 +41,7 @@ from harness.stores import append_jsonl
 
 ANSWERS = "holdout_answers.jsonl"
 PAIRS_ATTR = "holdout_pairs"  # study attr: candidate hash -> "<task>/<run k>" -> PairResult.to_dict()
+ROUND_ATTR = "holdout_judge_round"  # study attr: judge rounds a failed judge started (judge_again)
 
 
 def store_answers(path: Path, key: str, seed: int, scores: Sequence[Any]) -> None:
@@ -120,16 +122,23 @@ def missing_answers(study: Any, key: str, base_key: str, tasks: Sequence[Any], r
     return {hk: ts for hk, ts in out.items() if ts}
 
 
-def forget_pairs(study: Any, keys: Sequence[str]) -> None:
-    """Drop the stored judgements of these candidates: the next conclusion judges their pairs again."""
+def judge_again(study: Any, keys: Sequence[str]) -> None:
+    """Drop the stored judgements of these candidates and start a new judge round: the next conclusion judges
+    their pairs again, with the round's seeds (pair_seed), so a response cache that kept the unreadable replies
+    is not read back for them."""
     every = dict(study.user_attrs.get(PAIRS_ATTR, {}))
-    if any(k in every for k in keys):
-        study.set_user_attr(PAIRS_ATTR, {k: v for k, v in every.items() if k not in keys})
+    study.set_user_attr(PAIRS_ATTR, {k: v for k, v in every.items() if k not in keys})
+    study.set_user_attr(ROUND_ATTR, judge_round(study) + 1)
 
 
-def pair_seed(seed: int, task: str) -> int:
-    """The judge's seed for the pairs of one (task, run seed): the same for every candidate."""
-    return zlib.crc32(f"pair/{seed}/{task}".encode())
+def judge_round(study: Any) -> int:
+    """How many times a failed judge (no readable reply) sent this study's pairs to be judged again."""
+    return int(study.user_attrs.get(ROUND_ATTR, 0))
+
+
+def pair_seed(seed: int, task: str, round_: int = 0) -> int:
+    """The judge's seed for the pairs of one (task, run seed) in a judge round: the same for every candidate."""
+    return zlib.crc32((f"pair/{seed}/{task}" + (f"/round{round_}" if round_ else "")).encode())
 
 
 @dataclass(frozen=True)
@@ -157,7 +166,7 @@ def judge_holdout(study: Any, judge: Any, key: str, base_key: str, tasks: Sequen
     """Judge every pair of candidate `key` against the baseline `base_key` on `tasks` (TaskSpec, those both ran),
     runs k < `runs` (seed seed0 + k), those the study has not stored; store each as it arrives."""
     stored = dict(study.user_attrs.get(PAIRS_ATTR, {}).get(key, {}))
-    jobs, error = [], None
+    jobs, error, round_ = [], None, judge_round(study)
     for t in tasks:
         for k in range(runs):
             if f"{t.id}/{k}" in stored:
@@ -171,7 +180,7 @@ def judge_holdout(study: Any, judge: Any, key: str, base_key: str, tasks: Sequen
 
     def one(job: tuple) -> PairResult:
         t, k, cand, base = job
-        return judge(t, cand, base, pair_seed(seed0 + k, t.id))
+        return judge(t, cand, base, pair_seed(seed0 + k, t.id, round_))
 
     with pool.ordered(one, jobs) as done:
         for job, fut in done:

@@ -25,7 +25,7 @@ from experiments.tracking import log_evaluation_run
 from harness.stores import sqlite_file
 
 from ._holdout_costs import holdout_cost, holdout_cost_diffs, store_holdout_cost
-from ._pairs import (ANSWERS, Answers, PairedHoldout, forget_pairs, judge_holdout, load_answers, missing_answers,
+from ._pairs import (ANSWERS, Answers, PairedHoldout, judge_again, judge_holdout, load_answers, missing_answers,
                      store_answers)
 from ._preflight import HOLDOUT_SET_ATTR, LOOKS_ATTR, noise_measured_line, other_looks, sweep_confirmable
 from ._promotion import (HoldoutScores, HoldoutTest, Promotion, decide, race, row_from_record, row_record,
@@ -218,7 +218,8 @@ class SplitRuns:
         hash -> task -> mean preference. Answers the unjudged pairs need that are lost are run again first
         (_lost_answers). A candidate whose pairs are not all judged has its holdout failed in `held` (its row says
         why, the sweep exits 3 and the same command judges the rest); so does every candidate when no pair has a
-        readable reply (a failed judge: its judgements are dropped, so the same command judges them again)."""
+        readable reply (a failed judge: its judgements are dropped and a new judge round starts, so the same
+        command judges them again, with new seeds: _pairs.judge_again)."""
         sw, out = self.exp.sweep, {}
         if not base.scores:
             return out
@@ -243,11 +244,11 @@ class SplitRuns:
         results = [r for p in paired.values() for r in p.results]
         if results and all(r.failed for r in results):  # unreadable everywhere: the judge failed, not a candidate
             with shared_lock(self.exp.storage_url, f"{sw.name}/study_attrs", self.dir / ".study_attrs.lock"):
-                forget_pairs(study, list(paired))
+                judge_again(study, list(paired))
             why = (f"pairwise judge: none of the {len(results)} pairs judged has a reply that could be read "
                    f"({sum(r.judge_failures for r in results)} unreadable replies): a failed judge, not a preference; "
-                   f"nothing concluded, no look spent, the same command judges them again (check the evaluator's "
-                   f"model and backend)")
+                   f"nothing concluded, no look spent; the same command judges them again with new judge seeds (a "
+                   f"response cache does not give the same replies back; check the evaluator's model and backend)")
             paired = {h: PairedHoldout({}, p.results, p.error or why) for h, p in paired.items()}
         for h, p in paired.items():
             if p.error:
