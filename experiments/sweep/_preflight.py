@@ -83,11 +83,14 @@ def _spread_line(exp: ExperimentConfig, design: Any, effect_cv: float, unit: str
 
 
 def preflight_lines(exp: ExperimentConfig, proj: Projection, *, sigma: float | None, baseline_runs: int,
-                    noise_source: str, effect_cv: float = 0.0) -> list[str]:
-    """The preflight block: budget, projected cost, detectable effect, and a warning on a tiny budget.
+                    noise_source: str, effect_cv: float = 0.0, calibration: Any = None,
+                    level: float | None = None) -> list[str]:
+    """The preflight block: budget, projected cost, what the configured design detects, and a warning on a tiny
+    budget.
 
-    effect_cv > 0 (a calibration's positive control varied across tasks): the detectable effect is also given for
-    an effect that varies as much (experiments.stats.Design.effect_cv)."""
+    The detectable effect is the configured design's (design_effect_lines): where the holdout confirms over tasks,
+    the design power line of the train filter and the confirmation together at `level` (None: a new study's first
+    look), the line the summary prints; else the train filter's own figure by the rule it runs."""
     sw = exp.sweep
     n_train = len(exp.tasks("train"))
     lines = [f"preflight: budget n_trials={sw.n_trials} ({proj.trials_left} left: "
@@ -103,13 +106,9 @@ def preflight_lines(exp: ExperimentConfig, proj: Projection, *, sigma: float | N
                      f"~{proj.tokens:.0f} tokens, wall ~{hms(proj.wall_s or 0.0)} (cost per task run from "
                      f"{proj.source}{side}; an upper bound: a pruned trial stops early)")
     if sigma is not None and n_train:
-        d = sweep_design(sigma, n_train, alpha=sw.alpha, baseline_runs=baseline_runs)
-        m = mde(d, power=exp.calibrate.power, sims=exp.calibrate.sims)
-        lines.append(f"preflight: detectable effect {num(m)} composite points at power {exp.calibrate.power:g} "
-                     f"({n_train} train tasks, one-sided wilcoxon p < {sw.alpha:g} and diff > floor {d.floor:.3f}; "
-                     f"noise sigma {sigma:.3f} from {noise_source})")
-        if effect_cv > 0:
-            lines.append(_spread_line(exp, d, effect_cv, "composite points", "train tasks"))
+        lines += ["preflight: " + ln for ln in design_effect_lines(
+            exp, sigma=sigma, noise_source=noise_source, baseline_runs=baseline_runs, effect_cv=effect_cv,
+            calibration=calibration, level=level)]
     else:
         lines.append("preflight: detectable effect not known yet (no calibration for this fingerprint): it follows "
                      "from the baseline repeats; run +sweep=calibrate first to know it before a sweep")
@@ -118,6 +117,61 @@ def preflight_lines(exp: ExperimentConfig, proj: Projection, *, sigma: float | N
                      f"{proj.limited_by}), fewer than a handful ({HANDFUL}): the search can barely move; raise "
                      f"sweep.n_trials" + (" or the cap that limits it" if not proj.limited_by.startswith("n_trials")
                                           else ""))
+    return lines
+
+
+def confirms_over_tasks(exp: ExperimentConfig) -> bool:
+    """The design promotes on a confirmation over the holdout tasks (sweep.holdout_test=tasks on 2 or more): what
+    experiments.stats.decision_power models, train filter and confirmation together."""
+    return exp.sweep.holdout_test == "tasks" and len(exp.tasks("holdout")) >= 2
+
+
+def first_level(exp: ExperimentConfig) -> float:
+    """The level of a new study's first holdout look (no look stored here or by another study)."""
+    from experiments.stats import next_look
+
+    return next_look([], (NEXT_FAMILY,), exp.sweep.alpha, []).level
+
+
+def design_effect_lines(exp: ExperimentConfig, *, sigma: float, noise_source: str, baseline_runs: int,
+                        effect_cv: float = 0.0, calibration: Any = None, level: float | None = None) -> list[str]:
+    """What the configured design detects, one figure for the rule that runs:
+
+    - sweep.holdout_compare=pairwise: not modelled (PAIRWISE_POWER);
+    - a confirmation over the holdout tasks: the design power line (confirmable_line: the train filter as
+      sweep.train_filter runs it and the holdout's paired t at `level`, with the spread tau the calibration's
+      positive control measured), the figure the summary prints;
+    - the fixed-task holdout rules ("bound", "floor": they promote nothing): the train filter's own detectable
+      effect by its rule (the Wilcoxon and the 2-SE floor, or the train mean above the baseline's), with its
+      figure for an effect that varies across tasks as the calibration's positive control did."""
+    sw = exp.sweep
+    if sw.holdout_compare == "pairwise":
+        return [PAIRWISE_POWER]
+    if confirms_over_tasks(exp):
+        return [confirmable_line(exp, sigma=sigma, sigma_source=noise_source, baseline_runs=baseline_runs,
+                                 candidate_diffs=(), calibration=calibration,
+                                 level=first_level(exp) if level is None else level)]
+    n_train = len(exp.tasks("train"))
+    rule = (f"the holdout rule {sw.holdout_test!r} promotes nothing" if sw.holdout_test != "tasks"
+            else f"a holdout of {len(exp.tasks('holdout'))} task(s) confirms nothing")
+    d = sweep_design(sigma, n_train, alpha=sw.alpha, baseline_runs=baseline_runs)
+    if sw.train_filter == "none":
+        return [f"detectable effect: none modelled (sweep.train_filter=none selects on nothing, and {rule})"]
+    if sw.train_filter == "positive":  # no test: the mean of n normal differences above 0 with probability power
+        from scipy.stats import norm
+
+        m = float(norm.ppf(exp.calibrate.power)) * d.sd_diff / math.sqrt(n_train)
+        what = f"train mean above the baseline's; noise sigma {sigma:.3f} from {noise_source}"
+        return [f"detectable effect {num(m)} composite points at power {exp.calibrate.power:g} by the train filter "
+                f"alone ({n_train} train tasks, sweep.train_filter=positive: {what}; {rule})"]
+    what = (f"one-sided wilcoxon p < {sw.alpha:g} and diff > floor {d.floor:.3f}; noise sigma {sigma:.3f} from "
+            f"{noise_source}")
+    m = mde(d, power=exp.calibrate.power, sims=exp.calibrate.sims)
+    lines = [f"detectable effect {num(m)} composite points at power {exp.calibrate.power:g} by the train filter "
+             f"alone ({n_train} train tasks, sweep.train_filter={sw.train_filter}: {what}; {rule})"]
+    if effect_cv > 0:
+        lines.append(_spread_line(exp, d, effect_cv, "composite points", "train tasks")
+                     .replace("preflight: ", "", 1))
     return lines
 
 
@@ -140,6 +194,8 @@ def ab_preflight_lines(exp: ExperimentConfig, identity: Mapping[str, Any], tasks
         g = (f"calibration {cal.key} measured g {pw['g']:.2f} on {pw.get('n')} pairs (its levers say whether "
              "pairwise pays)"
              if cal is not None and isinstance(pw.get("g"), (int, float)) else
+             f"g not measured: calibration {cal.key}'s side-by-side judge failed ({pw['not_measured']})"
+             if cal is not None and pw.get("not_measured") else
              "g not measured (+sweep=calibrate calibrate.pairwise=true measures it)")
         lines.append(f"preflight: compare=pairwise: + {2 * n_tasks * reps} judge calls (both orders of the "
                      f"{n_tasks * reps} answer pairs; more on a re-ask); the verdict rests on the sign-flip test of "
@@ -228,15 +284,19 @@ def pin_noise_source(study: Any, exp: ExperimentConfig, identity: Mapping[str, A
                        f"calibration: {note}; the noise floor comes from {r} baseline runs")
 
 
-def noise_measured_line(exp: ExperimentConfig, runs: Sequence[Mapping[str, float]], n_train: int) -> str:
-    """The detectable effect, once a study's baseline repeats have measured the noise."""
+def noise_measured_line(exp: ExperimentConfig, runs: Sequence[Mapping[str, float]], n_train: int, *,
+                        level: float | None = None) -> str:
+    """What the configured design detects (design_effect_lines), once a study's baseline repeats have measured
+    the noise: with a confirmation over the holdout tasks, the design power line at `level` (None: a new study's
+    first look), tau not measured yet."""
     from experiments.stats import noise_floor
 
     nf = noise_floor(runs)
     d = sweep_design(nf.sigma, n_train, alpha=exp.sweep.alpha, baseline_runs=len(runs))
-    m = mde(d, power=exp.calibrate.power, sims=exp.calibrate.sims)
-    return (f"noise measured from {len(runs)} baseline runs: sigma {nf.sigma:.3f}, floor {d.floor:.3f}; detectable "
-            f"effect {m:.3f} composite points at power {exp.calibrate.power:g}")
+    figure = design_effect_lines(exp, sigma=nf.sigma, noise_source=f"{len(runs)} baseline runs",
+                                 baseline_runs=len(runs), level=level)
+    return (f"noise measured from {len(runs)} baseline runs: sigma {nf.sigma:.3f}, floor {d.floor:.3f}; "
+            + "; ".join(figure))
 
 
 def mutation_calls(exp: ExperimentConfig, mutate_types: Sequence[str]) -> int:
@@ -285,14 +345,11 @@ def sweep_preflight(exp: ExperimentConfig, study: Any, *, calibration: Any, meas
                          concurrency=concurrency)
     sigma, src = (cal.sigma, f"calibration {cal.key}") if cal is not None else (None, "no calibration")
     # with a calibration the sweep compares each candidate with its one baseline run (no repeats)
-    lines = preflight_lines(exp, proj, sigma=sigma, baseline_runs=1, noise_source=src,
-                            effect_cv=cal.effect_cv if cal is not None else 0.0)
-    if sw.holdout_compare == "pairwise" and update is None:
-        lines.append(f"preflight: {PAIRWISE_POWER}")
-    elif sigma is not None and update is None and sw.holdout_test == "tasks" and len(exp.tasks("holdout")) >= 2:
-        lines.append("preflight: " + confirmable_line(exp, sigma=sigma, sigma_source=src, baseline_runs=1,
-                                                      candidate_diffs=(), calibration=cal,
-                                                      level=next_level(exp, study)))
+    # the design's figure once, before the first trial: an update changes the cost and the proposals only
+    lines = preflight_lines(exp, proj, sigma=sigma if update is None else None, baseline_runs=1, noise_source=src,
+                            effect_cv=cal.effect_cv if cal is not None else 0.0, calibration=cal,
+                            level=next_level(exp, study) if sigma is not None and update is None
+                            and confirms_over_tasks(exp) and sw.holdout_compare != "pairwise" else None)
     if update is None:
         lines.append(cost_model_line(cal, baseline_trial(study), proj.task_runs))
     if update is not None:  # the cost line changes, and the proposals a timeout or call cap allows
