@@ -12,6 +12,8 @@ from experiments.runs import RunPool
 
 from ._decompose import pairwise_g
 
+UNREAD_CHARS = 200  # of one unreadable side-by-side judge reply, kept and printed (why the judge failed)
+
 
 # The A/A' arm's default: a rewrite, written by hand, of each harness.synthesis.DEFAULT_INSTRUCTIONS text: the same
 # requirements in other words and another order. A baseline that is not the default text gets rewrite_rule.
@@ -80,8 +82,12 @@ def pairwise_arm(exp: ExperimentConfig, runner: Any, tasks: Sequence[Task], cont
     run 1 against generator run 1) judged side by side in both orders (evaluators.pairwise.compare_pair, the
     evaluator role at the evaluator's temperature), against the pointwise differences of the same pairs: the
     position bias, the A/A's and the control's mean preference, and g (pairwise_g). The runner's own
-    compare_pair(prepared, candidate, baseline, *, seed) is used where it has one (test doubles)."""
-    from evaluators.pairwise import compare_pair, position_bias
+    compare_pair(prepared, candidate, baseline, *, seed) is used where it has one (test doubles).
+
+    A pair whose reply could not be read in either order is missing (never a tie): "judge_failures" counts the
+    unreadable replies, "unreadable_reply" keeps the first as written, and "not_measured" says why g is not (an arm
+    with no pair judged in both orders; "" when g was measured)."""
+    from evaluators.pairwise import compare_pair, parse_preference, position_bias
     from harness.synthesis import expected_count
 
     text = lambda ev: {s.task_id: (s.output_text, s.score) for s in ev.scores}  # noqa: E731
@@ -110,10 +116,17 @@ def pairwise_arm(exp: ExperimentConfig, runner: Any, tasks: Sequence[Task], cont
     pt_aa = [g1[t][1] - g0[t][1] for t in ids]
     pt_ctl = [ctl[t][1] - g0[t][1] for t in ids]
     bias = position_bias(results)
+    # a reply that could not be read, as the judge wrote it: what the summary shows of why the judge failed
+    unread = next((raw for r in results if r.judge_failures for raw in r.raw if parse_preference(raw)[0] is None), "")
+    failures, calls = sum(r.judge_failures for r in results), sum(r.calls for r in results)
+    # g needs a readable pair of each: an arm with none is a failed measurement (the judge's), never a g of n/a
+    not_measured = (f"the side-by-side judge's replies were unreadable in {failures} of {calls}: {len(pw_aa)} of "
+                    f"{len(ids)} A/A pairs and {len(pw_ctl)} of {len(ids)} positive-control pairs judged in both "
+                    f"orders" if ids and not (pw_aa and pw_ctl) else "")
     return {"n": len(ids), "aa_preferences": [r.preference for r in aa_res],
             "control_preferences": [r.preference for r in ctl_res], "point_aa": pt_aa, "point_control": pt_ctl,
             "aa_mean": statistics.fmean(pw_aa) if pw_aa else None,
             "control_mean": statistics.fmean(pw_ctl) if pw_ctl else None,
             "first_wins": bias.first_wins, "decided": bias.decided, "position_bias": bias.rate,
-            "judge_failures": sum(r.judge_failures for r in results),
-            "g": pairwise_g(pt_aa, pt_ctl, pw_aa, pw_ctl), "calls": sum(r.calls for r in results)}
+            "judge_failures": failures, "unreadable_reply": unread[:UNREAD_CHARS], "not_measured": not_measured,
+            "g": pairwise_g(pt_aa, pt_ctl, pw_aa, pw_ctl), "calls": calls}

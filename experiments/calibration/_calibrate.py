@@ -25,7 +25,8 @@ tests/scripted_harness.ScriptedRunner in tests), with the baseline instructions:
   1.5B model: a subtle control lost 3.9-4.5 points on three tasks and gained 2.0 on the fourth, a spread the
   same-size MDE ignores.
 
-Everything is computed first and written last: results/calibration/<key>.json (experiments.storage),
+Everything is computed first and written last: results/calibration/<key>.json (experiments.storage; one stored
+there before is kept under results/calibration/replaced/ and the summary says what it measured),
 PNG plots beside it, and one MLflow parent run (experiment `sweep.name`, default "calibrate"), so a refusal or a
 failed task leaves nothing behind but the harness's own run records.
 """
@@ -33,7 +34,6 @@ failed task leaves nothing behind but the harness's own run records.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import random
 import statistics
@@ -50,7 +50,6 @@ from experiments.stats import (Design, ab_design, detection_rate, heterogeneity,
                                paired_ttest, replications_for_effect, sweep_design, tasks_for_effect, wilcoxon_test)
 from experiments.storage import (FAIL, PASS, UNREACHABLE, Calibration, Check, Cost, aa_tau, calibration_dir,
                                  calibration_fingerprint, fingerprint_key, run_label)
-from harness.stores import atomic_write_text
 
 from ._arms import pairwise_arm, rewrite_of, runner_at
 from ._decompose import decompose, frozen_share, levers
@@ -208,6 +207,11 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
         f"re-scores; "
         f"wall time projected after the first task")
 
+    replacing = Calibration.replacing_line(calibration_dir(exp) / f"{key}.json",
+                                           {"tasks": n, "repeats": r, "pairwise": c.pairwise, "decodings": decodings})
+    if replacing:  # said before anything runs: a smaller rerun would otherwise replace a bigger one unseen
+        out(f"[{name}] {replacing}")
+
     calls0 = int(runner.llm_calls())
     t0 = time.perf_counter()
     contexts = {}
@@ -356,7 +360,8 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
     pairwise = pairwise_arm(exp, runner, tasks, contexts, gens, controls, pool, seed0=exp.seed + JUDGE_SEED_OFFSET) if c.pairwise else None
     main = decomposition.get("sampled") or decomposition["greedy"]
     lever_items = levers(main, greedy=decomposition.get("greedy"), g=(pairwise or {}).get("g"),
-                         target=c.target_effect, alpha=c.alpha, power=c.power)
+                         target=c.target_effect, alpha=c.alpha, power=c.power,
+                         g_failed=(pairwise or {}).get("not_measured") or "")
     decomposition["levers"] = [{"lever": a, "pays": b, "why": w} for a, b, w in lever_items]
     decomposition["levers_from"] = "sampled" if "sampled" in decomposition else "greedy"
     scores = [s for ev in gens + controls for s in ev.scores]
@@ -387,14 +392,14 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
 
     # -- written last: JSON, plots, MLflow ----------------------------------------------------------------------
     folder.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(cal.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
+    replaced = cal.write(path)  # the calibration stored here before is kept under replaced/, and named
     plots = safe_plots(cal, folder / key / "plots", out, name)
     label = run_label(runner.identity(), cal) or ""
     ui = ""
     if exp.mlflow.enabled:
         try:
-            ui = log_mlflow(exp, cal, format_calibration(cal, smoke_line=label), plots)
+            ui = log_mlflow(exp, cal, format_calibration(cal, smoke_line=label, replaced=replaced), plots)
         except Exception as exc:  # the calibration stands without its MLflow record
             out(f"[{name}] warning: MLflow logging failed: {type(exc).__name__}: {exc}")
-    out(format_calibration(cal, smoke_line=label, plots=plots, mlflow_ui=ui))
+    out(format_calibration(cal, smoke_line=label, plots=plots, mlflow_ui=ui, replaced=replaced))
     return cal

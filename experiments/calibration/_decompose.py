@@ -76,14 +76,16 @@ def normal_approx_tasks(effect: float, sd_diff: float, *, alpha: float, power: f
 
 
 def levers(dec: Mapping[str, Any], *, greedy: Mapping[str, Any] | None = None, g: float | None = None,
-           target: float = 0.5, alpha: float = 0.05, power: float = 0.8) -> list[tuple[str, bool | None, str]]:
+           target: float = 0.5, alpha: float = 0.05, power: float = 0.8,
+           g_failed: str = "") -> list[tuple[str, bool | None, str]]:
     """(lever, pays: True / False / None = not measured, one-line reason) per lever, from the measured figures.
 
     dec: the sampled decoding's decomposition (or the only one measured); s^2 = its sigma^2 (fresh per-run
     variance). Rules (docs/SENSITIVITY.md): k samples per task pay while 2 s^2 / k >= tau^2 (k = 2 then cuts a
     task's difference variance by at least a quarter); CRN pays when rho > 0 and run noise dominates
     (2 s^2 >= tau^2); pairwise when its g was measured below PAIRWISE_G and s^2 >= tau^2; more tasks always shrink the
-    variance, and are the lever when tau^2 dominates."""
+    variance, and are the lever when tau^2 dominates. g_failed: why calibrate.pairwise, which ran, measured no g
+    (its judge failed: the advice to turn it on would be advice already followed)."""
     s2, tau, rho = dec["sigma"] ** 2, dec["tau"], dec["rho"]
     tau2 = tau ** 2 if math.isfinite(tau) else float("nan")
     per_task = tau2 + 2 * s2
@@ -114,7 +116,10 @@ def levers(dec: Mapping[str, Any], *, greedy: Mapping[str, Any] | None = None, g
                f"rho {rho:+.2f}: seeds do not couple the runs" if rho <= 0 else
                f"rho {rho:+.2f} but tau^2 dominates: shared seeds cut the variance only to {crn:.0%}")
         out.append(("CRN", pays, why + " (free: keep seeds shared)"))
-    if g is None:
+    if g is None and g_failed:  # the pairwise arm ran: no advice to turn it on
+        out.append(("pairwise", None, "g not measured: calibrate.pairwise ran and its side-by-side judge failed "
+                                      "(the pairwise line says how)"))
+    elif g is None:
         out.append(("pairwise", None, "g not measured (calibrate.pairwise=true judges an A/A and the positive "
                                       "control side by side)"))
     else:

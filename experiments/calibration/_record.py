@@ -69,5 +69,5 @@ def log_mlflow(exp: ExperimentConfig, cal: Calibration, text: str, plots: Mappin
     client.log_text(rid, json.dumps(cal.to_dict(), indent=2, sort_keys=True, default=str), "calibration.json")
     for p in plots.values():
         client.log_artifact(rid, str(p), "plots")
-    client.set_terminated(rid, status="FINISHED" if cal.passed else "FAILED")
+    client.set_terminated(rid, status="FAILED" if cal.failed_out else "FINISHED")
     return ui_command(uri)

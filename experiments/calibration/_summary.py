@@ -36,6 +36,27 @@ def spread_line(het: Mapping[str, float], mdes: Mapping[str, Mapping[str, Any]],
     return head + "; for an effect that varies as much: " + "; ".join(parts)
 
 
+def pairwise_line(pw: Mapping[str, Any]) -> str:
+    """What calibrate.pairwise measured: position bias, the A/A's and the control's mean preference and g; the
+    judge replies it could not read, how many and one as written; NOT MEASURED where no g could be had."""
+    head = f"pairwise (both orders, {pw['n']} pairs, {pw['calls']} judge calls): "
+    failures, reply = int(pw.get("judge_failures") or 0), str(pw.get("unreadable_reply") or "")
+    shown = (f"; an unreadable reply: {' '.join(reply.split())[:120]!r} (no verdict A, B or tie could be read "
+             f"from it)" if reply else "")
+    if pw.get("not_measured"):
+        return f"{head}NOT MEASURED: judge failed: {pw['not_measured']}{shown}; g not measured"
+    judged = lambda key: sum(p is not None for p in pw.get(key) or [])  # noqa: E731
+    missing = (f"; judge failures: {failures} unreadable repl{'y' if failures == 1 else 'ies'} ({judged('aa_preferences')}"
+               f" of {pw['n']} A/A and {judged('control_preferences')} of {pw['n']} control pairs judged in both "
+               f"orders; a pair not judged is missing, never a tie){shown}" if failures else "")
+    rate = pw.get("position_bias")
+    return (f"{head}position bias: the answer shown first won {pw['first_wins']} of {pw['decided']} decided verdicts"
+            + (f" ({rate:.0%}; 50% is none)" if rate is not None else "")
+            + f"; A/A preference {num(pw.get('aa_mean'), fmt='+.2f')}, control "
+            f"{num(pw.get('control_mean'), fmt='+.2f')}; g {num(pw.get('g'), fmt='.2f')} (pairwise error / "
+            f"pointwise on the same pairs; < 0.8 pays){missing}")
+
+
 def _share_note(cal: Any, share: float) -> str:
     """Why a judge share above 100% is printed at all: the generator SD contains the judge's, so above 100% is
     either the two estimates' own noise (few degrees of freedom) or a judge that scores a text alone differently
@@ -55,8 +76,9 @@ def _share_note(cal: Any, share: float) -> str:
 
 
 def format_calibration(cal: Any, *, smoke_line: str = "", plots: Mapping[str, Path] | None = None,
-                       mlflow_ui: str = "") -> str:
-    """The short greppable block."""
+                       mlflow_ui: str = "", replaced: str = "") -> str:
+    """The short greppable block; `replaced`: what the calibration stored before on this fingerprint measured and
+    where it is kept (Calibration.write)."""
     d = cal.design
     lines = [CALIBRATION_BEGIN]
     if smoke_line:
@@ -119,14 +141,7 @@ def format_calibration(cal: Any, *, smoke_line: str = "", plots: Mapping[str, Pa
                 lines.append(decomposition_line(name, dec[name]))
         pw = getattr(cal, "pairwise", None)
         if pw:
-            g = pw.get("g")
-            rate = pw.get("position_bias")
-            lines.append(f"pairwise (both orders, {pw['n']} pairs, {pw['calls']} judge calls): position bias: the "
-                         f"answer shown first won {pw['first_wins']} of {pw['decided']} decided verdicts"
-                         + (f" ({rate:.0%}; 50% is none)" if rate is not None else "")
-                         + f"; A/A preference {num(pw.get('aa_mean'), fmt='+.2f')}, control "
-                         f"{num(pw.get('control_mean'), fmt='+.2f')}; g {num(g, fmt='.2f')} (pairwise error / "
-                         f"pointwise on the same pairs; < 0.8 pays)")
+            lines.append(pairwise_line(pw))
         if dec.get("levers"):
             lines.append(lever_lines([(x["lever"], x["pays"], x["why"]) for x in dec["levers"]],
                                      dec.get("levers_from", "sampled")))
@@ -136,7 +151,11 @@ def format_calibration(cal: Any, *, smoke_line: str = "", plots: Mapping[str, Pa
                  f"calls, {co.prepare_s:.1f}s; re-score {co.rescore_s:.1f}s")
     use = ("a sweep or A/B on this fingerprint uses this noise floor" if cal.passed
            else f"{cal.stop_reason}; it measures its own noise floor")
+    if cal.passed and cal.pairwise_failure:
+        use += "; g NOT MEASURED: the side-by-side judge failed (see pairwise above)"
     lines.append(f"stored: {cal.path} ({use})")
+    if replaced:
+        lines.append(replaced)
     if plots:
         lines.append(f"plots: {', '.join(str(p) for p in plots.values())}")
     if mlflow_ui:

@@ -2,7 +2,9 @@
 
 results/calibration/<key>.json, key: hash of the objective fingerprint of experiments.config.study_fingerprint
 without sweep_kind (backend identity, evaluator, benchmark, harness config). A sweep or A/B whose fingerprint
-matches reads it (find_calibration) when its checks passed; experiments.calibration writes it.
+matches reads it (find_calibration) when its checks passed; experiments.calibration writes it (Calibration.write).
+A calibration of the same fingerprint run again replaces it as the one sweeps read; the one it replaces is kept
+under results/calibration/replaced/, never deleted, and the run says what it measured that the new one does not.
 """
 
 from __future__ import annotations
@@ -114,17 +116,40 @@ class Calibration:
         return FAIL not in (self.aa.status, self.control.status)
 
     @property
-    def failed_out(self) -> bool:  # the CLI exits 1 on a failed check
-        return not self.passed
+    def pairwise_failure(self) -> str:
+        """Why calibrate.pairwise measured no g: its judge gave no readable verdict on any pair of the A/A or of the
+        positive control ("" when it measured g, or did not run)."""
+        return str((self.pairwise or {}).get("not_measured") or "")
+
+    @property
+    def failed_out(self) -> bool:
+        """The CLI exits 1: a check failed, or a measurement asked for (calibrate.pairwise's g) failed. The noise
+        floor of a calibration whose checks passed is still used by a sweep (passed)."""
+        return not self.passed or bool(self.pairwise_failure)
 
     @property
     def stop_reason(self) -> str:
         bad = [c.name for c in (self.aa, self.control) if c.status == FAIL]
-        return f"calibration checks failed: {', '.join(bad)}; a sweep will not use this calibration" if bad else ""
+        reasons = [f"calibration checks failed: {', '.join(bad)}; a sweep will not use this calibration"] if bad else []
+        if self.pairwise_failure:
+            reasons.append(f"calibrate.pairwise measured nothing: {self.pairwise_failure}" + (
+                "; the noise floor and checks are stored and a sweep uses them" if self.passed else ""))
+        return "; ".join(reasons)
 
     def noise_floor(self) -> NoiseFloor:
         """The sweep's NoiseFloor from the generator variance (repeats = the calibration's runs)."""
         return NoiseFloor(self.sigma, self.repeats, self.n_tasks, self.range_of_means, dict(self.per_task_sd))
+
+    def write(self, path: Path) -> str:
+        """Store this calibration at `path`, keeping the one stored there before (see _write): returns what was
+        replaced, "" when nothing was."""
+        return _write(self, path)
+
+    @staticmethod
+    def replacing_line(path: Path, design: Mapping[str, Any]) -> str:
+        """What a calibration of `design` (tasks, repeats, pairwise, decodings) will replace at `path` ("":
+        nothing stored there), said before it runs."""
+        return _replacing_line(path, design)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -193,6 +218,102 @@ def fingerprint_key(fp: Mapping[str, Any]) -> str:
 
 def calibration_dir(exp: ExperimentConfig) -> Path:
     return Path(exp.results_dir) / CAL_DIR
+
+
+REPLACED_DIR = "replaced"  # under calibration_dir: calibrations a later one of the same fingerprint replaced
+
+
+def measured_text(d: Mapping[str, Any]) -> str:
+    """What a stored calibration record (its JSON) measured, in a few words."""
+    df = int(d.get("n_tasks") or 0) * (int(d.get("repeats") or 1) - 1)
+    parts = [f"{d.get('n_tasks', '?')} tasks x {d.get('repeats', '?')} generator runs ({df} df), sigma "
+             f"{float(d.get('sigma', float('nan'))):.3f}"]
+    pw = d.get("pairwise") or {}
+    if isinstance(pw.get("g"), (int, float)):
+        parts.append(f"g {pw['g']:.2f}")
+    greedy = (d.get("decomposition") or {}).get("greedy")
+    if greedy:
+        f = greedy.get("f")
+        parts.append("the greedy decomposition" + (f" (f {f:.2f})" if isinstance(f, (int, float)) else ""))
+    parts.append("checks passed" if d.get("passed") else "checks failed")
+    return f"{', '.join(parts)}; created {str(d.get('created', '?'))[:19]}"
+
+
+def measured_less(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[str]:
+    """What the stored record `old` measured that `new` (either as a record or as a design: tasks, repeats,
+    pairwise, decodings) does not: more tasks or runs, g, the greedy decomposition, passed checks."""
+    def df(d: Mapping[str, Any]) -> int:
+        return int(d.get("n_tasks") or 0) * (int(d.get("repeats") or 1) - 1)
+
+    lost = []
+    if df(new) < df(old):
+        lost.append(f"more degrees of freedom for sigma ({df(old)} from {old.get('n_tasks')} tasks x "
+                    f"{old.get('repeats')} runs, against {df(new)})")
+    old_g = (old.get("pairwise") or {}).get("g")
+    if isinstance(old_g, (int, float)) and not isinstance((new.get("pairwise") or {}).get("g"), (int, float)):
+        lost.append(f"g {old_g:.2f}")
+    if (old.get("decomposition") or {}).get("greedy") and not (new.get("decomposition") or {}).get("greedy"):
+        lost.append("the greedy decomposition")
+    if old.get("passed") and new.get("passed") is False:
+        lost.append("passed checks")
+    return lost
+
+
+def stored_record(path: Path) -> dict[str, Any] | None:
+    """The JSON stored at `path` (None: nothing there); an unreadable file gives {} (it is kept all the same)."""
+    if not path.is_file():
+        return None
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+def _replacing_line(path: Path, design: Mapping[str, Any]) -> str:
+    """Before a calibration runs: what it will replace at `path` ("" when nothing is stored there), and what the
+    stored one measured that this design will not (design: tasks, repeats, pairwise, decodings)."""
+    old = stored_record(path)
+    if old is None:
+        return ""
+    if not old:
+        return (f"{path} is stored but unreadable; this calibration replaces it and keeps it under "
+                f"{path.parent / REPLACED_DIR}/")
+    # the design as the record it will make, taking what it asks for as measured (a g, a greedy arm)
+    plan = {"n_tasks": design.get("tasks"), "repeats": design.get("repeats"),
+            "pairwise": {"g": 0.0} if design.get("pairwise") else {},
+            "decomposition": {"greedy": True} if "greedy" in (design.get("decodings") or ()) else {}}
+    lost = measured_less(plan, old)
+    return (f"a calibration of this fingerprint is stored ({measured_text(old)}): this one replaces it as the one "
+            f"sweeps and A/Bs read and keeps it under {path.parent / REPLACED_DIR}/"
+            + (f"; it measured what this one will not: {'; '.join(lost)} (Ctrl-C now keeps it as it is)" if lost
+               else ""))
+
+
+def _write(cal: Calibration, path: Path) -> str:
+    """Write `cal` at `path` (atomic); a calibration stored there before is first copied to
+    <folder>/replaced/<key>-<its created time>.json (kept, never deleted). Returns what was replaced ("" when
+    nothing was): what it measured, what it measured that `cal` does not, where it is kept and how to use it
+    again."""
+    from harness.stores import atomic_write_text
+
+    old = stored_record(path)
+    note = ""
+    if old is not None:
+        stamp = "".join(ch for ch in str(old.get("created") or "unknown")[:19] if ch.isalnum()) or "unknown"
+        keep = path.parent / REPLACED_DIR / f"{path.stem}-{stamp}.json"
+        n = 1
+        while keep.exists():
+            n += 1
+            keep = path.parent / REPLACED_DIR / f"{path.stem}-{stamp}-{n}.json"
+        keep.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(keep, path.read_text(encoding="utf-8"))  # copied first: a stop here loses neither
+        lost = measured_less(cal.to_dict(), old) if old else []
+        note = (f"replaced the calibration stored before ({measured_text(old) if old else 'unreadable'}), kept as "
+                f"{keep}" + (f"; it measured what this one does not: {'; '.join(lost)}" if lost else "")
+                + f"; to use it again: mv {keep} {path}")
+    atomic_write_text(path, json.dumps(cal.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
+    return note
 
 
 def load_calibration(path: Path) -> Calibration:
