@@ -120,6 +120,12 @@ class Design:
     test: str = "wilcoxon"  # wilcoxon | t
     floor_se: float = 0.0
     sigma_df: int | None = None
+    # tau_df: tau is an estimate read off a spread s^2 = tau^2 + tau_noise (tau_noise: the run noise's variance in
+    # it, sigma^2 (1 + 1/b) for a sweep's train differences) with this many df: per simulated run the true s^2 is
+    # drawn given the estimate (s^2 df / chi2_df) and the true tau^2 = s^2 - tau_noise (its sigma drawn as above),
+    # floored at 0. None: tau is taken as known
+    tau_df: int | None = None
+    tau_noise: float = 0.0
     effect_cv: float = 0.0  # task-to-task spread of the true effect, relative to it (module docstring)
     min_mean: float = 0.0  # the mean difference must reach this too (the A/B verdict's min_effect)
     tau: float = 0.0  # task-to-task spread of the true effect in points, whatever its mean (a task x variant sd)
@@ -174,13 +180,20 @@ def detection_rate(design: Design, effect: float, *, sims: int = 4000, seed: int
     if design.n < 1 or min_attainable_p(design.n, test=design.test, alternative=design.alternative) >= design.alpha:
         return 0.0
     z = _normals(sims, design.n, seed)
+    ratio = np.ones(sims)  # true sigma^2 / its estimate, per simulated run
     if design.sigma_df:  # the true sd is uncertain: one draw per simulated run, given the estimate
         chi2 = np.random.default_rng([seed, design.n, sims, design.sigma_df]).chisquare(design.sigma_df, size=sims)
-        z = z * np.sqrt(design.sigma_df / chi2)[:, None]
+        ratio = design.sigma_df / chi2
+        z = z * np.sqrt(ratio)[:, None]
     d = effect + design.sd_diff * z
-    if design.effect_cv or design.tau:  # each task's own effect: its own draw, apart from the noise's
+    tau = design.tau
+    if design.tau_df:  # the true tau given its estimate, one draw per simulated run
+        chi2 = np.random.default_rng([seed, design.n, sims, design.tau_df, 1]).chisquare(design.tau_df, size=sims)
+        spread = (design.tau ** 2 + design.tau_noise) * design.tau_df / chi2
+        tau = np.sqrt(np.maximum(spread - design.tau_noise * ratio, 0.0))[:, None]
+    if design.effect_cv or design.tau or design.tau_df:  # each task's own effect: its own draw, apart from the noise's
         u = _normals(sims, design.n, seed + 7919)
-        d = d + (effect * design.effect_cv + design.tau) * u
+        d = d + (effect * design.effect_cv + tau) * u
     if design.test == "t":
         from scipy import stats as sps
 
@@ -386,10 +399,10 @@ def decision_power(sigma: float, tau: float, *, n_train: int, n_holdout: int, al
     sign-flip p to reach `level` (holdout_min_p) confirms nothing here, as sweep_design_problem refuses it.
 
     sigma_df, tau_df: the degrees of freedom of the estimates sigma and tau (None: taken as known). With either,
-    the confirmation's power is the predictive one, averaged over the true per-task sd those estimates allow
-    (Design.sigma_df with the Satterthwaite df of tau^2 + sigma^2 (1/c + 1/b), tau^2 estimated as a train spread
-    s^2 less sigma^2 (1 + 1/b): experiments.stats.spread_from_trials), so a figure read off a few tasks is
-    honestly wider: on average over the estimates the stated effect is detected with probability `power`.
+    the confirmation's power is the predictive one, averaged over the true sigma and tau those estimates allow
+    (Design.sigma_df, Design.tau_df: tau^2 read off a train spread s^2 less sigma^2 (1 + 1/b), as
+    experiments.stats.spread_from_trials does, floored at 0), so a figure read off a few tasks is honestly wider
+    (bench/sensitivity.py --scale checks it against the simulated rule over draws of the estimates).
 
     Both tests are scale-free and the floor scales with the noise, so the search runs in units of sigma + tau
     (cached): the same number of Monte Carlo evaluations at any scale. With sigma and tau both 0 nothing is
@@ -404,7 +417,7 @@ def decision_power(sigma: float, tau: float, *, n_train: int, n_holdout: int, al
     futility_block = max(int(futility_block or 0), 0)
     runs = tuple(holdout_runs)
     race = (max(int(race_block or 0), 0), float(race_z))
-    df = predictive_df(sigma, tau, sigma_df=sigma_df, tau_df=tau_df, baseline_runs=baseline_runs, holdout_runs=runs)
+    df = (int(sigma_df) if sigma_df else None, int(tau_df) if tau_df else None)
     opts = (futility_block, df, race, power)
     filt, conf = _designs(sigma, tau, n_train, n_holdout, alpha, level, baseline_runs, runs, train_filter, *opts)
     scale = sigma + tau
@@ -422,33 +435,10 @@ def decision_power(sigma: float, tau: float, *, n_train: int, n_holdout: int, al
 _HUGE = 1e6  # an effect of a million noise units: detected whenever the tasks can reach the levels (and finite)
 
 
-def predictive_df(sigma: float, tau: float, *, sigma_df: int | None, tau_df: int | None, baseline_runs: int = 1,
-                  holdout_runs: tuple[int, int] = (1, 1)) -> int | None:
-    """The Satterthwaite degrees of freedom of the confirmation's per-task variance V = tau^2 + k sigma^2 (k = 1/c
-    + 1/b) when sigma is an estimate with sigma_df df and tau^2 = s^2 - sigma^2 (1 + 1/b) is read off a train
-    spread s^2 with tau_df df (spread_from_trials; a tau floored at 0 is taken as s^2 = sigma^2 (1 + 1/b)):
-    Var(V) = 2 s^4 / tau_df + 2 (k - (1 + 1/b))^2 sigma^4 / sigma_df, df = 2 V^2 / Var(V), at least 1. None when
-    neither is given (both known) or V is 0."""
-    if not sigma_df and not tau_df:
-        return None
-    c, b = (max(int(x), 1) for x in holdout_runs)
-    k = 1.0 / c + 1.0 / b
-    if not tau_df:  # tau known: V's uncertainty is sigma's alone
-        var_v, v = 2.0 * (k * sigma ** 2) ** 2 / sigma_df, tau ** 2 + k * sigma ** 2
-    else:
-        s2 = tau ** 2 + sigma ** 2 * (1.0 + 1.0 / max(int(baseline_runs), 1))
-        var_v = 2.0 * s2 ** 2 / tau_df
-        if sigma_df:
-            var_v += 2.0 * ((k - (1.0 + 1.0 / max(int(baseline_runs), 1))) * sigma ** 2) ** 2 / sigma_df
-        v = tau ** 2 + k * sigma ** 2
-    if v <= 0 or var_v <= 0:
-        return None
-    return max(int(2.0 * v ** 2 / var_v), 1)
-
-
 def _designs(sigma: float, tau: float, n_train: int, n_holdout: int, alpha: float, level: float,
              baseline_runs: int, holdout_runs: tuple[int, int], train_filter: str = "wilcoxon",
-             futility_block: int = 0, df: int | None = None, race: tuple[int, float] = (0, 1.0),
+             futility_block: int = 0, df: tuple[int | None, int | None] = (None, None),
+             race: tuple[int, float] = (0, 1.0),
              power: float = 0.8) -> tuple[Design | None, Design]:
     """The train filter (None under "none") and the holdout confirmation of decision_power."""
     c, b = holdout_runs
@@ -462,8 +452,9 @@ def _designs(sigma: float, tau: float, n_train: int, n_holdout: int, alpha: floa
     sd = sigma * math.sqrt(1.0 / max(c, 1) + 1.0 / max(b, 1))
     conf = Design("confirm", n_holdout, sd, level, "greater", "t", tau=tau, futility_block=futility_block,
                   futility_power=power)
-    if df is not None:  # the predictive power: the whole per-task sd drawn around its estimate (Design.sigma_df)
-        conf = dataclasses.replace(conf, sd_diff=math.hypot(sd, tau), tau=0.0, sigma_df=df)
+    if any(df):  # the predictive power: sigma and tau drawn around their estimates per simulated run
+        conf = dataclasses.replace(conf, sigma_df=df[0], tau_df=df[1],
+                                   tau_noise=sigma ** 2 * (1.0 + 1.0 / max(baseline_runs, 1)))
     return filt, conf
 
 
@@ -495,8 +486,8 @@ def _filter_tasks_ok(n_train: int, alpha: float, train_filter: str) -> bool:
 @functools.lru_cache(maxsize=128)
 def _unit_joint_mde(sigma: float, tau: float, n_train: int, n_holdout: int, alpha: float, level: float,
                     baseline_runs: int, holdout_runs: tuple[int, int], power: float, sims: int,
-                    train_filter: str = "wilcoxon", futility_block: int = 0, df: int | None = None,
-                    race: tuple[int, float] = (0, 1.0), look_power: float = 0.8) -> float:
+                    train_filter: str = "wilcoxon", futility_block: int = 0,
+                    df: tuple[int | None, int | None] = (None, None), race: tuple[int, float] = (0, 1.0), look_power: float = 0.8) -> float:
     """The joint MDE for sigma + tau = 1 (decision_power scales it)."""
     filt, conf = _designs(sigma, tau, n_train, n_holdout, alpha, level, baseline_runs, holdout_runs, train_filter,
                           futility_block, df, race, look_power)
@@ -511,8 +502,8 @@ def _unit_joint_mde(sigma: float, tau: float, n_train: int, n_holdout: int, alph
 @functools.lru_cache(maxsize=128)
 def _unit_needed(sigma: float, tau: float, n_train: int, n_holdout: int, alpha: float, level: float,
                  baseline_runs: int, holdout_runs: tuple[int, int], power: float, sims: int,
-                 train_filter: str = "wilcoxon", futility_block: int = 0, df: int | None = None,
-                 race: tuple[int, float] = (0, 1.0), look_power: float = 0.8,
+                 train_filter: str = "wilcoxon", futility_block: int = 0,
+                 df: tuple[int | None, int | None] = (None, None), race: tuple[int, float] = (0, 1.0), look_power: float = 0.8,
                  effect: float = 0.5) -> tuple[int, int] | None:
     """The fewest (train, holdout) tasks that reach `power` at `effect` (sigma + tau = 1), searched exactly: every
     holdout size from 2 to 16, then doubling to MAX_TASKS, then bisection between the last size that fails and the
