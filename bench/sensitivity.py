@@ -56,7 +56,10 @@ LEVERS = [
     Design("f CUPED", compare="cuped"),
 ]
 NEW = Design("new", n_train=12, n_hold=12, search="race", baseline_repeat=False, train_filter="positive",
-             final_race_top=0, hold_runs=3, sampled=True, seq_block=4, futility=True, efficacy=False, skip_cut=True)
+             final_race_top=0, hold_runs=3, sampled=True, seq_block=4, futility=True, efficacy=False, skip_cut=True,
+             scaled_looks=True, futility_rule="power")
+# the shipped design's rules at ac27838: race and futility blocks of 4 at any size, futility on "mean so far <= 0"
+NEW_AC = dataclasses.replace(NEW, name="ac27838 rules", scaled_looks=False, futility_rule="mean")
 # sweep.holdout_compare=pairwise on the shipped design: the judge's error per order g x the pointwise judge's on a
 # difference (g 0.34 measured on the embedded model, 0.17 on the 1.5B: docs/CALIBRATION.md)
 NEW_PAIRWISE = [dataclasses.replace(NEW, name=f"new pairwise g={g}", compare="pairwise", g=g, pair_test="signflip")
@@ -300,6 +303,106 @@ def fmt(r: dict) -> str:
             f"{r['fp_spread']:6.3f} {r['fp_leftskew']:6.3f} {r['fp_lognormal']:7.3f} {r['s']:5.1f}")
 
 
+# -- a design that scales: worlds with a task spread of 1.0-1.4 and the design sized for +0.3 ---------------------
+
+SECONDS_PER_CALL = 3082 / 490  # the README main command on the embedded default: 51 min 22 s, 490 uncached calls
+SCALE_WORLDS = {f"tau {t:g}": World(f"tau {t:g}", sigma_run=0.6, tau=t, judge_share=0.5, sd_task=1.0, calls_run=7.4,
+                                    note="sampled; a task x variant spread of every proposal, the baseline's 0")
+                for t in (1.0, 1.2, 1.4)}
+
+
+def chunked(world: World, d: Design, kind: str, sims: int, seed: int, gain: float = 0.0, chunk: int = 250) -> dict:
+    """search() over `sims` studies in chunks of `chunk` (memory stays flat at 300 tasks x 20 trials x 3 runs)."""
+    parts = [search(world, d, kind, min(chunk, sims - i), seed * 1000 + i // chunk, gain)
+             for i in range(0, sims, chunk)]
+    weights = [min(chunk, sims - i) for i in range(0, sims, chunk)]
+    return {k: float(np.average([p[k] for p in parts], weights=weights)) for k in parts[0]}
+
+
+def sized_for(world: World, effect: float, power: float = POWER, sims: int = 1000) -> tuple[int, int] | None:
+    """The (train, holdout) tasks the sizing rule chooses for `effect` at `power` (experiments.stats.decision_power
+    of the shipped design: 12 + 12 grown in ratio, 3 + 3 holdout runs, the positive filter, racing and futility)."""
+    from experiments.stats import decision_power
+
+    return decision_power(world.sigma_run, world.tau, **shipped_power_kw(NEW), target_effect=effect, power=power,
+                          sims=sims).needed
+
+
+def estimated_line(world: World, draws: int, *, sigma_df: int = 8, tau_df: int = 11, seed: int = 21) -> dict:
+    """The design-power line read off estimates, checked against the simulated rule (shipped 12 + 12): per draw,
+    sigma from sigma_df df (the baseline's holdout runs) and tau from a candidate's train differences (tau_df df,
+    run noise 2 sigma^2 taken out, floored at 0, as experiments.stats.spread_from_trials does); the detectable
+    effect decision_power prints with the estimates plugged in and with their df (the predictive power), and the
+    rate at which the simulated rule (true sigma, tau) promotes one proposal of that effect."""
+    from experiments.stats import decision_power
+
+    rng = np.random.default_rng(seed)
+    out = {"plug-in": [], "predictive": [], "tau0": 0}
+    for i in range(draws):
+        s_hat = world.sigma_run * math.sqrt(rng.chisquare(sigma_df) / sigma_df)
+        s2 = (world.tau ** 2 + 2 * world.sigma_run ** 2) * rng.chisquare(tau_df) / tau_df
+        t_hat = math.sqrt(max(s2 - 2 * s_hat ** 2, 0.0))
+        out["tau0"] += t_hat == 0.0
+        for key, df in (("plug-in", {}), ("predictive", {"sigma_df": sigma_df, "tau_df": tau_df})):
+            e = decision_power(s_hat, t_hat, **shipped_power_kw(NEW), sims=1000, **df).mde
+            out[key].append(power(world, NEW, e, 1000, seed=100 + i) if math.isfinite(e) else 1.0)
+    return {"world": world.name, "draws": draws, "tau_floored": out["tau0"] / draws,
+            **{f"{k}_rate": float(np.mean(v)) for k, v in out.items() if k != "tau0"},
+            **{f"{k}_below_0.5": float(np.mean(np.asarray(v) < 0.5)) for k, v in out.items() if k != "tau0"}}
+
+
+def shipped_power_kw(d: Design) -> dict:
+    return dict(n_train=d.n_train, n_holdout=d.n_hold, alpha=ALPHA, level=LEVEL, baseline_runs=1,
+                holdout_runs=(d.hold_runs, d.hold_runs), train_filter=d.train_filter, futility_block=d.seq_block,
+                race_block=d.race_block, race_z=d.race_z)
+
+
+def scale_rows(names: list[str], pick_sims: int, level_sims: int, effect: float = 0.3) -> list[dict]:
+    """Per world: the shipped design at 12 + 12, the same design at the size sized_for(effect) chooses, the rules
+    of ac27838 at that size, and 24 + 24: the correct pick at 20 trials (+0.3, +0.5), false promotions (null and a
+    zero-mean spread), LLM calls and hours of a 20-trial study; dp: decision_power's detectable effect for the
+    design (sigma, tau known) and the simulated rule's rate of promoting one proposal at that effect."""
+    from experiments.stats import decision_power
+
+    rows = []
+    for name in names:
+        w = SCALE_WORLDS[name]
+        t, h = sized_for(w, effect)
+        t9, h9 = sized_for(w, effect, power=0.9)
+        print(f"\n== {name}: sigma_run {w.sigma_run}, tau {w.tau}; the sizing rule for +{effect:g}: {t} + {h} tasks "
+              f"(power 0.8), {t9} + {h9} (power 0.9)", flush=True)
+        designs = [dataclasses.replace(NEW, name="shipped 12+12"),
+                   dataclasses.replace(NEW, name="shipped 24+24", n_train=24, n_hold=24),
+                   dataclasses.replace(NEW, name=f"shipped {t}+{h}", n_train=t, n_hold=h),
+                   dataclasses.replace(NEW_AC, name=f"ac27838 {t}+{h}", n_train=t, n_hold=h),
+                   dataclasses.replace(NEW, name=f"shipped {t9}+{h9}", n_train=t9, n_hold=h9)]
+        for d in designs:
+            t0 = time.perf_counter()
+            dp = decision_power(w.sigma_run, w.tau, **shipped_power_kw(d), sims=1000).mde
+            row = {"world": name, "design": d.name, "tasks": d.n_train + d.n_hold, "dp": dp,
+                   "dp_rate": power(w, d, dp, 2000, seed=9) if math.isfinite(dp) else float("nan")}
+            for g in (0.3, 0.5):
+                r = chunked(w, d, "effect", pick_sims, 11, g)
+                row[f"pick{g}"], row[f"worse{g}"], row[f"calls{g}"] = r["correct"], r["worse"], r["calls"]
+            for kind in ("null", "spread"):
+                row[f"fp_{kind}"] = chunked(w, d, kind, level_sims, 13)["promoted"]
+            row["hours"] = row["calls0.3"] * SECONDS_PER_CALL / 3600
+            row["s"] = round(time.perf_counter() - t0, 1)
+            rows.append(row)
+            print(fmt_scale(row), flush=True)
+    return rows
+
+
+SCALE_HEAD = (f"{'world':<8} {'design':<16} {'tasks':>5} {'dp':>6} {'dp rate':>7} {'pick.3':>6} {'pick.5':>6} "
+              f"{'worse.3':>7} {'fp null':>7} {'fp 0-mean':>9} {'calls':>6} {'hours':>6} {'s':>5}")
+
+
+def fmt_scale(r: dict) -> str:
+    return (f"{r['world']:<8} {r['design']:<16} {r['tasks']:5d} {r['dp']:6.3f} {r['dp_rate']:7.3f} "
+            f"{r['pick0.3']:6.3f} {r['pick0.5']:6.3f} {r['worse0.3']:7.3f} {r['fp_null']:7.4f} "
+            f"{r['fp_spread']:9.4f} {r['calls0.3']:6.0f} {r['hours']:6.1f} {r['s']:5.1f}")
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer simulated studies (about a minute)")
@@ -310,7 +413,32 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--check", action="store_true", help="today's path against the real sweep functions")
     ap.add_argument("--break-even", action="store_true", help="pairwise judging's break-even error ratio g")
     ap.add_argument("--json", default=None, help="write the rows to this file")
+    ap.add_argument("--scale", nargs="*", default=None, choices=list(SCALE_WORLDS),
+                    help="only the worlds of a task spread 1.0-1.4 (all when none named): the shipped design at "
+                         "12 + 12 beside the size the sizing rule chooses for +0.3")
+    ap.add_argument("--pick-sims", type=int, default=200, help="--scale: studies per 20-trial pick scenario")
+    ap.add_argument("--level-sims", type=int, default=2000, help="--scale: studies per false-promotion scenario")
+    ap.add_argument("--line-draws", type=int, default=100,
+                    help="--scale: draws of the estimated power line (0: none; --pick-sims 0: the line alone)")
     args = ap.parse_args(argv)
+    if args.scale is not None:
+        t0 = time.perf_counter()
+        print(f"alpha {ALPHA}, level {LEVEL}; {args.pick_sims} studies per pick, {args.level_sims} per level; "
+              f"hours at {SECONDS_PER_CALL:.1f} s per LLM call\n{SCALE_HEAD}")
+        rows = scale_rows(args.scale or list(SCALE_WORLDS), args.pick_sims, args.level_sims) if args.pick_sims else []
+        lines = []
+        for name in (args.scale or list(SCALE_WORLDS)) if args.line_draws else ():
+            r = estimated_line(SCALE_WORLDS[name], args.line_draws)
+            lines.append(r)
+            print(f"design power line from estimates ({name}, 12 + 12, sigma 8 df, tau 11 df, {r['draws']} draws, "
+                  f"tau floored at 0 in {r['tau_floored']:.0%}): the simulated rule promotes the printed effect "
+                  f"{r['plug-in_rate']:.3f} of the time plugged in (below 0.5 in {r['plug-in_below_0.5']:.0%}), "
+                  f"{r['predictive_rate']:.3f} with the df (below 0.5 in {r['predictive_below_0.5']:.0%})", flush=True)
+        out = {"args": vars(args), "scale": rows, "line": lines, "elapsed_s": round(time.perf_counter() - t0, 1)}
+        print(f"\nelapsed {out['elapsed_s']} s")
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=1, default=float))
+        return out
     if args.quick:
         args.sims, args.search_sims = 800, 600
     designs = [TODAY, *LEVERS, NEW, *NEW_PAIRWISE]

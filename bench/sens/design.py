@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from experiments.stats._power import look_block
+
 from . import rules
 from .model import Draw, World, draw, pairwise
 
@@ -57,6 +59,10 @@ class Design:
     # pairwise: "t" (the paired t on preferences) | "signflip" (the sweep's sweep.holdout_compare=pairwise: the exact
     # one-sided sign-flip over the holdout tasks, the futility stop on the score differences)
     pair_test: str = "t"
+    # the race's and the futility stop's blocks: fixed (ac27838: every race_block / seq_block tasks) or scaled (a
+    # quarter of the split when larger: experiments.stats.look_block, as the sweep does now)
+    scaled_looks: bool = False
+    futility_rule: str = "mean"  # mean (ac27838: mean so far <= 0) | power (conditional power: futility_stop)
 
     def world(self, w: World) -> World:
         return w.sampled() if self.sampled else w
@@ -121,7 +127,8 @@ def simulate(world: World, d: Design, m: np.ndarray, seed: int, trace: dict | No
             dd = np.take_along_axis(child - lead, order, 1)
             ok = np.ones(W, dtype=bool)
             spent = np.zeros(W)
-            for m_done in rules.looks_at(d.n_train, d.race_block):
+            block = look_block(d.n_train, d.race_block) if d.scaled_looks else d.race_block
+            for m_done in rules.looks_at(d.n_train, block):
                 spent = np.where(ok, m_done, spent)
                 if m_done == d.n_train:
                     break
@@ -180,12 +187,12 @@ def simulate(world: World, d: Design, m: np.ndarray, seed: int, trace: dict | No
             win = p
         elif d.compare == "pairwise" and d.pair_test == "signflip":
             _, u = rules.sequential(dh, block=d.seq_block or d.n_hold, level=d.level, futility=d.futility,
-                                    efficacy=False)
+                                    efficacy=False, rule=d.futility_rule, scaled=d.scaled_looks)
             p = rules.signflip_p(stat, 1.0 / (2 * k), alternative="greater")
             win, used = np.where(u < d.n_hold, 1.0, p), np.minimum(used, u) if len(tops) == 1 else used
         elif d.seq_block:
             ok, u = rules.sequential(stat, block=d.seq_block, level=d.level / len(tops), futility=d.futility,
-                                     efficacy=d.efficacy)
+                                     efficacy=d.efficacy, rule=d.futility_rule, scaled=d.scaled_looks)
             win, used = np.where(ok, 0.0, 1.0), np.minimum(used, u) if len(tops) == 1 else used
         else:
             win = rules.t_p(stat)
@@ -207,7 +214,8 @@ def simulate(world: World, d: Design, m: np.ndarray, seed: int, trace: dict | No
     cand_arr = np.stack(tops, 1)
     promoted = np.where(conf.any(1), cand_arr[wdx, pick], -1)
     n_tested = sum((c > 0).astype(float) for c in tops) * (passed if d.skip_cut else any_cand)
-    base_used = np.where(passed, used, min(d.seq_block or d.n_hold, d.n_hold)) if d.skip_cut else used
+    first = (look_block(d.n_hold, d.seq_block) if d.scaled_looks else d.seq_block) or d.n_hold
+    base_used = np.where(passed, used, min(first, d.n_hold)) if d.skip_cut else used
     runs += any_cand * (base_used * k + used * k * n_tested) + (d.compare == "cuped") * any_cand * base_used
     if trace is not None:  # holdout tasks run per study (a futility stop: fewer), the check's replay compares them
         trace["used"] = used.copy()

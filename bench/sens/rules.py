@@ -75,13 +75,20 @@ def _look_z(d: np.ndarray, looks: tuple[int, ...]) -> np.ndarray:
 
 
 def sequential(d: np.ndarray, *, block: int, level: float, futility: bool,
-               efficacy: bool = True) -> tuple[np.ndarray, np.ndarray]:
+               efficacy: bool = True, rule: str = "mean", scaled: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(confirmed, tasks used) of a group-sequential confirmation on the per-task statistics d (studies, n_max):
-    a look after every `block` tasks, confirmed at the first look whose z reaches the O'Brien-Fleming boundary;
-    with `futility`, stopped (not confirmed) at a look before the last whose mean difference is <= 0. Without
-    `efficacy` only the last look can confirm, at the full level (the futility stops are non-binding, so the
-    level holds): every holdout task is seen before a claim."""
+    a look after every `block` tasks (`scaled`: every experiments.stats.look_block tasks, a quarter of the holdout
+    when larger, as the sweep looks now), confirmed at the first look whose z reaches the O'Brien-Fleming boundary;
+    with `futility`, stopped (not confirmed) at a look before the last whose mean difference is <= 0 (rule "mean",
+    the stop at ac27838) or whose paired-t z is below experiments.stats.futility_bound (rule "power": conditional
+    power below 0.1, experiments.sweep.futility_stop's rule). Without `efficacy` only the last look can confirm, at
+    the full level (the futility stops are non-binding, so the level holds): every holdout task is seen before a
+    claim."""
+    from experiments.stats._power import futility_bound, look_block, look_z
+
     n_max = d.shape[-1]
+    if scaled:
+        block = look_block(n_max, block)
     looks = looks_at(n_max, block)
     z = _look_z(d, looks)
     if efficacy:
@@ -98,7 +105,11 @@ def sequential(d: np.ndarray, *, block: int, level: float, futility: bool,
         win |= hit
         stop = hit.copy()
         if futility and k < len(looks) - 1:
-            stop |= ~done & ~hit & (d[:, :n].mean(axis=1) <= 0)
+            if rule == "power":
+                low = look_z(d[:, :n]) < futility_bound(n, n_max, level=level)
+            else:
+                low = d[:, :n].mean(axis=1) <= 0
+            stop |= ~done & ~hit & low
         used = np.where(stop, n, used)
         done |= stop
     return win, used
