@@ -28,6 +28,12 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 ANSWERS = "holdout_answers.jsonl"
 
 
+def _small(make_exp, name):
+    """A pairwise sweep on 6 holdout tasks, one holdout run of each text: 6 pairs, sign-flip p 1/64 when the judge
+    prefers every candidate answer (below the first look's level 0.025)."""
+    return _pairwise(make_exp, name, holdout=6, holdout_candidate_runs=1, holdout_baseline_runs=1)
+
+
 def _run(exp, judge, lines=None):
     runner = AnswerRunner(load_tasks(exp.benchmark), _no_score_gain)
     out = lines.append if lines is not None else (lambda s: None)
@@ -55,9 +61,9 @@ def _parent(exp):
 
 
 def test_a4_a_pairwise_promotion_is_registered_as_a_sign_flip_over_preferences(make_exp):
-    """On ac27838 the champion's evidence says "one-sided paired t over 12 holdout tasks" for a promotion the
-    sign-flip over per-task preferences made (p 1/2^12) and that claims 'preferred on more tasks'."""
-    exp = _pairwise(make_exp, "a4")
+    """On ac27838 the champion's evidence says "one-sided paired t over 6 holdout tasks" for a promotion the
+    sign-flip over per-task preferences made (p 1/2^6) and that claims 'preferred on more tasks'."""
+    exp = _small(make_exp, "a4")
     exp.mlflow.enabled = True
     s, _ = _run(exp, Judge())
     assert s.promoted
@@ -68,9 +74,9 @@ def test_a4_a_pairwise_promotion_is_registered_as_a_sign_flip_over_preferences(m
         tags = prompt_version(client, prompt_name(exp.mlflow.prompt_prefix, tt), CHAMPION, None).tags
         test = tags["holdout_test"]
         assert "paired t" not in test
-        assert "sign-flip" in test and "preference" in test and "12 holdout tasks" in test
+        assert "sign-flip" in test and "preference" in test and "6 holdout tasks" in test
         assert "preferred on more" in test  # what the claim is, not a mean effect
-        assert float(tags["holdout_p_value"]) == pytest.approx(1 / 2 ** 12, rel=1e-3)
+        assert float(tags["holdout_p_value"]) == pytest.approx(1 / 2 ** 6, rel=1e-3)
         assert float(tags["holdout_preference"]) == pytest.approx(1.0)
 
 
@@ -80,7 +86,7 @@ def test_a4_a_pairwise_promotion_is_registered_as_a_sign_flip_over_preferences(m
 def test_a8_the_parent_run_carries_the_holdout_verdict_and_no_unmeasured_noise(make_exp):
     """On ac27838 the parent run logs the train filter's best_diff / best_p_value (the train Wilcoxon, 'not used'),
     no holdout difference, p or level, and noise_sigma / noise_floor 0.0 when nothing measured them."""
-    exp = _pairwise(make_exp, "a8")
+    exp = _small(make_exp, "a8")
     exp.mlflow.enabled = True
     s, _ = _run(exp, Judge())
     (row,) = s.holdout
@@ -91,10 +97,10 @@ def test_a8_the_parent_run_carries_the_holdout_verdict_and_no_unmeasured_noise(m
     assert m["train_best_diff"] == pytest.approx(s.best_comparison.diff)
     assert m["train_best_p"] == pytest.approx(s.best_comparison.p_value)
     assert m["holdout_diff"] == pytest.approx(row.holdout_diff)
-    assert m["holdout_p"] == pytest.approx(1 / 2 ** 12)
+    assert m["holdout_p"] == pytest.approx(1 / 2 ** 6)
     assert m["holdout_level"] == pytest.approx(row.holdout_level)
     assert m["holdout_look_level"] == pytest.approx(0.025)
-    assert m["holdout_n_tasks"] == 12 and m["holdout_preference"] == pytest.approx(1.0)
+    assert m["holdout_n_tasks"] == 6 and m["holdout_preference"] == pytest.approx(1.0)
     assert m["promoted"] == 1.0
     assert not any(k.startswith(("noise_sigma", "noise_floor", "train_noise")) for k in m), m
     tags = parent.data.tags
@@ -128,12 +134,12 @@ def test_a8_a_raced_out_trial_ends_finished_and_says_so(make_exp):
 
 
 def test_b2_a_lost_answer_file_is_rerun_and_the_study_finishes(make_exp):
-    """The judge died after 10 pairs; holdout_answers.jsonl is then deleted. On ac27838 every rerun exits 3 with
+    """The judge died after 2 of the 6 pairs; holdout_answers.jsonl is then deleted. On ac27838 every rerun exits 3 with
     "rerun its holdout run ... run the same command again", which changes nothing. Now the rerun says what was lost,
     runs again the holdout task runs whose answers the unjudged pairs need (their stored scores are kept), judges
     them, and concludes; a further rerun runs and judges nothing."""
-    exp = _pairwise(make_exp, "b2")
-    cut, _ = _run(exp, Judge(die_after=10))
+    exp = _small(make_exp, "b2")
+    cut, _ = _run(exp, Judge(die_after=2))
     assert cut.unconcluded
     (exp.sweep_dir / ANSWERS).unlink()
     scores_before = dict(open_study(exp).user_attrs["holdout"])
@@ -142,11 +148,11 @@ def test_b2_a_lost_answer_file_is_rerun_and_the_study_finishes(make_exp):
     rest = Judge()
     s, runner = _run(exp, rest, lines)
     assert not s.unconcluded and s.promoted, s.unconcluded
-    assert len(rest.seen) == 36 - 10
+    assert len(rest.seen) == 6 - 2
     text = _text(lines)
     assert f"{ANSWERS}" in text and "lost" in text and "rerun its holdout run" not in text
-    # only the task runs the 26 unjudged pairs need, of both texts: none of the 10 judged pairs' tasks runs again
-    assert len(_holdout_runs(runner)) == 2 * 26
+    # only the task runs the 4 unjudged pairs need, of both texts: none of the 2 judged pairs' tasks runs again
+    assert len(_holdout_runs(runner)) == 2 * 4
     assert dict(open_study(exp).user_attrs["holdout"]) == scores_before  # the scores the futility used stay
 
     again = Judge()
@@ -161,8 +167,8 @@ def test_b4_a_judge_never_readable_concludes_nothing_and_the_rerun_judges_again(
     """Every pairwise reply unreadable. On ac27838: 'does not win', p 1.0, look 1 spent, exit 0, and a rerun with a
     healthy judge changes nothing. Now: not concluded (the CLI exits 3), no look spent, nothing stored, and the
     rerun judges every pair again and promotes."""
-    exp = _pairwise(make_exp, "b4")
-    every = [f"h{i}" for i in range(12)]
+    exp = _small(make_exp, "b4")
+    every = [f"h{i}" for i in range(6)]
     lines: list[str] = []
     cut, _ = _run(exp, Judge(unreadable=every), lines)
     (row,) = cut.holdout
@@ -175,9 +181,9 @@ def test_b4_a_judge_never_readable_concludes_nothing_and_the_rerun_judges_again(
 
     rest = Judge()
     s, _ = _run(exp, rest)
-    assert len(rest.seen) == 36 and s.promoted and not s.unconcluded
+    assert len(rest.seen) == 6 and s.promoted and not s.unconcluded
     (row,) = s.holdout
-    assert row.holdout_p == pytest.approx(1 / 2 ** 12)
+    assert row.holdout_p == pytest.approx(1 / 2 ** 6)
 
 
 class CachedJudge(Judge):
@@ -198,9 +204,9 @@ class CachedJudge(Judge):
 def test_b4_the_rerun_judges_with_new_seeds_past_a_response_cache(make_exp):
     """The unreadable replies are cached (same model, same seeds): the rerun after the server is mended asks with
     the next judge round's seeds, so it reads fresh replies and concludes."""
-    exp = _pairwise(make_exp, "b4cache")
+    exp = _small(make_exp, "b4cache")
     cache: dict = {}
-    cut, _ = _run(exp, CachedJudge(cache, unreadable=[f"h{i}" for i in range(12)]))
+    cut, _ = _run(exp, CachedJudge(cache, unreadable=[f"h{i}" for i in range(6)]))
     assert cut.unconcluded
     s, _ = _run(exp, CachedJudge(cache))
     assert s.promoted and not s.unconcluded, s.unconcluded
@@ -209,9 +215,9 @@ def test_b4_the_rerun_judges_with_new_seeds_past_a_response_cache(make_exp):
 
 def test_b4_some_unreadable_replies_still_count_against_the_candidate(make_exp):
     """The judge reads most pairs: an unreadable one is a missing preference, counted -1, and the look concludes."""
-    s, _ = _run(_pairwise(make_exp, "b4some"), Judge(unreadable=("h3",)))
+    s, _ = _run(_small(make_exp, "b4some"), Judge(unreadable=("h3",)))
     (row,) = s.holdout
-    assert not s.unconcluded and row.holdout_p is not None and row.preference == pytest.approx(10 / 12)
+    assert not s.unconcluded and row.holdout_p is not None and row.preference == pytest.approx(4 / 6)
 
 
 # -- B9: a wrong-typed answer line is named and treated as lost ---------------------------------------------------
@@ -221,7 +227,7 @@ def test_b9_a_wrong_typed_answer_line_is_named_and_rerun(make_exp):
     """A line with "seed": "zero": on ac27838 the rerun exits 1 with `ValueError: invalid literal for int()` and no
     file named. Now one line names the file and the line, the line counts as lost, the holdout run it held is run
     again for its answer, and the study concludes."""
-    exp = _pairwise(make_exp, "b9")
+    exp = _small(make_exp, "b9")
     cut, _ = _run(exp, Judge(die_after=0))
     assert cut.unconcluded
     path = exp.sweep_dir / ANSWERS
@@ -248,7 +254,7 @@ def test_b3_a_moved_results_folder_logs_inside_itself_and_ends_its_parent(make_e
     <old>/mlartifacts: NotADirectoryError, and the parent run stays RUNNING. Now the run logs under res_moved."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI")
     old, new = tmp_path / "results", tmp_path / "res_moved"
-    exp = _pairwise(make_exp, "b3")
+    exp = _small(make_exp, "b3")
     exp.mlflow.enabled, exp.sweep.storage, exp.results_dir = True, None, str(old)
     _run(exp, Judge())
     assert (old / "mlflow.db").exists() and (old / "mlartifacts").is_dir()
@@ -280,7 +286,7 @@ def test_b3_a_parent_whose_files_cannot_be_written_is_not_left_running(make_exp,
     set only after error.txt, which cannot be written either). Now the parent ends FAILED."""
     from mlflow import MlflowClient
 
-    exp = _pairwise(make_exp, "b3fail")
+    exp = _small(make_exp, "b3fail")
     exp.mlflow.enabled = True
     blocker = tmp_path / "blocker"
     blocker.write_text("a file, not a folder\n")
