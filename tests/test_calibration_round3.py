@@ -120,10 +120,10 @@ def test_b7_some_unreadable_replies_are_counted_beside_the_g_they_left(make_exp)
     runner.judge.keyed = {"Do not answer": [PROSE], "": first}  # the first control pair's first order: prose
     lines: list[str] = []
     cal, _ = calibrate(exp, runner, "calibrate.pairwise=true", "calibrate.sims=200", lines=lines)
-    pw = cal.pairwise
-    assert pw["judge_failures"] == 1 and not pw["not_measured"] and not cal.failed_out
     (line,) = [ln for ln in "\n".join(lines).splitlines() if ln.startswith("pairwise (both orders")]
     assert "judge failures: 1 unreadable reply (4 of 4 A/A and 3 of 4 control pairs judged in both orders" in line
+    assert "an unreadable reply: 'Both answers have their merits" in line
+    assert cal.pairwise["judge_failures"] == 1 and cal.pairwise["g"] is not None and not cal.failed_out
 
 
 # -- B8: a calibration run again keeps, and names, the one it replaces ---------------------------------------
@@ -150,6 +150,7 @@ def test_b8_a_smaller_rerun_keeps_the_bigger_calibration_and_says_what_it_replac
 
     code, out, err = _cli(big, Greedy(tasks, reply=good), monkeypatch, capsys)
     folder = Path(big.results_dir) / "calibration"
+    assert code == 0, err[-800:]
     (path,) = folder.glob("*.json")
     before = json.loads(path.read_text())
     assert code == 0, err[-600:]
@@ -160,12 +161,14 @@ def test_b8_a_smaller_rerun_keeps_the_bigger_calibration_and_says_what_it_replac
     code, out, _ = _cli(small, ScriptedRunner(tasks), monkeypatch, capsys)
     assert code == 0
     # said before it ran, and in the summary: what the stored one measured that this one does not, where it is kept
-    warn = next(ln for ln in out.splitlines() if "a calibration of this fingerprint is stored" in ln)
+    warned = [ln for ln in out.splitlines() if "a calibration of this fingerprint is stored" in ln]
+    assert len(warned) == 1, "a smaller rerun replaced the stored calibration without a word before it ran"
+    warn = warned[0]
     assert out.index(warn) < out.index("generator run 1/2")
     for what in ("more degrees of freedom for sigma (8 from 8 tasks x 2 runs, against 4)", "g ",
                  "the greedy decomposition"):
         assert what in warn, what
-    replaced = next(ln for ln in out.splitlines() if ln.startswith("replaced the calibration stored before"))
+    (replaced,) = [ln for ln in out.splitlines() if ln.startswith("replaced the calibration stored before")]
     kept = Path(re.search(r"kept as (\S+?);", replaced).group(1))
     assert kept.parent == folder / "replaced" and f"mv {kept} {path}" in replaced
     assert json.loads(kept.read_text()) == before  # nothing lost: the bigger one, byte for byte as it was read

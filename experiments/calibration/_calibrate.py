@@ -337,7 +337,7 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
     spread = heterogeneity(ctl_diffs, nf.sigma ** 2 * (1 / c.replications + 1 / r))
     cv = spread["effect_cv"] if spread else 0.0
     if spread:  # how often this calibration's own control check detects a control of this size and spread
-        check = Design("control", n, spread["noise_sd"], c.alpha, "greater", c.test, 0.0, None, cv)
+        check = Design("control", n, spread["noise_sd"], c.alpha, "greater", c.test, effect_cv=cv)
         spread["control_power"] = detection_rate(check, abs(spread["mean"]), sims=c.sims)
     designs = [sd, ad] + ([dataclasses.replace(sd, name="sweep_spread", effect_cv=cv),
                            dataclasses.replace(ad, name="ab_spread", effect_cv=cv)] if cv > 0 else [])
