@@ -64,7 +64,7 @@ def paired_stats(
         sd_diff=float(d.std(ddof=1)) if d.size >= 2 else nan,
         ci=bootstrap_ci(d, level=1 - alpha, n_resamples=n_boot, seed=seed, method=ci_method),
         wilcoxon=wilcoxon_test(d),
-        ttest=paired_ttest(d),
+        ttest=paired_ttest(d, exact_floor=True),  # never below the exact sign-flip floor 2 / 2^n
         dz=cohens_dz(d),
         rank_biserial=rank_biserial(d),
         diffs=tuple(float(x) for x in d),

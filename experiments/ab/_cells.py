@@ -34,6 +34,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from experiments.stats import Decision, PairedStats, Preregistration
+from harness.config import ConfigError
 from harness.stores import atomic_write_json, read_jsonl
 
 RunArm = Callable[[str, Mapping[str, Any], Any, int, int], Mapping[str, Any]]
@@ -62,8 +63,9 @@ def metric_kind(metric: str) -> str:
     return "rubric dimension"
 
 
-class PreregistrationMismatch(RuntimeError):
-    """The ledger was started under a different pre-registration or design."""
+class PreregistrationMismatch(ConfigError):
+    """The ledger was started under a different pre-registration, design, objective or backend: a config that does
+    not match the test it resumes (the CLI's one line, exit 2, as for the sweep's pinned fingerprint)."""
 
 
 def task_id(task: Any) -> str:
@@ -209,13 +211,17 @@ def write_or_check_prereg(
     *,
     backend: Mapping[str, Any] | None = None,
     new_test: str = "use a new ledger path",
+    objective: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write the pre-registration beside the ledger before any data, or check that it has not changed.
 
     `backend` ({arm: {role: identity}}, experiments.config.backend_identity per arm) is registered with it;
     None leaves it unchecked. A file written before backends were registered has no such field: it is taken as
-    "not recorded", accepted, and the identity is added (with its own `backend_recorded_at`). Any difference
-    raises PreregistrationMismatch listing the differing fields ('field: registered -> this run') and `new_test`.
+    "not recorded", accepted, and the identity is added (with its own `backend_recorded_at`). `objective` (what a
+    score means: each task's content, each arm's evaluator and harness config; experiments.ab.objective_of) is
+    registered and checked the same way (`objective_recorded_at`): a resume under another judge setting or an
+    edited task would give a verdict on a mixture of two objectives. Any difference raises
+    PreregistrationMismatch listing the differing fields ('field: registered -> this run') and `new_test`.
     """
     from experiments.config import fingerprint_diff
 
@@ -223,6 +229,8 @@ def write_or_check_prereg(
     want: dict[str, Any] = {"preregistration": prereg.to_dict(), "design": design.fingerprint()}
     if backend is not None:
         want["backend"] = dict(backend)
+    if objective is not None:
+        want["objective"] = _plain(dict(objective))
     if not path.exists():
         _write_json(path, {**want, "registered_at": time.time()})
         return path
@@ -235,18 +243,31 @@ def write_or_check_prereg(
             f"({'; '.join(diffs)}): the hypothesis and design cannot change mid-test; run with the registered "
             f"settings to resume, or {new_test}"
         )
-    if backend is None:
-        return path
-    if "backend" not in have:  # registered before backends were recorded: not recorded, so nothing to compare
-        _write_json(path, {**have, "backend": want["backend"], "backend_recorded_at": time.time()})
-        return path
-    diffs = [f"backend.{line}" for line in fingerprint_diff(_plain(have["backend"]) or {}, _plain(want["backend"]))]
-    if diffs:
-        raise PreregistrationMismatch(
-            f"{path} was registered with other backends or models than this run ({'; '.join(diffs)}): "
-            f"the backend and models cannot change mid-test; run with the registered backend to resume, "
-            f"or {new_test}"
-        )
+    if objective is not None and "objective" in have:
+        diffs = [f"objective.{line}" for line in fingerprint_diff(_plain(have["objective"]) or {},
+                                                                    _plain(dict(objective)))]
+        if diffs:
+            raise PreregistrationMismatch(
+                f"{path} was registered with another objective than this run ({'; '.join(diffs)}): the tasks, "
+                f"the judge's settings and the harness config cannot change mid-test (the verdict would rest on "
+                f"scores of two objectives); run with the registered settings to resume, or {new_test}"
+            )
+    if backend is not None and "backend" in have:
+        diffs = [f"backend.{line}" for line in fingerprint_diff(_plain(have["backend"]) or {},
+                                                                 _plain(want["backend"]))]
+        if diffs:
+            raise PreregistrationMismatch(
+                f"{path} was registered with other backends or models than this run ({'; '.join(diffs)}): "
+                f"the backend and models cannot change mid-test; run with the registered backend to resume, "
+                f"or {new_test}"
+            )
+    added: dict[str, Any] = {}
+    if backend is not None and "backend" not in have:  # registered before backends were recorded: nothing to compare
+        added.update(backend=want["backend"], backend_recorded_at=time.time())
+    if objective is not None and "objective" not in have:  # registered before objectives were: recorded now
+        added.update(objective=_plain(dict(objective)), objective_recorded_at=time.time())
+    if added:
+        _write_json(path, {**have, **added})
     return path
 
 

@@ -20,7 +20,8 @@ from omegaconf import OmegaConf
 
 from experiments.config import (ConfigError, ExperimentConfig, Task, apply_overrides, load_tasks, to_harness_config,
                                 validate)
-from experiments.stats import MAX_TASKS, Design, Preregistration, mde, min_attainable_p, tasks_for_effect, tasks_needed
+from experiments.stats import (MAX_TASKS, Design, Preregistration, look_level, mde, min_attainable_p,
+                               tasks_for_effect)
 
 from ._cells import SECONDARY, ABDesign, RunArm, arm_order, pair_seed, prereg_path
 
@@ -94,30 +95,33 @@ REFERENCE_BENCHMARK = "benchmark=asyncio_practices has 24"  # the default benchm
 
 
 def reachability_problem(n: int, *, test: str, sequential: bool, alpha: float, where: str = "",
-                         also: Sequence[str] = (), pairwise: bool = False) -> str | None:
+                         also: Sequence[str] = (), pairwise: bool = False, looks: int = 1) -> str | None:
     """Why the A/B's primary test cannot reach alpha with n task pairs, or None when it can.
 
     The primary test is two-sided whatever the direction (experiments.stats); replications are averaged per task,
-    so n counts tasks. A sequential design decides on t-based CIs, which need n >= 2 at the last look. A pairwise
-    A/B's sign-flip test has the exact Wilcoxon's floor, 2 / 2^n.
+    so n counts tasks. Every test has the exact floor 2 / 2^n (min_attainable_p of the exact Wilcoxon): the
+    Wilcoxon and a pairwise A/B's sign-flip test by construction, the A/B's paired t because its p is never below
+    it (experiments.stats.paired_ttest(exact_floor=True): below it the t rests on a normal spread alone, and n
+    equal differences gave p 0). A sequential design decides at each look on a t-based CI at the look's level,
+    which must exceed the same floor; its largest level is the last look's (O'Brien-Fleming spending).
     """
-    used = "wilcoxon" if pairwise else "t" if sequential else test
-    p = min_attainable_p(n, test=used, alternative="two-sided")
-    if p < alpha:
+    floor = min_attainable_p(n, test="wilcoxon", alternative="two-sided")  # exact: 2 / 2^n, whatever the test
+    if sequential:
+        level, at = look_level(max(1, looks), max(1, looks), alpha), "the last look's level"
+    else:
+        level, at = alpha, "alpha"
+    if floor < level:
         return None
-    what = ("exact two-sided sign-flip p (compare=pairwise)" if pairwise else "t-based sequential look" if sequential
-            else "exact two-sided Wilcoxon p" if used == "wilcoxon" else "two-sided paired t p")
-    need = tasks_needed(alpha, test=used, alternative="two-sided")
-    fixes = [f"use a benchmark with >= {need} tasks ({REFERENCE_BENCHMARK})"]
-    if used == "wilcoxon" and not pairwise:
-        fixes.append("ab.test=t")
-    fixes += list(also)
+    what = ("exact two-sided sign-flip p (compare=pairwise)" if pairwise else "t-based sequential look's p" if sequential
+            else "exact two-sided Wilcoxon p" if test == "wilcoxon" else "two-sided paired t p (never below the "
+            "exact sign-flip floor 2/2^n)")
+    need = n + 1
+    while min_attainable_p(need, test="wilcoxon", alternative="two-sided") >= level:
+        need += 1
+    fixes = [f"use a benchmark with >= {need} tasks ({REFERENCE_BENCHMARK})", *also]
     fix = fixes[0] if len(fixes) == 1 else f"{', '.join(fixes[:-1])}, or {fixes[-1]}"
     pairs = f"{n} task pair{'s' if n != 1 else ''}{f' ({where})' if where else ''}"
-    if sequential:
-        return (f"with {pairs} the {what} cannot test at all (it needs >= 2 pairs): 'supported' is unreachable; "
-                f"{fix}")
-    return (f"with {pairs} the smallest {what} is {p:.4g} >= alpha {alpha:g}: 'supported' is unreachable; "
+    return (f"with {pairs} the smallest {what} is {floor:.4g} >= {at} {level:.4g}: 'supported' is unreachable; "
             f"{fix}")
 
 
@@ -137,7 +141,8 @@ def check_ab_design(exp: ExperimentConfig) -> None:
     n = len(select_tasks(exp))
     problem = reachability_problem(n, test=ab.test, sequential=ab.sequential, alpha=float(ab.alpha),
                                    where=f"benchmark {exp.benchmark.name!r}, ab.split={ab.split}",
-                                   also=("ab.allow_underpowered=true",), pairwise=ab.compare == "pairwise")
+                                   also=("ab.allow_underpowered=true",), pairwise=ab.compare == "pairwise",
+                                   looks=int(ab.looks) if ab.sequential else 1)
     if problem and not ab.allow_underpowered:
         raise ConfigError(f"ab: {problem}")
 
@@ -234,7 +239,7 @@ def arm_configs(exp: ExperimentConfig) -> dict[str, ExperimentConfig]:
 def power_note(prereg: Preregistration, n_tasks: int) -> str | None:
     """A warning when the pre-registered test cannot reach alpha with this many task pairs (see check_ab_design)."""
     return reachability_problem(n_tasks, test=prereg.test, sequential=prereg.sequential > 1, alpha=prereg.alpha,
-                                pairwise=prereg.compare == "pairwise")
+                                pairwise=prereg.compare == "pairwise", looks=max(1, prereg.sequential))
 
 
 def observed_power_line(stats: Any, prereg: Preregistration, *, power: float, target: float, sims: int) -> str | None:
@@ -246,6 +251,9 @@ def observed_power_line(stats: Any, prereg: Preregistration, *, power: float, ta
     n, sd = int(stats.n), float(stats.sd_diff)
     if n < 3 or not math.isfinite(sd) or sd <= 0:
         return None
+    if min_attainable_p(n, test="wilcoxon", alternative="two-sided") >= prereg.alpha:  # the t's exact floor
+        return (f"design power: this A/B detects no effect ({n} tasks: no two-sided p can go below 2/2^{n} = "
+                f"{min_attainable_p(n):.4g} >= alpha {prereg.alpha:g})")
     design = Design("ab_observed", n, sd, prereg.alpha, "two-sided", prereg.test, 0.0, sigma_df=n - 1,
                     min_mean=prereg.min_effect)
     m = mde(design, power=power, sims=sims)
@@ -259,6 +267,20 @@ def observed_power_line(stats: Any, prereg: Preregistration, *, power: float, ta
     return (f"design power: this A/B detects {size} with probability {power:g} ({n} tasks, two-sided "
             f"{prereg.test} at {prereg.alpha:g} and mean >= min_effect {prereg.min_effect:g}; sd of the per-task "
             f"differences {sd:.3f}, this A/B's own, run noise and task x variant spread together); {more}")
+
+
+def objective_of(exp: ExperimentConfig, arms: Mapping[str, ExperimentConfig], design: ABDesign) -> dict[str, Any]:
+    """What a score of this A/B means, pinned with its pre-registration (write_or_check_prereg): the benchmark's
+    name with its tasks' ids and a hash of their content, and per arm the evaluator config (the judge's settings:
+    rubric_weight, temperature, ...) and the hash of the harness config that decides the scores
+    (experiments.config.study_fingerprint, the sweep's own; paths, server addresses and slots left out)."""
+    from experiments.config import study_fingerprint
+
+    prints = {name: study_fingerprint(arm, {}, design.tasks) for name, arm in arms.items()}
+    first = next(iter(prints.values()))
+    return {"benchmark": first["benchmark"],
+            "arms": {name: {"evaluator": fp["evaluator"], "harness_config": fp["harness_config"]}
+                     for name, fp in prints.items()}}
 
 
 def cell_plan(design: ABDesign) -> list[tuple[str, str, int]]:

@@ -44,8 +44,9 @@ from harness.compose import warn_judge
 
 from ._cells import ABDesign, ABResult, RunArm, load_cells, task_id, write_or_check_prereg
 from ._design import (ABPaths, ab_paths, arm_backends, arm_configs, cell_plan, check_ab_design, design_from_config,
-                      observed_power_line, power_note, selection_note)
-from ._pairwise import check_one_judge, judge_side_by_side, pairs_to_judge, unjudged_pairs
+                      objective_of, observed_power_line, power_note, selection_note)
+from ._pairwise import (check_one_judge, failed_judge, judge_side_by_side, lost_answers, pairs_to_judge,
+                        unjudged_pairs)
 from ._report import format_ab
 from ._run import run_ab
 
@@ -293,8 +294,13 @@ def run_ab_test(
     paths = ab_paths(exp)
     paths.dir.mkdir(parents=True, exist_ok=True)
     plan = cell_plan(design)
-    done = {k for k, c in load_cells(paths.ledger).items() if c.get("status") == "ok"}
+    # compare=pairwise: a cell whose answer file is gone (outputs/ moved or deleted) before its pair was judged runs
+    # again; otherwise its pair could never be judged and every rerun would stop at the same missing file
+    lost = lost_answers(design, paths.ledger) if prereg.compare == "pairwise" else []
+    redo = {k for k, _ in lost}
+    done = {k for k, c in load_cells(paths.ledger).items() if c.get("status") == "ok" and k not in redo}
     pending = sum(1 for k in plan if k not in done)
+    objective = objective_of(exp, arms, design)
 
     cells = HarnessCells(arms, roles=roles) if run_arm is None else None
     if cells is not None and pending:
@@ -310,7 +316,8 @@ def run_ab_test(
     new_test = f"start a new test under a new sweep.name (e.g. sweep.name={name}_2)"
     if prereg.compare == "pairwise":
         check_one_judge(backend)
-    write_or_check_prereg(prereg, design, paths.ledger, backend=backend, new_test=new_test)  # refuse before MLflow
+    write_or_check_prereg(prereg, design, paths.ledger, backend=backend, new_test=new_test,
+                          objective=objective)  # refuse before MLflow
     # the embedded model file and whether a calibration showed its judge discriminates (arm A's models)
     label = (label_for(exp, next(iter(backend.values())), load_tasks(exp.benchmark)) if backend else None) or (
         SMOKE_LINE if smoke else None)
@@ -330,6 +337,9 @@ def run_ab_test(
     if pending:
         head.append(f"[{name}] concurrency {pool.workers}: {pool.why or 'given'}")
     head.append(f"[{name}] pre-registration: {paths.prereg} (hypothesis: {prereg.hypothesis})")
+    if lost:
+        head.append(f"[{name}] {len(lost)} answer file(s) of pairs not yet judged are gone (first: {lost[0][1]}): "
+                    f"their cell(s) run again, then the pairs are judged")
     note = power_note(prereg, len(design.tasks))
     if note:
         head.append(f"[{name}] note: {note}")
@@ -361,7 +371,7 @@ def run_ab_test(
 
     try:
         result = run_ab(design, prereg, runner, ledger_path=paths.ledger, on_progress=progress, backend=backend,
-                        new_test=new_test, pool=pool)
+                        new_test=new_test, pool=pool, objective=objective, redo=redo)
         if prereg.compare == "pairwise":
             result = judge_side_by_side(exp, design, prereg, result, paths.ledger, judge, cells, roles, pool,
                                         out)
@@ -376,7 +386,7 @@ def run_ab_test(
     mlflow.safe(lambda: mlflow.sync(paths.ledger))
     unconcluded = unconcluded_cells(paths.ledger, plan, result.primary.n)
     if prereg.compare == "pairwise":
-        unconcluded += unjudged_pairs(paths.ledger)
+        unconcluded += unjudged_pairs(paths.ledger) + failed_judge(paths.ledger)
     if caveat:  # the verdict says what its tasks were chosen on
         result = dataclasses.replace(result, verdict_reason=f"{result.verdict_reason}; {caveat}")
 

@@ -55,13 +55,64 @@ def load_pairs(ledger_path: Path) -> dict[tuple[str, int], dict[str, Any]]:
     return pairs
 
 
+def has_preference(rec: Mapping[str, Any]) -> bool:
+    """A pair line with a readable preference."""
+    return rec.get("status") == "ok" and rec.get("preference") is not None
+
+
+def settled_pairs(pairs: Mapping[tuple[str, int], Mapping[str, Any]]) -> set[tuple[str, int]]:
+    """The judged pairs that are final: an ok judgement with a readable preference, or one without (a missing
+    preference, never a tie) when the judge read at least one pair. A judge that read none failed as a judge (prose
+    replies, a cut reply, a wrong model): its judgements are not final and the same command asks again."""
+    ok = {k for k, r in pairs.items() if r.get("status") == "ok"}
+    if not any(has_preference(pairs[k]) for k in ok):
+        return set()
+    return ok
+
+
 def pairs_to_judge(design: ABDesign, ledger_path: Path) -> int:
-    """The design's (task, replication) pairs without an ok judgement in the ledger (0 for a new test: no pair has
-    run yet, and the cells' own check covers the backends then)."""
+    """The design's (task, replication) pairs without a final judgement in the ledger (settled_pairs; 0 for a new
+    test: no pair has run yet, and the cells' own check covers the backends then)."""
     if not Path(ledger_path).exists():
         return 0
-    done = {k for k, r in load_pairs(Path(ledger_path)).items() if r.get("status") == "ok"}
+    done = settled_pairs(load_pairs(Path(ledger_path)))
     return sum(1 for t in design.task_ids for rep in range(design.replications) if (t, rep) not in done)
+
+
+def lost_answers(design: ABDesign, ledger_path: Path) -> list[tuple[tuple[str, str, int], str]]:
+    """The ok cells whose answer file is gone while their pair has no final judgement: ((task, arm, replication),
+    the path recorded). Their pair cannot be judged until the cell runs again (run_ab's `redo`); a pair already
+    judged needs no answer file."""
+    from ._cells import load_cells
+
+    if not Path(ledger_path).exists():
+        return []
+    cells = load_cells(Path(ledger_path))
+    done = settled_pairs(load_pairs(Path(ledger_path)))
+    out = []
+    for tid in design.task_ids:
+        for rep in range(design.replications):
+            if (tid, rep) in done:
+                continue
+            for arm in design.arm_names:
+                c = cells.get(cell_key(tid, arm, rep))
+                path = str(((c or {}).get("meta") or {}).get("output_path") or "")
+                if c and c.get("status") == "ok" and not (path and Path(path).is_file()):
+                    out.append((cell_key(tid, arm, rep), path or "no output_path recorded"))
+    return out
+
+
+def failed_judge(ledger: Path) -> tuple[str, ...]:
+    """compare=pairwise: why the test cannot answer when no judged pair has a readable preference (settled_pairs):
+    the judge failed, so nothing it said is final; the same command judges every pair again (the CLI exits 3)."""
+    pairs = load_pairs(ledger)
+    ok = [r for r in pairs.values() if r.get("status") == "ok"]
+    if not ok or any(has_preference(r) for r in ok):
+        return ()
+    reply = next((str(r.get("reply") or "") for r in ok if r.get("reply")), "")
+    return (f"the pairwise judge's replies could not be read on any of the {len(ok)} judged pair(s)"
+            f"{f' (first reply: {reply[:120]!r})' if reply else ''}: a failed judge, so no judgement is kept; "
+            "fix the judge (its model, evaluator.max_tokens) and the same command judges them again",)
 
 
 def check_one_judge(backend: Mapping[str, Any] | None) -> None:
@@ -95,7 +146,7 @@ def judge_pairs(design: ABDesign, ledger_path: Path, judge: Judge, *, pool: Any 
     from ._cells import load_cells
 
     cells = load_cells(ledger_path)
-    done = {k for k, r in load_pairs(ledger_path).items() if r.get("status") == "ok"}
+    done = settled_pairs(load_pairs(ledger_path))
     a, b = design.arm_names
     jobs = []
     for task in design.tasks:
@@ -113,6 +164,8 @@ def judge_pairs(design: ABDesign, ledger_path: Path, judge: Judge, *, pool: Any 
         try:
             res = judge(task, answer_text(cb), answer_text(ca), seed)
             rec = {"status": "ok", **res.to_dict()}
+            if res.failed and getattr(res, "raw", ()):  # what the judge said instead (failed_judge quotes it)
+                rec["reply"] = str(res.raw[0])[:300]
         except Exception as exc:  # a failed judgement is recorded and retried by the next run, never a tie
             rec = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"[:500]}
         return {"kind": PAIR, "task": tid, "replication": rep, "pair_seed": seed, **rec}, time.perf_counter() - t0
@@ -198,15 +251,21 @@ def pairwise_verdict(prereg: Preregistration, prefs: Sequence[float], p: float) 
     head = f"sign-flip p = {p:.3g} vs alpha {prereg.alpha:g}; mean preference {mean:+.3g}"
     if sig and right_way and effect >= prereg.min_preference:
         return "supported", f"{head} meets the minimum preference {prereg.min_preference:g}"
-    if sig and not right_way:
-        return "not supported", f"{head}: significant in the opposite direction"
+    opposite = ": significant in the opposite direction" if sig and not right_way else ""
     if np.ptp(prefs) == 0:  # every task alike (all ties: a judge that cannot tell, or follows the order shown)
-        return "inconclusive", (f"{head}: every task's preference is {mean:+.3g}, no spread to bound the mean "
-                                "with" + ("" if sig else "; not significant"))
-    bound = excluding_bound(prefs, alpha=prereg.alpha, direction=prereg.direction, minimum=prereg.min_preference)
+        return "inconclusive", (f"{head}{opposite}: every task's preference is {mean:+.3g}, no spread to bound the "
+                                "mean with" + ("" if sig else "; not significant"))
+    # 'not supported' rests on the bound alone: it spends all of alpha / 2 at a true preference equal to
+    # min_preference, so a second route (the sign-flip significant the other way) would add its own rate on top
+    bound = excluding_bound(prefs, alpha=prereg.alpha, direction=prereg.direction, minimum=prereg.min_preference,
+                            bounded=prereg.replications)
     if bound is not None:
-        return "not supported", (f"{head}; the skew-robust {100 * (1 - prereg.alpha / 2):.3g}% bounds ({bound[0]:+.3g} "
-                                 f"to {bound[1]:+.3g}) exclude the minimum preference {prereg.min_preference:g}")
+        return "not supported", (f"{head}{opposite}; the skew-robust {100 * (1 - prereg.alpha / 2):.3g}% bounds "
+                                 f"({bound[0]:+.3g} to {bound[1]:+.3g}) exclude the minimum preference "
+                                 f"{prereg.min_preference:g}")
+    if opposite:
+        return "inconclusive", (f"{head}{opposite}, but the skew-robust bounds do not exclude the minimum preference "
+                                f"{prereg.min_preference:g}")
     if sig:
         return "inconclusive", f"{head}: below the minimum preference {prereg.min_preference:g}"
     return "inconclusive", f"{head}: not significant"
@@ -260,6 +319,11 @@ def analyse_pairwise(ledger_path: Path, design: ABDesign, prereg: Preregistratio
     unjudged = {(t, rep) for t in ids for rep in range(design.replications)
                 if not all(cells.get(cell_key(t, arm, rep), {}).get("status") == "ok" for arm in (a, b))}
     verdict, why = pairwise_verdict(prereg, prefs, p)
+    unreadable_only = bool(pairs) and not any(has_preference(r) for r in pairs.values()) and any(
+        r.get("status") == "ok" for r in pairs.values())
+    if unreadable_only:
+        why = (f"no judged pair has a readable verdict ({sum(1 for r in pairs.values() if r.get('status') == 'ok')} "
+               "unreadable): the judge failed, nothing it said is kept; the same command judges them again")
     # what is missing: a failed cell is an outcome of its arm (experiments.ab._analysis)
     counts = {arm: len(failed_cells[arm]) for arm in (a, b)}
     where = {arm: sorted({t for t, _ in failed_cells[arm]}) for arm in (a, b)}

@@ -8,11 +8,11 @@ import dataclasses
 import math
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 from experiments.runs import SERIAL, RunPool
 from experiments.stats import Decision, Preregistration, sequential_decision
-from harness.stores import append_jsonl
+from harness.stores import append_jsonl, read_jsonl
 
 from ._analysis import analyse, family_of, task_results
 from ._cells import (ABDesign, ABResult, RunArm, arm_order, cell_key, load_cells, normalise, pair_seed,
@@ -22,6 +22,17 @@ from ._cells import (ABDesign, ABResult, RunArm, arm_order, cell_key, load_cells
 def look_points_of(n_tasks: int, n_looks: int) -> list[int]:
     """Task counts after which each interim look happens (equally spaced, last = all tasks)."""
     return sorted({max(1, math.ceil(k * n_tasks / n_looks)) for k in range(1, n_looks + 1)})
+
+
+def recorded_looks(ledger_path: str | Path) -> dict[int, Decision]:
+    """The interim looks the ledger records, by look number (the first line of each: older ledgers appended a look
+    again on every rerun)."""
+    names = {f.name for f in dataclasses.fields(Decision)}
+    out: dict[int, Decision] = {}
+    for rec in read_jsonl(Path(ledger_path)):
+        if rec.get("kind") == "look" and int(rec.get("look", 0)) not in out:
+            out[int(rec["look"])] = Decision(**{k: v for k, v in rec.items() if k in names})
+    return out
 
 
 def run_ab(
@@ -34,10 +45,15 @@ def run_ab(
     backend: Mapping[str, Any] | None = None,
     new_test: str = "use a new ledger path",
     pool: RunPool | None = None,
+    objective: Mapping[str, Any] | None = None,
+    redo: Collection[tuple[str, str, int]] = (),
 ) -> ABResult:
     """Run (or resume) the A/B test and analyse it; see the module docstring.
 
-    `backend` is the arms' backend identity, registered with the pre-registration (see write_or_check_prereg).
+    `backend` is the arms' backend identity and `objective` what a score means (experiments.ab.objective_of), both
+    registered with the pre-registration (see write_or_check_prereg). `redo`: cell keys (task, arm, replication)
+    run again although the ledger has them ok (a pairwise A/B's cell whose answer file is gone before its pair was
+    judged). A look the ledger records is taken once: a rerun reuses its recorded decision and appends nothing.
     """
     if prereg.n_tasks != len(design.tasks) or prereg.replications != design.replications:
         raise ValueError(
@@ -46,8 +62,9 @@ def run_ab(
             f"{design.replications} replications"
         )
     ledger_path = Path(ledger_path)
-    write_or_check_prereg(prereg, design, ledger_path, backend=backend, new_test=new_test)
+    write_or_check_prereg(prereg, design, ledger_path, backend=backend, new_test=new_test, objective=objective)
     cells = load_cells(ledger_path)
+    recorded = recorded_looks(ledger_path)
     names = design.arm_names
     ids = design.task_ids
     total = len(ids) * design.replications * 2
@@ -64,7 +81,8 @@ def run_ab(
             order = arm_order(names, seed, design.randomise_order)
             plan.extend((j, task, tid, rep, seed, order, position, arm) for position, arm in enumerate(order))
     last_of_task = {cell[0]: i for i, cell in enumerate(plan)}
-    already = {k for k, c in cells.items() if c.get("status") == "ok"}  # done in an earlier invocation
+    redo = set(redo)
+    already = {k for k, c in cells.items() if c.get("status") == "ok" and k not in redo}  # done in an earlier invocation
 
     def run_cell(cell: tuple) -> tuple[dict[str, Any] | None, float]:
         j, task, tid, rep, seed, order, position, arm = cell
@@ -102,13 +120,17 @@ def run_ab(
             if i != last_of_task[j] or not (look_points and j in look_points):
                 continue
             look = look_points.index(j) + 1
-            family = family_of(prereg.metric, cells)
-            diffs = [t.diff for t in task_results(cells, ids[:j], names, design.replications, prereg.metric,
-                                                   family)[0]]
-            decision = sequential_decision(diffs, look=look, n_looks=len(look_points), alpha=prereg.alpha,
-                                           min_effect=prereg.min_effect, direction=prereg.direction)
+            if look in recorded:  # taken by an earlier invocation: the same look, not a second one
+                decision = recorded[look]
+            else:
+                family = family_of(prereg.metric, cells)
+                diffs = [t.diff for t in task_results(cells, ids[:j], names, design.replications, prereg.metric,
+                                                       family)[0]]
+                decision = sequential_decision(diffs, look=look, n_looks=len(look_points), alpha=prereg.alpha,
+                                               min_effect=prereg.min_effect, direction=prereg.direction)
+                append_jsonl(ledger_path, {"kind": "look", **dataclasses.asdict(decision)})
+                recorded[look] = decision
             looks.append(decision)
-            append_jsonl(ledger_path, {"kind": "look", **dataclasses.asdict(decision)})
             if decision.stop:
                 results.cancel()  # cells of later tasks in flight finish; their results are not recorded
                 break

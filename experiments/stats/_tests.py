@@ -300,17 +300,30 @@ def wilcoxon_reject(rows: np.ndarray, alpha: float, *, alternative: str) -> np.n
     return reject
 
 
-def paired_ttest(diffs: Sequence[float]) -> TTest:
-    """Two-sided one-sample t-test of the differences against 0 (the paired t-test)."""
+def _exact_floor(n: int) -> float:
+    from ._reach import min_attainable_p  # _reach imports this module
+
+    return min_attainable_p(n, test="wilcoxon", alternative="two-sided")
+
+
+def paired_ttest(diffs: Sequence[float], *, exact_floor: bool = False) -> TTest:
+    """Two-sided one-sample t-test of the differences against 0 (the paired t-test).
+
+    exact_floor (the A/B's t): the p is never below min_attainable_p(n) (experiments.stats._reach), 2 / 2^n, the
+    exact sign-flip p of n differences all of one sign; below it the t rests on a normal spread alone. n equal
+    differences have no spread: t is +-inf and, without the floor, p is 0 (scipy's limit); with it, 2 / 2^n, their
+    exact p (a 0/1 metric with one pass rate in both arms over 2 tasks gives (+1, +1) a quarter of the times both
+    differences are non-zero)."""
     d = finite_array(diffs, "diffs")
     n = d.size
     if n < 2:
         return TTest(float("nan"), 1.0, max(n - 1, 0))
     mean, sd = float(d.mean()), float(d.std(ddof=1))
+    floor = _exact_floor(n) if exact_floor else 0.0
     if sd == 0:
-        return TTest(0.0 if mean == 0 else math.copysign(math.inf, mean), 1.0 if mean == 0 else 0.0, n - 1)
+        return TTest(0.0 if mean == 0 else math.copysign(math.inf, mean), 1.0 if mean == 0 else floor, n - 1)
     res = sps.ttest_1samp(d, 0.0)
-    return TTest(float(res.statistic), float(res.pvalue), n - 1)
+    return TTest(float(res.statistic), max(float(res.pvalue), floor), n - 1)
 
 
 def cohens_dz(diffs: Sequence[float]) -> float:
