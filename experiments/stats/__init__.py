@@ -18,6 +18,7 @@ from ._tests import (DIRECTIONS, FLOOR_SE, TESTS, Comparison, NoiseFloor, Paired
                      finite_array, paired_differences, paired_ttest, rank_biserial, wilcoxon_reject, wilcoxon_test)
 from ._verdict import (COMPARES, Decision, Preregistration, excluding_bound, explain_verdict, mean_bound, missing_imbalance,
                        sequential_decision)
+from ._verdict import look_level
 
 __all__ = [
     "COMPARES",
@@ -55,6 +56,7 @@ __all__ = [
     "holdout_tasks_for_harm",
     "holm",
     "level",
+    "look_level",
     "mde",
     "mean_bound",
     "min_attainable_p",
