@@ -73,7 +73,9 @@ def _design_text(dp: DecisionPower) -> str:
     if conf.futility_block:
         what += f" with a futility stop every {conf.futility_block} holdout tasks"
     if dp.train_filter == "positive":
-        return f"{what}, after a train mean above the baseline's on {dp.filter.n} train tasks"
+        raced = (f" (raced against the baseline every {dp.filter.race_block} train tasks)"
+                 if getattr(dp.filter, "race_block", 0) else "")
+        return f"{what}, after a train mean above the baseline's on {dp.filter.n} train tasks{raced}"
     if dp.train_filter == "none":
         return f"{what}, no train filter"
     return f"{what}, after the train filter on {dp.filter.n} tasks"

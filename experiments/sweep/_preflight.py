@@ -399,8 +399,8 @@ def spread_estimate(candidate_diffs: Sequence[Sequence[float]], sigma: float, ba
 def confirmable_line(exp: ExperimentConfig, *, sigma: float, sigma_source: str, baseline_runs: int,
                      candidate_diffs: Sequence[Sequence[float]], calibration: Any, level: float) -> str:
     """The summary's (and preflight's) line: the mean effect this design promotes with probability
-    calibrate.power, the train filter and the confirmation over tasks together, with tau from the sweep's own
-    trials or the calibration (experiments.stats.decision_power)."""
+    calibrate.power, the train filter (raced as sweep.race_block races it) and the confirmation over tasks together,
+    with tau from the sweep's own trials or the calibration (experiments.stats.decision_power)."""
     sw = exp.sweep
     tau, tau_source = spread_estimate(candidate_diffs, sigma, baseline_runs, calibration)
     dp = decision_power(sigma, tau, n_train=len(exp.tasks("train")), n_holdout=len(exp.tasks("holdout")),
@@ -408,7 +408,8 @@ def confirmable_line(exp: ExperimentConfig, *, sigma: float, sigma_source: str, 
                         holdout_runs=(sw.holdout_candidate_runs, sw.holdout_baseline_runs), power=exp.calibrate.power,
                         target_effect=exp.calibrate.target_effect, sims=min(exp.calibrate.sims, 1000),
                         train_filter=getattr(sw, "train_filter", "wilcoxon"),
-                        futility_block=getattr(sw, "holdout_futility_block", 0))
+                        futility_block=getattr(sw, "holdout_futility_block", 0),
+                        race_block=sw.race_block, race_z=sw.race_z)
     return decision_power_line(dp, tau_source=tau_source, sigma_source=sigma_source)
 
 
