@@ -251,21 +251,15 @@ def pairwise_verdict(prereg: Preregistration, prefs: Sequence[float], p: float) 
     head = f"sign-flip p = {p:.3g} vs alpha {prereg.alpha:g}; mean preference {mean:+.3g}"
     if sig and right_way and effect >= prereg.min_preference:
         return "supported", f"{head} meets the minimum preference {prereg.min_preference:g}"
-    opposite = ": significant in the opposite direction" if sig and not right_way else ""
+    if sig and not right_way:
+        return "not supported", f"{head}: significant in the opposite direction"
     if np.ptp(prefs) == 0:  # every task alike (all ties: a judge that cannot tell, or follows the order shown)
-        return "inconclusive", (f"{head}{opposite}: every task's preference is {mean:+.3g}, no spread to bound the "
-                                "mean with" + ("" if sig else "; not significant"))
-    # 'not supported' rests on the bound alone: it spends all of alpha / 2 at a true preference equal to
-    # min_preference, so a second route (the sign-flip significant the other way) would add its own rate on top
-    bound = excluding_bound(prefs, alpha=prereg.alpha, direction=prereg.direction, minimum=prereg.min_preference,
-                            bounded=prereg.replications)
+        return "inconclusive", (f"{head}: every task's preference is {mean:+.3g}, no spread to bound the mean "
+                                "with" + ("" if sig else "; not significant"))
+    bound = excluding_bound(prefs, alpha=prereg.alpha, direction=prereg.direction, minimum=prereg.min_preference)
     if bound is not None:
-        return "not supported", (f"{head}{opposite}; the skew-robust {100 * (1 - prereg.alpha / 2):.3g}% bounds "
-                                 f"({bound[0]:+.3g} to {bound[1]:+.3g}) exclude the minimum preference "
-                                 f"{prereg.min_preference:g}")
-    if opposite:
-        return "inconclusive", (f"{head}{opposite}, but the skew-robust bounds do not exclude the minimum preference "
-                                f"{prereg.min_preference:g}")
+        return "not supported", (f"{head}; the skew-robust {100 * (1 - prereg.alpha / 2):.3g}% bounds ({bound[0]:+.3g} "
+                                 f"to {bound[1]:+.3g}) exclude the minimum preference {prereg.min_preference:g}")
     if sig:
         return "inconclusive", f"{head}: below the minimum preference {prereg.min_preference:g}"
     return "inconclusive", f"{head}: not significant"
