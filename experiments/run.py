@@ -86,10 +86,7 @@ def checked(exp: ExperimentConfig) -> ExperimentConfig:
     """exp validated (experiments.config.validate) and, for an A/B, its design checked (experiments.ab.check_ab_design:
     the metric exists and the test can reach alpha): everything refused before anything is written."""
     validate(exp, warn=False)
-    if exp.sweep.kind in TASK_KINDS:  # the source's rows, the journal, the calibration: refused before any write
-        from experiments.tasks import check_task_supply
-
-        check_task_supply(exp)
+    if exp.sweep.kind in TASK_KINDS:  # no harness run: its files are read by check_task_supply (_precheck, run)
         return exp
     if exp.sweep.kind == "ab":
         from experiments.ab import check_ab_design
@@ -103,6 +100,10 @@ def run_experiment(cfg: DictConfig | ExperimentConfig, *, runner: Any = None, ou
     """Validate, build the runner, dispatch on sweep.kind (single | synth_mutation | ab | calibrate)."""
     exp = checked(to_experiment(cfg))
     kind = exp.sweep.kind
+    if kind in TASK_KINDS:
+        from experiments.tasks import check_task_supply
+
+        check_task_supply(exp)
     if kind == "import_tasks":  # reads a file and writes a benchmark: no model, no study, no MLflow
         from experiments.tasks import run_task_supply
 
@@ -330,6 +331,10 @@ def _precheck(argv: list[str]) -> None:
 
     try:
         exp = checked(to_experiment(compose_config(overrides)))  # bad values too: rejected before Hydra writes its folder
+        if exp.sweep.kind in TASK_KINDS:  # the source's rows, the journal, the calibration: before Hydra writes
+            from experiments.tasks import check_task_supply
+
+            check_task_supply(exp)
         if exp.sweep.kind == "synth_mutation":
             from experiments.sweep import check_decision_rule, stored_decision_rule
 

@@ -136,7 +136,7 @@ def test_import_jsonl_drops_duplicates_infers_types_and_writes_provenance(tmp_pa
     out = tmp_path / "cfg" / "benchmark" / "mine.yaml"
     p = cli(tmp_path, "+sweep=import_tasks", f"tasks.source={src}", "tasks.name=mine", f"tasks.out={out}")
     assert p.returncode == 0, p.stderr[-2000:]
-    assert "asked: 8; kept: 6 (3 train + 3 holdout); dropped as duplicates: 2 (1 exact, 1 near" in p.stdout
+    assert "rows: 8; kept: 6 (3 train + 3 holdout); dropped as duplicates: 2 (1 exact, 1 near" in p.stdout
     data = check_written(out, 6)
     by_line = {t["provenance"]["line"]: t for t in data["tasks"]}
     assert set(by_line) == {1, 3, 4, 5, 6, 7} and all(t["provenance"]["source"] == str(src) for t in data["tasks"])
@@ -243,7 +243,7 @@ def test_generate_writes_a_split_benchmark_with_provenance_and_a_report(tmp_path
     # two generator models, mixed round robin; neither of the producer's or the judge's family: no warning
     assert {t["provenance"]["generator"] for t in data["tasks"]} == {"fake:alpha-1", "fake:beta-2"}
     assert "warning: generator" not in p.stdout
-    assert "asked: " in p.stdout and "type mix (train+holdout): " in p.stdout and "closest kept: " in p.stdout
+    assert "asked: 12; generated: " in p.stdout and "type mix (train+holdout): " in p.stdout and "closest kept: " in p.stdout
     assert sum(t["split"] == "holdout" for t in data["tasks"]) == 6
 
 

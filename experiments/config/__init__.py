@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from harness.config import ConfigError  # an experiment's config errors are the harness's
 
-from ._benchmark import (NEAR_DUPLICATE, Task, check_benchmark, embed, id_problem, load_tasks, normalized_text, split,
-                         split_leaks, task_from_spec, task_types)
+from ._benchmark import (NEAR_DUPLICATE, Task, check_benchmark, embed, id_problem, load_tasks, normalized_text,
+                         similarity, split, split_leaks, task_from_spec, task_types)
 from ._convert import apply_overrides, experiment_dict, to_experiment, to_harness_config
 from ._fingerprint import (backend_identity, decision_rule, fingerprint_diff, holdout_set, study_fingerprint,
                            with_rule_defaults)
-from ._schema import TASK_KINDS, BASELINE, HOLDOUT_TESTS, TRAIN_FILTERS, BenchmarkConfig, ExperimentConfig, TaskSpec, compose_config
+from ._schema import (BASELINE, HOLDOUT_TESTS, TASK_KINDS, TRAIN_FILTERS, BenchmarkConfig, ExperimentConfig, TaskSpec,
+                      compose_config, task_supply_keys)
 from ._sources import registry_uri, tracking_uri
 from ._validation import validate
 
@@ -21,7 +22,9 @@ __all__ = [
     "embed",
     "id_problem",
     "normalized_text",
+    "similarity",
     "split_leaks",
+    "task_supply_keys",
     "BASELINE",
     "BenchmarkConfig",
     "ConfigError",

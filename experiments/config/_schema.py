@@ -222,8 +222,22 @@ register_configs()
 
 def compose_config(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
     """Compose conf/ with overrides against ExperimentConfig (harness.compose: the one composition both command
-    lines use); an unknown group option becomes a one-line ConfigError."""
-    return compose_hydra(overrides, config_name, schema=ExperimentConfig)
+    lines use); an unknown group option becomes a one-line ConfigError. `tasks.<key>` is read as
+    `task_supply.<key>` (task_supply_keys)."""
+    return compose_hydra(task_supply_keys(overrides), config_name, schema=ExperimentConfig)
+
+
+def task_supply_keys(argv: Sequence[str]) -> list[str]:
+    """Overrides with `tasks.<key>=...` read as `task_supply.<key>=...`: the task supply's node is written `tasks`
+    on the command line, and `tasks` is the experiment's method that lists a split's tasks."""
+    out = []
+    for a in argv:
+        for p in ("++", "+", "~", ""):
+            if a.startswith(f"{p}tasks."):
+                a = f"{p}task_supply.{a[len(p) + len('tasks.'):]}"
+                break
+        out.append(a)
+    return out
 
 
 def results_dir_from_env(default: str = "results") -> str:

@@ -16,20 +16,12 @@ from ._select import assign_split, deduplicate
 from ._sizing import size
 from ._write import benchmark_yaml, summary_lines, target, write_benchmark
 
-_KEY_PREFIXES = ("", "+", "++", "~")
-
-
 def cli_keys(argv: Sequence[str]) -> list[str]:
-    """The command line with `tasks.<key>=...` read as `task_supply.<key>=...` (the config node's name: `tasks` is
-    the experiment's method that lists a split's tasks)."""
-    out = []
-    for a in argv:
-        for p in sorted(_KEY_PREFIXES, key=len, reverse=True):
-            if a.startswith(f"{p}tasks.") and not a.startswith("-"):
-                a = f"{p}task_supply.{a[len(p) + len('tasks.'):]}"
-                break
-        out.append(a)
-    return out
+    """The command line with `tasks.<key>=...` read as `task_supply.<key>=...` (experiments.config's
+    task_supply_keys, which compose_config applies too; Hydra's own command line needs it before it parses)."""
+    from experiments.config import task_supply_keys
+
+    return task_supply_keys(argv)
 
 
 def check_task_supply(exp: ExperimentConfig) -> None:
@@ -105,6 +97,6 @@ def run_generate(exp: ExperimentConfig, *, out: Callable[[str], None] = print) -
     text = benchmark_yaml(ts.name, ts.description.strip()[:200], header, tasks)
     write_benchmark(path, text)
     extra += [f"generator calls in this run: {made} in {seconds:.0f} s ({len(cands)} tasks generated in all)"]
-    for line in summary_lines("generate", len(cands), sel, tasks, path, extra):
+    for line in summary_lines("generate", f"asked: {want}; generated: {len(cands)}", sel, tasks, path, extra):
         out(line)
     return path

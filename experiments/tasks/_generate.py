@@ -34,6 +34,8 @@ PERSONAS = ("a beginner", "a senior engineer", "a team lead choosing a tool", "a
 SYSTEM = ("You write benchmark tasks for a research assistant that answers in Markdown. Each task is one "
           "self-contained request a user could type. Reply with JSON only, following the schema.")
 MAX_TERMS = 5
+# the request echoed back as a task ("Write 5 different tasks with json": a small model does it)
+ECHO = re.compile(r"\b(?:write|generate|create|make)\b.{0,30}\btasks?\b", re.IGNORECASE)
 
 
 class GeneratorFailed(BackendError):
@@ -109,7 +111,8 @@ def prompt(exp: ExperimentConfig, n: int, angle: str, persona: str, examples: Se
 
 
 def parse_batch(text: str, *, corpus_text: str = "") -> tuple[list[dict[str, Any]], str]:
-    """(usable tasks as plain dicts, why the rest was dropped). A reply that is not the schema's JSON gives none."""
+    """(usable tasks as plain dicts, why the rest was dropped). A reply that is not the schema's JSON gives none; a
+    task that repeats the request itself ("Write 5 different tasks about ...") is none."""
     from harness.text import JSONParseError, parse_json
 
     try:
@@ -128,15 +131,14 @@ def parse_batch(text: str, *, corpus_text: str = "") -> tuple[list[dict[str, Any
         if len(task) < 15 or len(task.split()) < 4 or len(task) > 600:
             why.append(f"task {task[:30]!r} is not one request of 4+ words")
             continue
-        inferred, count = infer_type(task)
-        tt = it.get("task_type") if it.get("task_type") in TASK_TYPES else inferred
-        if tt == "enumerated":
-            given = it.get("expected_count")
-            count = given if isinstance(given, int) and not isinstance(given, bool) and 1 <= given <= 20 else count
-            if count is None:  # a list task that states no number cannot be checked for its count
-                tt = inferred if inferred != "enumerated" else "research"
-        else:
-            count = None
+        if ECHO.search(task):
+            why.append(f"task {task[:30]!r} repeats the request")
+            continue
+        # the text decides what the evaluator checks: a task that asks for N items is enumerated with N (whatever
+        # the model called it), and one that states no number is not (its count would be one the user never sees)
+        tt, count = infer_type(task)
+        if tt != "enumerated" and it.get("task_type") in ("best_practices", "research"):
+            tt = it["task_type"]
         terms = [" ".join(str(t).split()) for t in (it.get("required_terms") or []) if isinstance(t, str)]
         terms = [t for t in terms if 0 < len(t) <= 40]
         if corpus_text:
@@ -256,6 +258,7 @@ def generate(exp: ExperimentConfig, want: int, keep: Callable[[list[Candidate]],
         records.append(rec)
         calls += 1
         cands = journalled(records)
-        out(f"generator call {calls} ({g.name}, {angle}, {persona}): {len(tasks)} task(s); kept so far "
-            f"{keep(cands)} of {want}; elapsed {time.monotonic() - t0:.0f} s")
+        if tasks:
+            out(f"generator call {calls} ({g.name}, {angle}, {persona}): {len(tasks)} task(s); kept so far "
+                f"{keep(cands)} of {want}; elapsed {time.monotonic() - t0:.0f} s")
     return cands, made, time.monotonic() - t0

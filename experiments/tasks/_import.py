@@ -31,6 +31,6 @@ def run_import(exp: ExperimentConfig, *, out: Callable[[str], None] = print) -> 
               f"{ts.seed}); each task's provenance names its file and line. The user's own tasks."]
     text = benchmark_yaml(ts.name, f"imported from {Path(ts.source).name}", header, tasks)
     write_benchmark(path, text)
-    for line in summary_lines("import", len(rows), sel, tasks, path):
+    for line in summary_lines("import", f"rows: {len(rows)}", sel, tasks, path):
         out(line)
     return path

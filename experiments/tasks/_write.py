@@ -55,11 +55,12 @@ def split_counts(tasks: Sequence[tuple[Candidate, str]]) -> tuple[int, int]:
     return (sum(1 for _, s in tasks if s == "train"), sum(1 for _, s in tasks if s == "holdout"))
 
 
-def summary_lines(kind: str, asked: int, sel: Any, tasks: Sequence[tuple[Candidate, str]], path: Path,
+def summary_lines(kind: str, read: str, sel: Any, tasks: Sequence[tuple[Candidate, str]], path: Path,
                   extra: Sequence[str] = ()) -> list[str]:
+    """The report: `read` says what came in ("rows: 8", "asked: 20; generated: 24"), then what was kept and why."""
     n_train, n_hold = split_counts(tasks)
     lines = [f"===== TASKS {kind.upper()} =====",
-             f"asked: {asked}; kept: {len(tasks)} ({n_train} train + {n_hold} holdout); dropped as duplicates: "
+             f"{read}; kept: {len(tasks)} ({n_train} train + {n_hold} holdout); dropped as duplicates: "
              f"{len(sel.dropped)} ({sel.exact} exact, {sel.near} near: cosine >= {sel.threshold:g}, hashing "
              f"embedding)",
              f"type mix (train+holdout): {type_mix(tasks)}"]
@@ -70,6 +71,6 @@ def summary_lines(kind: str, asked: int, sel: Any, tasks: Sequence[tuple[Candida
         lines.append(f"... {len(sel.dropped) - 5} more dropped")
     lines += [f"closest kept: {a!r} ~ {b!r} {s:.2f}" for a, b, s in sel.closest]
     lines += list(extra)
-    lines += [f"wrote {path} (benchmark={path.stem} runs it; read and edit it before the first run)",
+    lines += [f"wrote {path} (benchmark={path.stem} runs it{'' if path.parent == CONF_BENCHMARKS else ' with its config folder on hydra.searchpath'}; read and edit it before the first run)",
               f"===== END TASKS {kind.upper()} ====="]
     return lines
