@@ -37,14 +37,16 @@ def _sweep(exp, lines):
 def test_a_better_but_twice_as_long_candidate_is_promoted_with_the_guard_off_and_held_back_at_10_percent(make_exp):
     off_lines: list[str] = []
     # the cost guard on a fixed design: every proposal runs all 8 train tasks (the gate passes them; racing would
-    # stop one after 4) and one holdout run of each text
-    exp = make_exp(*OLD_DESIGN, "sweep.n_trials=3", "sweep.holdout_top_k=1", operators=("add_tool",), mlflow=True)
+    # stop one after 4) and one holdout run of each text, on 12 holdout tasks (issue 52: over 6 the skew-holding
+    # confirmation confirms the scripted +1.5 gain, 3.5 sd, only about 0.7 of the time)
+    exp = make_exp(*OLD_DESIGN, "sweep.n_trials=3", "sweep.holdout_top_k=1", operators=("add_tool",), mlflow=True,
+                   n_holdout=12)
     off = _sweep(exp, off_lines)
     assert off.promoted
     (row,) = off.holdout
     assert row.wins and not row.held_by_cost and row.cost.passed
     d = row.cost_diffs["completion_tokens"]
-    assert d.n == 6 and d.ratio == pytest.approx(1.0)  # twice the tokens, paired over the 6 holdout tasks
+    assert d.n == 12 and d.ratio == pytest.approx(1.0)  # twice the tokens, paired over the 12 holdout tasks
     text = "\n".join(off_lines)
     assert "cost vs baseline (holdout, trial #" in text and "completion_tokens +" in text and "(+100%" in text
 
@@ -52,7 +54,7 @@ def test_a_better_but_twice_as_long_candidate_is_promoted_with_the_guard_off_and
 
     on_lines: list[str] = []
     on = _sweep(make_exp(*OLD_DESIGN, "sweep.n_trials=3", "sweep.holdout_top_k=1", "sweep.max_cost_increase=0.1",
-                         "sweep.name=guarded", operators=("add_tool",)), on_lines)
+                         "sweep.name=guarded", operators=("add_tool",), n_holdout=12), on_lines)
     (row,) = on.holdout
     assert row.wins and row.held_by_cost and not on.promoted  # the quality claim stands; cost holds it back
     assert row.cost.upper == pytest.approx(1.0)  # upper bound of the increase: +100% against the 10% limit

@@ -73,14 +73,20 @@ def _aliases(client, name):
 
 
 def test_a_pooled_win_that_hurt_one_task_type_moves_no_alias_for_that_type(make_exp):
-    """The winner changed both task types: enumerated tasks gain 1.2, research tasks lose 0.5 each; pooled over the
-    8 holdout tasks (6 enumerated, 2 research) the holdout gains +0.78 and is confirmed. On 3306971 research's
-    @champion moved to the text that hurt it; now it does not, and the summary and promoted_synth.yaml say so."""
+    """The winner changed both task types: enumerated tasks gain 1.2 on train and 0.4-3.6 on the holdout, research
+    tasks lose 0.5 each; pooled over the 12 holdout tasks (10 enumerated, 2 research) the holdout gains +1.58 and is
+    confirmed. On 3306971 research's @champion moved to the text that hurt it; now it does not, and the summary and
+    promoted_synth.yaml say so. (Issue 52: 8 holdout tasks, 6 gaining 1.2 and 2 losing 0.5, are a left-skewed sample
+    the skew-holding confirmation does not confirm, p 0.18; hence 12 tasks and a spread of gains.)"""
     exp = _bench(make_exp("sweep.n_trials=3", operators=("add_tool",), mlflow=True),
-                 ["enumerated"] * 6 + ["research"] * 2, ["enumerated"] * 6 + ["research"] * 2)
+                 ["enumerated"] * 6 + ["research"] * 2, ["enumerated"] * 10 + ["research"] * 2)
 
     def rule(instr, tid, tt, part):
-        return (1.2 if tt == "enumerated" else -0.5) if BOOST in instr.lower() else 0.0
+        if BOOST not in instr.lower():
+            return 0.0
+        if tt != "enumerated":
+            return -0.5
+        return 2.0 + 0.8 * (int(tid[1:]) % 5 - 2) if tid.startswith("h") else 1.2
 
     lines: list[str] = []
     s = _sweep(exp, rule, lines)
@@ -97,7 +103,7 @@ def test_a_pooled_win_that_hurt_one_task_type_moves_no_alias_for_that_type(make_
     assert s.promoted_instructions["research"] == BASE["research"]
     text = _text(lines)
     assert "task type research HELD BACK (its alias does not move, its baseline text is kept): its own holdout " \
-           "tasks lost: mean -0.5" in text
+           "tasks lost: mean -0.4" in text  # -0.5 each and run noise (12 holdout tasks since issue 52)
     assert "task types held back (baseline text kept): research" in text
     registry = next(ln for ln in text.splitlines() if ln.startswith("registry: "))
     assert "harness-synth-research v2 registered, champion stays unset: held back: its own holdout tasks lost" \
@@ -111,14 +117,15 @@ def test_a_pooled_win_that_hurt_one_task_type_moves_no_alias_for_that_type(make_
 
 
 def _one_wrecked(instr, tid, tt, part):
-    """Naming a tool gains 2 on every task but holdout task h3, which loses 3.5."""
+    """Naming a tool gains 8 on every task but holdout task h3, which loses 3.5 (issue 52: with a gain of 2 the
+    sample, 11 at +2 and one at -3.5, is the left skew the skew-holding confirmation does not confirm, p 0.16)."""
     if BOOST not in instr.lower():
         return 0.0
-    return -3.5 if tid == "h3" else 2.0
+    return -3.5 if tid == "h3" else 8.0
 
 
 def test_the_worst_holdout_task_is_printed_and_max_task_loss_holds_back_a_candidate_that_wrecks_one(make_exp):
-    """12 holdout tasks: 11 gain 2, h3 loses 3.5; the paired t confirms (mean +1.54). With sweep.max_task_loss=3
+    """12 holdout tasks: 11 gain 8, h3 loses 3.5; the confirmation confirms (mean +7.04). With sweep.max_task_loss=3
     3306971 promoted it (the setting did not exist); now it is held back and the summary names the worst task; the
     setting is pinned in the decision rule, so a resume that loosens it is refused like alpha."""
     exp = _bench(make_exp("sweep.n_trials=3", operators=("add_tool",)), ["enumerated", "research"] * 4,
@@ -182,11 +189,13 @@ def test_equal_holdout_differences_get_the_exact_sign_flip_p_never_0(n, p):
 
 
 def _e_rule(instr, tid, tt, part):
-    """Naming a tool gains 1 on train tasks; on the 8 holdout tasks a spread whose one-sided t p lies between
-    0.0125 and 0.025 (the issue's p 0.0243): confirmed at look 1's level, not at look 2's."""
+    """Naming a tool gains 1 on train tasks; on the 8 holdout tasks a spread whose one-sided p lies between
+    0.0125 and 0.025 (the issue's p 0.0243): confirmed at look 1's level, not at look 2's. (Issue 52: the skew-holding
+    confirmation gives the former spread, 1.6 ... -0.4, p 0.085; this symmetric one about 0.018.)"""
     if BOOST not in instr.lower():
         return 0.0
-    return {"h0": 1.6, "h1": 1.4, "h2": 1.2, "h3": 1.0, "h4": 0.6, "h5": 0.2, "h6": -0.1, "h7": -0.4}.get(tid, 1.0)
+    return {"h0": 2.075, "h1": 1.825, "h2": 1.575, "h3": 1.325, "h4": 1.075, "h5": 0.825, "h6": 0.575,
+            "h7": 0.325}.get(tid, 1.0)
 
 
 def test_a_new_study_on_the_same_storage_and_holdout_tasks_continues_the_count_of_looks(make_exp):

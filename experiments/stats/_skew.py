@@ -11,20 +11,23 @@ tail.
 
 The test (skew_test): p = max(p_t, p_skew).
 - p_t: the one-sided paired t's p (n - 1 df), kept, so a confirmation is never easier than the t's.
-- p_skew: the statistic G = g(T, KAPPA * a), Hall's monotone transformation g(T, a) = T + a/6 + a T^2/3 + a^2 T^3/27
-  with a = sample skewness / sqrt(n) scaled by KAPPA; p_skew is the largest over the reference spreads
-  (REFERENCE_SPREADS: normal, -(Exp - 1), -(lognormal sigma 1), each at mean 0) of the chance of a G at least as
-  high, from seeded simulation (reference_g: WORLDS samples of n per spread, cached per n; (1 + hits) / (1 +
-  draws)). The statistic is scale-free, so a spread's shape is all its null law depends on. For each reference
-  spread, P(p_skew <= x) <= x for every x (up to the simulation's error), so a look's level and Holm's step-down
-  over candidates hold for all three, and for any spread whose G tail lies under theirs (right skew, t(3), a milder
-  left skew; measured in bench/skew_level.py). KAPPA 2 (the skewness read twice as strongly as Hall's second-order
-  term) was chosen from KAPPA 1 (mean_bound's scale), 1.5, 2, 2.5 and 3 by power at levels 0.025 to 0.003 (a one-off
-  simulation: 2.5 is up to 0.02 higher at 12 tasks, 2 up to 0.02 higher at 24; 1 is 0.15 lower).
-  bench/skew_level.py: on a normal spread of sd 1 over 12 tasks at +1.0, 0.59 at level 0.025 against 0.44 for the t
-  with the A/B's skew-robust bound (experiments.stats.mean_bound, Hall's own scale) and 0.88 for the t alone; the
-  cost grows as the level shrinks (0.22 against 0.68 at look 3's 0.00625) and shrinks with the tasks (24 tasks: 0.99
-  / 0.91 against 1.00 / 0.98 at 0.025 / 0.00625).
+- p_skew: from two statistics of the sample, T and G = g(T, KAPPA * a) (Hall's monotone transformation g(T, a) = T +
+  a/6 + a T^2/3 + a^2 T^3/27, a = sample skewness / sqrt(n), read KAPPA = 2 times as strongly), Q = min(P(G >= g),
+  P(T >= t) / T_SHARE) with both tails those of the heaviest reference spread (-(lognormal sigma 1) at mean 0), and
+  p_skew the largest over the reference spreads (REFERENCE_SPREADS: normal, -(Exp - 1), -(lognormal sigma 1), each
+  at mean 0) of the chance of a Q at least as small, from seeded simulation (reference: WORLDS samples of n per
+  spread, cached per n; (1 + hits) / (1 + draws)). Both statistics are scale-free, so a spread's shape is all their
+  null law depends on. For each reference spread P(p_skew <= x) <= x for every x (up to the simulation's error), so
+  a look's level and Holm's step-down over candidates hold for all three, and for any spread whose tail of Q lies
+  under theirs (right skew, t(3), a milder left skew; measured in bench/skew_level.py). Why two: G reads the
+  skewness, which is what tells a sample of a clear gain from one of a zero-mean left skew whose losses were not
+  drawn; but for a negative a, g flattens near T = 3 / |a|, so G alone caps the evidence of a very large T with some
+  chance skewness (a gain of 3 sd over 12 tasks was confirmed 0.94 / 0.78 of the time at 0.025 / 0.00625 on G
+  alone). The plain T's tail, at T_SHARE = 0.5 of the weight, confirms such a gain (0.998 / 0.91) at a small cost at
+  1 sd. KAPPA and T_SHARE were chosen by power on a normal spread at 1 to 4 sd over 8 and 12 tasks, levels 0.025 to
+  0.0016 (a one-off simulation: KAPPA 1, mean_bound's scale, is 0.15 lower at 1 sd; T_SHARE 1 is 0.07 lower at 1 sd,
+  0.25 is 0.05 lower at 4 sd and level 0.0016). The power figures with the t's beside them: bench/skew_level.py and
+  docs/VERDICTS.md.
 - Every difference equal (zero spread): T is undefined; p is the exact sign-flip p, 1/2^n when the value is
   positive, 1 otherwise (a permutation test holds its level whatever the spread's shape).
 
@@ -50,6 +53,8 @@ from ._verdict import _hall  # Hall's monotone transformation g(T, a), the A/B's
 
 KAPPA = 2.0
 REFERENCE_SPREADS = ("normal", "-(Exp - 1)", "-(lognormal sigma 1)")
+HEAVIEST = "-(lognormal sigma 1)"  # the reference whose tails Q reads
+T_SHARE = 0.5  # the weight of the plain T's tail in Q against G's (module docstring)
 WORLDS = 200_000  # reference samples per spread (fewer above 100 tasks: WORLD_VALUES)
 WORLD_VALUES = 20_000_000
 SEED = 52
@@ -90,25 +95,43 @@ def _reference(shape: str, rng: np.random.Generator, size: tuple[int, int]) -> n
     raise ValueError(f"unknown reference spread {shape!r}")
 
 
+@dataclass(frozen=True)
+class _Reference:
+    """Per n: the heaviest reference's (the lognormal's) sorted T and G, and each reference spread's sorted Q."""
+
+    t: np.ndarray
+    g: np.ndarray
+    q: tuple[np.ndarray, ...]
+
+    def tail_q(self, t: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """Q = min(P_lognormal(G >= g), T_SHARE_INVERSE * P_lognormal(T >= t)), from the stored lognormal sample."""
+        tail_g = (self.g.size - np.searchsorted(self.g, g, side="left")) / self.g.size
+        tail_t = (self.t.size - np.searchsorted(self.t, t, side="left")) / self.t.size
+        return np.minimum(tail_g, tail_t / T_SHARE)
+
+
 @functools.lru_cache(maxsize=16)
-def reference_g(n: int) -> tuple[np.ndarray, ...]:
-    """The sorted G of seeded mean-zero samples of n from each reference spread (REFERENCE_SPREADS)."""
+def reference(n: int) -> _Reference:
+    """The seeded mean-zero samples of n from each reference spread (REFERENCE_SPREADS), reduced to what skew_p
+    reads."""
     if n < 2:
-        raise ValueError(f"reference_g needs n >= 2, got {n}")
+        raise ValueError(f"reference needs n >= 2, got {n}")
     worlds = max(20_000, min(WORLDS, WORLD_VALUES // n))
-    out = []
+    tg = []
     for i, shape in enumerate(REFERENCE_SPREADS):
         rng = np.random.default_rng([SEED, n, i])
-        parts = [_g(_reference(shape, rng, (min(_CHUNK, worlds - s), n)))[2] for s in range(0, worlds, _CHUNK)]
-        out.append(np.sort(np.concatenate(parts)))
-    return tuple(out)
+        parts = [_g(_reference(shape, rng, (min(_CHUNK, worlds - s), n))) for s in range(0, worlds, _CHUNK)]
+        tg.append((np.concatenate([p[0] for p in parts]), np.concatenate([p[2] for p in parts])))
+    heaviest = tg[REFERENCE_SPREADS.index(HEAVIEST)]
+    ref = _Reference(np.sort(heaviest[0]), np.sort(heaviest[1]), ())
+    return _Reference(ref.t, ref.g, tuple(np.sort(ref.tail_q(t, g)) for t, g in tg))
 
 
-def skew_p(g: float | np.ndarray, n: int) -> float | np.ndarray:
-    """The largest over the reference spreads of P(G >= g) at mean 0, (1 + hits) / (1 + draws)."""
-    gs = np.asarray(g, dtype=float)
-    out = np.max([(1 + ref.size - np.searchsorted(ref, gs, side="left")) / (1 + ref.size) for ref in reference_g(n)],
-                 axis=0)
+def skew_p(t: float | np.ndarray, g: float | np.ndarray, n: int) -> float | np.ndarray:
+    """The largest over the reference spreads of P(Q <= q) at mean 0, q this sample's Q, (1 + hits) / (1 + draws)."""
+    ref = reference(n)
+    q = ref.tail_q(np.asarray(t, dtype=float), np.asarray(g, dtype=float))
+    out = np.max([(1 + np.searchsorted(qs, q, side="right")) / (1 + qs.size) for qs in ref.q], axis=0)
     return float(out) if out.ndim == 0 else out
 
 
@@ -122,7 +145,7 @@ def skew_test_p(d: np.ndarray) -> np.ndarray:
     flat = sd / math.sqrt(n) <= 1e-12 * np.maximum(1.0, np.abs(mean))
     with np.errstate(divide="ignore", invalid="ignore"):
         t, _, g = _g(np.where(flat[..., None], np.arange(n, dtype=float), d))  # a stand-in row where flat
-    p = np.maximum(sps.t.sf(t, n - 1), skew_p(g, n))
+    p = np.maximum(sps.t.sf(t, n - 1), skew_p(t, g, n))
     return np.where(flat, np.where(mean > 0, 0.5 ** n, 1.0), p)
 
 
@@ -140,7 +163,7 @@ def skew_test(diffs: Sequence[float]) -> SkewTest:
         return SkewTest(n, mean, 0.0, 0.5 ** n if mean > 0 else 1.0, None, None, 0.0, "exact sign-flip (zero spread)")
     t, skew, g = (float(v[0]) for v in _g(d[None, :]))
     t_p = float(sps.t.sf(t, n - 1))
-    sp = float(skew_p(g, n))
+    sp = float(skew_p(t, g, n))
     return SkewTest(n, mean, se, max(t_p, sp), t_p, sp, skew, "paired t and skew-calibrated t")
 
 
