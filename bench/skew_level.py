@@ -18,7 +18,7 @@ confirmed" is the chance that some no-better candidate is promoted over the look
 
 Spreads (u, mean 0): normal; t(3); right skew (Exp - 1); the left skews -(Exp - 1), -(lognormal sigma 1) and "1 task
 in 8 loses 7, the others gain 1"; the coarse metrics of issue 52 A6: +-1 per task (d in {-1, +1}) and a +-1 score per
-arm (d in {-2, 0, +2}). Power: normal spread of sd 1 at mu +0.5 and +1.0, per look level.
+arm (d in {-2, 0, +2}). Power: normal spread of sd 1 at mu +0.5, +1.0, +2.0 and +3.0, per look level.
 
     python bench/skew_level.py                 # 20,000 worlds per row
     python bench/skew_level.py --worlds 2000 --alternatives   # also the rules measured and not shipped
@@ -186,7 +186,7 @@ def main() -> None:
     lines += ["", "power: a normal spread of sd 1, P(confirmed) at each look's level, before -> after:", "",
               "| mean effect | " + " | ".join(f"look {k + 1} ({v:g})" for k, v in enumerate(six)) + " |",
               "|---|" + "---|" * len(six)]
-    for j, mu in enumerate((0.5, 1.0)):
+    for j, mu in enumerate((0.5, 1.0, 2.0, 3.0)):
         b, a = rates("normal", mu, args.worlds, six, args.seed + 100 + j, args.check, args.futility)
         lines.append(f"| +{mu:g} | " + " | ".join(f"{b[:, k].mean():.3f} -> {a[:, k].mean():.3f}"
                                                   for k in range(len(six))) + " |")
