@@ -82,7 +82,7 @@ class NullTracker:
     uri = ""
     parent_id: str | None = None
     enabled = False  # an MLflow store is written
-    moved_note = ""  # a line for the run's output: the store's experiment was moved aside (MLflowTracker)
+    moved_note = ""  # a line for the caller to print: the store's experiment was moved aside (MLflowTracker)
 
     def start(self, exp: ExperimentConfig, *, smoke: bool = False) -> None: ...
 
@@ -199,7 +199,6 @@ class MLflowTracker(NullTracker):
                                f"(outside results_dir {Path(self.exp.results_dir).resolve()}: the folder was moved or "
                                f"copied); it is renamed {kept!r} with its runs, and this run logs to a new "
                                f"{self.experiment_name!r} with artifacts under {here}")
-            log.warning(self.moved_note)
         return self.client.create_experiment(self.experiment_name, artifact_location=here)
 
     def _artifact_root(self) -> str | None:

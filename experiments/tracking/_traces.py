@@ -247,8 +247,21 @@ def load_run_trace(run: Any) -> ChromeTrace:
     else:
         trace = ChromeTrace(events=(), ts0_unix_us=time.time() * 1e6, run_id="")
     if run.context_trace_path:
-        trace = with_context(trace, read_chrome_trace(run.context_trace_path), run.context_trace_path)
+        path = context_trace_file(run.context_trace_path, run.trace_path)
+        if path is not None:
+            trace = with_context(trace, read_chrome_trace(path), str(path))
     return trace
+
+
+def context_trace_file(context_path: str, trace_path: str | None) -> Path | None:
+    """The file of a reused context's preparation trace. The context cache keeps its absolute path; a results folder
+    moved since (its traces/ with it) has it beside the run's own trace, found there by name. None when it is in
+    neither place (the run's trace is logged without the preparation)."""
+    path = Path(context_path)
+    if path.is_file():
+        return path
+    here = Path(trace_path).parent / path.name if trace_path else None
+    return here if here is not None and here.is_file() else None
 
 
 def _error_event(error: str) -> Any:
