@@ -297,3 +297,28 @@ def test_b3_a_parent_whose_files_cannot_be_written_is_not_left_running(make_exp,
     _, found, parent = _parent(exp)
     assert found.artifact_location == (blocker / "mlartifacts").as_uri()  # a store outside results_dir: untouched
     assert parent.info.status == "FAILED"
+
+
+def test_b3_a_context_trace_from_before_the_move_is_found_in_the_moved_folder(tmp_path):
+    """The context cache keeps a preparation trace's absolute path (<old>/traces/prepare-....json). After the move
+    the runs that reuse the context read it: on ac27838 that raised (NotADirectoryError where a file stands at
+    <old>: 'MLflow logging failed: TraceLoggingError: 0 of 3 task traces logged'). Now it is found by name beside
+    the run's own trace (the traces/ folder moved with the results), and the run's trace shows the preparation."""
+    from experiments.runs import FailedRun
+    from experiments.tracking._traces import CONTEXT_SPAN, load_run_trace
+    from harness.tracing import Tracer
+
+    old, new = tmp_path / "results", tmp_path / "res_moved"
+    prep = Tracer("prepare-1")
+    with prep.span("plan"):
+        pass
+    prepared = prep.write(old / "traces")
+    shutil.move(str(old), str(new))
+    old.write_text("not a folder\n")
+    run = Tracer("run-1")
+    with run.span("synthesis"):
+        pass
+    trace = load_run_trace(FailedRun("t0", "research", "boom", trace_path=str(run.write(new / "traces")),
+                                     context_trace_path=str(prepared)))
+    (span,) = [e for e in trace.events if e["name"] == CONTEXT_SPAN]
+    assert span["args"]["prepare_trace"] == str(new / "traces" / prepared.name)
