@@ -209,7 +209,8 @@ def test_a_task_too_long_for_the_model_is_said_so_never_advised_past_its_trained
     yaml.safe_dump({"name": "huge", "tasks": [
         {"id": "huge", "task": big, "task_type": "research", "split": "train"},
         {"id": "tools", "task": "List 3 Python tools.", "task_type": "enumerated", "expected_count": 3, "split": "train"},
-        {"id": "tests", "task": "List 3 Python testing tools.", "task_type": "enumerated", "expected_count": 3,
+        {"id": "tests", "task": "Name 3 pytest plugins and what each adds.", "task_type": "enumerated",
+         "expected_count": 3,
          "split": "holdout"}]}, open(bench / "huge.yaml", "w", encoding="utf-8"))
     with stub() as s:  # every model's trained context: 32768
         p = run_cli(tmp_path, sweep_args(s.url, f"hydra.searchpath=[file://{tmp_path / 'cfg'}]", "benchmark=huge"))

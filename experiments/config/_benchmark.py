@@ -75,6 +75,7 @@ def task_types(tasks: Iterable[Task]) -> tuple[str, ...]:
 # embedding sees words, not meaning.
 NEAR_DUPLICATE = 0.75
 _BAD_ID_CHARS = ("/", "\\", "\x00")
+EMBED_CHARS = 4000
 
 
 def id_problem(task_id: str) -> str | None:
@@ -96,12 +97,13 @@ def normalized_text(text: str) -> str:
 
 
 def embed(texts: Iterable[str]) -> Any:
-    """Unit vectors (rows) of the task texts on the hashing embedding; their dot products are cosine similarities."""
+    """Unit vectors (rows) of the task texts on the hashing embedding; their dot products are cosine similarities.
+    A text is read up to its first EMBED_CHARS characters (a task is a request, not a document to compare)."""
     import numpy as np
 
     from harness.memory.embeddings import hashing_vector
 
-    rows = [hashing_vector(str(t)) for t in texts]
+    rows = [hashing_vector(str(t)[:EMBED_CHARS]) for t in texts]
     return np.array(rows, dtype=np.float64) if rows else np.zeros((0, 1))
 
 
