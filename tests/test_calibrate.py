@@ -192,11 +192,11 @@ def test_a_sweep_after_a_calibration_prints_the_preflight_and_uses_the_stored_no
     runs = {"old": 52, "shipped": 60}[design]
     assert f"{runs} task runs: ~{2 * runs} uncached LLM calls, ~{50 * runs} tokens" in pre[1]
     assert f"calibration {cal.key}" in pre[1]
-    assert pre[2].startswith(f"[{exp.sweep.name}] preflight: detectable effect ")
+    # one detectable effect, the design's (issue 52 A7): what the whole decision (train filter and confirmation
+    # over the holdout tasks at the first look's level) can confirm, with the calibration's sigma (issue 36)
+    assert pre[2].startswith(f"[{exp.sweep.name}] preflight: design power: this design confirms a mean effect of ")
+    assert "level 0.025" in pre[2] and "wilcoxon" not in pre[2]
     assert "WARNING: the budget allows only 2 proposal(s) (limited by n_trials=3)" in pre[3]
-    # what the whole decision (train filter and confirmation over the holdout tasks at the first look's level) can
-    # confirm, with the calibration's sigma (issue 36)
-    assert "preflight: design power: this design confirms a mean effect of " in pre[4] and "level 0.025" in pre[4]
     assert any("preflight update:" in ln for ln in lines)  # updated from the first trial's measured runs
     # the cost model comes from the calibration's medians, not from a baseline trial that has not run yet
     (cost_line,) = [ln for ln in pre if "preflight: cost model:" in ln]
@@ -384,7 +384,7 @@ def test_preflight_projects_cost_and_warns_when_a_cap_allows_few_proposals():
     assert p.wall_s == p.task_runs * 120.0
     lines = preflight_lines(exp, p, sigma=0.3, baseline_runs=1, noise_source="calibration x")
     assert "WARNING: the budget allows only 1 proposal(s) (limited by max_llm_calls=180)" in lines[-1]
-    assert "detectable effect" in lines[2] and "12 train tasks" in lines[2]
+    assert "design power: this design confirms" in lines[2] and "12 train tasks" in lines[2]  # the design's figure
     exp.sweep.max_llm_calls, exp.sweep.timeout_s = None, 3600.0
     p = project_sweep(exp, finished=0, baseline_done=True, repeats_left=0, holdout_left=0, cost=cost, source="x")
     assert (p.proposals, p.limited_by) == (3, "timeout_s=3600")  # 12 x 120 s per trial: 2.5 -> 3 started
@@ -600,12 +600,13 @@ def test_the_calibration_reports_the_controls_spread_and_sizes_designs_with_it(m
     assert "for an effect that varies as much: sweep" in text
     stored = json.loads(Path(cal.path).read_text())
     assert stored["heterogeneity"]["tau"] == pytest.approx(h["tau"])
-    # a sweep on this fingerprint says what the spread does to its detectable effect before the first trial
+    # a sweep on this fingerprint sizes its design power with that spread before the first trial (issue 52 A7: the
+    # design's one figure, with the control's tau, in place of a Wilcoxon figure for a rule it does not run)
     out: list[str] = []
     exp.sweep.n_trials = 1
     sweep(exp, SpreadRunner(tasks), lines=out)
-    assert any("detectable effect if it varies across tasks as the calibration's positive control did" in ln
-               for ln in out)
+    assert any("preflight: design power:" in ln and f"tau {h['tau']:.3f} from calibration {cal.key}'s positive "
+               f"control (8 tasks)" in ln for ln in out)
     # a uniform control: no spread beyond noise, the two MDEs agree
     exp2 = make_exp()
     exp2.synth.instructions = dict(TOOLS)
