@@ -208,8 +208,8 @@ def generate(exp: ExperimentConfig, want: int, keep: Callable[[list[Candidate]],
              out: Callable[[str], None]) -> tuple[list[Candidate], int, float]:
     """Call the generators until `keep(candidates)` (the tasks kept after deduplication) reaches `want`, journalling
     each call; (candidates, calls made in this process, seconds). Resumes from the journal. GeneratorFailed after
-    tasks.max_failed_batches unusable replies in a row; a budget of 4x the calls `want` needs (plus that many)
-    ends it with what was kept."""
+    tasks.max_failed_batches unusable replies in a row; a budget of 4x the calls `want` needs (plus that many) per
+    run ends it with what was kept (a rerun, as after a failure, gets a budget of its own)."""
     from harness.stores import append_jsonl
 
 
@@ -231,8 +231,8 @@ def generate(exp: ExperimentConfig, want: int, keep: Callable[[list[Candidate]],
             raise GeneratorFailed(f"the generator gave no usable task in {failed_run} call(s) in a row (last: "
                                   f"{records[-1].get('skipped', '?')}); {keep(cands)} task(s) kept so far are "
                                   f"journalled in {path}")
-        if calls >= budget:
-            out(f"stopped after {calls} generator calls: {keep(cands)} of {want} tasks kept (the generator repeats "
+        if made >= budget:
+            out(f"stopped after {made} generator calls in this run: {keep(cands)} of {want} tasks kept (the generator repeats "
                 f"itself: raise tasks.batch or give tasks.corpus / tasks.examples for variety)")
             break
         if gens is None:
