@@ -324,10 +324,10 @@ def test_count_auto_sizes_the_holdout_from_the_stored_calibration(tmp_path):
 
     want = decision_power(0.3, 0.3, n_train=12, n_holdout=12, alpha=0.05, level=0.025, baseline_runs=1,
                           holdout_runs=(3, 3), power=0.8, target_effect=1.0, sims=1000, train_filter="positive",
-                          futility_block=4).needed
+                          futility_block=4, sigma_df=4, race_block=4, race_z=1.0).needed
     holdout, train = want[1], max(want)
     assert f"on {holdout} holdout tasks; train {train}" in p.stdout, p.stdout[-3000:]
-    assert "sigma 0.300 (run noise)" in p.stdout and "tau 0.300 from its A/A' arm" in p.stdout
+    assert "sigma 0.300 (run noise, 4 df)" in p.stdout and "tau 0.300 from its A/A' arm" in p.stdout
     assert "task runs" in p.stdout and " h one run at a time" in p.stdout
     tasks = load(out)["tasks"]
     assert sum(t["split"] == "holdout" for t in tasks) == holdout and len(tasks) == holdout + train

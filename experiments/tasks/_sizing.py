@@ -79,15 +79,24 @@ def spread(cal: Any) -> tuple[float, str]:
     return 0.0, "not measured (taken as 0: an optimistic size)"
 
 
+def sigma_df(cal: Any) -> int | None:
+    """The degrees of freedom of the calibration's sigma: its tasks x (repeats - 1), None when not positive."""
+    df = int(cal.n_tasks or 0) * (int(cal.repeats or 0) - 1)
+    return df if df > 0 else None
+
+
 @functools.lru_cache(maxsize=8)
 def _needed(sigma: float, tau: float, alpha: float, baseline_runs: int, runs: tuple[int, int], power: float,
-            effect: float, sims: int, train_filter: str, block: int) -> tuple[int, int] | None:
+            effect: float, sims: int, train_filter: str, block: int, sigma_df: int | None = None,
+            race: tuple[int, float] = (0, 1.0)) -> tuple[int, int] | None:
     from experiments.stats import decision_power
 
-    # equal splits in the design asked about: decision_power grows both in this ratio
+    # equal splits in the design asked about: decision_power grows both in this ratio; sigma_df: the power is
+    # averaged over what the calibration's runs leave unknown of sigma
     return decision_power(sigma, tau, n_train=12, n_holdout=12, alpha=alpha, level=alpha / 2,
                           baseline_runs=baseline_runs, holdout_runs=runs, power=power, target_effect=effect,
-                          sims=sims, train_filter=train_filter, futility_block=block).needed
+                          sims=sims, train_filter=train_filter, futility_block=block, sigma_df=sigma_df,
+                          race_block=race[0], race_z=race[1]).needed
 
 
 def size(exp: ExperimentConfig) -> Sizing:
@@ -101,14 +110,14 @@ def size(exp: ExperimentConfig) -> Sizing:
     runs = (sw.holdout_candidate_runs, sw.holdout_baseline_runs)
     needed = _needed(float(cal.sigma), float(tau), float(sw.alpha), int(sw.baseline_repeats), runs, float(ts.power),
                      float(ts.effect), min(int(exp.calibrate.sims), 1000), sw.train_filter,
-                     int(sw.holdout_futility_block))
+                     int(sw.holdout_futility_block), sigma_df(cal), (int(sw.race_block), float(sw.race_z)))
     if needed is None:
         raise ConfigError(f"tasks.count=auto: no holdout up to the largest size searched confirms tasks.effect="
                           f"{ts.effect:g} at power {ts.power:g} (sigma {cal.sigma:.3f}, tau {tau:.3f} from {source}); "
                           f"expected a larger tasks.effect")
     train, holdout = max(needed[0], needed[1]), needed[1]
-    lines = [f"sizing: sigma {cal.sigma:.3f} (run noise) from {source}; tau {tau:.3f} from {tau_source}",
-             f"sizing: the shipped sweep design (train_filter {sw.train_filter}, holdout runs {runs[0]}+{runs[1]}, "
+    lines = [f"sizing: sigma {cal.sigma:.3f} (run noise, {sigma_df(cal) or 'unknown'} df) from {source}; tau {tau:.3f} from {tau_source}",
+             f"sizing: the shipped sweep design (train_filter {sw.train_filter}, race block {sw.race_block}, holdout runs {runs[0]}+{runs[1]}, "
              f"futility block {sw.holdout_futility_block} scaled to the holdout, first look at level "
              f"{sw.alpha / 2:g}) confirms +{ts.effect:g} with power {ts.power:g} on {holdout} holdout tasks; train "
              f"{train} (at least the holdout: a best-of-N on fewer train tasks carries its winner's curse to the "
