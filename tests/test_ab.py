@@ -39,7 +39,7 @@ class ScriptedHarness:
             raise TimeoutError("judge did not answer")
         treated = not overrides["skip_prior_knowledge"]
         rng = np.random.default_rng([seed, int(treated), self.world])
-        base = 3.0 + 0.6 * TASKS.index(task)
+        base = 3.0 + 0.6 * int(task.rsplit("-", 1)[1])
         e = self.effect if treated else 0.0
         return {
             "score": base + e + rng.normal(0, self.sd),
@@ -217,12 +217,14 @@ def test_blind_label_hides_the_arm():
 
 
 def test_sequential_mode_stops_early_on_a_clear_effect(tmp_path):
-    tasks = tuple(f"task-{i}" for i in range(8))
-    prereg = Preregistration("big effect", min_effect=0.5, n_tasks=8, replications=3, sequential=2)
+    # 24 tasks, look 1 at 12 pairs: the exact sign-flip floor 2/2^12 is below look 1's level (4 pairs could never
+    # stop: 2/2^4 = 0.125)
+    tasks = tuple(f"task-{i}" for i in range(24))
+    prereg = Preregistration("big effect", min_effect=0.5, n_tasks=24, replications=3, sequential=2)
     harness = ScriptedHarness(effect=3.0, sd=0.2)
     result = run_ab(ABDesign(tasks=tasks, arms=ARMS, replications=3), prereg, harness, ledger_path=tmp_path / "s.jsonl")
     assert result.decision is not None and result.decision.action == "stop_efficacy"
-    assert result.decision.look == 1 and len(harness.calls) == 4 * 3 * 2 and result.primary.n == 4
+    assert result.decision.look == 1 and len(harness.calls) == 12 * 3 * 2 and result.primary.n == 12
     assert result.verdict == "supported"
     looks = [r for r in read_jsonl(tmp_path / "s.jsonl") if r["kind"] == "look"]
     assert looks[0]["action"] == "stop_efficacy"

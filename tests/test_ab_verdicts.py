@@ -174,7 +174,7 @@ def test_underpowered_design_is_refused_before_anything_is_written_and_runs_when
     msg = str(info.value)
     assert msg == ("ab: with 5 task pairs (benchmark 'smoke', ab.split=all) the smallest exact two-sided Wilcoxon p "
                    "is 0.0625 >= alpha 0.05: 'supported' is unreachable; use a benchmark with >= 6 tasks "
-                   "(benchmark=asyncio_practices has 24), ab.test=t, or ab.allow_underpowered=true")
+                   "(benchmark=asyncio_practices has 24), or ab.allow_underpowered=true")
     assert arm.calls == []
     _nothing_written(_isolated_results, tmp_path)
 
@@ -192,8 +192,9 @@ def test_underpowered_design_is_refused_before_anything_is_written_and_runs_when
         (["benchmark=smoke", "ab.test=wilcoxon", "ab.split=train"], "3 task pairs (benchmark 'smoke', ab.split=train)"),
         (["benchmark=asyncio_practices", "ab.test=wilcoxon", "ab.split=holdout"], None),  # 8 holdout pairs: smallest p 2/256
         (["benchmark=smoke", "ab.test=wilcoxon", "ab.alpha=0.07"], None),  # 0.0625 < 0.07
-        (["benchmark=smoke", "ab.test=t"], None),
-        (["benchmark=smoke", "ab.sequential=true"], None),  # t-based looks: n >= 2 at the last look
+        # the t's p is never below the exact sign-flip floor 2/2^n (0.0625 at 5 pairs): refused like the Wilcoxon
+        (["benchmark=smoke", "ab.test=t"], "5 task pairs"),
+        (["benchmark=smoke", "ab.sequential=true"], "5 task pairs"),
         (["benchmark=asyncio_practices"], None),  # the default A/B: 24 tasks
     ],
 )
