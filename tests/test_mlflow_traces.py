@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from experiments.runs import TaskScore
+from experiments.tracking._datasets import CONTEXT_TAG, read_task_scores
 from experiments.tracking._traces import (EVALUATION_RUN, RUN_TYPE_TAG, TOKEN_USAGE, assessments, read_chrome_trace,
                                           span_attributes, span_tree)
 
@@ -187,6 +188,7 @@ def test_each_trial_run_holds_one_trace_per_task_with_spans_and_assessments(make
         assert run.data.tags[RUN_TYPE_TAG] == EVALUATION_RUN  # listed under "Evaluation runs"
         traces = client.search_traces(locations=[tracker.experiment_id], run_id=rid)
         assert sorted(t.info.tags["task_id"] for t in traces) == ["t0", "t1", "t2", "t3"]
+        task_scores = read_task_scores(client, rid)  # the run's task_scores.json table
         for tr in traces:
             info, spans = tr.info, tr.data.spans
             assert info.trace_metadata["mlflow.sourceRun"] == rid and info.tags["trial_number"] == str(n)
@@ -221,8 +223,7 @@ def test_each_trial_run_holds_one_trace_per_task_with_spans_and_assessments(make
             det = [a for name, a in got.items() if name.startswith("det_")]
             assert det and all(a.source.source_type == "CODE" for a in det)
             assert got["composite"].source.source_type == "CODE"
-            metric = run.data.metrics[f"task.{info.tags['task_id']}"]
-            assert got["composite"].value == pytest.approx(metric)
+            assert got["composite"].value == pytest.approx(task_scores[info.tags["task_id"]])
     # the baseline repeat and every holdout run are traced too, each linked to its own nested run
     repeats, holdouts = tracker.child_runs("baseline_repeat"), tracker.child_runs("holdout")
     assert len(repeats) == 1 and holdouts
@@ -232,6 +233,13 @@ def test_each_trial_run_holds_one_trace_per_task_with_spans_and_assessments(make
         traces = client.search_traces(locations=[tracker.experiment_id], run_id=run.info.run_id)
         assert {(t.info.tags["kind"], t.info.tags[key], t.info.tags["sweep"]) for t in traces} == {
             (run.data.tags["kind"], run.data.tags[key], "traces")}
+    # each run's dataset inputs: the benchmark's splits it ran on, by context
+    def contexts(rid):
+        return sorted({t.key: t.value for t in i.tags}[CONTEXT_TAG] for i in client.get_run(rid).inputs.dataset_inputs)
+
+    assert contexts(tracker.parent_id) == ["holdout", "train"]
+    assert all(contexts(r.info.run_id) == ["train"] for r in runs + repeats)
+    assert all(contexts(r.info.run_id) == ["holdout"] for r in holdouts)
 
 
 # the stages of one harness run, in order (harness.agent.Harness.prepare and finish); the tree under the root
@@ -287,7 +295,8 @@ def _expected_spans(spans, record) -> int:
 
 def _assert_run_traced(client, experiment_id, run, task_ids, records):
     """One trace per task of `run`, from the harness run it names, with the judge's and code's assessments whose
-    composite is the run's task metric; the run is an evaluation run."""
+    composite is the run's score for the task (its task_scores.json row; an A/B cell's score metric); the run is an
+    evaluation run."""
     rid = run.info.run_id
     assert run.data.tags[RUN_TYPE_TAG] == EVALUATION_RUN
     traces = client.search_traces(locations=[experiment_id], run_id=rid)
@@ -300,8 +309,8 @@ def _assert_run_traced(client, experiment_id, run, task_ids, records):
         got = {a.name: a for a in tr.info.assessments}
         assert got["depth"].source.source_type == "LLM_JUDGE" and got["composite"].source.source_type == "CODE"
         assert any(n.startswith("det_") for n in got)
-        assert got["composite"].value == pytest.approx(run.data.metrics.get(
-            f"task.{tr.info.tags['task_id']}", run.data.metrics.get("score")))
+        assert got["composite"].value == pytest.approx(read_task_scores(client, rid).get(
+            tr.info.tags["task_id"], run.data.metrics.get("score")))
 
 
 def test_trace_logging_that_fails_warns_once_and_loses_nothing_else(make_exp, tmp_path, monkeypatch):
@@ -331,7 +340,8 @@ def test_trace_logging_that_fails_warns_once_and_loses_nothing_else(make_exp, tm
     assert len(Ledger(exp.sweep_dir / "ledger.jsonl").rows()) == 3
     tracker, runs = _trial_runs(exp)
     assert [r.info.status for r in runs] == ["FINISHED"] * 3
-    assert all("composite" in r.data.metrics and "task.t3" in r.data.metrics for r in runs)
+    assert all("composite" in r.data.metrics and r.data.metrics["n_tasks"] == 4
+               and "t3" in read_task_scores(tracker.client, r.info.run_id) for r in runs)
     counts = [len(tracker.client.search_traces(locations=[tracker.experiment_id], run_id=r.info.run_id))
               for r in runs]
     assert counts == [4, 0, 4]

@@ -408,7 +408,7 @@ def test_mlflow_ui_shows_the_sweep_in_headless_chromium(chromium, sweep_store, t
     cmp = pages["compare"]
     assert f"Comparing {len(trials)} Runs" in cmp
     assert all(r.info.run_name in cmp for r in trials)
-    for name in ("operator", "instruction_hash", "composite", "task.t0", "add_tool", "noise", "baseline"):
+    for name in ("operator", "instruction_hash", "composite", "n_tasks", "add_tool", "noise", "baseline"):
         assert name in cmp, name
     # the parent's artifacts: plots, summary, ledger, promoted config
     for name in ("plots", "summary.md", "ledger.jsonl", "promoted_synth.yaml", "optimization_history.png",

@@ -9,6 +9,7 @@ from optuna.trial import TrialState, create_trial
 from experiments.config import compose_config, to_experiment
 from experiments.config import tracking_uri
 from experiments.tracking import instruction_diff, ui_command
+from experiments.tracking._datasets import read_task_scores
 from experiments.tracking._mlflow import MLflowTracker
 
 
@@ -63,7 +64,9 @@ def test_parent_run_is_found_again_and_children_carry_status(exp):
     # a pruned trial finished what the design asked of it (issue 52 A8): FINISHED, tagged, never KILLED
     assert [runs[i].info.status for i in range(3)] == ["FINISHED", "FAILED", "FINISHED"]
     assert runs[2].data.tags["state"] == "PRUNED" and runs[2].data.tags["pruned"] == "pruned"
-    assert runs[0].data.metrics["composite"] == 6.0 and runs[0].data.metrics["task.t0"] == 6.0
+    assert runs[0].data.metrics["composite"] == 6.0 and runs[0].data.metrics["n_tasks"] == 1
+    assert read_task_scores(again.client, runs[0].info.run_id) == {"t0": 6.0}  # per task: a table, not metric keys
+    assert not any(k.startswith("task.") for k in runs[0].data.metrics)
     assert runs[0].data.metrics["dim.depth"] == 6.5 and runs[0].data.metrics["judge_sd"] == 0.2
     assert runs[0].data.params["operator"] == "baseline" and runs[0].data.params["backend"] == "fake"
     assert runs[0].data.params["memory_frozen"] == "True" and runs[0].data.params["reuse_context"] == "True"

@@ -15,6 +15,7 @@ from experiments.config import ExperimentConfig, experiment_dict, tracking_uri
 from experiments.storage import HalfCreated, created_whole, guard_engines, mask_secrets, mask_url, shared_lock
 from harness.stores import enable_wal, fault_in, full_in, locked_in, sqlite_db, store_lock
 
+from ._datasets import benchmark_inputs, benchmark_source, log_task_table, task_table
 from ._textdiff import instruction_diff
 from ._traces import EVALUATION_RUN, RUN_TYPE_TAG
 from ._trials import BaselineCosts
@@ -96,11 +97,15 @@ class NullTracker:
 
     def log_child(self, name: str, tags: Mapping[str, str], metrics: Mapping[str, float],
                   texts: Mapping[str, str] = {}, *, params: Mapping[str, Any] | None = None,
-                  status: str | None = "FINISHED") -> str | None:
+                  status: str | None = "FINISHED", splits: Iterable[str] = (),
+                  task_scores: Mapping[str, float] | None = None) -> str | None:
         return None
 
     def logged_child(self, name: str, tags: Mapping[str, str]) -> bool:
         return False
+
+    def tasks(self) -> dict[str, Any]:
+        return {}
 
     def end_child(self, run_id: str | None, status: str = "FINISHED") -> None: ...
 
@@ -146,6 +151,32 @@ class MLflowTracker(NullTracker):
         self.smoke = False
         self.enabled, self.costs = True, BaselineCosts()  # costs: cost_diff.<metric> vs the baseline trial
         self.moved_note = ""  # set when the experiment's artifacts were outside results_dir (_experiment_id)
+        self._tasks: dict[str, Any] | None = None  # task id -> Task of exp.benchmark (tasks())
+        self._inputs: dict[str, Any] | None = None  # split -> the benchmark split's DatasetInput (inputs())
+
+    def tasks(self) -> dict[str, Any]:
+        """The benchmark's tasks by id, loaded once."""
+        if self._tasks is None:
+            from experiments.config import load_tasks
+
+            self._tasks = {t.id: t for t in load_tasks(self.exp.benchmark)}
+        return self._tasks
+
+    def inputs(self) -> dict[str, Any]:
+        """split -> the MLflow dataset input of that split of the benchmark (experiments.tracking._datasets), built
+        once."""
+        if self._inputs is None:
+            self._inputs = benchmark_inputs(self.exp.benchmark.name, self.tasks().values(),
+                                            benchmark_source(self.exp.benchmark.name))
+        return self._inputs
+
+    def log_datasets(self, run_id: str, splits: Iterable[str]) -> None:
+        """The benchmark's `splits` as the run's dataset inputs (a split the benchmark lacks is skipped; MLflow
+        keeps one input per dataset and run, so logging again on resume adds nothing)."""
+        have = self.inputs()
+        chosen = [have[s] for s in dict.fromkeys(splits) if s in have]
+        if chosen:
+            self.client.log_inputs(run_id, datasets=chosen)
 
     def _open_sqlite(self, db: Path) -> None:
         """Create the SQLite store whole (experiments.storage.created_whole: a temp file renamed once every table is
@@ -241,6 +272,14 @@ class MLflowTracker(NullTracker):
         # a tracking server or database: the study's lock, so workers on several machines find one parent run
         with store_lock(self._db) if self._db is not None else shared_lock(exp.storage_url, f"{exp.sweep.name}/mlflow"):
             self._start(exp, smoke)
+        self.log_datasets(self.parent_id, self._run_splits(exp))
+
+    def _run_splits(self, exp: ExperimentConfig) -> list[str]:
+        """The splits this command runs on: ab.split for an A/B that picks one, else every split of the benchmark
+        (a sweep searches on train and confirms on holdout; a single run runs every task)."""
+        if exp.sweep.kind == "ab" and exp.ab.split != "all":
+            return [exp.ab.split]
+        return list(self.inputs())
 
     def _start(self, exp: ExperimentConfig, smoke: bool) -> None:
         self.experiment_id = self._experiment_id()
@@ -352,8 +391,9 @@ class MLflowTracker(NullTracker):
             metrics["composite"] = value
         for k, v in (attrs.get("dimensions") or {}).items():
             metrics[f"dim.{k}"] = v
-        for k, v in (attrs.get("task_scores") or {}).items():
-            metrics[f"task.{k}"] = v
+        task_scores = dict(attrs.get("task_scores") or {})
+        if task_scores:  # per-task scores go to the task_scores.json table, not one metric key per task
+            metrics["n_tasks"] = len(task_scores)
         for key in ("judge_sd", "elapsed_s", "llm_calls", "selection_mean", "selection_bias"):
             if isinstance(attrs.get(key), (int, float)):
                 metrics[key] = attrs[key]
@@ -379,6 +419,9 @@ class MLflowTracker(NullTracker):
             for s in ev.scores:
                 if s.output_text:
                     self.client.log_text(rid, s.output_text, f"outputs/{s.task_id}.md")
+        if task_scores:
+            log_task_table(self.client, rid, task_table(task_scores, self.tasks()))
+        self.log_datasets(rid, ["train"])  # a trial is scored on the train split
         self.client.set_terminated(rid, status=status)
         failed = getattr(outcome, "failed_run", None)
         if ev is not None or failed is not None:
@@ -389,12 +432,9 @@ class MLflowTracker(NullTracker):
         the trial as one with status ERROR, linked to the trial's run (experiments.tracking). Runs after the
         trial's run is complete: a failure raises TraceLoggingError, which the sweep's guard prints as one warning
         line, and loses nothing else."""
-        from experiments.config import load_tasks
-
         from ._traces import log_trial_traces
 
-        requests = {t.id: {"task": t.task, "task_id": t.id, "task_type": t.task_type}
-                    for t in load_tasks(self.exp.benchmark)}
+        requests = {t.id: {"task": t.task, "task_id": t.id, "task_type": t.task_type} for t in self.tasks().values()}
         log_trial_traces(self.client, self.uri, experiment_id=self.experiment_id, run_id=run_id, scores=list(scores),
                          requests=requests, default_judge=self.exp.backend.evaluator_model,
                          tags={"sweep": self.exp.sweep.name, "trial_number": str(number)}, failed=list(failed))
@@ -419,9 +459,11 @@ class MLflowTracker(NullTracker):
 
     def log_child(self, name: str, tags: Mapping[str, str], metrics: Mapping[str, float],
                   texts: Mapping[str, str] = {}, *, params: Mapping[str, Any] | None = None,
-                  status: str | None = "FINISHED") -> str | None:
-        """A nested non-trial run (baseline repeats, holdout confirmations, A/B cells); its run id. status None
-        leaves it RUNNING for the caller to add to and end (end_child)."""
+                  status: str | None = "FINISHED", splits: Iterable[str] = (),
+                  task_scores: Mapping[str, float] | None = None) -> str | None:
+        """A nested non-trial run (baseline repeats, holdout confirmations, A/B cells); its run id. `splits`: the
+        benchmark splits it ran on, logged as its dataset inputs; `task_scores`: its per-task scores, logged as the
+        task_scores.json table. status None leaves it RUNNING for the caller to add to and end (end_child)."""
         all_tags = {"mlflow.parentRunId": self.parent_id, "mlflow.runName": name, "sweep": self.exp.sweep.name,
                     **tags}
         if self.smoke:
@@ -432,6 +474,9 @@ class MLflowTracker(NullTracker):
             self._log_params(rid, params)
         for path, text in texts.items():
             self.client.log_text(rid, text, path)
+        if task_scores:
+            log_task_table(self.client, rid, task_table(task_scores, self.tasks()))
+        self.log_datasets(rid, splits)
         if status is not None:
             self.client.set_terminated(rid, status=status)
         return rid

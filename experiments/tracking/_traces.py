@@ -396,13 +396,17 @@ def log_run_traces(tracker: Any, tags: Mapping[str, str], scores: Sequence[Any],
 
 def log_evaluation_run(tracker: Any, name: str, tags: Mapping[str, str], ev: Any) -> list[str]:
     """A sweep's nested run for an evaluation that is not a trial (a baseline repeat, a holdout run): the composite
-    and per-task scores as metrics, then a trace per task run linked to it (log_run_traces). Once per step: a
-    resume that runs the step again (killed after logging, before the study stored it) finds the ended run and
+    and number of tasks as metrics, the per-task scores as its task_scores.json table, the benchmark splits its
+    tasks belong to as its dataset inputs, then a trace per task run linked to it (log_run_traces). Once per step:
+    a resume that runs the step again (killed after logging, before the study stored it) finds the ended run and
     logs nothing; the run ends after its traces, so one a kill left RUNNING is replaced (tracker.logged_child)."""
     if tracker.logged_child(name, tags):
         return []
-    rid = tracker.log_child(name, tags, {"composite": ev.mean, **{f"task.{t}": v for t, v in ev.by_task().items()}},
-                            status=None)
+    by_task = ev.by_task()
+    tasks = tracker.tasks()
+    splits = [tasks[t].split for t in by_task if t in tasks]
+    rid = tracker.log_child(name, tags, {"composite": ev.mean, "n_tasks": len(by_task)}, status=None,
+                            splits=splits, task_scores=by_task)
     try:
         return log_run_traces(tracker, tags, ev.scores)
     finally:
