@@ -331,3 +331,22 @@ def test_count_auto_sizes_the_holdout_from_the_stored_calibration(tmp_path):
     assert "task runs" in p.stdout and " h one run at a time" in p.stdout
     tasks = load(out)["tasks"]
     assert sum(t["split"] == "holdout" for t in tasks) == holdout and len(tasks) == holdout + train
+
+
+def test_an_embedded_generator_given_a_gguf_path_is_named_by_that_file(monkeypatch):
+    """The embedded backend serves every role from backend.embedded_model_path when set: the provenance and the
+    family warning name that file, not the configured default model (a Qwen GGUF was recorded as SmolLM2)."""
+    from types import SimpleNamespace
+
+    from experiments.tasks._generate import model_family, served_name
+
+    monkeypatch.delenv("HARNESS_EMBEDDED_MODEL", raising=False)
+    emb = SimpleNamespace(kind="embedded", embedded_model_path="/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
+    assert served_name(emb, "SmolLM2-135M-Instruct") == "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    assert model_family(served_name(emb, "SmolLM2-135M-Instruct")) == "qwen"
+    default = SimpleNamespace(kind="embedded", embedded_model_path=None)
+    assert served_name(default, "SmolLM2-135M-Instruct") == "SmolLM2-135M-Instruct"
+    monkeypatch.setenv("HARNESS_EMBEDDED_MODEL", "/m/gemma-2b.gguf")
+    assert served_name(default, "SmolLM2-135M-Instruct") == "gemma-2b.gguf"
+    ollama = SimpleNamespace(kind="ollama", embedded_model_path="/models/x.gguf")
+    assert served_name(ollama, "qwen2.5:32b") == "qwen2.5:32b"

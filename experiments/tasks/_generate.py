@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import re
 import time
 from pathlib import Path
@@ -72,9 +73,10 @@ def generators(exp: ExperimentConfig, out: Callable[[str], None]) -> list[Genera
 
     b = exp.backend
     models = [str(m) for m in exp.task_supply.generator_models] or [b.planner_model]
-    judged = {"producer": b.producer_model, "judge": b.evaluator_model}
+    judged = {"producer": served_name(b, b.producer_model), "judge": served_name(b, b.evaluator_model)}
     out_list = []
     for m in models:
+        m = served_name(b, m)
         same = [f"the {role} ({name})" for role, name in judged.items() if model_family(name) == model_family(m)]
         if same:
             out(f"warning: generator {m} is of the {model_family(m)!r} family, as {' and '.join(same)}: tasks a "
@@ -82,6 +84,17 @@ def generators(exp: ExperimentConfig, out: Callable[[str], None]) -> list[Genera
         llm = make_llm(dataclasses.replace(b, planner_model=m), "planner")
         out_list.append(Generator(f"{b.kind}:{m}", llm))
     return out_list
+
+
+def served_name(backend: Any, model: str) -> str:
+    """The model a role's name stands for on this backend: the embedded backend serves every role from one GGUF
+    file when backend.embedded_model_path (or HARNESS_EMBEDDED_MODEL) names one, so that file's name is the model
+    a task's provenance and the family warning must name, not the configured default's."""
+    if getattr(backend, "kind", None) == "embedded":
+        path = getattr(backend, "embedded_model_path", None) or os.environ.get("HARNESS_EMBEDDED_MODEL")
+        if path:
+            return Path(str(path)).name
+    return str(model)
 
 
 def model_family(name: str) -> str:
