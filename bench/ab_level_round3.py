@@ -28,8 +28,7 @@ import time
 
 import numpy as np
 
-from experiments.ab import paired_stats
-from experiments.ab._pairwise import pairwise_verdict
+from experiments.ab import paired_stats, pairwise_verdict
 from experiments.stats import Preregistration, explain_verdict, sequential_decision, signflip_test
 
 

@@ -63,7 +63,7 @@ def test_a_negative_or_nan_cost_holds_the_candidate_back_with_one_line_naming_it
 def _count_monte_carlo(monkeypatch, limit: int = 300) -> list[int]:
     """Count the Monte Carlo power evaluations decision_power makes (each 1,000-2,000 simulated tests); stop it with an
     error past `limit` (3306971 made thousands with sigma = tau = 0 and ran over 12 minutes)."""
-    import experiments.stats._power as power
+    import experiments.stats._decision as power
 
     real, calls = power.detection_rate, [0]
 

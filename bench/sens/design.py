@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from experiments.stats._power import look_block
+from experiments.stats import look_block
 
 from . import rules
 from .model import Draw, World, draw, pairwise

@@ -84,7 +84,7 @@ def sequential(d: np.ndarray, *, block: int, level: float, futility: bool,
     power below 0.1, experiments.sweep.futility_stop's rule). Without `efficacy` only the last look can confirm, at
     the full level (the futility stops are non-binding, so the level holds): every holdout task is seen before a
     claim."""
-    from experiments.stats._power import futility_bound, look_block, look_z
+    from experiments.stats import futility_bound, look_block, look_z
 
     n_max = d.shape[-1]
     if scaled:

@@ -7,7 +7,7 @@ from ._analysis import load_result, paired_stats
 from ._cells import ABDesign
 from ._design import ab_paths, arm_configs, check_ab_design, design_from_config, observed_power_line
 from ._entry import run_ab_test
-from ._pairwise import PairwiseResult, analyse_pairwise, judge_pairs, make_judge
+from ._pairwise import PairwiseResult, analyse_pairwise, judge_pairs, make_judge, pairwise_verdict
 from ._run import run_ab
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "load_result",
     "observed_power_line",
     "paired_stats",
+    "pairwise_verdict",
     "run_ab",
     "run_ab_test",
 ]

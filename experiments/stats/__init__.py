@@ -8,8 +8,9 @@ from ._cost import (COST_METRICS, CostDiff, CostGuard, GuardResult, cost_by_task
 from ._floors import baseline_reference, compare, holm, noise_floor, replication_noise, variance_ratio
 from ._looks import Look, level, next_look, recorded
 from ._pareto import pareto_front
-from ._power import (MAX_TASKS, DecisionPower, Design, ab_design, decision_power, detection_rate, mde,
-                     replications_for_effect, sweep_design, tasks_for_effect)
+from ._decision import DecisionPower, decision_power
+from ._power import (FUTILITY_CP, MAX_TASKS, Design, ab_design, detection_rate, futility_bound, interim_looks,
+                     look_block, look_z, mde, replications_for_effect, sweep_design, tasks_for_effect)
 from ._reach import calibrate_design_problem, min_attainable_p, sweep_design_problem, tasks_needed
 from ._signflip import SignFlipTest, signflip_test
 from ._skew import SkewTest, holdout_tasks_for_harm, skew_test, skew_test_p
@@ -31,6 +32,7 @@ __all__ = [
     "DecisionPower",
     "Design",
     "FLOOR_SE",
+    "FUTILITY_CP",
     "GuardResult",
     "Look",
     "MAX_TASKS",
@@ -52,11 +54,15 @@ __all__ = [
     "excluding_bound",
     "explain_verdict",
     "finite_array",
+    "futility_bound",
     "heterogeneity",
     "holdout_tasks_for_harm",
     "holm",
+    "interim_looks",
     "level",
+    "look_block",
     "look_level",
+    "look_z",
     "mde",
     "mean_bound",
     "min_attainable_p",
@@ -68,14 +74,14 @@ __all__ = [
     "paired_ttest",
     "pareto_front",
     "rank_biserial",
-    "signflip_test",
-    "skew_test",
-    "skew_test_p",
     "recorded",
     "replication_noise",
     "replications_for_effect",
     "run_costs",
     "sequential_decision",
+    "signflip_test",
+    "skew_test",
+    "skew_test_p",
     "spread_from_trials",
     "sweep_design",
     "sweep_design_problem",

@@ -1,38 +1,21 @@
 """Reachability: can a design's test reach alpha at all, and the designs that cannot answer.
 
-A design whose test can never reach alpha (min_attainable_p; for the holdout's t, holdout_min_p: the sign-flip p
-1 / 2^n of all holdout tasks moving the same way) is refused by experiments.config.validate unless allowed:
-sweep_design_problem and calibrate_design_problem say why, in one line.
+A design whose test can never reach alpha (min_attainable_p, the test's own floor, in experiments.stats._tests; for
+the holdout's t, holdout_min_p: the sign-flip p 1 / 2^n of all holdout tasks moving the same way) is refused by
+experiments.config.validate unless allowed: sweep_design_problem and calibrate_design_problem say why, in one line.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._tests import TESTS
+from ._tests import min_attainable_p
 
 if TYPE_CHECKING:  # annotations only, never imported at run time: experiments.config imports stats (its checks)
     from experiments.config import ExperimentConfig
 
 
 # -- reachability: can the test reach alpha at all? -----------------------------------------------------------
-
-
-def min_attainable_p(n: int, *, test: str = "wilcoxon", alternative: str = "two-sided") -> float:
-    """The smallest p-value the test can return with n paired differences over tasks.
-
-    Exact Wilcoxon signed-rank: every difference of one sign, so 1 / 2^n one-sided and 2 / 2^n two-sided. The
-    paired t-test has no floor once n >= 2 (p -> 0 as the spread shrinks), and no test below 2 pairs.
-    """
-    if test not in TESTS:
-        raise ValueError(f"test must be one of {TESTS}, got {test!r}")
-    if alternative not in ("two-sided", "greater", "less"):
-        raise ValueError(f"alternative must be two-sided|greater|less, got {alternative!r}")
-    if test == "t":
-        return 0.0 if n >= 2 else 1.0
-    if n < 1:
-        return 1.0
-    return min(1.0, (1.0 if alternative != "two-sided" else 2.0) * 0.5 ** n)  # 2.0 ** n overflows past 1023
 
 
 def holdout_min_p(n: int) -> float:

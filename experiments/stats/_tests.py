@@ -300,16 +300,31 @@ def wilcoxon_reject(rows: np.ndarray, alpha: float, *, alternative: str) -> np.n
     return reject
 
 
-def _exact_floor(n: int) -> float:
-    from ._reach import min_attainable_p  # _reach imports this module
+def min_attainable_p(n: int, *, test: str = "wilcoxon", alternative: str = "two-sided") -> float:
+    """The smallest p-value the test can return with n paired differences over tasks.
 
+    Exact Wilcoxon signed-rank: every difference of one sign, so 1 / 2^n one-sided and 2 / 2^n two-sided. The
+    paired t-test has no floor once n >= 2 (p -> 0 as the spread shrinks), and no test below 2 pairs.
+    """
+    if test not in TESTS:
+        raise ValueError(f"test must be one of {TESTS}, got {test!r}")
+    if alternative not in ("two-sided", "greater", "less"):
+        raise ValueError(f"alternative must be two-sided|greater|less, got {alternative!r}")
+    if test == "t":
+        return 0.0 if n >= 2 else 1.0
+    if n < 1:
+        return 1.0
+    return min(1.0, (1.0 if alternative != "two-sided" else 2.0) * 0.5 ** n)  # 2.0 ** n overflows past 1023
+
+
+def _exact_floor(n: int) -> float:
     return min_attainable_p(n, test="wilcoxon", alternative="two-sided")
 
 
 def paired_ttest(diffs: Sequence[float], *, exact_floor: bool = False) -> TTest:
     """Two-sided one-sample t-test of the differences against 0 (the paired t-test).
 
-    exact_floor (the A/B's t): the p is never below min_attainable_p(n) (experiments.stats._reach), 2 / 2^n, the
+    exact_floor (the A/B's t): the p is never below min_attainable_p(n), 2 / 2^n, the
     exact sign-flip p of n differences all of one sign; below it the t rests on a normal spread alone. n equal
     differences have no spread: t is +-inf and, without the floor, p is 0 (scipy's limit); with it, 2 / 2^n, their
     exact p (a 0/1 metric with one pass rate in both arms over 2 tasks gives (+1, +1) a quarter of the times both

@@ -38,8 +38,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from scipy import stats as sps
 
-from ._reach import min_attainable_p
-from ._tests import DIRECTIONS, TESTS, PairedStats, finite_array
+from ._tests import DIRECTIONS, TESTS, PairedStats, finite_array, min_attainable_p
 
 COMPARES = ("pointwise", "pairwise")  # how an A/B compares its arms (Preregistration.compare)
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Hashable, Iterable, Mapping, Sequence, TypeVar
 
-from experiments.stats._power import interim_looks, look_block
+from experiments.stats import interim_looks, look_block
 
 K = TypeVar("K", bound=Hashable)
 

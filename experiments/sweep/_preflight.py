@@ -17,11 +17,13 @@ from experiments.report import decision_power_line, hms, num
 from experiments.stats import ab_design, decision_power, detection_rate, mde, spread_from_trials, sweep_design
 from experiments.storage import Cost, aa_tau, find_calibration
 
+from ._holdout_looks import NEXT_FAMILY, first_level, next_level
 from ._promotion import holdout_runs, race_runs
 
 HANDFUL = 5  # fewer proposals than this and the preflight warns
-HOLDOUT_SET_ATTR = "holdout_set"  # a study's holdout tasks' fingerprint (experiments.config.holdout_set)
-LOOKS_ATTR = "holdout_looks"  # a study's holdout looks (experiments.stats.Look entries: the error budget)
+PAIRWISE_POWER = ("design power: not modelled for sweep.holdout_compare=pairwise (the sign-flip test on "
+                  "preferences confirms 'preferred on more tasks', not a mean effect); its power and false "
+                  "promotions in simulation: docs/SENSITIVITY.md, lever a")
 
 
 @dataclass(frozen=True)
@@ -124,13 +126,6 @@ def confirms_over_tasks(exp: ExperimentConfig) -> bool:
     """The design promotes on a confirmation over the holdout tasks (sweep.holdout_test=tasks on 2 or more): what
     experiments.stats.decision_power models, train filter and confirmation together."""
     return exp.sweep.holdout_test == "tasks" and len(exp.tasks("holdout")) >= 2
-
-
-def first_level(exp: ExperimentConfig) -> float:
-    """The level of a new study's first holdout look (no look stored here or by another study)."""
-    from experiments.stats import next_look
-
-    return next_look([], (NEXT_FAMILY,), exp.sweep.alpha, []).level
 
 
 def design_effect_lines(exp: ExperimentConfig, *, sigma: float, noise_source: str, baseline_runs: int,
@@ -441,55 +436,3 @@ def sweep_confirmable(exp: ExperimentConfig, *, noise: Any, baseline_runs: int, 
                             candidate_diffs=diffs, calibration=calibration,
                             level=look.level if look is not None
                             else next_look(stored, (NEXT_FAMILY,), sw.alpha, others).level)
-
-
-# -- looks on these holdout tasks, across the studies of a storage (issue 40 E, issue 42) ----------------------
-
-NEXT_FAMILY = "(the next candidates)"  # a family no stored look has: the level of a new look
-PAIRWISE_POWER = ("design power: not modelled for sweep.holdout_compare=pairwise (the sign-flip test on "
-                  "preferences confirms 'preferred on more tasks', not a mean effect); its power and false "
-                  "promotions in simulation: docs/SENSITIVITY.md, lever a")
-
-
-def next_level(exp: ExperimentConfig, study: Any) -> float:
-    """The level the study's next new holdout look tests at: its own stored looks and those of every other study
-    in the storage whose holdout shares a task with this one (other_looks), as the conclusion counts them
-    (experiments.stats.next_look). What the preflight prints (issue 42: it counted this study's looks only, so a
-    new study on a used holdout set printed the power of a level it would not test at)."""
-    from experiments.config import holdout_set, load_tasks
-    from experiments.stats import next_look
-
-    others = other_looks(exp.storage_url, study.study_name, holdout_set(load_tasks(exp.benchmark)))
-    return next_look(list(study.user_attrs.get(LOOKS_ATTR, [])), (NEXT_FAMILY,), exp.sweep.alpha, others).level
-
-
-def other_looks(storage_url: str, study_name: str, key: Mapping[str, Any]) -> list[dict]:
-    """The looks (LOOKS_ATTR entries) other studies in the storage made on a holdout that
-    overlaps `key` (experiments.config.holdout_set of this study's tasks: holdout_overlaps)."""
-    import optuna
-
-    out: list[dict] = []
-    for other in optuna.get_all_study_summaries(storage_url, include_best_trial=False):
-        if other.study_name != study_name and holdout_overlaps(other.user_attrs, key):
-            out += [dict(e) for e in other.user_attrs.get(LOOKS_ATTR, [])]
-    return out
-
-
-def holdout_overlaps(attrs: Mapping[str, Any], key: Mapping[str, Any]) -> bool:
-    """Whether a study's user attrs say its holdout shares a task with the holdout set `key`: one task in common by
-    id and content (holdout_set's "tasks"), not only the same set (issue 42: moving 4 tasks between the splits made
-    a new set, and a fresh budget, of 12 holdout tasks 8 of which had been looked at). A study stored before the
-    per-task keys existed counts when a holdout task id is in common (its contents were not stored: never fewer
-    looks); one stored before the holdout set was, by its fingerprint's holdout task ids."""
-    stored = attrs.get(HOLDOUT_SET_ATTR)
-    if isinstance(stored, Mapping):
-        if stored.get("sha256") and stored.get("sha256") == key.get("sha256"):
-            return True
-        if stored.get("tasks") and key.get("tasks"):
-            return bool(set(map(str, stored["tasks"])) & set(map(str, key["tasks"])))
-        ids = list(stored.get("ids") or [])
-    else:
-        fp = attrs.get("fingerprint") or {}
-        ids = [i for i in (fp.get("benchmark", {}) if isinstance(fp, Mapping) else {}).get("ids") or []
-               if str(i).endswith(":holdout")]
-    return bool(set(map(str, ids)) & set(map(str, key.get("ids", []))))

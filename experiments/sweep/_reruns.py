@@ -25,9 +25,10 @@ from experiments.tracking import log_evaluation_run
 from harness.stores import sqlite_file
 
 from ._holdout_costs import holdout_cost, holdout_cost_diffs, store_holdout_cost
+from ._holdout_looks import HOLDOUT_SET_ATTR, LOOKS_ATTR, other_looks
 from ._pairs import (ANSWERS, Answers, PairedHoldout, judge_again, judge_holdout, load_answers, missing_answers,
                      store_answers)
-from ._preflight import HOLDOUT_SET_ATTR, LOOKS_ATTR, noise_measured_line, other_looks, sweep_confirmable
+from ._preflight import noise_measured_line, sweep_confirmable
 from ._promotion import (HoldoutScores, HoldoutTest, Promotion, decide, race, row_from_record, row_record,
                          train_filtered)
 from ._screening import futility_looks, futility_stop, holdout_order

@@ -29,8 +29,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from experiments.config import TRAIN_FILTERS
-from experiments.stats import Comparison
-from experiments.stats._power import FUTILITY_CP, futility_bound, interim_looks, look_z
+from experiments.stats import FUTILITY_CP, Comparison, futility_bound, interim_looks, look_z
 
 
 def passes_train_filter(cmp: Comparison, rule: str = "wilcoxon") -> bool:

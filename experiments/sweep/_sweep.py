@@ -11,7 +11,7 @@ This module is the loop and its order of work; the rooms it calls: experiments.s
 stale trials, heartbeats), experiments.sweep (one trial), experiments.sweep (the race and holdout runs),
 experiments.runs (a candidate on tasks), experiments.stats (noise floor), experiments.sweep (the verdict),
 experiments.sweep (the block), experiments.sweep (lines and ETA), experiments.sweep (cost and
-detectable effect).
+detectable effect), experiments.sweep (the MLflow parent run's metrics and tags).
 """
 
 from __future__ import annotations
@@ -38,17 +38,18 @@ from experiments.tracking import NullTracker, make_tracker
 from harness.stores import file_lock, sqlite_file
 
 from ._objective import Objective
+from ._parent_run import parent_record
 from ._preflight import mutation_calls, pin_noise_source, sweep_preflight
 from ._progress import SweepProgress
-from ._promotion import (HoldoutRow, HoldoutScores, Promotion, SplitScores, candidates, holdout_runs, kept_instructions,
-                         race_runs, split_scores)
-from ._registry import SweepRegistry, holdout_test_words, pin_source, sweep_evidence
+from ._promotion import (HoldoutScores, Promotion, SplitScores, candidates, holdout_runs, kept_instructions, race_runs,
+                         split_scores)
+from ._registry import SweepRegistry, pin_source, sweep_evidence
 from ._reruns import SplitRuns
 from ._search_state import candidate_hash, state_from_trials
 from ._study import (StudyStore, baseline_trial, ensure_baseline, finished_trials, frozen_trial, live_trials,
                      open_store, pin_fingerprint, requeue_model_failures, stored_holdout, train_reruns, trial_counts,
                      unanswered)
-from ._summary import SweepSummary, format_sweep, promoted_row, synth_yaml
+from ._summary import SweepSummary, format_sweep, synth_yaml
 
 
 class Sweep(SplitRuns):
@@ -436,50 +437,6 @@ class Sweep(SplitRuns):
              "ledger.jsonl": self.ledger.path.read_text(encoding="utf-8") if self.ledger.path.exists() else ""},
             status="FAILED" if self.unconcluded or self.failed_out else "FINISHED", tags=tags))
         self.out(text)
-
-
-def verdict_row(s: SweepSummary) -> HoldoutRow | None:
-    """The holdout row the sweep's verdict rests on: the promoted one (a standing winner's when it was carried
-    forward); else, of the rows this look tested, the one closest to confirming (the smallest p); None when none
-    was tested."""
-    row = promoted_row(s) if s.promoted else None
-    if row is not None:
-        return row
-    tested = [r for r in s.holdout if r.holdout_level is not None and r.holdout_p is not None]
-    return min(tested, key=lambda r: r.holdout_p, default=None)
-
-
-def parent_record(s: SweepSummary, look: Any, *, calibrated: bool, calls_per_trial: float | None,
-                  train_filter: str) -> tuple[dict[str, float], dict[str, str]]:
-    """The MLflow parent run's metrics and tags: what the verdict rests on, each name saying its split. train_*:
-    the baseline and the best candidate on the train split (train_best_p is the train filter's Wilcoxon, which
-    only sweep.train_filter=wilcoxon uses; tag train_filter says which ran); train_noise_*: the noise floor, absent
-    when nothing measured it (never 0). holdout_*: the verdict row (verdict_row): its difference, p, the level it
-    had to reach (Holm's share of the look), the look's level, its tasks, and for a pairwise confirmation its mean
-    preference; tags holdout_test (what the p is and claims), holdout_trial, holdout_look and design_power (the
-    summary's lines). A value not measured is left out."""
-    metrics: dict[str, float | None] = {
-        "train_baseline_mean": s.baseline_train, "train_best_mean": s.best_value,
-        "holdout_baseline_mean": s.baseline_holdout, "noise_from_calibration": float(calibrated),
-        "promoted": float(s.promoted), "llm_calls": s.llm_calls, "calls_per_trial": calls_per_trial,
-        "selection_bias": s.selection_bias, **{f"trials_{k}": v for k, v in s.trials.items()}}
-    if s.noise.repeats >= 2:
-        metrics |= {"train_noise_floor": s.train_floor, "train_noise_sigma": s.noise.sigma}
-    if s.best_comparison is not None and s.best_comparison.n:
-        metrics |= {"train_best_diff": s.best_comparison.diff, "train_best_p": s.best_comparison.p_value}
-    tags = {"train_filter": train_filter, "verdict": (f"promoted trial #{s.promoted_trial}" if s.promoted
-                                                      else "baseline kept"),
-            "holdout_look": s.holdout_look, "design_power": s.confirmable}
-    if look is not None:
-        metrics["holdout_look_level"] = look.level
-    row = verdict_row(s)
-    if row is not None:
-        metrics |= {"holdout_diff": row.holdout_diff, "holdout_p": row.holdout_p, "holdout_level": row.holdout_level,
-                    "holdout_n_tasks": float(row.holdout_n) if row.holdout_n else None,
-                    "holdout_preference": row.preference, "holdout_wins": float(row.wins)}
-        tags |= {"holdout_trial": str(row.trial), "holdout_test": holdout_test_words(row)}
-    return ({k: float(v) for k, v in metrics.items() if v is not None and v == v},
-            {k: v for k, v in tags.items() if v})
 
 
 def run_sweep(exp: ExperimentConfig, runner: Any, **kwargs: Any) -> SweepSummary:
