@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ._mlflow import NullTracker, make_tracker, trial_params, ui_command
+from ._mlflow import make_tracker
+from ._tracker import NullTracker, trial_params, ui_command
 from ._plots import calibration_plots, sweep_plots
 from ._textdiff import instruction_diff
 from ._traces import FailedRun, log_evaluation_run, log_run_traces

@@ -17,119 +17,13 @@ from harness.stores import enable_wal, fault_in, full_in, locked_in, sqlite_db, 
 
 from ._datasets import benchmark_inputs, benchmark_source, log_task_table, task_table
 from ._textdiff import instruction_diff
+from ._tracker import UI_ADDRESS, NullTracker, trial_params, ui_command
 from ._traces import EVALUATION_RUN, RUN_TYPE_TAG
-from ._trials import BaselineCosts
+from ._trials import TRIAL_STATUS, BaselineCosts, pruned_by
 
 log = logging.getLogger("experiments.tracking")
 
 PARENT_TAG = "sweep_parent"
-# Optuna trial state -> the trial run's MLflow status. A PRUNED trial (raced out, gated out or stopped by the
-# pruner) finished what the design asked of it: the search's rule judged it worse on the tasks it ran. It ends
-# FINISHED with tags state=PRUNED and pruned=<by what>; KILLED is the status MLflow gives a run a user stopped.
-TRIAL_STATUS = {"COMPLETE": "FINISHED", "PRUNED": "FINISHED", "FAIL": "FAILED"}
-
-
-def pruned_by(attrs: Mapping[str, Any]) -> str:
-    """What stopped a PRUNED trial early: "raced out", "gated out" (the minibatch gate) or "pruned" (the pruner)."""
-    if attrs.get("raced_out"):
-        return "raced out"
-    return "gated out" if attrs.get("gated_out") else "pruned"
-UI_ADDRESS = "http://127.0.0.1:5000"  # where `mlflow ui` serves by default
-
-
-def ui_command(uri: str) -> str:
-    if uri.startswith(("http://", "https://")):  # a tracking server serves its own UI
-        return f"open {mask_url(uri)}"
-    return f"mlflow ui --backend-store-uri {mask_url(uri)}"
-
-
-def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, Mapping):
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
-def trial_params(exp: ExperimentConfig) -> dict[str, Any]:
-    """Config params logged on every trial run (variant names, toggles, backend, models)."""
-    b = exp.backend
-    return {
-        "synth_variant": exp.synth.variant,
-        "planner_mode": exp.planner.mode,
-        "skip_prior_knowledge": exp.planner.skip_prior_knowledge,
-        "research_cache": exp.research.reuse_cache,
-        "wiggum_rounds": exp.wiggum.max_rounds,
-        "panel": exp.panel.enabled,
-        "evaluator_composite": exp.evaluator.composite,
-        "evaluator_repeats": exp.evaluator.repeats,
-        "backend": b.kind,
-        "planner_model": b.planner_model,
-        "producer_model": b.producer_model,
-        "evaluator_model": b.evaluator_model,
-        "benchmark": exp.benchmark.name,
-        "reuse_context": exp.sweep.reuse_context,
-        "memory_frozen": exp.memory.frozen,
-        "seed": exp.seed,
-    }
-
-
-class NullTracker:
-    """mlflow.enabled=false: same interface, records nothing."""
-
-    uri = ""
-    parent_id: str | None = None
-    enabled = False  # an MLflow store is written
-    moved_note = ""  # a line for the caller to print: the store's experiment was moved aside (MLflowTracker)
-
-    def start(self, exp: ExperimentConfig, *, smoke: bool = False) -> None: ...
-
-    def log_trial(self, trial: Any, outcome: Any = None, *, baseline: Mapping[str, str] | None = None) -> None: ...
-
-    def log_trial_once(self, trial: Any, outcome: Any = None, *, baseline: Mapping[str, str] | None = None) -> bool:
-        return False
-
-    def sync(self, trials: Iterable[Any], baseline: Mapping[str, str] | None = None) -> int:
-        return 0
-
-    def log_child(self, name: str, tags: Mapping[str, str], metrics: Mapping[str, float],
-                  texts: Mapping[str, str] = {}, *, params: Mapping[str, Any] | None = None,
-                  status: str | None = "FINISHED", splits: Iterable[str] = (),
-                  task_scores: Mapping[str, float] | None = None) -> str | None:
-        return None
-
-    def logged_child(self, name: str, tags: Mapping[str, str]) -> bool:
-        return False
-
-    def tasks(self) -> dict[str, Any]:
-        return {}
-
-    def end_child(self, run_id: str | None, status: str = "FINISHED") -> None: ...
-
-    def log_parent(self, *, params: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None,
-                   texts: Mapping[str, str] | None = None) -> None: ...
-
-    def child_runs(self, kind: str) -> list[Any]:
-        return []
-
-    def kill(self) -> None: ...
-
-    def finish(self, metrics: Mapping[str, float], texts: Mapping[str, str], *, status: str = "FINISHED",
-               tags: Mapping[str, str] | None = None) -> None: ...
-
-    def log_files(self, paths: Iterable[Path | str], artifact_path: str) -> None: ...
-
-    def trial_runs(self) -> list[Any]:
-        return []
-
-    def ui_command(self) -> str:
-        return "(MLflow tracking disabled: mlflow.enabled=false)"
-
-    def ui_url(self) -> str:
-        return ""
 
 
 class MLflowTracker(NullTracker):

@@ -78,3 +78,16 @@ class BaselineCosts:
                 if d.ci:
                     out[f"cost_diff.{m}_lo"], out[f"cost_diff.{m}_hi"] = d.ci
         return out
+
+
+# Optuna trial state -> the trial run's MLflow status. A PRUNED trial (raced out, gated out or stopped by the
+# pruner) finished what the design asked of it: the search's rule judged it worse on the tasks it ran. It ends
+# FINISHED with tags state=PRUNED and pruned=<by what>; KILLED is the status MLflow gives a run a user stopped.
+TRIAL_STATUS = {"COMPLETE": "FINISHED", "PRUNED": "FINISHED", "FAIL": "FAILED"}
+
+
+def pruned_by(attrs: Mapping[str, Any]) -> str:
+    """What stopped a PRUNED trial early: "raced out", "gated out" (the minibatch gate) or "pruned" (the pruner)."""
+    if attrs.get("raced_out"):
+        return "raced out"
+    return "gated out" if attrs.get("gated_out") else "pruned"
