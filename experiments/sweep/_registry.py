@@ -9,7 +9,7 @@ Write side, the sweep's two steps (SweepRegistry; neither raises, a registry tha
 - study start: the baseline texts, registered idempotently (a text already stored is that version, not a new one);
 - promotion: the texts the winner changed as versions tagged with the evidence (study, trial, operator, parent
   version, train and holdout means with CIs, p-values, what the holdout test was and claims (holdout_test: the
-  paired t over tasks, or the sign-flip over judge preferences), backend and models, study fingerprint); alias
+  paired t over tasks with its skew-calibrated twin, or the sign-flip over judge preferences), backend and models, study fingerprint); alias
   `champion` moves to them and `previous` to the former champion (the baseline version at the first promotion),
   per task type only past a comparison with the champion: where the study's baseline text is the current
   champion's (or there is no champion yet). A task type the winner left unchanged moves nothing; a win over
@@ -153,8 +153,9 @@ def holdout_test_words(row: Any) -> str:
                 f"both orders; mean preference {row.preference:+.3f}) at level {level} (this look's share of the "
                 f"study's alpha); it claims the answers are preferred on more tasks like these, not a higher mean "
                 f"score")
-    return (f"{rule}: one-sided paired t over {row.holdout_n} holdout tasks at level {level} (this look's share of "
-            f"the study's alpha)")
+    return (f"{rule}: one-sided paired t over {row.holdout_n} holdout tasks with its skew-calibrated twin (p the "
+            f"larger of the two, so a left-skewed spread holds the level) at level {level} (this look's share of the "
+            f"study's alpha)")
 
 
 class SweepRegistry:
