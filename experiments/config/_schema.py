@@ -172,6 +172,7 @@ class TaskSupplyConfig:
     count: Any = 20  # generate: tasks to keep, or "auto" (holdout + train sized by a stored calibration)
     description: str = ""  # generate: what the tasks are about
     examples: str = ""  # generate: a .jsonl / .csv of seed tasks shown to the generator
+    own_holdout: bool = False  # generate: the examples (the user's own tasks) join the benchmark, all in the holdout
     corpus: str = ""  # generate: a folder of .txt / .md files the tasks (and required terms) are drawn from
     generator_models: list[str] = field(default_factory=list)  # empty: the backend's planner model; several: mixed
     batch: int = 5  # tasks asked per generator call

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from scipy import stats as sps
 
@@ -148,6 +148,21 @@ def type_diffs(cand: Mapping[str, float] | None, base: Mapping[str, float] | Non
         if t in task_types:
             by.setdefault(task_types[t], []).append(float(cand[t]) - float(base[t]))
     return {tt: TypeDiff(len(d), sum(d) / len(d), min(d)) for tt, d in sorted(by.items())}
+
+
+GENERATED, OWN = "generated", "own"  # where a task came from: a generator model, or the user (imported or written)
+
+
+def task_sources(specs: Sequence[Any]) -> dict[str, str]:
+    """Task id -> GENERATED when its provenance names a generator model (experiments.tasks' generated tasks), else
+    OWN (an imported row or a hand-written task): read off the benchmark's task specs, as the frozen tasks carry
+    no provenance (it is no part of their fingerprint)."""
+    out = {}
+    for t in specs:
+        prov = (t.get("provenance") if isinstance(t, Mapping) else getattr(t, "provenance", None)) or {}
+        task_id = t.get("id") if isinstance(t, Mapping) else getattr(t, "id", None)
+        out[str(task_id)] = GENERATED if prov.get("generator") else OWN
+    return out
 
 
 def held_types(changed: Sequence[str], diffs: Mapping[str, TypeDiff]) -> dict[str, str]:

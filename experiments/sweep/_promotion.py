@@ -135,6 +135,8 @@ class HoldoutRow:
     stopped_after: int | None = None  # futility stop: the holdout tasks it ran (of futility_of) before it stopped
     futility_of: int = 0  # the holdout tasks a futility-stopped candidate would have run in full
     preference: float | None = None  # sweep.holdout_compare=pairwise: mean over tasks of the per-task preference
+    # "generated" / "own" -> its holdout tasks' differences (task_sources): what the claim rests on, described only
+    source_diffs: Mapping[str, TypeDiff] = field(default_factory=dict)
 
     @property
     def passes_filter(self) -> bool:
@@ -251,7 +253,8 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
            max_task_loss: float | None = None, task_types: Mapping[str, str] | None = None,
            baseline_instructions: Mapping[str, str] | None = None, train_filter: str = "wilcoxon",
            futility_block: int = 0, order: Sequence[str] | None = None,
-           preferences: Mapping[str, Mapping[str, float]] | None = None) -> Promotion:
+           preferences: Mapping[str, Mapping[str, float]] | None = None,
+           task_sources: Mapping[str, str] | None = None) -> Promotion:
     """The verdict on the top candidates (see the module docstring). baseline_holdout None: no holdout ran (no
     holdout tasks or no candidate), so no row and no winner; a failed baseline holdout fails every row. `alpha` is
     the train filter's level; test.alpha the holdout look's.
@@ -264,7 +267,9 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
     Every row with a holdout difference carries its worst holdout task; with `max_task_loss` (composite points) a
     confirmed row whose worst task lost more is `held_by_task_loss`. With `task_types` (holdout task id -> type) and
     `baseline_instructions`, each row carries its per-type differences and the changed types whose alias is held
-    back (held_types); a winner is a confirmed row that `promotes` something.
+    back (held_types); a winner is a confirmed row that `promotes` something. With `task_sources` (holdout task id
+    -> "generated" / "own", task_sources) each row carries its differences per source (source_diffs): described in
+    the summary, never tested apart.
 
     `train_filter` (sweep.train_filter: wilcoxon | positive | none) chooses the family the holdout tests
     (passes_train_filter). With `futility_block` > 0 and the holdout tasks' `order` (holdout_order), a candidate
@@ -303,7 +308,8 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
                          runs=(hold.runs, baseline_holdout.runs), train_filter=train_filter)
         if diff is not None:
             row = dataclasses.replace(row, max_task_loss=max_task_loss,
-                                      **_worst(cand_s, base_s, task_types, c.instructions, baseline_instructions))
+                                      **_worst(cand_s, base_s, task_types, c.instructions, baseline_instructions),
+                                      source_diffs=type_diffs(cand_s, base_s, task_sources or {}))
         if stop is not None:
             row = dataclasses.replace(row, holdout_diff=stop.mean, holdout_n=stop.after, stopped_after=stop.after,
                                       futility_of=stop.of)
@@ -379,6 +385,7 @@ def row_record(row: HoldoutRow) -> dict[str, Any]:
     d = dataclasses.asdict(row)
     d.pop("cost_diffs")
     d["type_diffs"] = {tt: [v.n, v.mean, v.worst] for tt, v in row.type_diffs.items()}
+    d["source_diffs"] = {k: [v.n, v.mean, v.worst] for k, v in row.source_diffs.items()}
     return d
 
 
@@ -391,6 +398,7 @@ def row_from_record(d: Mapping[str, Any], *, standing: str = "",
     d["runs"] = tuple(d.get("runs", (1, 1)))
     d["changed_types"] = tuple(d.get("changed_types", ()))
     d["type_diffs"] = {tt: TypeDiff(*v) for tt, v in dict(d.get("type_diffs", {})).items()}
+    d["source_diffs"] = {k: TypeDiff(*v) for k, v in dict(d.get("source_diffs", {})).items()}
     d["held_types"] = dict(d.get("held_types", {}))
     d["standing"] = standing
     known = {f.name for f in dataclasses.fields(HoldoutRow)} - {"cost_diffs"}

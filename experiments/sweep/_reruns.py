@@ -26,6 +26,7 @@ from harness.stores import sqlite_file
 
 from ._holdout_costs import holdout_cost, holdout_cost_diffs, store_holdout_cost
 from ._holdout_looks import HOLDOUT_SET_ATTR, LOOKS_ATTR, other_looks
+from ._holdout_tests import task_sources
 from ._pairs import (ANSWERS, Answers, PairedHoldout, judge_again, judge_holdout, load_answers, missing_answers,
                      store_answers)
 from ._preflight import noise_measured_line, sweep_confirmable
@@ -114,7 +115,8 @@ class SplitRuns:
                              guard=guard, costs=cost_of, base_key=base_hash, cost_diffs=costs,
                              max_task_loss=sw.max_task_loss, task_types={t.id: t.task_type for t in self.holdout},
                              baseline_instructions=baseline, train_filter=sw.train_filter,
-                             futility_block=sw.holdout_futility_block, order=order, preferences=prefs)
+                             futility_block=sw.holdout_futility_block, order=order, preferences=prefs,
+                             task_sources=task_sources(self.exp.benchmark.tasks))
             # spent: a later look tests at the next level; a futility stop spends it too (it is non-binding: the
             # claim it gave up would have been made at this level)
             if look is not None and look.new and any(r.holdout_p is not None or r.stopped_after is not None

@@ -11,6 +11,7 @@ from experiments.report import SMOKE_LINE, ci_text, hms, num, pval
 from experiments.stats import Comparison, NoiseFloor, holdout_tasks_for_harm
 from experiments.tracking import instruction_diff
 
+from ._holdout_tests import GENERATED, OWN
 from ._promotion import HoldoutRow, SplitScores
 
 SUMMARY_BEGIN = "===== SWEEP SUMMARY ====="
@@ -248,6 +249,9 @@ def row_notes(row: HoldoutRow) -> list[str]:
     unseen = unseen_harm_text(row)
     if unseen:
         out.append(unseen)
+    rests = rests_on_text(row)
+    if rests:
+        out.append(rests)
     if row.standing:
         out.append(row.standing)
     return out
@@ -267,6 +271,22 @@ def unseen_harm_text(row: HoldoutRow) -> str:
              f"tasks bound it by {lv:.4g}" for k in HARM_SHARES]
     return ("unseen harm: a loss on 1 task in k that none of these holdout tasks drew is confirmed by any test: "
             + "; ".join(parts))
+
+
+def rests_on_text(row: HoldoutRow) -> str:
+    """Under a confirmation over tasks whose holdout holds generated tasks: what it rests on, the generated tasks and
+    the user's own (imported or hand-written) apart, each with its mean difference. Descriptive: the one test is the
+    row's, over all its tasks; a benchmark of the user's own tasks alone says nothing here."""
+    if not (row.wins and row.holdout_rule == "tasks" and GENERATED in row.source_diffs):
+        return ""
+    gen, own = row.source_diffs[GENERATED], row.source_diffs.get(OWN)
+    if own is None:
+        return (f"rests on: confirmed on {gen.n} generated tasks (none of your own; mean diff {gen.mean:+.3f}): tasks "
+                f"a model wrote may favour that model; keep tasks of your own as a holdout "
+                f"(+sweep=generate_tasks tasks.examples=FILE tasks.own_holdout=true)")
+    return (f"rests on: {gen.n} generated tasks (mean diff {gen.mean:+.3f}) and {own.n} of your own (mean diff "
+            f"{own.mean:+.3f}); the confirmation's test is over all {gen.n + own.n}; the two means describe it, "
+            f"neither is tested on its own")
 
 
 def holdout_test_text(row: HoldoutRow) -> str:

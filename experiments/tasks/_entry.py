@@ -5,14 +5,14 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from experiments.config import ConfigError, ExperimentConfig
 
 from ._generate import corpus_docs, generate, read_journal
 from ._import import plan_import, run_import
 from ._rows import read_rows
-from ._select import assign_split, deduplicate
+from ._select import Selection, assign_split, deduplicate
 from ._sizing import size
 from ._write import benchmark_yaml, summary_lines, target, write_benchmark
 
@@ -33,12 +33,18 @@ def check_task_supply(exp: ExperimentConfig) -> None:
         raise ConfigError(f"tasks.name={ts.name!r} is not allowed; expected the benchmark's name (letters, digits, "
                           f"'_', '-', '.'; it names conf/benchmark/<name>.yaml and benchmark=<name> runs it)")
     if exp.sweep.kind == "import_tasks":
+        if ts.own_holdout:
+            raise ConfigError("tasks.own_holdout=true is for +sweep=generate_tasks (your tasks as the holdout beside "
+                              "generated ones); an import keeps a split given per row: split=holdout on your rows")
         if not str(ts.source or "").strip():
             raise ConfigError("tasks.source is empty; expected a .jsonl or .csv file of tasks (a `task` column)")
         plan_import(exp)
         return
     if not str(ts.description or "").strip():
         raise ConfigError("tasks.description is empty; expected a sentence saying what the tasks are about")
+    if ts.own_holdout and not str(ts.examples or "").strip():
+        raise ConfigError("tasks.own_holdout=true keeps the user's own tasks as the holdout, but tasks.examples is "
+                          "empty; expected tasks.examples=PATH (a .jsonl or .csv file of your tasks)")
     if str(ts.examples or "").strip():
         read_rows(ts.examples)
     if str(ts.corpus or "").strip():
@@ -63,28 +69,42 @@ def run_task_supply(exp: ExperimentConfig, *, out: Callable[[str], None] = print
 
 def run_generate(exp: ExperimentConfig, *, out: Callable[[str], None] = print) -> Path:
     ts = exp.task_supply
+    # tasks the user gave as examples are never generated again (a near-duplicate of one is dropped); with
+    # tasks.own_holdout they join the benchmark, every one in the holdout, so no generated train task can be one
+    # of them again (the loader's check_benchmark would refuse the file)
+    examples = read_rows(ts.examples) if str(ts.examples or "").strip() else []
+    own = deduplicate(examples, ts.near_duplicate) if ts.own_holdout else None
+    n_own = len(own.kept) if own else 0
+    against = list(own.kept) if own else examples  # the file's own tasks: the closest pairs report what it holds
     extra: list[str] = []
     if ts.count == "auto":
         sizing = size(exp)
         for line in sizing.lines:
             out(line)
-        want, share, extra = sizing.total, sizing.holdout / sizing.total, list(sizing.lines)
+        gen_holdout = max(sizing.holdout - n_own, 0)  # your own tasks count toward the holdout the noise asks for
+        want, share, extra = sizing.train + gen_holdout, gen_holdout / (sizing.train + gen_holdout), list(sizing.lines)
+        if own:
+            extra.append(f"own holdout: {n_own} of your own task(s) count toward the {sizing.holdout} holdout tasks; "
+                         f"{gen_holdout} generated holdout task(s) make up the rest")
     else:
         want, share = int(ts.count), ts.holdout_share
-    # tasks the user gave as examples are never generated again (a near-duplicate of one is dropped)
-    examples = read_rows(ts.examples) if str(ts.examples or "").strip() else []
 
     def kept(cands: list) -> int:
-        return len(deduplicate(cands, ts.near_duplicate, against=examples).kept)
+        return len(deduplicate(cands, ts.near_duplicate, against=against).kept)
 
     cands, made, seconds = generate(exp, want, kept, out)
-    sel = deduplicate(cands, ts.near_duplicate, against=examples)
+    sel = deduplicate(cands, ts.near_duplicate, against=against)
     chosen = list(sel.kept[:want])
     if len(chosen) < 2:
         raise ConfigError(f"the generator gave {len(chosen)} usable distinct task(s); expected at least 2 (see the "
                           f"lines above)")
     holdout = math.floor(len(chosen) * share + 0.5)
-    tasks = assign_split(chosen, max(min(holdout / len(chosen), 0.99), 0.01), ts.seed, ts.near_duplicate)
+    # without tasks of the user's own, both splits need generated tasks; beside them the generated ones may all train
+    low = 0.0 if own else 0.01
+    tasks = assign_split(chosen, max(min(holdout / len(chosen), 0.99), low), ts.seed, ts.near_duplicate)
+    if own:
+        tasks = [(c, "holdout") for c in own.kept] + tasks
+        extra += own_lines(ts, own, sel)
     models = sorted({c.provenance.get("generator", "?") for c in chosen})
     path = target(exp)
     header = [f"Generated by `python -m experiments.run +sweep=generate_tasks tasks.name={ts.name} tasks.count={ts.count}`"
@@ -94,9 +114,23 @@ def run_generate(exp: ExperimentConfig, *, out: Callable[[str], None] = print) -
               f"the hashing embedding); the split was assigned before any run, stratified by type and topic.",
               "Generated tasks: read and edit them before the first run; each task's provenance names its model, "
               "prompt version and seed."]
+    if own:
+        header.append(f"Your own tasks (tasks.own_holdout=true): the {n_own} from {Path(ts.examples).name}, all in "
+                      f"the holdout; each one's provenance names its file and line.")
     text = benchmark_yaml(ts.name, ts.description.strip()[:200], header, tasks)
     write_benchmark(path, text)
     extra += [f"generator calls in this run: {made} in {seconds:.0f} s ({len(cands)} tasks generated in all)"]
-    for line in summary_lines("generate", f"asked: {want}; generated: {len(cands)}", sel, tasks, path, extra):
+    read = f"asked: {want}; generated: {len(cands)}" + (f"; your own: {len(examples)}" if own else "")
+    for line in summary_lines("generate", read, sel, tasks, path, extra):
         out(line)
     return path
+
+
+def own_lines(ts: Any, own: Selection, sel: Selection) -> list[str]:
+    """The report's lines on the user's own holdout: how many, how many of their rows were duplicates of each other,
+    and how many generated tasks were dropped as near-duplicates of one of them (none of those can train)."""
+    mine = {c.id for c in own.kept}
+    near_own = sum(1 for d in sel.dropped if d.kept_id in mine)
+    return [f"own holdout: {len(own.kept)} of your own task(s) from {ts.examples}, all in the holdout "
+            f"({len(own.dropped)} of your rows dropped as duplicates of each other); {near_own} generated task(s) "
+            f"dropped as duplicates of your own (no generated train task repeats one)"]
