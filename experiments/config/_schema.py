@@ -79,7 +79,8 @@ class SweepConfig:
     allow_underpowered: bool = False  # run a design whose test cannot reach alpha (a first look; it can never promote)
     race_top: int = 0  # final race: the top race_top candidates run once more on the train split before the holdout
     holdout_top_k: int = 2
-    holdout_test: str = "tasks"  # tasks (paired t over holdout tasks, Holm) | bound | floor (fixed-task: never promote)
+    # tasks (paired t over holdout tasks with its skew-calibrated twin, Holm) | bound | floor (fixed-task: never promote)
+    holdout_test: str = "tasks"
     holdout_baseline_runs: int = 3  # baseline runs on the holdout (seeds seed, seed+1, ...): its per-task mean
     holdout_candidate_runs: int = 2  # runs of each top-k candidate on the holdout
     # train filter (issue 42): which top-k candidates the holdout tests. wilcoxon: train mean difference above the
