@@ -11,8 +11,8 @@ import numpy as np
 
 from conftest import OLD_DESIGN
 from experiments.stats import compare, noise_floor, sweep_design_problem
+from experiments.sweep import TaskDiffs, futility_stop
 from experiments.sweep._preflight import confirmable_line, sweep_confirmable
-from experiments.sweep._promotion import TaskDiffs
 
 SIGMA = 0.3  # the scripted test world's run noise (tests/scripted_harness.py), no task x variant spread
 
@@ -35,8 +35,10 @@ def _mde(line: str) -> float:
 def _real_rule_rate(effect: float, *, worlds: int, seed: int = 42) -> float:
     """P(promoted) of one proposal with a constant mean effect in the test world, through the real pieces: the
     train filter "positive" on experiments.stats.compare (train mean above the baseline's, one candidate and one
-    baseline run per train task), the futility stop after 4 and 8 of 12 holdout tasks (mean so far <= 0: stopped)
-    and the paired t of experiments.sweep._promotion.TaskDiffs on per-task means of 3 runs per arm at 0.025."""
+    baseline run per train task), the sweep's futility stop (experiments.sweep.futility_stop with the arguments
+    experiments/sweep/_reruns.py passes: looks after 4 and 8 of 12 holdout tasks, conditional power below 0.1) and
+    the confirmation of experiments.sweep.TaskDiffs (skew_test: max of the paired t's p and the skew-calibrated p)
+    on per-task means of 3 runs per arm at 0.025."""
     rng = np.random.default_rng(seed)
     train, hold = [f"t{i}" for i in range(12)], [f"h{i}" for i in range(12)]
     hits = 0
@@ -44,12 +46,11 @@ def _real_rule_rate(effect: float, *, worlds: int, seed: int = 42) -> float:
         cand_t = dict(zip(train, effect + rng.normal(0.0, SIGMA, 12)))
         if not compare(cand_t, dict(zip(train, rng.normal(0.0, SIGMA, 12))), floor=0.0, alpha=0.05).diff > 0:
             continue
-        cand = effect + rng.normal(0.0, SIGMA, (3, 12)).mean(0)
-        base = rng.normal(0.0, SIGMA, (3, 12)).mean(0)
-        d = cand - base
-        if d[:4].mean() <= 0 or d[:8].mean() <= 0:
+        cand = dict(zip(hold, effect + rng.normal(0.0, SIGMA, (3, 12)).mean(0)))
+        base = dict(zip(hold, rng.normal(0.0, SIGMA, (3, 12)).mean(0)))
+        if futility_stop(cand, base, hold, 4) is not None:
             continue
-        td = TaskDiffs.of(dict(zip(hold, cand)), dict(zip(hold, base)))
+        td = TaskDiffs.of(cand, base)
         hits += td.p is not None and td.p < 0.025
     return hits / worlds
 
@@ -64,7 +65,8 @@ def test_the_new_design_power_line_is_the_new_path_s_detectable_effect(make_exp)
     rate = _real_rule_rate(mde, worlds=3000)  # binomial SE 0.007; the MDE's own Monte Carlo error about 0.02
     assert 0.75 <= rate <= 0.85, (mde, rate, line)
     assert "futility stop every 4 holdout tasks" in line and "3 candidate + 3 baseline run(s)" in line, line
-    assert "an effect of 0.5 needs 6 holdout tasks" in line, line
+    # 10, not the plain t's 6: the confirmation's skew-calibrated p (never below the t's) needs more tasks
+    assert "an effect of 0.5 needs 10 holdout tasks" in line, line
 
     today = make_exp(*OLD_DESIGN, n_train=16, n_holdout=8)  # 3306971's design: Wilcoxon filter and floor, 2 runs
     today_line = confirmable_line(today, sigma=SIGMA, sigma_source="2 baseline runs", baseline_runs=2,
@@ -83,7 +85,9 @@ def test_the_futility_stop_costs_power_in_the_line(make_exp):
     with_stop = decision_power(1.455, 1.271, futility_block=4, **kw)
     without = decision_power(1.455, 1.271, futility_block=0, **kw)
     assert with_stop.mde >= without.mde
-    assert with_stop.rate(without.mde) < without.rate(without.mde)
+    # <=, not <: the conditional-power stop (below 0.1 under the detectable effect) stops almost no study that would
+    # confirm, and at 12 tasks its cost is below what 2,000 simulated studies can measure
+    assert with_stop.rate(without.mde) <= without.rate(without.mde)
 
 
 def test_the_design_check_accepts_the_new_design_without_repeats_and_still_refuses_today_s(make_exp):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ._power import MAX_TASKS, Design, _smallest, detection_rate, sweep_design
@@ -22,10 +23,11 @@ TRAIN_FILTERS = ("wilcoxon", "positive", "none")  # sweep.train_filter (experime
 @dataclass(frozen=True)
 class DecisionPower:
     """What a sweep's whole decision can detect: the train filter and the confirmation over the holdout tasks
-    (one-sided paired t at the look's level, with the non-binding futility stop when the design has one) must both
-    pass; their data are independent, so P(promote) = P(filter) x P(confirm) at a mean effect. The filter
-    (sweep.train_filter): "wilcoxon", the one-sided Wilcoxon and the noise floor on the train tasks; "positive",
-    the train mean above the baseline's (a Design of test "mean"); "none", no filter (filter None)."""
+    (experiments.stats.skew_test at the look's level: the one-sided paired t's p or the skew-calibrated p, whichever
+    is larger; with the non-binding futility stop when the design has one) must both pass; their data are
+    independent, so P(promote) = P(filter) x P(confirm) at a mean effect. The filter (sweep.train_filter):
+    "wilcoxon", the one-sided Wilcoxon and the noise floor on the train tasks; "positive", the train mean above the
+    baseline's (a Design of test "mean"); "none", no filter (filter None)."""
 
     filter: Design | None
     confirm: Design
@@ -61,7 +63,8 @@ def decision_power(sigma: float, tau: float, *, n_train: int, n_holdout: int, al
     "positive" by its mean above 0 (with race_block > 0 the candidate is also raced on those tasks against the
     baseline, race_step's rule at race_z: a real gain raced out early is not promoted), under "none" not at all.
     The confirmation's per-task difference has sd sqrt(tau^2 + sigma^2 (1/c + 1/b)) with holdout_runs = (c, b)
-    (per-task means of c and b runs), the one-sided paired t over the n_holdout tasks at `level`; with
+    (per-task means of c and b runs), skew_test over the n_holdout tasks at `level` (Design test "t-skew": the
+    sweep's TaskDiffs, p = max(paired t p, skew-calibrated p), so the figure is the rule's, not the plain t's); with
     futility_block B > 0 the non-binding futility looks of experiments.sweep.futility_stop (interim_looks,
     futility_bound: conditional power below FUTILITY_CP under the effect detected with probability `power`) stop a
     simulated study unconfirmed, the stop's only cost being this loss of power. A holdout too small for its exact
@@ -119,7 +122,7 @@ def _designs(sigma: float, tau: float, n_train: int, n_holdout: int, alpha: floa
     elif train_filter == "none":
         filt = None
     sd = sigma * math.sqrt(1.0 / max(c, 1) + 1.0 / max(b, 1))
-    conf = Design("confirm", n_holdout, sd, level, "greater", "t", tau=tau, futility_block=futility_block,
+    conf = Design("confirm", n_holdout, sd, level, "greater", "t-skew", tau=tau, futility_block=futility_block,
                   futility_power=power)
     if any(df):  # the predictive power: sigma and tau drawn around their estimates per simulated run
         conf = dataclasses.replace(conf, sigma_df=df[0], tau_df=df[1],
@@ -136,7 +139,7 @@ def _joint(filt: Design | None, conf: Design, effect: float, sims: int) -> float
 
 
 def _joint_ok(filt: Design | None, conf: Design, effect: float, sims: int, power: float) -> bool:
-    """_joint(...) >= power, the filter's Wilcoxon (the dearer simulation) run only when the t alone reaches it."""
+    """_joint(...) >= power, the filter run only when the confirmation alone reaches it."""
     if holdout_min_p(conf.n) >= conf.alpha:
         return False
     c = detection_rate(conf, effect, sims=sims)
@@ -174,12 +177,14 @@ def _unit_needed(sigma: float, tau: float, n_train: int, n_holdout: int, alpha: 
                  train_filter: str = "wilcoxon", futility_block: int = 0,
                  df: tuple[int | None, int | None] = (None, None), race: tuple[int, float] = (0, 1.0), look_power: float = 0.8,
                  effect: float = 0.5) -> tuple[int, int] | None:
-    """The fewest (train, holdout) tasks that reach `power` at `effect` (sigma + tau = 1), searched exactly: every
-    holdout size from 2 to 16, then doubling to MAX_TASKS, then bisection between the last size that fails and the
-    first that reaches it (the power grows with the tasks; a holdout whose sign-flip p cannot reach the level fails).
-    Under a train filter both splits grow in the design's ratio (a best-of-N chosen on few train tasks carries a
-    winner's curse to the holdout); under "none" only the holdout decides (train 0). The race and futility looks
-    fall at the same fractions of each size (interim_looks), as the sweep places them."""
+    """The fewest (train, holdout) tasks that reach `power` at `effect` (sigma + tau = 1), searched exactly (_fewest:
+    the power grows with the tasks; a holdout whose sign-flip p cannot reach the level fails). The confirmation's p is
+    never below the plain paired t's on the same simulated study (skew_test: p = max(t p, skew p)), so the plain t's
+    fewest tasks, cheap to find, are where the confirmation's search starts: each size the confirmation is simulated
+    at builds skew_test's reference tables for it (about 1 s at 12 tasks, 4-7 s past 60). Under a train filter both
+    splits grow in the design's ratio (a best-of-N chosen on few train tasks carries a winner's curse to the
+    holdout); under "none" only the holdout decides (train 0). The race and futility looks fall at the same
+    fractions of each size (interim_looks), as the sweep places them."""
     if not n_holdout or (train_filter != "none" and not n_train):
         return None
     filt, conf = _designs(sigma, tau, n_train, n_holdout, alpha, level, baseline_runs, holdout_runs, train_filter,
@@ -188,28 +193,30 @@ def _unit_needed(sigma: float, tau: float, n_train: int, n_holdout: int, alpha: 
     def split(h: int) -> tuple[int, int]:
         return (max(math.ceil(h * n_train / n_holdout), 1) if filt is not None else 0), h
 
-    def ok(h: int) -> bool:
+    def ok(h: int, test: str = conf.test) -> bool:
         t, _ = split(h)
         f = dataclasses.replace(filt, n=t) if filt is not None else None
-        return holdout_min_p(h) < level and _joint_ok(f, dataclasses.replace(conf, n=h), effect, sims, power)
+        c = dataclasses.replace(conf, n=h, test=test)
+        return holdout_min_p(h) < level and _joint_ok(f, c, effect, sims, power)
 
-    lo = 1  # the largest size known to fail
-    for h in range(2, 17):  # the smallest first: a size costs in proportion to it
-        if ok(h):
-            return split(h)
-        lo = h
-    hi = lo
-    while True:
-        hi = min(hi * 2, MAX_TASKS)
-        if ok(hi):
-            break
-        if hi >= MAX_TASKS:
+    start = _fewest(lambda h: ok(h, "t"), 2) if conf.test == "t-skew" else 2
+    h = _fewest(ok, start) if start is not None else None
+    return split(h) if h is not None else None
+
+
+def _fewest(ok: Callable[[int], bool], start: int) -> int | None:
+    """The smallest size h >= start with ok(h), ok monotone and start - 1 known to fail (None: none up to MAX_TASKS):
+    start, start + 1, start + 2, start + 4, ... (a size costs in proportion to it, and the answer is often near
+    start) up to MAX_TASKS, then bisection between the last size that fails and the first that reaches it."""
+    lo, h, step = start - 1, start, 1
+    while not ok(h):
+        if h >= MAX_TASKS:
             return None
-        lo = hi
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
-    return split(hi)
+        lo, h, step = h, min(start + step, MAX_TASKS), step * 2
+    while h - lo > 1:
+        mid = (lo + h) // 2
+        lo, h = (lo, mid) if ok(mid) else (mid, h)
+    return h
 
 
 def _zero_noise_reachable(n_train: int, n_holdout: int, alpha: float, level: float,

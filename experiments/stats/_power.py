@@ -34,7 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._reach import tasks_needed
+from ._reach import holdout_min_p, tasks_needed
+from ._skew import skew_test_p
 from ._tests import FLOOR_SE, min_attainable_p, wilcoxon_reject
 
 MAX_TASKS = 500  # tasks-needed search stops here ("more than 500")
@@ -100,6 +101,11 @@ def look_z(d: np.ndarray) -> np.ndarray:
 
 # -- power by simulation --------------------------------------------------------------------------------------
 
+# The decision rules a Design simulates: "wilcoxon" and "t" (an A/B's and a calibration's tests, stats.TESTS), "t-skew"
+# (the sweep's holdout confirmation over tasks, experiments.stats.skew_test: p = max(paired t p, skew-calibrated p),
+# one-sided) and "mean" (the train filter "positive": the mean above 0, no test).
+DESIGN_TESTS = ("wilcoxon", "t", "t-skew", "mean")
+
 
 @dataclass(frozen=True)
 class Design:
@@ -118,7 +124,7 @@ class Design:
     sd_diff: float
     alpha: float
     alternative: str = "greater"  # greater | two-sided (an effect is positive by convention)
-    test: str = "wilcoxon"  # wilcoxon | t
+    test: str = "wilcoxon"  # one of DESIGN_TESTS
     floor_se: float = 0.0
     sigma_df: int | None = None
     # tau_df: tau is an estimate read off a spread s^2 = tau^2 + tau_noise (tau_noise: the run noise's variance in
@@ -130,7 +136,7 @@ class Design:
     effect_cv: float = 0.0  # task-to-task spread of the true effect, relative to it (module docstring)
     min_mean: float = 0.0  # the mean difference must reach this too (the A/B verdict's min_effect)
     tau: float = 0.0  # task-to-task spread of the true effect in points, whatever its mean (a task x variant sd)
-    # non-binding futility stop (sweep.holdout_futility_block, test "t" only; experiments.sweep.futility_stop's
+    # non-binding futility stop (sweep.holdout_futility_block, tests "t" and "t-skew"; experiments.sweep.futility_stop's
     # rule): at the interim_looks of n tasks, a z so far below futility_bound (conditional power below futility_cp
     # under the effect detected with probability futility_power) stops it undetected; the test is over all n tasks
     futility_block: int = 0
@@ -140,6 +146,12 @@ class Design:
     # interim_looks of n tasks a mean(d) + race_z sd(d) / sqrt(m) below 0 drops the candidate (race_step's rule)
     race_block: int = 0
     race_z: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.test not in DESIGN_TESTS:
+            raise ValueError(f"Design.test must be one of {DESIGN_TESTS}, got {self.test!r}")
+        if self.test == "t-skew" and self.alternative != "greater":
+            raise ValueError(f"Design.test 't-skew' is one-sided (alternative 'greater'), got {self.alternative!r}")
 
     @property
     def floor(self) -> float:
@@ -163,8 +175,9 @@ def _normals(sims: int, n: int, seed: int) -> np.ndarray:
 def detection_rate(design: Design, effect: float, *, sims: int = 4000, seed: int = 0) -> float:
     """P(detected) when the mean true difference over tasks is `effect` (spread design.effect_cv around it) and
     the noise is normal with design.sd_diff. test "mean" (the train filter "positive"): detected when the mean
-    difference is above 0, no test; with design.futility_block a simulated run stopped for futility is not
-    detected."""
+    difference is above 0, no test; test "t-skew": the sweep's confirmation, skew_test's p (skew_test_p, its
+    reference tables cached per n) below alpha; with design.futility_block a simulated run stopped for futility is
+    not detected."""
     if design.test == "mean":
         if design.n < 1:
             return 0.0
@@ -178,7 +191,7 @@ def detection_rate(design: Design, effect: float, *, sims: int = 4000, seed: int
             part = d[:, :m]
             hit &= ~(part.mean(axis=1) + design.race_z * part.std(axis=1, ddof=1) / math.sqrt(m) < 0)
         return float(hit.mean())
-    if design.n < 1 or min_attainable_p(design.n, test=design.test, alternative=design.alternative) >= design.alpha:
+    if design.n < 1 or _floor_p(design.n, design.test, design.alternative) >= design.alpha:
         return 0.0
     z = _normals(sims, design.n, seed)
     ratio = np.ones(sims)  # true sigma^2 / its estimate, per simulated run
@@ -202,6 +215,8 @@ def detection_rate(design: Design, effect: float, *, sims: int = 4000, seed: int
         with np.errstate(all="ignore"):
             p = sps.ttest_1samp(d, 0.0, axis=1, alternative=design.alternative).pvalue
         hit = np.nan_to_num(p, nan=1.0) < design.alpha
+    elif design.test == "t-skew":  # the sweep's holdout confirmation (TaskDiffs: skew_test), row by row
+        hit = skew_test_p(d) < design.alpha
     else:
         hit = wilcoxon_reject(d, design.alpha, alternative=design.alternative)
     for m in interim_looks(design.n, design.futility_block):  # the non-binding futility looks (futility_stop)
@@ -214,6 +229,13 @@ def detection_rate(design: Design, effect: float, *, sims: int = 4000, seed: int
     return float(hit.mean())
 
 
+def _floor_p(n: int, test: str, alternative: str) -> float:
+    """The smallest p the design's test can return over n tasks: min_attainable_p, and for "t-skew" the exact
+    sign-flip p of n differences all of one sign (holdout_min_p), the floor below which the sweep's design check
+    (sweep_design_problem) refuses a holdout."""
+    return holdout_min_p(n) if test == "t-skew" else min_attainable_p(n, test=test, alternative=alternative)
+
+
 def _norm_cdf(x: float) -> float:
     return 0.5 * math.erfc(-x / math.sqrt(2.0))
 
@@ -222,7 +244,7 @@ def _norm_cdf(x: float) -> float:
 def _unit_mde(n: int, alpha: float, alternative: str, test: str, floor_se: float, power: float, sims: int,
               sigma_df: int | None = None, effect_cv: float = 0.0, min_mean: float = 0.0) -> float:
     """MDE in units of sd_diff (both tests are scale-free, so MDE = sd_diff * this; min_mean in the same units)."""
-    if n < 1 or min_attainable_p(n, test=test, alternative=alternative) >= alpha:
+    if n < 1 or _floor_p(n, test, alternative) >= alpha:
         return float("inf")
     unit = Design("unit", n, 1.0, alpha, alternative, test, floor_se, sigma_df=sigma_df, effect_cv=effect_cv,
                   min_mean=min_mean)
