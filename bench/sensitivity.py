@@ -5,7 +5,9 @@
 Model and worlds: bench/sens/model.py (y = b + m + u + e + j: difficulty, planted effect, task x variant
 interaction, run noise with common random numbers rho, per-answer judge noise frozen under greedy decoding).
 Designs: bench/sens/design.py ("today" = 3306971's code path; --check runs it through the real experiments.sweep
-gate, race, compare and decide and counts disagreements). For every world and design:
+gate, race, compare and decide and counts disagreements). The holdout confirmation over tasks is the sweep's
+(experiments.stats.skew_test_p: the larger p of the one-sided paired t and its skew-calibrated twin) in every
+design but those labelled ac27838, which keep the plain paired t (Design.confirm). For every world and design:
 
 - mde: the smallest constant mean effect one proposal is promoted with at probability 0.8 (bisection, common random
   numbers across effects); calls: LLM calls of that study; mde@cost: mde x sqrt(calls / today's calls), the
@@ -58,8 +60,10 @@ LEVERS = [
 NEW = Design("new", n_train=12, n_hold=12, search="race", baseline_repeat=False, train_filter="positive",
              final_race_top=0, hold_runs=3, sampled=True, seq_block=4, futility=True, efficacy=False, skip_cut=True,
              scaled_looks=True, futility_rule="power")
-# the shipped design's rules at ac27838: race and futility blocks of 4 at any size, futility on "mean so far <= 0"
-NEW_AC = dataclasses.replace(NEW, name="ac27838 rules", scaled_looks=False, futility_rule="mean")
+# the shipped design's rules at ac27838: race and futility blocks of 4 at any size, futility on "mean so far <= 0",
+# the plain paired t as the confirmation (every other design confirms by the sweep's test now: the paired t's p or
+# its skew-calibrated twin's, whichever is larger; Design.confirm)
+NEW_AC = dataclasses.replace(NEW, name="ac27838 rules", scaled_looks=False, futility_rule="mean", confirm="t")
 # sweep.holdout_compare=pairwise on the shipped design: the judge's error per order g x the pointwise judge's on a
 # difference (g 0.34 measured on the embedded model, 0.17 on the 1.5B: docs/CALIBRATION.md)
 NEW_PAIRWISE = [dataclasses.replace(NEW, name=f"new pairwise g={g}", compare="pairwise", g=g, pair_test="signflip")

@@ -8,7 +8,9 @@ against the parent's stored scores passes unless mean + 1.0 sigma sqrt(2/3) < 0 
 passed proposal runs every train task with seed 0 (the baseline trial's seed: common random numbers where seeds
 couple); the final race re-runs the top 2 with seed 1 and ranks on the 2-run means (experiments.sweep.race); the
 top candidate must pass the train filter (experiments.stats.compare at alpha 0.05, floor 2 sigma sqrt(1.5 / 16))
-and the one-sided paired t over the 8 holdout tasks (one run each, seed 0) at level 0.025 (the first look). The
+and the holdout confirmation over the 8 holdout tasks (one run each, seed 0) at level 0.025 (the first look): the
+sweep's test now (Design.confirm "t-skew": experiments.stats.skew_test_p, the one-sided paired t's p or its
+skew-calibrated twin's, whichever is larger), "t" the plain paired t of 3306971 and ac27838. The
 Wilcoxon pruner is left out (on 16 tasks the gate does its work: docs/BENCHMARKS.md). bench/sensitivity.py
 --check runs the same studies through the real gate, race, compare and decide and counts disagreements.
 
@@ -63,6 +65,9 @@ class Design:
     # quarter of the split when larger: experiments.stats.look_block, as the sweep does now)
     scaled_looks: bool = False
     futility_rule: str = "mean"  # mean (ac27838: mean so far <= 0) | power (conditional power: futility_stop)
+    # the holdout confirmation over tasks (pointwise): "t-skew" the sweep's (TaskDiffs: experiments.stats.skew_test,
+    # p = max(paired t p, skew-calibrated p)) | "t" the plain one-sided paired t (3306971's and ac27838's rule)
+    confirm: str = "t-skew"
 
     def world(self, w: World) -> World:
         return w.sampled() if self.sampled else w
@@ -187,14 +192,17 @@ def simulate(world: World, d: Design, m: np.ndarray, seed: int, trace: dict | No
             win = p
         elif d.compare == "pairwise" and d.pair_test == "signflip":
             _, u = rules.sequential(dh, block=d.seq_block or d.n_hold, level=d.level, futility=d.futility,
-                                    efficacy=False, rule=d.futility_rule, scaled=d.scaled_looks)
+                                    efficacy=False, rule=d.futility_rule, scaled=d.scaled_looks, confirm="t")
             p = rules.signflip_p(stat, 1.0 / (2 * k), alternative="greater")
             win, used = np.where(u < d.n_hold, 1.0, p), np.minimum(used, u) if len(tops) == 1 else used
         elif d.seq_block:
             ok, u = rules.sequential(stat, block=d.seq_block, level=d.level / len(tops), futility=d.futility,
-                                     efficacy=d.efficacy, rule=d.futility_rule, scaled=d.scaled_looks)
+                                     efficacy=d.efficacy, rule=d.futility_rule, scaled=d.scaled_looks,
+                                     confirm=d.confirm if d.compare == "pointwise" else "t")
             win, used = np.where(ok, 0.0, 1.0), np.minimum(used, u) if len(tops) == 1 else used
-        else:
+        elif d.compare == "pointwise":
+            win = rules.confirm_p(stat, d.confirm)
+        else:  # pairwise preferences, the paired t (a lever, not the sweep's sign-flip)
             win = rules.t_p(stat)
         if d.max_task_loss is not None:
             win = np.where(dh.min(1) < -d.max_task_loss, 1.0, win)

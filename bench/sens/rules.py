@@ -1,7 +1,9 @@
 """Decision rules over many simulated studies at once (rows = studies, last axis = tasks).
 
-t_p is the holdout test of experiments.sweep (TaskDiffs: one-sided paired t over tasks); equal differences get
-the sign-flip test's p (0.5^n) instead of the code's 0 at 3306971 (issue 40 D). train_filter is
+confirm_p is the holdout test of experiments.sweep (TaskDiffs, rule "tasks"): experiments.stats.skew_test_p, p =
+max(one-sided paired t p, skew-calibrated p) ("t-skew"), or the plain one-sided paired t alone ("t": t_p, the
+confirmation at 3306971 and ac27838); equal differences get the sign-flip test's p (0.5^n) in both (the code gave
+0 at 3306971: issue 40 D). train_filter is
 experiments.stats.compare (one-sided Wilcoxon p < alpha and mean above the floor) through the project's own
 wilcoxon_reject. The group-sequential boundary is O'Brien-Fleming's shape on the z scale of each look's t p-value,
 its constant calibrated by simulation so that the looks together spend the look's level."""
@@ -14,7 +16,9 @@ import math
 import numpy as np
 from scipy import stats as sps
 
-from experiments.stats import wilcoxon_reject
+from experiments.stats import skew_test_p, wilcoxon_reject
+
+CONFIRM_TESTS = ("t-skew", "t")
 
 
 def t_p(d: np.ndarray) -> np.ndarray:
@@ -27,6 +31,16 @@ def t_p(d: np.ndarray) -> np.ndarray:
         p = sps.t.sf(t, n - 1)
     flat = sd <= 1e-12 * np.maximum(1.0, np.abs(mean))
     return np.where(flat, np.where(mean > 0, 0.5 ** n, 1.0), p)
+
+
+def confirm_p(d: np.ndarray, test: str = "t-skew") -> np.ndarray:
+    """The holdout confirmation's one-sided p of mean > 0 per row: "t-skew" the sweep's (TaskDiffs: skew_test, p =
+    max(paired t p, skew-calibrated p)), "t" the plain paired t (the rules of 3306971 and ac27838)."""
+    if test == "t-skew":
+        return skew_test_p(d)
+    if test == "t":
+        return t_p(d)
+    raise ValueError(f"confirmation test must be one of {CONFIRM_TESTS}, got {test!r}")
 
 
 def cuped_p(d: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -75,7 +89,8 @@ def _look_z(d: np.ndarray, looks: tuple[int, ...]) -> np.ndarray:
 
 
 def sequential(d: np.ndarray, *, block: int, level: float, futility: bool,
-               efficacy: bool = True, rule: str = "mean", scaled: bool = False) -> tuple[np.ndarray, np.ndarray]:
+               efficacy: bool = True, rule: str = "mean", scaled: bool = False,
+               confirm: str = "t") -> tuple[np.ndarray, np.ndarray]:
     """(confirmed, tasks used) of a group-sequential confirmation on the per-task statistics d (studies, n_max):
     a look after every `block` tasks (`scaled`: every experiments.stats.look_block tasks, a quarter of the holdout
     when larger, as the sweep looks now), confirmed at the first look whose z reaches the O'Brien-Fleming boundary;
@@ -83,7 +98,8 @@ def sequential(d: np.ndarray, *, block: int, level: float, futility: bool,
     the stop at ac27838) or whose paired-t z is below experiments.stats.futility_bound (rule "power": conditional
     power below 0.1, experiments.sweep.futility_stop's rule). Without `efficacy` only the last look can confirm, at
     the full level (the futility stops are non-binding, so the level holds): every holdout task is seen before a
-    claim."""
+    claim, by the test `confirm` (confirm_p: "t-skew" the sweep's, p <= level as decide's Holm; "t" the plain t).
+    The efficacy looks (O'Brien-Fleming, not in the code) stay on the t's z."""
     from experiments.stats import futility_bound, look_block, look_z
 
     n_max = d.shape[-1]
@@ -100,8 +116,11 @@ def sequential(d: np.ndarray, *, block: int, level: float, futility: bool,
     done = np.zeros(d.shape[0], dtype=bool)
     win = np.zeros(d.shape[0], dtype=bool)
     used = np.full(d.shape[0], n_max)
+    last = None
+    if not efficacy and confirm != "t":
+        last = confirm_p(d, confirm) <= level
     for k, n in enumerate(looks):
-        hit = ~done & (z[:, k] >= bound[k])
+        hit = ~done & (z[:, k] >= bound[k]) if last is None or k < len(looks) - 1 else ~done & last
         win |= hit
         stop = hit.copy()
         if futility and k < len(looks) - 1:
