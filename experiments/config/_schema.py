@@ -65,9 +65,10 @@ class SweepConfig:
     operator_choice: str = "tpe"  # tpe (on the operator asked for) | bandit (Thompson on the operator used)
     gate_tasks: int = 0  # minibatch gate: train tasks a new candidate runs first (0 = off; off on a smaller train split)
     gate_z: float = 1.0  # gate out when mean(child - parent) + gate_z * sigma * sqrt(2 / gate_tasks) < 0
-    # racing (issue 42, lever e): a proposal runs its train tasks in blocks of race_block and is raced out after a
-    # block (not the last) when mean(child - leader) + race_z * sd / sqrt(m) < 0 over its m tasks so far (sd of
-    # those differences; the leader: the best complete train mean). > 0 replaces the gate (gate_tasks unused); 0 = off
+    # racing (issue 42, lever e): a proposal runs its train tasks in blocks of race_block tasks, or of a quarter of
+    # the train split when that is larger (experiments.stats.look_block), and is raced out after a block (not the
+    # last) when mean(child - leader) + race_z * sd / sqrt(m) < 0 over its m tasks so far (sd of those differences;
+    # the leader: the best complete train mean). > 0 replaces the gate (gate_tasks unused); 0 = off
     race_block: int = 0
     race_z: float = 1.0
     max_merges: int = 0  # merges of two front candidates over a common ancestor, after a trial beat its parent
@@ -87,9 +88,11 @@ class SweepConfig:
     # noise floor and one-sided Wilcoxon p < alpha (experiments.stats.compare); positive: train mean above the
     # baseline's on the tasks both have; none: every top-k candidate. The holdout alone confirms. Pinned.
     train_filter: str = "wilcoxon"
-    # futility stop (issue 42, lever d): the holdout runs in blocks of this many tasks (both arms, all their runs);
-    # after each block but the last a candidate whose mean difference so far is <= 0 stops (not confirmed, the look
-    # counts; the claim is made at the last block only). 0 = off. Pinned in the decision rule.
+    # futility stop (issue 42, lever d): the holdout runs in blocks (both arms, all their runs) of this many tasks,
+    # or of a quarter of the holdout when that is larger (experiments.stats.look_block); after each block but the
+    # last a candidate stops when the conditional power of the final test, under the effect the design detects, is
+    # below 0.1 given its paired t so far (experiments.sweep.futility_stop; not confirmed, the look counts; the
+    # claim is made at the last block only). 0 = off. Pinned in the decision rule.
     holdout_futility_block: int = 0
     # how the holdout confirms (issue 42, lever a): pointwise (the paired t over tasks on the per-task mean score
     # differences) | pairwise (the judge compares each candidate run's answer with the baseline run's of the same

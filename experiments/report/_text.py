@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from experiments.stats import MAX_TASKS, DecisionPower
+from experiments.stats import MAX_TASKS, DecisionPower, look_block
 from harness.inference import smoke_label
 
 SMOKE_LINE = smoke_label([])  # no model named: the one smoke label, "SMOKE RUN (embedded model): ..."
@@ -71,9 +71,9 @@ def _design_text(dp: DecisionPower) -> str:
     what = (f"confirmation over {conf.n} holdout tasks ({c} candidate + {b} baseline run(s) per task) at level "
             f"{conf.alpha:.4g}")
     if conf.futility_block:
-        what += f" with a futility stop every {conf.futility_block} holdout tasks"
+        what += f" with a futility stop every {look_block(conf.n, conf.futility_block)} holdout tasks"
     if dp.train_filter == "positive":
-        raced = (f" (raced against the baseline every {dp.filter.race_block} train tasks)"
+        raced = (f" (raced against the baseline every {look_block(dp.filter.n, dp.filter.race_block)} train tasks)"
                  if getattr(dp.filter, "race_block", 0) else "")
         return f"{what}, after a train mean above the baseline's on {dp.filter.n} train tasks{raced}"
     if dp.train_filter == "none":

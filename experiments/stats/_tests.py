@@ -89,6 +89,11 @@ class NoiseFloor:
     range_of_means: float
     per_task_sd: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def df(self) -> int:
+        """The degrees of freedom of sigma's estimate: tasks x (repeats - 1), 0 when nothing was measured."""
+        return max(int(self.n_tasks) * (int(self.repeats) - 1), 0)
+
     def floor(self, n: int, baseline_runs: int = 1) -> float:
         if self.repeats < 2 or n < 1:
             return 0.0

@@ -86,7 +86,7 @@ def _spread_line(exp: ExperimentConfig, design: Any, effect_cv: float, unit: str
 
 def preflight_lines(exp: ExperimentConfig, proj: Projection, *, sigma: float | None, baseline_runs: int,
                     noise_source: str, effect_cv: float = 0.0, calibration: Any = None,
-                    level: float | None = None) -> list[str]:
+                    level: float | None = None, sigma_df: int | None = None) -> list[str]:
     """The preflight block: budget, projected cost, what the configured design detects, and a warning on a tiny
     budget.
 
@@ -110,7 +110,7 @@ def preflight_lines(exp: ExperimentConfig, proj: Projection, *, sigma: float | N
     if sigma is not None and n_train:
         lines += ["preflight: " + ln for ln in design_effect_lines(
             exp, sigma=sigma, noise_source=noise_source, baseline_runs=baseline_runs, effect_cv=effect_cv,
-            calibration=calibration, level=level)]
+            calibration=calibration, level=level, sigma_df=sigma_df)]
     else:
         lines.append("preflight: detectable effect not known yet (no calibration for this fingerprint): it follows "
                      "from the baseline repeats; run +sweep=calibrate first to know it before a sweep")
@@ -129,13 +129,14 @@ def confirms_over_tasks(exp: ExperimentConfig) -> bool:
 
 
 def design_effect_lines(exp: ExperimentConfig, *, sigma: float, noise_source: str, baseline_runs: int,
-                        effect_cv: float = 0.0, calibration: Any = None, level: float | None = None) -> list[str]:
+                        effect_cv: float = 0.0, calibration: Any = None, level: float | None = None,
+                        sigma_df: int | None = None) -> list[str]:
     """What the configured design detects, one figure for the rule that runs:
 
     - sweep.holdout_compare=pairwise: not modelled (PAIRWISE_POWER);
     - a confirmation over the holdout tasks: the design power line (confirmable_line: the train filter as
-      sweep.train_filter runs it and the holdout's paired t at `level`, with the spread tau the calibration's
-      positive control measured), the figure the summary prints;
+      sweep.train_filter runs it and the holdout's confirmation at `level`, with the spread tau the calibration's
+      positive control measured; sigma_df: the df of sigma's estimate), the figure the summary prints;
     - the fixed-task holdout rules ("bound", "floor": they promote nothing): the train filter's own detectable
       effect by its rule (the Wilcoxon and the 2-SE floor, or the train mean above the baseline's), with its
       figure for an effect that varies across tasks as the calibration's positive control did."""
@@ -144,7 +145,7 @@ def design_effect_lines(exp: ExperimentConfig, *, sigma: float, noise_source: st
         return [PAIRWISE_POWER]
     if confirms_over_tasks(exp):
         return [confirmable_line(exp, sigma=sigma, sigma_source=noise_source, baseline_runs=baseline_runs,
-                                 candidate_diffs=(), calibration=calibration,
+                                 candidate_diffs=(), calibration=calibration, sigma_df=sigma_df,
                                  level=first_level(exp) if level is None else level)]
     n_train = len(exp.tasks("train"))
     rule = (f"the holdout rule {sw.holdout_test!r} promotes nothing" if sw.holdout_test != "tasks"
@@ -289,7 +290,7 @@ def noise_measured_line(exp: ExperimentConfig, runs: Sequence[Mapping[str, float
     nf = noise_floor(runs)
     d = sweep_design(nf.sigma, n_train, alpha=exp.sweep.alpha, baseline_runs=len(runs))
     figure = design_effect_lines(exp, sigma=nf.sigma, noise_source=f"{len(runs)} baseline runs",
-                                 baseline_runs=len(runs), level=level)
+                                 baseline_runs=len(runs), level=level, sigma_df=nf.df or None)
     return (f"noise measured from {len(runs)} baseline runs: sigma {nf.sigma:.3f}, floor {d.floor:.3f}; "
             + "; ".join(figure))
 
@@ -343,6 +344,7 @@ def sweep_preflight(exp: ExperimentConfig, study: Any, *, calibration: Any, meas
     # the design's figure once, before the first trial: an update changes the cost and the proposals only
     lines = preflight_lines(exp, proj, sigma=sigma if update is None else None, baseline_runs=1, noise_source=src,
                             effect_cv=cal.effect_cv if cal is not None else 0.0, calibration=cal,
+                            sigma_df=(cal.noise_floor().df or None) if cal is not None else None,
                             level=next_level(exp, study) if sigma is not None and update is None
                             and confirms_over_tasks(exp) and sw.holdout_compare != "pairwise" else None)
     if update is None:
@@ -379,32 +381,38 @@ def cost_model_line(calibration: Any, baseline: Any, task_runs: int) -> str:
 
 
 def spread_estimate(candidate_diffs: Sequence[Sequence[float]], sigma: float, baseline_runs: int,
-                    calibration: Any) -> tuple[float, str]:
-    """tau and where it came from: the sweep's own candidates (their per-task train differences, run noise
-    sigma^2 (1 + 1/b) taken out), else the calibration's positive control, else 0 ("not measured")."""
+                    calibration: Any) -> tuple[float, str, int | None]:
+    """tau, where it came from and its degrees of freedom: the sweep's own candidates (their per-task train
+    differences, run noise sigma^2 (1 + 1/b) taken out: spread_from_trials's df), else the calibration's positive
+    control (its "df" when it stored one, else None), else 0 ("not measured", df None)."""
     own = spread_from_trials(candidate_diffs, sigma ** 2 * (1.0 + 1.0 / max(baseline_runs, 1)))
     if own is not None:
-        return own[0], f"this sweep's {len(candidate_diffs)} candidate(s) ({own[1]} df)"
+        return own[0], f"this sweep's {len(candidate_diffs)} candidate(s) ({own[1]} df)", own[1]
     het = getattr(calibration, "heterogeneity", None) if calibration is not None else None
     if het and het.get("tau") is not None:
-        return float(het["tau"]), f"calibration {calibration.key}'s positive control ({het['n']} tasks)"
-    return 0.0, "nothing yet (taken as 0: an optimistic figure)"
+        df = het.get("df")
+        return (float(het["tau"]), f"calibration {calibration.key}'s positive control ({het['n']} tasks)",
+                int(df) if df else None)
+    return 0.0, "nothing yet (taken as 0: an optimistic figure)", None
 
 
 def confirmable_line(exp: ExperimentConfig, *, sigma: float, sigma_source: str, baseline_runs: int,
-                     candidate_diffs: Sequence[Sequence[float]], calibration: Any, level: float) -> str:
+                     candidate_diffs: Sequence[Sequence[float]], calibration: Any, level: float,
+                     sigma_df: int | None = None) -> str:
     """The summary's (and preflight's) line: the mean effect this design promotes with probability
     calibrate.power, the train filter (raced as sweep.race_block races it) and the confirmation over tasks together,
-    with tau from the sweep's own trials or the calibration (experiments.stats.decision_power)."""
+    with tau from the sweep's own trials or the calibration (experiments.stats.decision_power). sigma_df (the noise
+    floor's tasks x (runs - 1)) and tau's df (spread_estimate) make it the predictive power, averaged over the sigma
+    and tau those estimates allow; None: taken as known."""
     sw = exp.sweep
-    tau, tau_source = spread_estimate(candidate_diffs, sigma, baseline_runs, calibration)
+    tau, tau_source, tau_df = spread_estimate(candidate_diffs, sigma, baseline_runs, calibration)
     dp = decision_power(sigma, tau, n_train=len(exp.tasks("train")), n_holdout=len(exp.tasks("holdout")),
                         alpha=sw.alpha, level=level, baseline_runs=baseline_runs,
                         holdout_runs=(sw.holdout_candidate_runs, sw.holdout_baseline_runs), power=exp.calibrate.power,
                         target_effect=exp.calibrate.target_effect, sims=min(exp.calibrate.sims, 1000),
                         train_filter=getattr(sw, "train_filter", "wilcoxon"),
                         futility_block=getattr(sw, "holdout_futility_block", 0),
-                        race_block=sw.race_block, race_z=sw.race_z)
+                        race_block=sw.race_block, race_z=sw.race_z, sigma_df=sigma_df, tau_df=tau_df)
     return decision_power_line(dp, tau_source=tau_source, sigma_source=sigma_source)
 
 
@@ -433,6 +441,6 @@ def sweep_confirmable(exp: ExperimentConfig, *, noise: Any, baseline_runs: int, 
     diffs = [[float(c.train_scores[t]) - float(reference[t]) for t in c.train_scores if t in reference]
              for c in cands]
     return confirmable_line(exp, sigma=noise.sigma, sigma_source=source, baseline_runs=baseline_runs,
-                            candidate_diffs=diffs, calibration=calibration,
+                            candidate_diffs=diffs, calibration=calibration, sigma_df=noise.df or None,
                             level=look.level if look is not None
                             else next_look(stored, (NEXT_FAMILY,), sw.alpha, others).level)

@@ -4,9 +4,10 @@ the final race (the top race_top candidates once more on the train split, seed c
 repeats for the noise floor (seeds cfg.seed + k on the train split) live here too. A mixin of
 experiments.sweep.Sweep: it uses the sweep's exp, runner, pool, progress, tracker, calibration, train, holdout, dir, out and _safe.
 
-With sweep.holdout_futility_block = B > 0 (issue 42) the holdout runs in blocks of B tasks (experiments.sweep's
-holdout_order): the baseline's runs of a block, then each live candidate's, then the futility look (futility_stop);
-a stopped candidate runs no further block, and the baseline stops with the last live candidate. Run k of a text is
+With sweep.holdout_futility_block = B > 0 (issue 42) the holdout runs in blocks of B tasks, or of a quarter of the
+holdout when that is larger (futility_looks, in experiments.sweep's holdout_order): the baseline's runs of a block,
+then each live candidate's, then the futility look (futility_stop: conditional power of the final test below 0.1
+under the design's detectable effect); a stopped candidate runs no further block, and the baseline stops with the last live candidate. Run k of a text is
 stored as one per-task dict however many blocks filled it (the tasks of each block merged in as they finish, its
 cost beside it), so a resume runs only the tasks a block still lacks, and a study that stopped a candidate finds
 the same stop in its stored scores and runs nothing more of it."""
