@@ -187,6 +187,8 @@ class TaskSupplyConfig:
     power: float = 0.8
     calibration: str = ""  # count=auto: a stored calibration's key or file; empty: the configured benchmark's
     seed: int = 0
+    headroom: bool = False  # generate: one baseline run per task; tasks that fail or score at the ceiling dropped
+    headroom_ceiling: float = 9.5  # generate: a baseline composite (0-10) at or above it leaves no room for a gain
 
 
 @dataclass

@@ -277,3 +277,9 @@ def check_task_supply(exp: ExperimentConfig) -> None:
             if not str(m).strip():
                 raise ConfigError(f"tasks.generator_models={list(ts.generator_models)!r} holds an empty name; "
                                   "expected model names of the configured backend")
+        if not 0.0 < ts.headroom_ceiling <= 10.0:
+            raise ConfigError(f"tasks.headroom_ceiling={ts.headroom_ceiling!r} is out of range; expected a composite "
+                              f"in (0, 10]")
+    elif ts.headroom:
+        raise ConfigError("tasks.headroom=true is for +sweep=generate_tasks (a baseline run per generated task); an "
+                          "import keeps every task you gave")

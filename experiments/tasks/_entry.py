@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 from experiments.config import ConfigError, ExperimentConfig
 
 from ._generate import corpus_docs, generate, read_journal
+from ._headroom import screen
 from ._import import plan_import, run_import
 from ._rows import read_rows
 from ._select import Selection, assign_split, deduplicate
@@ -98,6 +99,20 @@ def run_generate(exp: ExperimentConfig, *, out: Callable[[str], None] = print) -
     if len(chosen) < 2:
         raise ConfigError(f"the generator gave {len(chosen)} usable distinct task(s); expected at least 2 (see the "
                           f"lines above)")
+    if ts.headroom:
+        # one baseline run per generated task: a task that fails or already scores at the ceiling cannot show a
+        # gain, so it never reaches the file (the user's own tasks are not screened)
+        scr = screen(exp, chosen, out)
+        chosen = scr.kept
+        extra += scr.lines(ts.headroom_ceiling)
+        if len(chosen) < want:
+            extra.append(f"headroom screen: {len(chosen)} of the {want} tasks asked remain (no more are generated: "
+                         f"raise tasks.count and run again to top up)")
+        if len(chosen) < 2:
+            raise ConfigError(f"the headroom screen left {len(chosen)} generated task(s) of {scr.screened} "
+                              f"({len(scr.failed)} failed, {len(scr.ceiling)} at composite >= "
+                              f"{ts.headroom_ceiling:g}); expected at least 2: raise tasks.count or "
+                              f"tasks.headroom_ceiling and run again (screened tasks are not run again)")
     holdout = math.floor(len(chosen) * share + 0.5)
     # without tasks of the user's own, both splits need generated tasks; beside them the generated ones may all train
     low = 0.0 if own else 0.01
@@ -114,6 +129,9 @@ def run_generate(exp: ExperimentConfig, *, out: Callable[[str], None] = print) -
               f"the hashing embedding); the split was assigned before any run, stratified by type and topic.",
               "Generated tasks: read and edit them before the first run; each task's provenance names its model, "
               "prompt version and seed."]
+    if ts.headroom:
+        header.append(f"Headroom screen: {scr.screened} screened by one baseline run each; {len(scr.failed)} dropped "
+                      f"for failing, {len(scr.ceiling)} at the ceiling (composite >= {ts.headroom_ceiling:g}).")
     if own:
         header.append(f"Your own tasks (tasks.own_holdout=true): the {n_own} from {Path(ts.examples).name}, all in "
                       f"the holdout; each one's provenance names its file and line.")
