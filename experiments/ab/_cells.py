@@ -235,32 +235,23 @@ def write_or_check_prereg(
         _write_json(path, {**want, "registered_at": time.time()})
         return path
     have = json.loads(path.read_text(encoding="utf-8"))
-    diffs = [f"{key}.{line}" for key in ("preregistration", "design")
-             for line in fingerprint_diff(_plain(have.get(key)) or {}, _plain(want[key]))]
-    if diffs:
-        raise PreregistrationMismatch(
-            f"{path} was registered with a different hypothesis or design than this run "
-            f"({'; '.join(diffs)}): the hypothesis and design cannot change mid-test; run with the registered "
-            f"settings to resume, or {new_test}"
-        )
-    if objective is not None and "objective" in have:
-        diffs = [f"objective.{line}" for line in fingerprint_diff(_plain(have["objective"]) or {},
-                                                                    _plain(dict(objective)))]
+    # (registered fields, what a difference means); an objective or backend the file does not record yet is not
+    # compared (it is added below)
+    checks = (
+        (("preregistration", "design"), "a different hypothesis or design than this run ({}): the hypothesis and "
+         "design cannot change mid-test; run with the registered settings to resume"),
+        (("objective",), "another objective than this run ({}): the tasks, the judge's settings and the harness "
+         "config cannot change mid-test (the verdict would rest on scores of two objectives); run with the "
+         "registered settings to resume"),
+        (("backend",), "other backends or models than this run ({}): the backend and models cannot change "
+         "mid-test; run with the registered backend to resume"),
+    )
+    for keys, why in checks:
+        compared = [k for k in keys if k in want and (k in have or k in ("preregistration", "design"))]
+        diffs = [f"{key}.{line}" for key in compared
+                 for line in fingerprint_diff(_plain(have.get(key)) or {}, _plain(want[key]))]
         if diffs:
-            raise PreregistrationMismatch(
-                f"{path} was registered with another objective than this run ({'; '.join(diffs)}): the tasks, "
-                f"the judge's settings and the harness config cannot change mid-test (the verdict would rest on "
-                f"scores of two objectives); run with the registered settings to resume, or {new_test}"
-            )
-    if backend is not None and "backend" in have:
-        diffs = [f"backend.{line}" for line in fingerprint_diff(_plain(have["backend"]) or {},
-                                                                 _plain(want["backend"]))]
-        if diffs:
-            raise PreregistrationMismatch(
-                f"{path} was registered with other backends or models than this run ({'; '.join(diffs)}): "
-                f"the backend and models cannot change mid-test; run with the registered backend to resume, "
-                f"or {new_test}"
-            )
+            raise PreregistrationMismatch(f"{path} was registered with {why.format('; '.join(diffs))}, or {new_test}")
     added: dict[str, Any] = {}
     if backend is not None and "backend" not in have:  # registered before backends were recorded: nothing to compare
         added.update(backend=want["backend"], backend_recorded_at=time.time())
