@@ -48,10 +48,11 @@ def journal_path(exp: ExperimentConfig) -> Path:
 
 
 def screen_runner(exp: ExperimentConfig) -> Any:
-    """The runner the screen scores with: the configured harness (experiments.run's make_runner)."""
-    from experiments.run import make_runner
+    """The runner the screen scores with: the configured harness, as the command's make_runner builds it."""
+    from experiments.config import to_harness_config
+    from experiments.runs import HarnessRunner
 
-    return make_runner(exp)
+    return HarnessRunner(to_harness_config(exp))
 
 
 def setup_key(instructions: dict[str, str], exp: ExperimentConfig) -> str:
