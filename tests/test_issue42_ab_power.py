@@ -123,8 +123,9 @@ def test_the_ab_summary_s_design_power_is_what_its_own_spread_lets_the_real_verd
     wilcoxon = Preregistration("B differs", min_effect=0.3, n_tasks=5, replications=2, test="wilcoxon")
     five = observed_power_line(paired_stats(a[:5], a[:5] + rng.normal(0, 2, 5), n_boot=50), wilcoxon, power=0.8,
                                target=0.5, sims=500)
-    assert five.startswith("design power: this A/B detects no effect (its test cannot reach alpha on these tasks) "
-                           "with probability 0.8 (5 tasks, two-sided wilcoxon at 0.05"), five
+    # (the floor every test shares: the exact sign-flip 2/2^n)
+    assert five == ("design power: this A/B detects no effect (5 tasks: no two-sided p can go below 2/2^5 = 0.0625 "
+                    ">= alpha 0.05)"), five
 
 
 def test_the_a_a_arm_s_tau_is_read_one_way_for_the_calibration_and_the_preflight():
