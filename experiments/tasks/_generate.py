@@ -10,7 +10,6 @@ resumes from it, and the benchmark YAML is written only once, whole (experiments
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import re
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from experiments.config import ConfigError, ExperimentConfig
+from harness.compose import model_family
 from harness.config import TASK_TYPES
 from harness.inference import BackendError
 
@@ -95,13 +95,6 @@ def served_name(backend: Any, model: str) -> str:
         if path:
             return Path(str(path)).name
     return str(model)
-
-
-def model_family(name: str) -> str:
-    """A model's family read off its name, as the judge warnings read it (harness.compose's model_family, which
-    its face does not export): the first letters of its last path part ("qwen2.5:32b" -> "qwen")."""
-    found = re.match(r"[a-z]+", str(name).strip().lower().rsplit("/", 1)[-1])
-    return found.group(0) if found else str(name).strip().lower()
 
 
 def prompt(exp: ExperimentConfig, n: int, angle: str, persona: str, examples: Sequence[Candidate],

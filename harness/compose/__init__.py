@@ -8,7 +8,7 @@ warnings. Above the stages: the checks ask the backend registry which kinds exis
   warnings (`judge_warnings`, `warn_judge`, `warn_once`, `model_family`).
 """
 
-from ._checks import check_choice, check_harness, check_positive, check_range, warn_judge
+from ._checks import check_choice, check_harness, check_positive, check_range, model_family, warn_judge
 from ._hydra import command_line_environ, compose_hydra, harness_config
 
 __all__ = [
@@ -20,4 +20,5 @@ __all__ = [
     "check_positive",
     "check_harness",
     "warn_judge",
+    "model_family",
 ]
