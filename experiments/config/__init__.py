@@ -9,7 +9,7 @@ from ._benchmark import (NEAR_DUPLICATE, Task, check_benchmark, embed, id_proble
                          similarity, split, split_leaks, task_from_spec, task_types)
 from ._convert import apply_overrides, experiment_dict, to_experiment, to_harness_config
 from ._fingerprint import (backend_identity, decision_rule, fingerprint_diff, holdout_set, study_fingerprint,
-                           with_rule_defaults)
+                           tasks_digest, with_rule_defaults)
 from ._schema import (BASELINE, HOLDOUT_TESTS, TASK_KINDS, TRAIN_FILTERS, BenchmarkConfig, ExperimentConfig, TaskSpec,
                       compose_config, task_supply_keys)
 from ._sources import registry_uri, tracking_uri
@@ -40,6 +40,7 @@ __all__ = [
     "experiment_dict",
     "fingerprint_diff",
     "holdout_set",
+    "tasks_digest",
     "load_tasks",
     "registry_uri",
     "split",

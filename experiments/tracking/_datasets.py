@@ -14,21 +14,20 @@ user compares stay few (composite, n_tasks, ...).
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import json
 import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
+
+from experiments.config import tasks_digest
 
 TASK_SCORES = "task_scores.json"
 CONTEXT_TAG = "mlflow.data.context"  # the input tag the UI reads as the dataset's context (mlflow.utils.mlflow_tags)
 
 
 def split_digest(tasks: Sequence[Any]) -> str:
-    """sha256 (16 hex) of the tasks' whole content, in order: experiments.config's tasks_digest recipe."""
-    rows = [dataclasses.asdict(t) for t in tasks]
-    return hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    """sha256 (16 hex) of the tasks' whole content, in order: the study fingerprint's own (tasks_digest)."""
+    return tasks_digest(tasks)["sha256"]
 
 
 def benchmark_source(name: str) -> str:
