@@ -32,15 +32,21 @@ from experiments.ab import paired_stats, pairwise_verdict
 from experiments.stats import Preregistration, explain_verdict, sequential_decision, signflip_test
 
 
-def supported_at_no_effect(n: int, worlds: int) -> float:
+def verdict_rate(verdict: str, n: int, worlds: int, pass_b: float, stream: int) -> float:
+    """How often a 0/1 metric (A passes half the time, B pass_b of the time, n tasks) gets `verdict` from the A/B's
+    rule (one-sided t, min_effect 0.3)."""
     prereg = Preregistration("B passes more often", metric="score", min_effect=0.3, alpha=0.05, direction="greater",
                              n_tasks=n, replications=1, test="t")
-    rng = np.random.default_rng([52, 2, n])
+    rng = np.random.default_rng([52, stream, n])
     a = (rng.random((worlds, n)) < 0.5).astype(float)
-    b = (rng.random((worlds, n)) < 0.5).astype(float)
-    hits = sum(explain_verdict(prereg, paired_stats(a[i], b[i], alpha=0.05, n_boot=20))[0] == "supported"
+    b = (rng.random((worlds, n)) < pass_b).astype(float)
+    hits = sum(explain_verdict(prereg, paired_stats(a[i], b[i], alpha=0.05, n_boot=20))[0] == verdict
                for i in range(worlds))
     return hits / worlds
+
+
+def supported_at_no_effect(n: int, worlds: int) -> float:
+    return verdict_rate("supported", n, worlds, pass_b=0.5, stream=2)
 
 
 def sequential_efficacy_at_no_effect(worlds: int, n: int = 16, looks: int = 4) -> float:
@@ -58,14 +64,7 @@ def sequential_efficacy_at_no_effect(worlds: int, n: int = 16, looks: int = 4) -
 
 
 def not_supported_at_min_effect(n: int, worlds: int) -> float:
-    prereg = Preregistration("B passes more often", metric="score", min_effect=0.3, alpha=0.05, direction="greater",
-                             n_tasks=n, replications=1, test="t")
-    rng = np.random.default_rng([52, 3, n])
-    a = (rng.random((worlds, n)) < 0.5).astype(float)
-    b = (rng.random((worlds, n)) < 0.8).astype(float)
-    hits = sum(explain_verdict(prereg, paired_stats(a[i], b[i], alpha=0.05, n_boot=20))[0] == "not supported"
-               for i in range(worlds))
-    return hits / worlds
+    return verdict_rate("not supported", n, worlds, pass_b=0.8, stream=3)
 
 
 def pairwise_not_supported_at_boundary(n: int, reps: int, worlds: int) -> float:
