@@ -1,4 +1,4 @@
-"""bench/ab_pairwise.py's vectorised rules agree with the A/B's real tests (experiments.stats.signflip_test,
+"""bench/power/ab_pairwise.py's vectorised rules agree with the A/B's real tests (experiments.stats.signflip_test,
 paired_ttest), and the script prints its table."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.sens.rules import signflip_p, t_p_two_sided  # noqa: E402
+from bench.power.sens.rules import signflip_p, t_p_two_sided  # noqa: E402
 from experiments.stats import paired_ttest, signflip_test  # noqa: E402
 
 
@@ -51,7 +51,7 @@ def test_t_p_two_sided_equals_paired_ttest_constant_rows_included():
 
 
 def test_the_script_prints_a_row_per_design_and_agrees_with_the_real_rules(capsys):
-    from bench.ab_pairwise import main
+    from bench.power.ab_pairwise import main
 
     assert main(["--sims", "200", "--worlds", "test", "--ns", "12", "--check", "20"]) == 0
     out = capsys.readouterr().out

@@ -99,9 +99,9 @@ def test_the_same_task_and_seed_give_identical_prompts_on_every_start(tmp_path):
 
 
 def test_the_benchmark_plants_distinct_injections_and_the_file_placement_reaches_the_prompt(tmp_path):
-    """bench/injection.py (not timed here): at least 20 injections, a canary each, and a planted file read and
+    """bench/security/injection.py (not timed here): at least 20 injections, a canary each, and a planted file read and
     flagged through gather_research as in a run."""
-    from bench import injection as bench
+    from bench.security import injection as bench
 
     canaries = [i.canary for i in bench.INJECTIONS]
     assert len(canaries) >= 20 and len(set(canaries)) == len(canaries)

@@ -419,16 +419,16 @@ def test_a_gated_sweep_decides_the_same_at_concurrency_1_and_3(make_exp):
 
 
 def test_the_benchmarks_issue_14_loop_keeps_the_shipped_search_and_spends_its_race_and_holdout_within_the_budget():
-    """bench/optimizer_sim.py's "new" loop is issue 14's search (operators, operator credit, gate, final race) as the
-    shipped config has its search parts; the decision design around it (racing, train filter, holdout runs,
-    futility) is issue 42's, simulated in bench/sensitivity.py (the next test). The final race's and the holdout's
-    runs come out of the same budget."""
+    """bench/power/optimizer_sim.py's "new" loop is issue 14's search (operators, operator credit, gate, final race)
+    as the shipped config has its search parts; the decision design around it (racing, train filter, holdout runs,
+    futility) is issue 42's, simulated in bench/power/sensitivity.py (the next test). The final race's and the
+    holdout's runs come out of the same budget."""
     import importlib.util
     from pathlib import Path
 
     from experiments.config import compose_config, to_experiment
 
-    path = Path(__file__).resolve().parents[1] / "bench" / "optimizer_sim.py"
+    path = Path(__file__).resolve().parents[1] / "bench" / "power" / "optimizer_sim.py"
     spec = importlib.util.spec_from_file_location("optimizer_sim_under_test", path)
     sim = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sim)
@@ -451,19 +451,19 @@ def test_the_benchmarks_issue_14_loop_keeps_the_shipped_search_and_spends_its_ra
 
 
 def test_the_shipped_decision_design_is_the_one_bench_sensitivity_simulated():
-    """conf/sweep/synth_mutation.yaml and the default benchmark are bench/sensitivity.py's "new" design (issue 42):
-    what docs/SENSITIVITY.md and VERDICTS.md claim for the default is what the sweep runs."""
+    """conf/sweep/synth_mutation.yaml and the default benchmark are bench/power/sensitivity.py's "new" design (issue
+    42): what docs/SENSITIVITY.md and VERDICTS.md claim for the default is what the sweep runs."""
     import sys
     from pathlib import Path
 
     from experiments.config import compose_config, to_experiment
 
     root = Path(__file__).resolve().parents[1]
-    sys.path.insert(0, str(root / "bench"))
+    sys.path.insert(0, str(root / "bench" / "power"))
     try:
         from sensitivity import NEW
     finally:
-        sys.path.remove(str(root / "bench"))
+        sys.path.remove(str(root / "bench" / "power"))
     exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake"]), environ={})
     sw = exp.sweep
     assert (len(exp.tasks("train")), len(exp.tasks("holdout"))) == (NEW.n_train, NEW.n_hold)

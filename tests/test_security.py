@@ -141,7 +141,7 @@ HOSTILE = [
 ]
 
 # Look-alikes from ordinary documentation: none may be flagged (the same scan over the local search corpus is in
-# bench/injection.py --false-positives)
+# bench/security/injection.py --false-positives)
 LOOKALIKES = [
     "Open http://localhost:8000 in your browser to see the docs.",
     "Send a GET request to https://api.example.com/v1/items and parse the JSON response.",
@@ -570,12 +570,12 @@ def test_the_three_classes_the_campaign_found_are_flagged(text, pattern):
 
 
 def test_the_held_out_sets_are_flagged_by_class_and_their_look_alikes_are_not():
-    """bench/injection_heldout.py: set A was written before the patterns (their misses in view while writing them),
-    set B before the patterns and run only after them. Before: A 6/36, B 3/18 flagged; 0 benign flagged."""
+    """bench/security/injection_heldout.py: set A was written before the patterns (their misses in view while writing
+    them), set B before the patterns and run only after them. Before: A 6/36, B 3/18 flagged; 0 benign flagged."""
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "security"))
     import injection_heldout as heldout
 
     a = heldout.measure(heldout.ATTACKS, heldout.BENIGN)

@@ -1,4 +1,4 @@
-"""Fault cases for bench/fault_campaign.py (issue 41), one module per area.
+"""Fault cases for bench/faults/campaign.py (issue 41), one module per area.
 
 Each module defines CASES: a list of `Case`. A case runs in a fresh temporary folder and returns an `Outcome`:
 `ok` is True when the user sees what docs/RELIABILITY.md promises (the defect is absent), and `seen` says, in one

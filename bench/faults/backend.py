@@ -5,8 +5,8 @@ against the project's Ollama-faithful stand-in (tests/ollama_stub.py, `fault_cha
 smoke benchmark, 3 trials, deterministic operators and scorer, no judge. A run that must equal a clean one is
 compared with a clean run of the same command in its own folder (made once per process).
 
-    python bench/fault_campaign.py --only backend
-    FAULT_ROOT=/path/to/old/checkout python bench/fault_campaign.py --only backend   # the same cases, before
+    python bench/faults/campaign.py --only backend
+    FAULT_ROOT=/path/to/old/checkout python bench/faults/campaign.py --only backend   # the same cases, before
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ tests/resume_driver.py (experiments.run on the scripted fake backend, whose repl
 its fault hooks). A run that must equal an uninterrupted one is compared with a clean run of the same command
 (made once per process).
 
-    python bench/fault_campaign.py --only inputs
-    FAULT_ROOT=/path/to/old/checkout python bench/fault_campaign.py --only inputs   # the same cases, before
+    python bench/faults/campaign.py --only inputs
+    FAULT_ROOT=/path/to/old/checkout python bench/faults/campaign.py --only inputs   # the same cases, before
 """
 
 from __future__ import annotations

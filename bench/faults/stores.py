@@ -16,7 +16,7 @@ from pathlib import Path
 import store_faults as sf
 from ollama_stub import free_port
 
-from faults import Case, Outcome
+from . import Case, Outcome
 
 
 def _line(ran: sf.Ran) -> str:

@@ -1,0 +1,1 @@
+"""The embedded model (llama.cpp through xllamacpp): speed, memory, threads, replicas, prompt cache and reuse."""

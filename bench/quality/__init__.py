@@ -1,0 +1,1 @@
+"""How well a stage does its job: the judge, the planner, the memory's retrieval."""
