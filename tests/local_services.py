@@ -1,4 +1,4 @@
-"""Throwaway shared services on loopback for the multi-worker tests and bench/scale_workers.py: a PostgreSQL
+"""Throwaway shared services on loopback for the multi-worker tests and bench/throughput/scale_workers.py: a PostgreSQL
 cluster in a temporary folder (initdb + pg_ctl; as the postgres user when run as root, since initdb refuses root)
 and an `mlflow server` with a PostgreSQL backend store and its own artifact store.
 

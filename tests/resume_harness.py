@@ -6,7 +6,7 @@ a count: the driver SIGKILLs itself right after the n-th runs.jsonl record of a 
 task of the step is on disk, the step is not stored), or, for the MLflow moments, right after a nested run's traces
 are logged (the run made, the step not yet stored). `outcome()` reads back what a person checks: the Optuna values
 of the trials that count, the promoted instructions, runs.jsonl ids and MLflow runs.
-tests/test_resume_kill.py asserts on it; bench/resume_kill.py prints the table in docs/RELIABILITY.md.
+tests/test_resume_kill.py asserts on it; bench/faults/resume_after_kill.py prints the table in docs/RELIABILITY.md.
 """
 
 from __future__ import annotations

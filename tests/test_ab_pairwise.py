@@ -333,7 +333,7 @@ def test_pairs_left_to_judge_on_another_judge_model_are_refused(_isolated_result
 
 
 def test_the_calibration_offers_pairwise_only_where_the_simulation_found_it_pays():
-    """bench/ab_pairwise.py at equal LLM calls: break-even g about 0.7 where run noise dominates (embedded, 1.5B
+    """bench/power/ab_pairwise.py at equal LLM calls: break-even g about 0.7 where run noise dominates (embedded, 1.5B
     f=0.8), no g pays where the task x variant spread dominates (1.5B f=0.5). Before: any g < 0.8 'pays'."""
     from experiments.calibration._decompose import levers
 

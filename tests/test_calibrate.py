@@ -520,7 +520,7 @@ def test_a_deterministic_evaluator_has_no_judge_to_calibrate(make_exp):
 def test_the_reported_mde_is_predictive_over_sigmas_uncertainty(make_exp):
     """A known-sigma MDE planted at each calibration's own estimate was detected 69% of the time with 4 df (a small
     sample's sigma is more often low): the calibration reports the MDE with power averaged over the sigma its
-    estimate allows, which bench/calibration_sim.py measures at ~0.79 (4 df) and ~0.82 (12 df)."""
+    estimate allows, which bench/power/calibration_sim.py measures at ~0.79 (4 df) and ~0.82 (12 df)."""
     import dataclasses
 
     from experiments.stats import sweep_design

@@ -4,9 +4,9 @@ decision rule is refused with the field named, before anything runs.
 
 The world: tests/scripted_harness.ScriptedRunner with effect 0 (a run's score is the task's difficulty plus noise
 drawn per instruction, task and seed; naming a tool adds nothing). The sweep design is the shipped one
-(conf/sweep/synth_mutation.yaml) with the holdout rule that can promote ("tasks"). bench/no_false_promotion.py runs
-the same over more seeds and reports the rate with its upper bound; a positive control there (--effect 1.5)
-shows the same design does promote a real effect.
+(conf/sweep/synth_mutation.yaml) with the holdout rule that can promote ("tasks").
+bench/power/no_false_promotion.py runs the same over more seeds and reports the rate with its upper bound; a positive
+control there (--effect 1.5) shows the same design does promote a real effect.
 """
 
 from __future__ import annotations

@@ -73,7 +73,7 @@ def test_race_step_uses_the_tasks_both_have_and_refuses_bad_input():
     for z in (-0.5, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="z >= 0 and finite"):
             race_step({"a": 1.0}, LEADER, z)
-    # looks after every block but the last task (the simulation's bench/sens/rules.looks_at less the end)
+    # looks after every block but the last task (the simulation's bench/power/sens/rules.looks_at less the end)
     assert race_looks(16, 4) == (4, 8, 12) and race_looks(12, 4) == (4, 8) and race_looks(8, 4) == (4,)
     assert race_looks(10, 4) == (4, 8) and race_looks(4, 4) == () and race_looks(8, 0) == ()
 

@@ -1,8 +1,8 @@
 """Issue 33 items 1-4: nothing lost, nothing run twice, every failure said, through the real CLI.
 
 Each CLI test runs `tests/resume_driver.py` (experiments.run on the fake backend with scripted replies) in a folder of
-its own and compares with one uninterrupted run of the same command (tests/resume_harness.py). bench/resume_kill.py
-prints the same comparison for every moment (docs/RELIABILITY.md).
+its own and compares with one uninterrupted run of the same command (tests/resume_harness.py).
+bench/faults/resume_after_kill.py prints the same comparison for every moment (docs/RELIABILITY.md).
 """
 
 from __future__ import annotations

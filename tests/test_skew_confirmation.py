@@ -55,7 +55,7 @@ def test_a_normal_clear_gain_is_still_confirmed_at_looks_1_and_2():
 
 def test_the_level_holds_on_a_continuous_left_skew_of_zero_mean():
     """2,000 holdout samples of 12 tasks from -(Exp - 1) and -(lognormal sigma 1) (mean 0): TaskDiffs confirms at most
-    the level 0.025 (+ 2.5 Monte Carlo sd). ac27838: 0.1045 on the -(Exp - 1) draw (bench/skew_level.py: 0.091 and
+    the level 0.025 (+ 2.5 Monte Carlo sd). ac27838: 0.1045 on the -(Exp - 1) draw (bench/power/skew_level.py: 0.091 and
     0.154 over 20,000 worlds)."""
     rng = np.random.default_rng(52)
     base = dict.fromkeys(HOLD, 0.0)

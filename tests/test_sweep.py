@@ -112,7 +112,7 @@ def test_noise_only_candidates_are_not_promoted(make_exp):
     # mechanism: the Wilcoxon filter on a noise floor keeps noise-only candidates from the holdout. Under the shipped
     # design (train_filter positive) the holdout alone stands between them and a promotion, at its level: this
     # study's best noise candidate reaches holdout p 0.019 < 0.025 there, a chance it has by design (rate over many
-    # studies: bench/no_false_promotion.py, tests/test_no_false_promotion.py)
+    # studies: bench/power/no_false_promotion.py, tests/test_no_false_promotion.py)
     exp = make_exp(*OLD_DESIGN, "sweep.n_trials=5", operators=("noise",))
     s, _ = _sweep(exp)
     assert not s.promoted and s.promoted_hash == candidate_hash(BASE)
