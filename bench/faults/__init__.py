@@ -1,4 +1,5 @@
-"""Fault cases for bench/faults/campaign.py (issue 41), one module per area.
+"""Fault cases for bench/faults/campaign.py, one module per area (backend, inputs, stores; the scripts beside them
+are not cases).
 
 Each module defines CASES: a list of `Case`. A case runs in a fresh temporary folder and returns an `Outcome`:
 `ok` is True when the user sees what docs/RELIABILITY.md promises (the defect is absent), and `seen` says, in one

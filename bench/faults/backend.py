@@ -1,4 +1,4 @@
-"""Issue 41 cases 1, 2, 3 and 17, and the held backend cases: a failing or flaky Ollama, as a user meets it.
+"""The backend cases (ids backend.41.1-3, backend.41.17, backend.held-*): a failing or flaky Ollama, as a user meets it.
 
 Each case runs the real command (`python -m experiments.run ...` or `python -m harness ...`) in a subprocess
 against the project's Ollama-faithful stand-in (tests/ollama_stub.py, `fault_chats`) on a tiny design: the 5-task

@@ -1,8 +1,8 @@
-"""The fault campaign of issue 41: every case, each with its outcome, as a user meets it.
+"""The fault campaign: every fault case, each with its outcome, as a user meets it.
 
-Cases live in bench/faults/<area>.py (CASES lists); each runs in a fresh temporary folder against the project's
-Ollama-faithful stand-in server (tests/ollama_stub.py) or the scripted fake backend, through the command line
-where the user meets the fault.
+Cases live in bench/faults/<area>.py (CASES lists, the areas in AREAS); each runs in a fresh temporary folder
+against the project's Ollama-faithful stand-in server (tests/ollama_stub.py) or the scripted fake backend, through
+the command line where the user meets the fault.
 
     python bench/faults/campaign.py                 # every case, a table, exit 1 if any case is a defect
     python bench/faults/campaign.py --only 41.1     # the cases whose id starts with 41.1

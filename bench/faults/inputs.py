@@ -1,5 +1,5 @@
-"""Issue 41 cases 4 and 11-15, the over-long sweep.name, and the held input cases: what a user types or leaves on
-disk, signals, and a failed run redone on resume, as a user meets them.
+"""The input cases (ids inputs.41.*, inputs.held-*): what a user types or leaves on disk (an over-long sweep.name
+among them), signals, and a failed run redone on resume, as a user meets them.
 
 Each case runs the real command in a subprocess in its own folder: `python -m experiments.run` (against the
 Ollama-faithful stand-in, tests/ollama_stub.py, where the case is about the server), `python -m harness`, or

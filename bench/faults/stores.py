@@ -1,5 +1,5 @@
-"""Store faults of issue 41 (defects 5-10, 16) and the held store cases, through the sweep command against the
-Ollama stand-in. The machinery is tests/store_faults.py, shared with tests/test_issue41_stores.py."""
+"""The store cases (ids 41.5-41.10, 41.16, held-*): the sweep command against the Ollama stand-in when a store is
+full, locked, cut or removed. The machinery is tests/store_faults.py, shared with tests/test_issue41_stores.py."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""Issue 52, items A2, A3 and A5: the A/B verdicts' levels on coarse metrics, through the project's own functions.
+"""The A/B verdicts' levels on coarse metrics (0/1 scores, a judge that never ties), through the project's functions.
 
 Each figure is the share of simulated A/Bs (WORLDS each, seeded) in which a verdict is claimed that the world makes
-false; the level it must hold is printed beside it. Run it on a tree to measure that tree (the same script on
-ac27838 prints the figures before).
+false; the level it must hold is printed beside it. Run it on a tree to measure that tree.
 
 - A2, 'supported' at no effect: a 0/1 metric, both arms pass with probability 0.5, one replication, n tasks,
   direction greater, test t, alpha 0.05 (level 0.025): experiments.ab.paired_stats + experiments.stats.explain_verdict.

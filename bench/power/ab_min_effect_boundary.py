@@ -1,4 +1,4 @@
-"""Issue 40, findings B and H, re-measured: the A/B verdict on the project's own functions, before and now.
+"""The A/B verdict at the min_effect boundary and with failed tasks, on the project's functions and on another tree's.
 
     python bench/power/ab_min_effect_boundary.py [--worlds 2000] [--base /work/base] [--json]
 
@@ -14,8 +14,8 @@ sequential ones through experiments.stats.sequential_decision at each look first
 
 B: run_ab on 12 tasks where A fails on tasks 0-2 and B on the 3 hard tasks 9-11, B 0.8 above A on the 6 left.
 
-"before" is the same worlds on another tree's functions (--base, the commit the audit measured: 3306971), run in
-a child process; "now" is this tree. Prints one Markdown table.
+"before" is the same worlds on another tree's functions (--base, e.g. a checkout of 3306971), run in a child
+process, left out when --base holds no tree; "now" is this tree. Prints one Markdown table.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def run_tree(root: Path, worlds: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--worlds", type=int, default=2000)
-    ap.add_argument("--base", default="/work/base", help="a tree with the functions before (the audit: 3306971)")
+    ap.add_argument("--base", default="/work/base", help="a tree with the functions before (e.g. 3306971)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -143,8 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"cells": [list(c) for c in CELLS], "now": now, "before": before}))
         return 0
     se = math.sqrt(0.025 * 0.975 / args.worlds)
-    print(f"Issue 40 B and H: the A/B verdict before ({args.base}) and now; {args.worlds} worlds per row "
-          f"(sd of a rate of 0.025: {se:.4f}); alpha {ALPHA}, min_effect {MIN_EFFECT}, differences sd 1\n")
+    print(f"The A/B verdict at the min_effect boundary (H) and with failed tasks (B), before ({args.base}) and now; "
+          f"{args.worlds} worlds per row (sd of a rate of 0.025: {se:.4f}); alpha {ALPHA}, min_effect {MIN_EFFECT}, "
+          f"differences sd 1\n")
     print("| finding | claim | world | n | level | before | now |")
     print("|---|---|---|---|---|---|---|")
     for i, c in enumerate(CELLS):

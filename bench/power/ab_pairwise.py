@@ -1,5 +1,5 @@
-"""Lever a in the A/B (issue 42): does the pairwise A/B hold its level, and does it see more than the pointwise
-A/B at equal LLM calls? A simulation on the score model and worlds of bench/power/sens/model.py.
+"""The pairwise A/B: does it hold its level, and does it see more than the pointwise A/B at equal LLM calls?
+A simulation on the score model and worlds of bench/power/sens/model.py.
 
 The A/B compares a candidate (B) with the baseline (A) on n tasks, `replications` runs per (task, arm), run r of
 both arms with the same seed, at the producer's own (sampled) temperature, so the greedy 1.5B worlds run as

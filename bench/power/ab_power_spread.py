@@ -1,4 +1,4 @@
-"""The A/B's power model with the task x variant spread, checked against the real verdict (issue 42).
+"""The A/B's power model with the task x variant spread, checked against the real verdict.
 
 A task's difference in an A/B is its true effect (the mean effect plus how differently the two texts suit that
 task, sd tau) plus run noise (sd sigma per run, averaged over `replications` runs per arm). The preflight's

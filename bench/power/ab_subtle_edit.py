@@ -1,4 +1,4 @@
-"""One A/B of a real, subtle instruction edit, read by the A/B design before issue 42 and by today's (issue 42).
+"""One A/B of a real, subtle instruction edit on a real model, read by two designs: 2 replications + Wilcoxon, 3 + t.
 
 Runs the real command once, at today's design (`+sweep=prior_knowledge_ab`'s defaults: 3 replications per
 (task, arm), each replication's seed shared by both arms, two-sided paired t over tasks), with the arms
@@ -116,7 +116,7 @@ def main(argv=None) -> int:
     new = to_experiment(compose_config(ov))
     old = dataclasses.replace(new, ab=dataclasses.replace(new.ab, replications=2, test="wilcoxon"))
     ledger = ab_paths(new).ledger
-    for label, exp in (("old design (before issue 42)", old), ("new design (issue 42)", new)):
+    for label, exp in (("old design (2 replications, Wilcoxon)", old), ("new design (3 replications, t)", new)):
         design, prereg = design_from_config(exp)
         result = load_result(design, prereg, ledger)
         print("\n".join(describe(label, exp, prereg, result, len(design.tasks) * exp.ab.replications)))

@@ -1,4 +1,4 @@
-"""Issue 40, findings G and I: the cost guard at its limit, before (3306971) and after, and the design power's cost.
+"""The cost guard at its limit (this tree's and 3306971's at --base), and decision_power's wall time and honesty.
 
 G. The same simulated worlds go through 3306971's `CostGuard.check` (loaded from /work/base, or --base) and
 today's. Worlds (task base costs B_i, the candidate's per-task ratio R_i with mean 1 + increase, so the ratio of

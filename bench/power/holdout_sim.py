@@ -1,4 +1,4 @@
-"""Claims that hold for the user's tasks (issue 36), in simulation: edits whose effect varies from task to task.
+"""Claims that hold for the user's tasks, in simulation: false promotions when an edit's effect varies by task.
 
     python bench/power/holdout_sim.py [--worlds 1000] [--budget 200] [--sigma 0.2] [--json]
 

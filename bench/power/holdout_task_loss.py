@@ -1,5 +1,5 @@
-"""Issue 40 D and E re-measured: what the holdout confirmation over 8 tasks can and cannot see, what
-sweep.max_task_loss costs and prevents, and the looks of two studies on one storage.
+"""What the holdout confirmation over 8 tasks can and cannot see, and what sweep.max_task_loss costs and prevents;
+also the looks of two studies on one storage.
 
 Every figure goes through the project's own `experiments.sweep.decide` (the real rule: train filter, one-sided
 paired t over the holdout tasks at the look's level, Holm over a family of one, the worst-task guard), "before" on
@@ -10,7 +10,7 @@ text per task as the shipped design runs) from one seeded generator, so before a
 Worlds (8 holdout tasks, level 0.025 = alpha 0.05 / 2, the first look):
 - harm: "left skew" (1 task in 8 loses 7, the others gain 1: mean 0), "-lognormal" (d = -(e^Z - e^0.5): mean 0,
   a long left tail), "-0.81" (1 in 8 loses 10, the others gain 0.5), and a real mean gain that wrecks a task
-  (1 in 8 loses 4, the others gain 2: mean +1.25); as the issue measured them (no run noise), then with run noise
+  (1 in 8 loses 4, the others gain 2: mean +1.25); without run noise, then with run noise
   sigma 0.25 and 1.0 per run (d gets N(0, 2 sigma^2));
 - harmless, true mean mu in {0.3, 0.5, 1.0}: "normal" (task x variant spread tau 0.5, normal) and "right skew"
   (the same sd, standardized lognormal: a few tasks gain much), each with run noise sigma in {0.25, 0.75, 1.5}.
@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[2]
-TREE = Path(os.environ.get("AUDIT40_TREE", HERE))
+TREE = Path(os.environ.get("BENCH_TREE", HERE))
 sys.path[:0] = [str(TREE), str(TREE / "tests")]
 
 N_HOLD, LEVEL, TAU = 8, 0.025, 0.5
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(measure(args.worlds, not args.no_sweeps)))
         return 0
     t0 = time.perf_counter()
-    env = {**os.environ, "AUDIT40_TREE": args.base, "PYTHONPATH": args.base}
+    env = {**os.environ, "BENCH_TREE": args.base, "PYTHONPATH": args.base}
     cmd = [sys.executable, __file__, "--child", "--worlds", str(args.worlds)] + (["--no-sweeps"] if args.no_sweeps
                                                                                  else [])
     before = json.loads(subprocess.run(cmd, env=env, capture_output=True, text=True, check=True,

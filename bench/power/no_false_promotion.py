@@ -1,10 +1,11 @@
-"""No false promotion in a stand-in world where no instruction is better (issue 31, "Must show").
+"""No false promotion in a stand-in world where no instruction is better: the share of studies that promote.
 
 The world is tests/scripted_harness.ScriptedRunner with effect 0: a run's score is the task's difficulty plus seeded
 noise (sd 0.3) drawn per (instruction, task, seed), whatever the instruction says. Each seed is one study of the
-shipped synth_mutation design (conf/sweep/synth_mutation.yaml) on 12 train + 12 holdout tasks (--train, --holdout; 8 + 4 before issue 42): it runs to
---trials and concludes, is resumed to --resume-trials and concludes again (a second look at the holdout), and is
-then resumed with sweep.alpha changed, which must be refused with the field named. Any promotion is a false one.
+shipped synth_mutation design (conf/sweep/synth_mutation.yaml) on 12 train + 12 holdout tasks (--train, --holdout):
+it runs to --trials and concludes, is resumed to --resume-trials and concludes again (a second look at the holdout),
+and is then resumed with sweep.alpha changed, which must be refused with the field named. Any promotion is a false
+one.
 
     python bench/power/no_false_promotion.py --seeds 40            # ~1 s of scripted runs per study, no model
 """

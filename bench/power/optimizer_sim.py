@@ -10,7 +10,7 @@ harness evaluations (task runs), and how often it promotes a change that does no
 
 --world mutation (default): candidates are made by mutation from parents (the world is described above
 MutationWorld below) and three loops run on the same worlds and seeds, each with the same budget of task runs:
-  today  the sweep before issue 14: TPE on the requested operator, every child of the best train mean,
+  today  the earlier sweep: TPE on the requested operator, every child of the best train mean,
          WilcoxonPruner (pruner_p, uncorrected), promotion by the train test + holdout confirmation with the
          earlier rule (sweep.holdout_test=floor: one holdout run each, diff > 2 SE)
   gepa   GEPA as published: Pareto parents by tasks led, reflect, 3-task strict-sum gate with the parent re-run,

@@ -1,4 +1,4 @@
-"""See a third of a point (issue 42): today's design, each lever and the proposed default, in simulation, per world.
+"""Can a sweep see a third of a point? 3306971's design, each lever and the default, in simulation, per world.
 
     nice -n 15 python bench/power/sensitivity.py [--quick] [--worlds test embedded ...] [--check] [--json out.json]
 

@@ -17,7 +17,7 @@ confirmed" is the chance that some no-better candidate is promoted over the look
 (the train filter passed): the filter's pass rate only scales these figures down.
 
 Spreads (u, mean 0): normal; t(3); right skew (Exp - 1); the left skews -(Exp - 1), -(lognormal sigma 1) and "1 task
-in 8 loses 7, the others gain 1"; the coarse metrics of issue 52 A6: +-1 per task (d in {-1, +1}) and a +-1 score per
+in 8 loses 7, the others gain 1"; coarse metrics: +-1 per task (d in {-1, +1}) and a +-1 score per
 arm (d in {-2, 0, +2}). Power: normal spread of sd 1 at mu +0.5, +1.0, +2.0 and +3.0, per look level.
 
     python bench/power/skew_level.py                 # 20,000 worlds per row

@@ -1,8 +1,10 @@
-"""Issue 42: is the design power line honest for the new default design? At each detectable effect decision_power
-reports (12 + 12 tasks, train filter "positive", 3 + 3 holdout runs, futility stop every 4 holdout tasks, level
-0.025), simulate studies through the real rule: the train filter experiments.sweep.passes_train_filter on
-experiments.stats.compare, the futility stop experiments.sweep.futility_stop and the paired t
-experiments.sweep.TaskDiffs (per-task means of 3 runs per arm), and count how often it confirms.
+"""Is the design power line honest for the default design?
+
+At each detectable effect decision_power reports (12 + 12 tasks, train filter "positive", 3 + 3 holdout runs,
+futility stop every 4 holdout tasks, level 0.025), simulate studies through the real rule: the train filter
+experiments.sweep.passes_train_filter on experiments.stats.compare, the futility stop
+experiments.sweep.futility_stop and the paired t experiments.sweep.TaskDiffs (per-task means of 3 runs per arm), and
+count how often it confirms.
 
     nice -n 15 python bench/power/sweep_power_line.py [--worlds 2000]
 """

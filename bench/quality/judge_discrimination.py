@@ -10,7 +10,7 @@ temperature 0, max_tokens) on the embedded model. Printed: the weighted rubric t
 good - bad. A judge that discriminates puts the good answer at least 3 points above the refusal, the off-topic
 answer, the repetition and the word salad, and above the terse answer.
 
-Why it exists: a 1.5B calibration (issue 20) scored "I cannot help with that request." relevance 7, completeness 8,
+Why it exists: a 1.5B calibration once scored "I cannot help with that request." relevance 7, completeness 8,
 depth 9, specificity 10, structure 10, grounded 10: the prompt, not the model, decided the numbers.
 """
 

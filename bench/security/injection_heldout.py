@@ -5,9 +5,9 @@ positives on benign text that looks like it.
     python bench/security/injection_heldout.py --json     # the same as JSON
     python bench/security/injection_heldout.py --set b    # the second set (see ATTACKS_B)
 
-Issue 33 item 15: the scanner missed injections that address the model directly, claim authority over earlier
-instructions, or send the user somewhere. This set was written before the scanner was widened for those classes and
-committed first (its figures on the scanner of that commit are in docs/RELIABILITY.md), so the "after" figure is on
+The scanner once missed injections that address the model directly, claim authority over earlier instructions,
+or send the user somewhere. This set was written before the scanner was widened for those classes and committed
+first (its figures on the scanner of that commit are in docs/RELIABILITY.md), so the "after" figure is on
 text the patterns were not fitted to. Every attack sits in a sentence of an ordinary page about Python, as a planted
 passage would; none of them repeats a string of tests/test_security.py or bench/security/injection.py.
 

@@ -3,16 +3,15 @@ serves C requests at once with a fixed latency; throughput against the number of
 
     python bench/throughput/concurrency.py [--quick] [--steps 8] [--latency-ms 100] [--capacity 4 0] [--repeats 2] [--json]
 
-The sweep has no option to run trials in parallel (its loop asks, evaluates and tells one trial at a time),
-so this measures the project's real parallel path: harness.orchestrator._run.Orchestrator, which runs the steps of
-one level of the step graph in a thread pool of orchestrator.max_parallel workers, each step a full
-single-focus run (plan, research, synthesis, one wiggum round, memory store) sharing the backend, memory and
-search. The simulated server (bench.throughput.sim_llm.SimLLM) answers the step graph with `--steps` independent steps, holds
-each call for the latency, and has C slots (capacity 0 = unbounded); further calls wait for a slot. Its step
-questions name the task's two topics in turn (asyncio error handling; comparing with threads), as the harness
-asks of a planned graph since 63c867b: one that leaves out a topic the task names falls back to the steps read off
-the task text (2 here). A run whose graph is not the planned `--steps` steps, or that logged a graph warning, stops
-the bench.
+The sweep has no option to run trials in parallel (its loop asks, evaluates and tells one trial at a time), so this
+measures the project's real parallel path: harness.orchestrator._run.Orchestrator, which runs the steps of one level
+of the step graph in a thread pool of orchestrator.max_parallel workers, each step a full single-focus run (plan,
+research, synthesis, one wiggum round, memory store) sharing the backend, memory and search. The simulated server
+(bench.throughput.sim_llm.SimLLM) answers the step graph with `--steps` independent steps, holds each call for the
+latency, and has C slots (capacity 0 = unbounded); further calls wait for a slot. Its step questions name the task's
+two topics in turn (asyncio error handling; comparing with threads), as the harness asks of a planned graph: one
+that leaves out a topic the task names falls back to the steps read off the task text (2 here). A run whose graph is
+not the planned `--steps` steps, or that logged a graph warning, stops the bench.
 
 Reported per (C, N): wall seconds of the steps phase (from the run record), steps per second, speedup over
 N = 1, efficiency (speedup / min(N, C)), the most calls the server saw in flight at once, and failed steps.

@@ -3,10 +3,10 @@ against a naive sweep that reruns the whole harness for every task of every tria
 
     python bench/throughput/cost_per_trial.py [--quick] [--trials 8] [--benchmark smoke] [--json]
 
-Each arm is a real sweep (experiments.sweep.run_sweep -> HarnessRunner -> harness.agent.Harness) on a
-benchmark's tasks, with bench.throughput.sim_llm.SimLLM as the backend (no latency: only calls and tokens are counted here;
-token counts are characters / 4 of real-sized prompts and replies). Calls are counted where they reach the
-backend, so response-cache hits are not calls. Arms:
+Each arm is a real sweep (experiments.sweep.run_sweep -> HarnessRunner -> harness.agent.Harness) on a benchmark's
+tasks, with bench.throughput.sim_llm.SimLLM as the backend (no latency: only calls and tokens are counted here;
+token counts are characters / 4 of real-sized prompts and replies). Calls are counted where they reach the backend,
+so response-cache hits are not calls. Arms:
   naive          sweep.reuse_context=false, backend.cache=false, sweep.freeze_memory=false: every trial plans,
                  researches, synthesises, evaluates and stores to memory for every task
   reuse          sweep.reuse_context=true (plan + research computed once per study), cache off, memory frozen
@@ -19,9 +19,8 @@ is that a trial costs only synthesis + evaluation calls (plus the mutation call 
 sweep.baseline_repeats=1 and holdout_top_k=1 keep the one-off work small; it is reported apart. The pruner, the
 racing and the minibatch gate are off (sweep.pruner=none, sweep.race_block=0, sweep.gate_tasks=0) so that every
 trial evaluates its candidate on every train task in every arm: the arms would otherwise stop different trials
-early (bench/power/optimizer_sim.py measures pruning). Racing is on in the shipped config since c78832f and the gate was
-from e4af554: with either, the naive arm's trials were cut at other tasks than the reuse arms' (7 search trials,
-5 of them stopped early in naive, 2 in reuse, at a01130c).
+early (bench/power/optimizer_sim.py measures pruning): with racing or the gate on, the naive arm's trials were cut
+at other tasks than the reuse arms' (7 search trials, 5 of them stopped early in naive, 2 in reuse).
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 
     python bench/throughput/overhead.py [--quick] [--latency-ms 50 500] [--runs 9] [--startup-runs 9] [--json]
 
-Overhead: full harness runs (plan, research on the local corpus, synthesis, wiggum, memory store, run record
-and trace) against bench.throughput.sim_llm.SimLLM, which sleeps a fixed latency per call and answers every request with a
-reply of the right shape. Overhead of a run = its wall time minus the wall time spent inside backend calls; it
-is reported as milliseconds per run and as a fraction of the run's wall time. Two paths:
+Overhead: full harness runs (plan, research on the local corpus, synthesis, wiggum, memory store, run record and
+trace) against bench.throughput.sim_llm.SimLLM, which sleeps a fixed latency per call and answers every request with
+a reply of the right shape. Overhead of a run = its wall time minus the wall time spent inside backend calls; it is
+reported as milliseconds per run and as a fraction of the run's wall time. Two paths:
   cli      harness.orchestrator.run_task, as `python -m harness` runs a task (a new Harness per run, so the
            memory store is reopened; routing through the orchestrator)
   reused   one Harness.run after another, as experiments drive it (memory and search opened once)

@@ -4,14 +4,14 @@ serves C requests at once with a fixed latency; trial wall time, backend utilisa
     python bench/throughput/sweep_throughput.py [--quick] [--capacity 4] [--latency-ms 100] [--tasks 8] [--workers 1 2 4 8] [--json]
     python bench/throughput/sweep_throughput.py --gate 3 --capacity 2 --workers 1 2   # a gated trial: one queue vs two phases
 
-What runs is the sweep's real evaluation path: experiments.runs.evaluate_candidate over `--tasks` tasks
-(the train tasks of conf/benchmark/asyncio_practices.yaml, then its holdout tasks, then numbered variants if
-more are asked for) with pool=RunPool(N), each task a HarnessRunner.finish -> harness.agent.Harness.finish
-(synthesis, wiggum rounds, the judge and the independent re-score) sharing one Harness, its roles, memory and
-search. The backend is bench.throughput.sim_llm.SimLLM with C slots (further calls wait for a slot) and a fixed latency per
-call; the response cache is off, so every call reaches it. Memory is frozen (read-only, in a temporary results
-dir) and search is the offline local corpus. Task contexts (plan + research) are prepared once, as a sweep with
-sweep.reuse_context does, and one untimed warm-up task at zero latency loads what finish imports lazily.
+What runs is the sweep's real evaluation path: experiments.runs.evaluate_candidate over `--tasks` tasks (the train
+tasks of conf/benchmark/asyncio_practices.yaml, then its holdout tasks, then numbered variants if more are asked
+for) with pool=RunPool(N), each task a HarnessRunner.finish -> harness.agent.Harness.finish (synthesis, wiggum
+rounds, the judge and the independent re-score) sharing one Harness, its roles, memory and search. The backend is
+bench.throughput.sim_llm.SimLLM with C slots (further calls wait for a slot) and a fixed latency per call; the
+response cache is off, so every call reaches it. Memory is frozen (read-only, in a temporary results dir) and search
+is the offline local corpus. Task contexts (plan + research) are prepared once, as a sweep with sweep.reuse_context
+does, and one untimed warm-up task at zero latency loads what finish imports lazily.
 
 Per N, one trial (the same candidate: the baseline instructions, the same seed):
   wall s        wall time of evaluate_candidate
@@ -33,7 +33,7 @@ the request, so concurrency must not change a score.
 
 --gate K: a proposal trial as the sweep runs it, its first K tasks the minibatch gate. Per N and per gate
 outcome (passed: the rest runs; gated out: it does not), two ways: "two phases" (the gate's tasks, the
-decision, then the rest: the sweep before stop 29) and "one queue" (evaluate_candidate's checkpoint: the rest
+decision, then the rest: as the sweep once ran it) and "one queue" (evaluate_candidate's checkpoint: the rest
 starts while the gate's last tasks run, and a gated-out trial finishes and drops what started). Wall time,
 against the trial at N=1, and the task runs dropped.
 """

@@ -3,7 +3,7 @@
 confirm_p is the holdout test of experiments.sweep (TaskDiffs, rule "tasks"): experiments.stats.skew_test_p, p =
 max(one-sided paired t p, skew-calibrated p) ("t-skew"), or the plain one-sided paired t alone ("t": t_p, the
 confirmation at 3306971 and ac27838); equal differences get the sign-flip test's p (0.5^n) in both (the code gave
-0 at 3306971: issue 40 D). train_filter is
+0 at 3306971). train_filter is
 experiments.stats.compare (one-sided Wilcoxon p < alpha and mean above the floor) through the project's own
 wilcoxon_reject. The group-sequential boundary is O'Brien-Fleming's shape on the z scale of each look's t p-value,
 its constant calibrated by simulation so that the looks together spend the look's level."""
