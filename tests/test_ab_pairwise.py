@@ -175,7 +175,7 @@ def test_side_by_side_judging_sees_an_edit_the_pointwise_scores_cannot(_isolated
 
 def test_the_preflight_counts_the_judge_calls_and_says_what_g_it_knows():
     from experiments.config import load_tasks
-    from experiments.sweep import ab_preflight_lines
+    from experiments.ab._preflight import ab_preflight_lines
 
     exp = _exp("ab.replications=2")
     lines = ab_preflight_lines(exp, {}, load_tasks(exp.benchmark), n_tasks=24, replications=2)

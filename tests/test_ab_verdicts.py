@@ -427,7 +427,7 @@ def test_ab_preflight_warns_that_a_true_effect_of_min_effect_is_a_coin_flip(make
     from experiments.calibration import run_calibration
     from experiments.config import load_tasks
     from experiments.config import validate
-    from experiments.sweep import ab_preflight_lines
+    from experiments.ab._preflight import ab_preflight_lines
 
     exp = make_exp()
     exp.synth.instructions = {k: f"{v} Name a {BOOST} for every point." for k, v in BASE.items()}  # control hurts

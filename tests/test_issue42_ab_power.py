@@ -56,10 +56,10 @@ def test_the_ab_preflight_counts_the_calibrations_spread_and_its_figure_holds_un
     detected far less often."""
     from scripted_harness import ScriptedRunner
 
-    import experiments.sweep._preflight as preflight
+    import experiments.ab._preflight as preflight
     from experiments.calibration import run_calibration
     from experiments.config import compose_config, load_tasks, to_experiment, validate
-    from experiments.sweep import ab_preflight_lines
+    from experiments.ab._preflight import ab_preflight_lines
 
     exp = make_exp()
     cal = to_experiment(compose_config(["+sweep=calibrate", "backend=fake"]))

@@ -10,7 +10,8 @@ import re
 import numpy as np
 
 from conftest import OLD_DESIGN
-from experiments.stats import compare, noise_floor, sweep_design_problem
+from experiments.config import sweep_design_problem
+from experiments.stats import compare, noise_floor
 from experiments.sweep import TaskDiffs, futility_stop
 from experiments.sweep._preflight import confirmable_line, sweep_confirmable
 

@@ -283,7 +283,7 @@ def run_ab_test(
     """
     from experiments.runs import HarnessCells
     from experiments.storage import label_for
-    from experiments.sweep import ab_preflight_lines
+    from ._preflight import ab_preflight_lines
 
     from ._report import DIFF_PNG, FOREST_PNG, write_report
 

@@ -7,6 +7,7 @@ from harness.config import ConfigError  # an experiment's config errors are the 
 
 from ._benchmark import (NEAR_DUPLICATE, Task, check_benchmark, embed, id_problem, load_tasks, normalized_text,
                          similarity, split, split_leaks, task_from_spec, task_types)
+from ._design import calibrate_design_problem, sweep_design_problem
 from ._convert import apply_overrides, experiment_dict, to_experiment, to_harness_config
 from ._fingerprint import (backend_identity, decision_rule, fingerprint_diff, holdout_set, study_fingerprint,
                            tasks_digest, with_rule_defaults)
@@ -35,6 +36,7 @@ __all__ = [
     "TaskSpec",
     "apply_overrides",
     "backend_identity",
+    "calibrate_design_problem",
     "compose_config",
     "decision_rule",
     "experiment_dict",
@@ -45,6 +47,7 @@ __all__ = [
     "registry_uri",
     "split",
     "study_fingerprint",
+    "sweep_design_problem",
     "task_from_spec",
     "task_types",
     "to_experiment",

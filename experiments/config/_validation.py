@@ -14,6 +14,7 @@ from harness.compose import check_choice, check_harness, check_positive, check_r
 from harness.config import TASK_TYPES, ConfigError
 
 from ._benchmark import check_benchmark
+from ._design import check_calibrate_design, check_sweep_design
 from ._schema import (TASK_KINDS, HOLDOUT_TESTS, OPERATOR_CHOICES, PARENT_SELECTIONS, PRUNER_CORRECTIONS, PRUNERS, SAMPLERS,
                       SPLITS, SWEEP_KINDS, TRAIN_FILTERS, ExperimentConfig)
 
@@ -195,58 +196,6 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
     if warn:
         warn_judge(exp.backend)
     return exp
-
-
-def check_calibrate_design(exp: ExperimentConfig) -> None:
-    """ConfigError (one line) on an invalid calibrate.* value, or when the A/A test or the positive control over
-    calibrate.tasks tasks cannot reach alpha (unless calibrate.allow_underpowered)."""
-    from experiments.stats import TESTS
-
-    c = exp.calibrate
-    n_all = len(exp.benchmark.tasks)
-    if n_all == 0:
-        raise ConfigError(f"benchmark {exp.benchmark.name!r} has no tasks; expected at least 2 for sweep.kind=calibrate")
-    check_range("calibrate.tasks", c.tasks, 0)
-    if c.tasks > n_all:
-        raise ConfigError(f"calibrate.tasks={c.tasks} is out of range; benchmark {exp.benchmark.name!r} has {n_all} "
-                          f"task(s) (0 uses them all)")
-    if c.generator_repeats < 2:
-        raise ConfigError(f"calibrate.generator_repeats={c.generator_repeats} measures no generator variance; "
-                          f"expected a value in [2, inf]")
-    if c.judge_repeats < 2:
-        raise ConfigError(f"calibrate.judge_repeats={c.judge_repeats} measures no judge variance; "
-                          f"expected a value in [2, inf]")
-    check_range("calibrate.replications", c.replications, 1)
-    check_range("calibrate.sims", c.sims, 200)
-    check_choice("calibrate.test", c.test, TESTS)
-    for key, value in (("calibrate.alpha", c.alpha), ("calibrate.power", c.power)):
-        if not 0.0 < value < 1.0:
-            raise ConfigError(f"{key}={value!r} is out of range; expected a value in (0, 1)")
-    if not c.power > c.alpha:
-        raise ConfigError(f"calibrate.power={c.power!r} is not above calibrate.alpha={c.alpha!r}; expected power > alpha")
-    if not c.target_effect > 0:
-        raise ConfigError(f"calibrate.target_effect={c.target_effect!r} is out of range; expected a value > 0 "
-                          f"(composite points)")
-    if not c.harmful_instruction.strip():
-        raise ConfigError("calibrate.harmful_instruction is empty; expected an instruction that makes outputs worse")
-    decodings = list(c.decodings or ())  # issue 42: the A/A' arm's decodings
-    if not decodings or len(set(decodings)) != len(decodings) or not set(decodings) <= {"sampled", "greedy"}:
-        raise ConfigError(f"calibrate.decodings={decodings!r} is not allowed; expected a list of distinct values from "
-                          f"sampled, greedy")
-    from experiments.stats import calibrate_design_problem
-
-    problem = calibrate_design_problem(exp)
-    if problem and not c.allow_underpowered:
-        raise ConfigError(problem)
-
-
-def check_sweep_design(exp: ExperimentConfig) -> None:
-    """ConfigError (one line: the numbers and the fixes) when the sweep cannot conclude, unless allowed."""
-    from experiments.stats import sweep_design_problem
-
-    problem = sweep_design_problem(exp)
-    if problem and not exp.sweep.allow_underpowered:
-        raise ConfigError(problem)
 
 
 def check_task_supply(exp: ExperimentConfig) -> None:

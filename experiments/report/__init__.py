@@ -3,6 +3,6 @@ backend identities, the smoke label and a design's power line (the statistics th
 
 from __future__ import annotations
 
-from ._text import SMOKE_LINE, ci_text, decision_power_line, hms, identity_text, num, pval
+from ._text import SMOKE_LINE, ci_text, decision_power_line, hms, identity_text, num, pval, spread_effect_line
 
-__all__ = ["SMOKE_LINE", "ci_text", "decision_power_line", "hms", "identity_text", "num", "pval"]
+__all__ = ["SMOKE_LINE", "ci_text", "decision_power_line", "hms", "identity_text", "num", "pval", "spread_effect_line"]

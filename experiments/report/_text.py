@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from experiments.stats import MAX_TASKS, DecisionPower, look_block
+from experiments.stats import MAX_TASKS, DecisionPower, look_block, mde
 from harness.inference import smoke_label
 
 SMOKE_LINE = smoke_label([])  # no model named: the one smoke label, "SMOKE RUN (embedded model): ..."
@@ -96,3 +96,12 @@ def decision_power_line(dp: DecisionPower, *, tau_source: str, sigma_source: str
             f"{dp.power:g} ({design}; task x variant spread tau {dp.confirm.tau:.3f} from "
             f"{tau_source}, run noise sigma {dp.sigma:.3f} from {sigma_source}); an effect of {dp.target_effect:g} "
             f"needs {need}")
+
+
+def spread_effect_line(design: Any, unit: str, what: str, *, power: float, sims: int) -> str:
+    """The detectable effect of `design` when the effect varies across tasks as the calibration's positive control
+    did (design.effect_cv: that spread as a share of its mean)."""
+    m = mde(design, power=power, sims=sims)
+    size = f"{num(m)}{' ' + unit if unit else ''}" if math.isfinite(m) else f"none at any size on {design.n} {what}"
+    return (f"detectable effect if it varies across tasks as the calibration's positive control did "
+            f"({design.effect_cv:.2f}x its mean): {size}")

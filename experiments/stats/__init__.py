@@ -11,7 +11,7 @@ from ._pareto import pareto_front
 from ._decision import DecisionPower, decision_power
 from ._power import (FUTILITY_CP, MAX_TASKS, Design, ab_design, detection_rate, futility_bound, interim_looks,
                      look_block, look_z, mde, replications_for_effect, sweep_design, tasks_for_effect)
-from ._reach import calibrate_design_problem, min_attainable_p, sweep_design_problem, tasks_needed
+from ._reach import holdout_min_p, holdout_tasks_needed, min_attainable_p, tasks_needed
 from ._signflip import SignFlipTest, signflip_test
 from ._skew import SkewTest, holdout_tasks_for_harm, skew_test, skew_test_p
 from ._spread import heterogeneity, spread_from_trials
@@ -45,7 +45,6 @@ __all__ = [
     "ab_design",
     "baseline_reference",
     "bootstrap_ci",
-    "calibrate_design_problem",
     "cohens_dz",
     "compare",
     "cost_by_task",
@@ -56,7 +55,9 @@ __all__ = [
     "finite_array",
     "futility_bound",
     "heterogeneity",
+    "holdout_min_p",
     "holdout_tasks_for_harm",
+    "holdout_tasks_needed",
     "holm",
     "interim_looks",
     "level",
@@ -84,7 +85,6 @@ __all__ = [
     "skew_test_p",
     "spread_from_trials",
     "sweep_design",
-    "sweep_design_problem",
     "tasks_for_effect",
     "tasks_needed",
     "train_cost_diffs",

@@ -6,7 +6,6 @@ from __future__ import annotations
 from ._holdout_tests import TaskDiffs
 from ._optimizer import (credit_from, gate, gate_tasks, merge_pair, pareto_leads, pruner_threshold, race_looks,
                          race_step, sample_parent, thompson_choice)
-from ._preflight import ab_preflight_lines
 from ._promotion import Candidate, HoldoutScores, HoldoutTest, decide, race, ranked
 from ._screening import futility_stop, passes_train_filter
 from ._search_state import candidate_hash
@@ -22,7 +21,6 @@ __all__ = [
     "StudyMismatch",
     "SweepSummary",
     "TaskDiffs",
-    "ab_preflight_lines",
     "candidate_hash",
     "check_decision_rule",
     "credit_from",

@@ -17,10 +17,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Sequence
 
-from experiments.config import holdout_set
+from experiments.config import holdout_set, sweep_design_problem
 from experiments.runs import TrialFailed, evaluate_candidate, make_judge
-from experiments.stats import (CostGuard, Look, NoiseFloor, next_look, noise_floor, recorded, run_costs,
-                               sweep_design_problem)
+from experiments.stats import CostGuard, Look, NoiseFloor, next_look, noise_floor, recorded, run_costs
 from experiments.storage import shared_lock
 from experiments.tracking import log_evaluation_run
 from harness.stores import sqlite_file

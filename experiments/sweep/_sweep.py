@@ -28,10 +28,11 @@ from typing import Any, Callable, Mapping, Sequence
 import optuna
 from optuna.trial import TrialState
 
-from experiments.config import BASELINE, ExperimentConfig, load_tasks, split, study_fingerprint, task_types
+from experiments.config import (BASELINE, ExperimentConfig, load_tasks, split, study_fingerprint, sweep_design_problem,
+                                task_types)
 from experiments.runs import (RunPool, TimedRunner, TrialFailed, llm_calls, model_failure, prepare_contexts,
                               runner_pool)
-from experiments.stats import baseline_reference, compare, noise_floor, sweep_design_problem
+from experiments.stats import baseline_reference, compare, noise_floor
 from experiments.storage import (RETRIES, Ledger, StaleTrials, log_stale, mask_url, run_label, shared_lock, store_stop,
                                  trial_slot, worker_host)
 from experiments.tracking import NullTracker, make_tracker
