@@ -33,7 +33,7 @@ OLD_DESIGN = tuple(f"sweep.{k}={v}" for k, v in OLD_SWEEP.items())
 
 
 def scripted_tasks(n_train=8, n_holdout=6):
-    from experiments.config import TaskSpec
+    from experiments.config._schema import TaskSpec
 
     return [
         TaskSpec(id=f"t{i}", task=f"task number {i}", task_type=("enumerated", "research")[i % 2],

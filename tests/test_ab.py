@@ -7,8 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from experiments.ab import ABDesign, run_ab
-from experiments.ab import load_result
+from experiments.ab._cells import ABDesign
+from experiments.ab._run import run_ab
+from experiments.ab._analysis import load_result
 from experiments.ab._cells import PreregistrationMismatch, arm_order, pair_seed, prereg_path
 from experiments.ab._report import DIFF_PNG, FOREST_PNG, write_report
 from experiments.runs._runners import blind_label

@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from experiments.ab import ABDesign, run_ab
-from experiments.ab import load_result
+from experiments.ab._cells import ABDesign
+from experiments.ab._run import run_ab
+from experiments.ab._analysis import load_result
 from experiments.ab._entry import run_ab_from_config, summary_metrics
 from experiments.ab._report import render_markdown
 from experiments.stats import Preregistration

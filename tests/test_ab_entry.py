@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from experiments.ab import design_from_config
+from experiments.ab._design import design_from_config
 from experiments.ab._cells import prereg_path
 from experiments.ab._design import arm_configs, cell_plan
 from experiments.ab._entry import run_ab_from_config

@@ -18,7 +18,9 @@ import pytest
 from test_ab_pairwise import AnswerArm, _exp, _run, judge_llm
 
 import experiments
-from experiments.ab import ABDesign, check_ab_design, run_ab
+from experiments.ab import check_ab_design
+from experiments.ab._cells import ABDesign
+from experiments.ab._run import run_ab
 from experiments.ab._pairwise import pairwise_verdict
 from experiments.config import ConfigError, compose_config, to_experiment
 from experiments.stats import Preregistration, signflip_test

@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from experiments.ab import ABDesign, run_ab
+from experiments.ab._cells import ABDesign
+from experiments.ab._run import run_ab
 from experiments.ab import check_ab_design
 from experiments.ab._cells import PreregistrationMismatch, prereg_path
 from experiments.ab._design import ab_metrics
@@ -390,7 +391,7 @@ def test_a_ledger_without_judge_failures_counts_none(tmp_path):
 def test_the_ab_power_model_is_the_verdicts_rule_at_a_true_effect_equal_to_min_effect():
     # On 6cbf984 the model said the design detects an effect of min_effect almost surely (ab_design had no
     # min_effect: P = 1.00) while the verdict called it 'supported' about half the time.
-    from experiments.ab import paired_stats
+    from experiments.ab._analysis import paired_stats
     from experiments.stats import ab_design, detection_rate, mde, replications_for_effect
     from experiments.stats._verdict import verdict
 

@@ -26,7 +26,7 @@ from experiments.calibration._summary import CALIBRATION_BEGIN, CALIBRATION_END,
 from experiments.config import load_tasks
 from experiments.config import ConfigError, compose_config, to_experiment, validate
 from experiments.stats import Design, detection_rate, mde, tasks_for_effect
-from experiments.stats import wilcoxon_reject
+from experiments.stats._tests import wilcoxon_reject
 from experiments.stats._power import _normals
 from experiments.storage import Cost, find_calibration
 from experiments.ab._preflight import ab_preflight_lines

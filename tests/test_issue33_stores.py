@@ -74,7 +74,8 @@ def test_rows_written_before_optional_fields_existed_still_read_back(tmp_path):
 
 
 def _sweep_exp(results: Path, corpus: str):
-    from experiments.config import BenchmarkConfig, TaskSpec, compose_config, to_experiment
+    from experiments.config import BenchmarkConfig, compose_config, to_experiment
+    from experiments.config._schema import TaskSpec
 
     exp = to_experiment(compose_config([
         "+sweep=synth_mutation", "backend=fake", "evaluator=deterministic_only", "planner=single_pass",

@@ -127,7 +127,8 @@ def test_python_m_harness_with_every_judge_reply_cut_after_two_scores_is_not_ok(
 
 # -- B: failed A/B cells on different tasks -------------------------------------------------------------------------
 
-from experiments.ab import ABDesign, run_ab
+from experiments.ab._cells import ABDesign
+from experiments.ab._run import run_ab
 from experiments.ab._report import write_report  # noqa: E402
 from experiments.stats import Preregistration  # noqa: E402
 
@@ -201,7 +202,7 @@ def test_a_not_supported_verdict_must_survive_the_fill_that_favours_b(tmp_path):
 
 # -- H: 'not supported' holds its level at a true effect equal to min_effect ---------------------------------------
 
-from experiments.ab import paired_stats  # noqa: E402
+from experiments.ab._analysis import paired_stats  # noqa: E402
 from experiments.stats import explain_verdict  # noqa: E402
 
 

@@ -17,7 +17,8 @@ import pytest
 from mlflow import MlflowClient
 from scripted_harness import BASE, BOOST, ScriptedRunner, scripted_propose
 
-from experiments.config import BenchmarkConfig, ConfigError, TaskSpec, compose_config, load_tasks, registry_uri
+from experiments.config import BenchmarkConfig, ConfigError, compose_config, load_tasks, registry_uri
+from experiments.config._schema import TaskSpec
 from experiments.config import to_experiment, validate
 from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, StudyMismatch, decide, open_study, run_sweep
 from harness.synthesis import CHAMPION, prompt_name

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from experiments.ab import paired_stats
+from experiments.ab._analysis import paired_stats
 from experiments.stats import Preregistration, ab_design, detection_rate, mde, replications_for_effect
 from experiments.stats._verdict import verdict
 

@@ -17,7 +17,8 @@ import pytest
 from conftest import OLD_SWEEP
 from scripted_harness import BOOST, ScriptedRunner, scripted_propose
 
-from experiments.config import BenchmarkConfig, ConfigError, TaskSpec, compose_config, load_tasks, to_experiment
+from experiments.config import BenchmarkConfig, ConfigError, compose_config, load_tasks, to_experiment
+from experiments.config._schema import TaskSpec
 from experiments.config import validate
 from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, StudyMismatch, decide, open_study, run_sweep
 

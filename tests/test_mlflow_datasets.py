@@ -9,7 +9,8 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
-from experiments.config import TaskSpec, compose_config, holdout_set, load_tasks, to_experiment
+from experiments.config import compose_config, holdout_set, load_tasks, to_experiment
+from experiments.config._schema import TaskSpec
 from experiments.runs import CandidateEval, TaskScore
 from experiments.tracking import log_evaluation_run
 from experiments.tracking._datasets import CONTEXT_TAG, read_task_scores, split_digest

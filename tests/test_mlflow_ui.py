@@ -346,7 +346,8 @@ def scripted_sweep(out: Path, prefix: str, *, n_train: int, n_tasks: int, own_st
     from scripted_harness import BASE, ScriptedRunner, scripted_propose
 
     from experiments.config import load_tasks
-    from experiments.config import BenchmarkConfig, TaskSpec, compose_config, to_experiment
+    from experiments.config import BenchmarkConfig, compose_config, to_experiment
+    from experiments.config._schema import TaskSpec
     from experiments.sweep import run_sweep
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -431,7 +432,8 @@ def pipeline_sweep_store(out: Path):
     from scripted_harness import BASE
     from test_mlflow_traces import SWEEP, pipeline_sweep
 
-    from experiments.config import BenchmarkConfig, TaskSpec, compose_config, to_experiment
+    from experiments.config import BenchmarkConfig, compose_config, to_experiment
+    from experiments.config._schema import TaskSpec
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     out = out.resolve()

@@ -180,7 +180,8 @@ def test_registry_that_cannot_be_created_or_is_off_is_one_line(make_exp, uri):
 def _enumerated_heavy(exp):
     """7 enumerated + 1 research train tasks, 6 enumerated holdout tasks (the fewest that can reach the first
     look's level 0.025): a win on enumerated alone can confirm."""
-    from experiments.config import BenchmarkConfig, TaskSpec
+    from experiments.config import BenchmarkConfig
+    from experiments.config._schema import TaskSpec
 
     tasks = [TaskSpec(id=f"t{i}", task=f"task number {i}", task_type="research" if i == 0 else "enumerated",
                       split="train" if i < 8 else "holdout") for i in range(14)]

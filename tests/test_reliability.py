@@ -361,7 +361,8 @@ class DownLLM:
 
 
 def _harness_sweep_exp(tmp_path, corpus):
-    from experiments.config import BenchmarkConfig, TaskSpec, compose_config, to_experiment
+    from experiments.config import BenchmarkConfig, compose_config, to_experiment
+    from experiments.config._schema import TaskSpec
 
     exp = to_experiment(compose_config([
         "+sweep=synth_mutation", "backend=fake", "evaluator=deterministic_only", "planner=single_pass",

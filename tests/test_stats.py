@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from experiments.ab import paired_stats
+from experiments.ab._analysis import paired_stats
 from experiments.stats import (bootstrap_ci, cohens_dz, holm, paired_differences, paired_ttest, rank_biserial,
                                replication_noise, variance_ratio, wilcoxon_test)
 from experiments.stats import min_attainable_p, tasks_needed

@@ -12,7 +12,8 @@ from conftest import OLD_DESIGN
 from scripted_harness import BASE, BOOST, ScriptedRunner, scripted_propose
 
 from experiments.config import load_tasks
-from experiments.config import BenchmarkConfig, TaskSpec
+from experiments.config import BenchmarkConfig
+from experiments.config._schema import TaskSpec
 from experiments.runs import TrialFailed
 from experiments.stats import compare, noise_floor
 from experiments.storage import Ledger

@@ -58,7 +58,8 @@ def test_own_tasks_are_the_holdout_and_a_generated_repeat_of_one_is_dropped(tmp_
 
 def test_a_generated_train_task_that_repeats_an_own_holdout_task_is_what_the_loader_refuses(tmp_path):
     """Why generation drops them: the same file with the reworded repeat put back in the train split is refused."""
-    from experiments.config import ConfigError, check_benchmark
+    from experiments.config import ConfigError
+    from experiments.config._benchmark import check_benchmark
 
     src, out = own_file(tmp_path), tmp_path / "gen.yaml"
     p = driver(tmp_path, *GEN, "tasks.count=4", f"tasks.out={out}", f"tasks.examples={src}", "tasks.own_holdout=true",

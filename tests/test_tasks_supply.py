@@ -122,7 +122,9 @@ def check_written(path: Path, n_kept: int) -> dict:
     data = load(path)
     tasks = data["tasks"]
     assert len(tasks) == n_kept and {t["split"] for t in tasks} == {"train", "holdout"}
-    from experiments.config import TaskSpec, check_benchmark, task_from_spec
+    from experiments.config import task_from_spec
+    from experiments.config._benchmark import check_benchmark
+    from experiments.config._schema import TaskSpec
 
     check_benchmark(tasks)  # the loader's own check passes: no holdout task repeats a train task
     for t in tasks:
@@ -224,7 +226,7 @@ def test_b5_a_task_id_that_would_name_a_file_outside_results_dir_is_refused(tmp_
 
 
 def test_the_shipped_benchmarks_pass_the_leak_check():
-    from experiments.config import check_benchmark
+    from experiments.config._benchmark import check_benchmark
 
     for f in (ROOT / "conf" / "benchmark").glob("*.yaml"):
         check_benchmark(load(f)["tasks"])

@@ -32,7 +32,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from experiments.ab import paired_stats, pairwise_verdict  # noqa: E402
+from experiments.ab._analysis import paired_stats  # noqa: E402
+from experiments.ab._pairwise import pairwise_verdict  # noqa: E402
 from experiments.stats import Preregistration, explain_verdict, sequential_decision, signflip_test  # noqa: E402
 
 

@@ -64,7 +64,7 @@ def _looks(n: int, k: int) -> list[int]:
 
 def rate(cell: tuple, worlds: int) -> float:
     """The share of worlds whose verdict is the cell's, through this interpreter's experiments package."""
-    from experiments.ab import paired_stats
+    from experiments.ab._analysis import paired_stats
     from experiments.stats import Preregistration, explain_verdict, sequential_decision
 
     _, _, world, n, looks, mean, counted = cell
@@ -93,7 +93,8 @@ def rate(cell: tuple, worlds: int) -> float:
 
 def case_b() -> str:
     """The verdict of B's case through run_ab."""
-    from experiments.ab import ABDesign, run_ab
+    from experiments.ab._cells import ABDesign
+    from experiments.ab._run import run_ab
     from experiments.stats import Preregistration
 
     def arm(name, overrides, task, replication, seed):

@@ -151,7 +151,7 @@ def mde(world: World, n: int, d: ABDesign, sims: int, tol: float = 0.01) -> floa
 
 def check(world: World, n: int, sims: int) -> tuple[int, int]:
     """(disagreements, A/Bs compared) between the vectorised rules and the real ones."""
-    from experiments.ab import paired_stats
+    from experiments.ab._analysis import paired_stats
     from experiments.stats import Preregistration, explain_verdict, signflip_test
 
     prereg = Preregistration("B higher", min_effect=MIN_EFFECT, alpha=ALPHA, direction="greater", n_tasks=n,

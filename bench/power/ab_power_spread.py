@@ -31,8 +31,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from experiments.ab import paired_stats  # noqa: E402
-from experiments.stats import Preregistration, ab_design, explain_verdict, mde, mean_bound  # noqa: E402
+from experiments.ab._analysis import paired_stats  # noqa: E402
+from experiments.stats import Preregistration, ab_design, explain_verdict, mde  # noqa: E402
+from experiments.stats._verdict import mean_bound  # noqa: E402
 
 SIGMA, TAU, REPS, MIN_EFFECT, ALPHA = 0.5, 0.8, 3, 0.3, 0.05
 WORLDS = ("normal", "exp-right", "exp-left", "lognormal-left", "two-point, whole scores")

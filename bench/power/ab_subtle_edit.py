@@ -80,7 +80,7 @@ def describe(label: str, exp, prereg, result, runs_per_arm: int) -> list[str]:
                      f"task x variant spread tau {tau:.3f}")
     # the A/B summary's own design power line (experiments.ab._design.observed_power_line: this A/B's per-task sd,
     # taken as an estimate on n - 1 df), so the figure printed here is the one the command printed
-    from experiments.ab import observed_power_line
+    from experiments.ab._design import observed_power_line
 
     line = observed_power_line(p, prereg, power=exp.calibrate.power, target=exp.calibrate.target_effect,
                                sims=min(exp.calibrate.sims, 2000))
@@ -110,7 +110,8 @@ def main(argv=None) -> int:
         if rc != 0:
             return rc
 
-    from experiments.ab import ab_paths, design_from_config, load_result
+    from experiments.ab._analysis import load_result
+    from experiments.ab._design import ab_paths, design_from_config
     from experiments.config import compose_config, to_experiment
 
     new = to_experiment(compose_config(ov))
@@ -135,7 +136,8 @@ def side_by_side(exp, design, prereg, result, ledger: Path) -> list[str]:
     the more sensitive reading of this edit)."""
     import shutil
 
-    from experiments.ab import analyse_pairwise, arm_configs, judge_pairs, make_judge
+    from experiments.ab._design import arm_configs
+    from experiments.ab._pairwise import analyse_pairwise, judge_pairs, make_judge
     from experiments.runs import HarnessCells
 
     copy = ledger.with_name("side_by_side.jsonl")

@@ -112,7 +112,8 @@ class World:
 
 
 def build_exp(results: Path):
-    from experiments.config import BenchmarkConfig, TaskSpec, compose_config, to_experiment, validate
+    from experiments.config import BenchmarkConfig, compose_config, to_experiment, validate
+    from experiments.config._schema import TaskSpec
 
     exp = to_experiment(compose_config(["+sweep=calibrate", "backend=fake", f"results_dir={results}"]))
     types = ("enumerated", "best_practices", "research")

@@ -36,7 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from experiments.stats import level
+from experiments.stats._looks import level
 from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, decide
 from experiments.stats import noise_floor
 

@@ -127,7 +127,8 @@ def two_studies() -> dict:
     import optuna
     from scripted_harness import BOOST, ScriptedRunner, scripted_propose
 
-    from experiments.config import BenchmarkConfig, TaskSpec, compose_config, load_tasks, to_experiment
+    from experiments.config import BenchmarkConfig, compose_config, load_tasks, to_experiment
+    from experiments.config._schema import TaskSpec
     from experiments.sweep import open_study, run_sweep
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

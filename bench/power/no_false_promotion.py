@@ -28,7 +28,8 @@ def study_exp(seed: int, folder: Path, trials: int, n_train: int = 12, n_holdout
     """The shipped sweep design on the scripted benchmark, one study per seed (harness and sampler seeds)."""
     from scripted_harness import BASE
 
-    from experiments.config import BenchmarkConfig, TaskSpec, compose_config, to_experiment
+    from experiments.config import BenchmarkConfig, compose_config, to_experiment
+    from experiments.config._schema import TaskSpec
 
     exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", f"seed={seed}",
                                         f"sweep.seed={seed}", f"sweep.n_trials={trials}", f"results_dir={folder}"]))

@@ -122,7 +122,8 @@ def make_propose(world: int):
 
 def run_one(world: int, pruner: str, args, base: Path) -> dict:
     from experiments.config import load_tasks
-    from experiments.config import BenchmarkConfig, TaskSpec, compose_config, to_experiment
+    from experiments.config import BenchmarkConfig, compose_config, to_experiment
+    from experiments.config._schema import TaskSpec
     from experiments.sweep import candidate_hash
     from experiments.sweep import run_sweep
 

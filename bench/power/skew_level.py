@@ -38,7 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from scipy import stats as sps  # noqa: E402
 
-from experiments.stats import holdout_tasks_for_harm, mean_bound, next_look, skew_test_p  # noqa: E402
+from experiments.stats import holdout_tasks_for_harm, next_look  # noqa: E402
+from experiments.stats._skew import skew_test_p  # noqa: E402
+from experiments.stats._verdict import mean_bound  # noqa: E402
 from experiments.sweep import TaskDiffs, futility_stop  # noqa: E402
 
 N_HOLD, BLOCK, ALPHA = 12, 4, 0.05

@@ -5,25 +5,22 @@ from __future__ import annotations
 
 from harness.config import ConfigError  # an experiment's config errors are the harness's
 
-from ._benchmark import (NEAR_DUPLICATE, Task, check_benchmark, embed, id_problem, load_tasks, normalized_text,
-                         similarity, split, split_leaks, task_from_spec, task_types)
-from ._design import calibrate_design_problem, sweep_design_problem
+from ._benchmark import (Task, embed, id_problem, load_tasks, normalized_text, split, split_leaks, task_from_spec,
+                         task_types)
+from ._design import sweep_design_problem
 from ._convert import apply_overrides, experiment_dict, to_experiment, to_harness_config
 from ._fingerprint import (backend_identity, decision_rule, fingerprint_diff, holdout_set, study_fingerprint,
                            tasks_digest, with_rule_defaults)
-from ._schema import (BASELINE, HOLDOUT_TESTS, TASK_KINDS, TRAIN_FILTERS, BenchmarkConfig, ExperimentConfig, TaskSpec,
+from ._schema import (BASELINE, HOLDOUT_TESTS, TASK_KINDS, TRAIN_FILTERS, BenchmarkConfig, ExperimentConfig,
                       compose_config, task_supply_keys)
 from ._sources import registry_uri, tracking_uri
 from ._validation import validate
 
 __all__ = [
-    "NEAR_DUPLICATE",
     "TASK_KINDS",
-    "check_benchmark",
     "embed",
     "id_problem",
     "normalized_text",
-    "similarity",
     "split_leaks",
     "task_supply_keys",
     "BASELINE",
@@ -33,10 +30,8 @@ __all__ = [
     "HOLDOUT_TESTS",
     "TRAIN_FILTERS",
     "Task",
-    "TaskSpec",
     "apply_overrides",
     "backend_identity",
-    "calibrate_design_problem",
     "compose_config",
     "decision_rule",
     "experiment_dict",

@@ -6,20 +6,19 @@ from __future__ import annotations
 from ._cost import (COST_METRICS, CostDiff, CostGuard, GuardResult, cost_by_task, paired_cost, run_costs,
                     train_cost_diffs)
 from ._floors import baseline_reference, compare, holm, noise_floor, replication_noise, variance_ratio
-from ._looks import Look, level, next_look, recorded
+from ._looks import Look, next_look, recorded
 from ._pareto import pareto_front
 from ._decision import DecisionPower, decision_power
 from ._power import (FUTILITY_CP, MAX_TASKS, Design, ab_design, detection_rate, futility_bound, interim_looks,
                      look_block, look_z, mde, replications_for_effect, sweep_design, tasks_for_effect)
 from ._reach import holdout_min_p, holdout_tasks_needed, min_attainable_p, tasks_needed
-from ._signflip import SignFlipTest, signflip_test
-from ._skew import SkewTest, holdout_tasks_for_harm, skew_test, skew_test_p
+from ._signflip import signflip_test
+from ._skew import holdout_tasks_for_harm, skew_test
 from ._spread import heterogeneity, spread_from_trials
 from ._tests import (DIRECTIONS, FLOOR_SE, TESTS, Comparison, NoiseFloor, PairedStats, bootstrap_ci, cohens_dz,
-                     finite_array, paired_differences, paired_ttest, rank_biserial, wilcoxon_reject, wilcoxon_test)
-from ._verdict import (COMPARES, Decision, Preregistration, excluding_bound, explain_verdict, mean_bound, missing_imbalance,
-                       sequential_decision)
-from ._verdict import look_level
+                     finite_array, paired_differences, paired_ttest, rank_biserial, wilcoxon_test)
+from ._verdict import (COMPARES, Decision, Preregistration, excluding_bound, explain_verdict, look_level,
+                       missing_imbalance, sequential_decision)
 
 __all__ = [
     "COMPARES",
@@ -39,8 +38,6 @@ __all__ = [
     "NoiseFloor",
     "PairedStats",
     "Preregistration",
-    "SignFlipTest",
-    "SkewTest",
     "TESTS",
     "ab_design",
     "baseline_reference",
@@ -60,12 +57,10 @@ __all__ = [
     "holdout_tasks_needed",
     "holm",
     "interim_looks",
-    "level",
     "look_block",
     "look_level",
     "look_z",
     "mde",
-    "mean_bound",
     "min_attainable_p",
     "missing_imbalance",
     "next_look",
@@ -82,13 +77,11 @@ __all__ = [
     "sequential_decision",
     "signflip_test",
     "skew_test",
-    "skew_test_p",
     "spread_from_trials",
     "sweep_design",
     "tasks_for_effect",
     "tasks_needed",
     "train_cost_diffs",
     "variance_ratio",
-    "wilcoxon_reject",
     "wilcoxon_test",
 ]

@@ -16,7 +16,8 @@ import math
 import numpy as np
 from scipy import stats as sps
 
-from experiments.stats import skew_test_p, wilcoxon_reject
+from experiments.stats._skew import skew_test_p
+from experiments.stats._tests import wilcoxon_reject
 
 CONFIRM_TESTS = ("t-skew", "t")
 
