@@ -379,7 +379,7 @@ def run_ab_test(
         mlflow.safe(mlflow.killed)
         out(f"[{name}] interrupted: finished cells are in {paths.ledger}; run the same command again to resume")
         raise
-    except Exception as exc:  # the parent run ends FAILED with the reason, not RUNNING (issue 41)
+    except Exception as exc:  # the parent run ends FAILED with the reason, not RUNNING
         mlflow.safe(lambda: mlflow.tracker.finish({}, {"error.txt": f"{type(exc).__name__}: {exc}\n"},
                                                   status="FAILED"))
         raise

@@ -1,4 +1,4 @@
-"""The pairwise A/B (ab.compare=pairwise, issue 42 lever a): the two arms' answers to the same (task, replication)
+"""The pairwise A/B (ab.compare=pairwise): the two arms' answers to the same (task, replication)
 judged side by side, the verdict on B's mean preference over tasks.
 
 Once every cell has run, each pair whose two cells finished is judged by the judge (the evaluator role, the arms'

@@ -45,11 +45,11 @@ MAX_NAME_BYTES, MAX_TASK_ID_BYTES = 100, 80
 def check_store_paths(exp: ExperimentConfig) -> None:
     """results_dir and sweep.name, checked like output paths: every store lands inside results_dir/<sweep.name>.
 
-    An empty results_dir put every store in the current folder; sweep.name '..' put the ledger, contexts, plots,
-    summary and promoted_synth.yaml in results_dir's parent. '#', '?' and '%' in the folder's absolute path are
+    An empty results_dir would put every store in the current folder, and sweep.name '..' the ledger, contexts,
+    plots, summary and promoted_synth.yaml in results_dir's parent. '#', '?' and '%' in the folder's absolute path are
     refused: the sqlite:/// URLs of the Optuna and MLflow stores are parsed by SQLAlchemy ('?' starts a query,
     '%XX' is decoded) and by MLflow with urllib ('#' starts a fragment), and no one escaping reads back the same
-    through both, so the stores landed at the path's prefix, outside the folder (issue 33 item 7)."""
+    through both, so the stores would land at the path's prefix, outside the folder."""
     from pathlib import Path
 
     if not str(exp.results_dir or "").strip():
@@ -62,14 +62,14 @@ def check_store_paths(exp: ExperimentConfig) -> None:
                           f"{' '.join(repr(c) for c in bad)}, which sqlite:/// store URLs cannot carry; expected a "
                           "folder without '#', '?' or '%'")
     blocker = next((p for p in (Path(resolved), *Path(resolved).parents) if p.exists()), None)
-    if blocker is not None and not blocker.is_dir():  # Hydra's job folder was a traceback (issue 41 item 15)
+    if blocker is not None and not blocker.is_dir():  # a file where Hydra's job folder goes: one line, not a traceback
         raise ConfigError(f"results_dir={exp.results_dir!r} is not allowed: {str(blocker)!r} is a file, not a "
                           "folder; expected a folder (set results_dir=<folder> or HARNESS_RESULTS_DIR)")
     name = exp.sweep.name
     if name in ("", ".", "..") or name != name.strip() or any(c in name for c in "/\\\x00"):
         raise ConfigError(f"sweep.name={name!r} is not allowed; expected a folder name inside results_dir (not "
                           "empty, '.' or '..', without '/', '\\' or surrounding spaces)")
-    if len(name.encode("utf-8")) > MAX_NAME_BYTES:  # 230 characters: 'File name too long', no runs.jsonl (issue 41)
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:  # 230 characters: 'File name too long', no runs.jsonl
         raise ConfigError(f"sweep.name is {len(name.encode('utf-8'))} bytes long ({name[:24]!r}...); expected at most "
                           f"{MAX_NAME_BYTES}: run ids and file names are built from it (traces/<sweep.name>-holdout-"
                           "<hash>-s<seed>-<task id>.json), and a file name holds at most 255 bytes")
@@ -101,7 +101,7 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
     check_choice("sweep.operator_choice", sw.operator_choice, OPERATOR_CHOICES)
     check_range("sweep.gate_tasks", sw.gate_tasks, 0)
     check_range("sweep.gate_z", sw.gate_z, -3.0, 5.0)
-    check_range("sweep.race_block", sw.race_block, 0)  # issue 42 lever e: 0 = off (the gate)
+    check_range("sweep.race_block", sw.race_block, 0)  # 0 = off (the gate)
     check_range("sweep.race_z", sw.race_z, 0.0)
     check_range("sweep.max_merges", sw.max_merges, 0)
     check_range("sweep.n_trials", sw.n_trials, 1)
@@ -119,9 +119,9 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
     check_choice("sweep.holdout_test", sw.holdout_test, HOLDOUT_TESTS)
     check_range("sweep.holdout_baseline_runs", sw.holdout_baseline_runs, 1)
     check_range("sweep.holdout_candidate_runs", sw.holdout_candidate_runs, 1)
-    check_choice("sweep.train_filter", sw.train_filter, TRAIN_FILTERS)  # issue 42
-    check_range("sweep.holdout_futility_block", sw.holdout_futility_block, 0)  # issue 42: 0 = off
-    check_choice("sweep.holdout_compare", sw.holdout_compare, COMPARES)  # issue 42, lever a (ab.compare's choices)
+    check_choice("sweep.train_filter", sw.train_filter, TRAIN_FILTERS)
+    check_range("sweep.holdout_futility_block", sw.holdout_futility_block, 0)  # 0 = off
+    check_choice("sweep.holdout_compare", sw.holdout_compare, COMPARES)  # ab.compare's choices
     if sw.holdout_compare == "pairwise" and sw.holdout_test != "tasks":
         raise ConfigError(f"sweep.holdout_compare=pairwise tests preferences over tasks: it needs "
                           f"sweep.holdout_test=tasks, got {sw.holdout_test!r}")

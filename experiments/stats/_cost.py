@@ -20,12 +20,12 @@ r_i = c_i / b_i, modelled lognormal over tasks (log r_i ~ N(mu, s^2)); the claim
 like these, E[r] = exp(mu + s^2 / 2) (the ratio of total costs when a task's ratio does not depend on its size),
 and its one-sided upper bound at level 1 - alpha is the generalized pivotal bound (Krishnamoorthy & Mathew 2003,
 seeded Monte Carlo of the pivot). Per-task ratios make every task count once, whatever its size: a t interval on
-c_i - (1 + L) b_i (used before issue 40) passed lognormal costs at the limit 0.035-0.039 of the time at level
+c_i - (1 + L) b_i passes lognormal costs at the limit 0.035-0.039 of the time at level
 0.025 and 0.075-0.078 at 0.05 (8 and 24 tasks), and a candidate 20% cheaper whose cost one heavy task dominates
 passed 0.000 of the time at 8 tasks (no bound found); this bound passes them at the limit 0.024-0.025 and
 0.045-0.050, normal costs 0.011-0.013 and 0.024-0.035, one heavy task 0.021 and 0.040-0.043, and at a true 20%
 saving over 8 tasks passes normal costs 0.99, lognormal 0.34 / 0.50, one heavy task 0.54 / 0.70
-(bench/audit40_cost_power.py, 2,000 worlds). A task both texts ran at cost 0 is left out (no cost either way); a
+(bench/power/cost_guard_and_decision_power.py, 2,000 worlds). A task both texts ran at cost 0 is left out (no cost either way); a
 task at cost 0 for one text only, a negative or a non-finite cost holds the candidate back with a line naming it.
 What 8 tasks cannot see: a candidate that raises only tasks absent from the holdout. With no limit (None, the
 default) every candidate passes and the figures are reported only.

@@ -74,7 +74,7 @@ def decision_power(sigma: float, tau: float, *, n_train: int, n_holdout: int, al
     the confirmation's power is the predictive one, averaged over the true sigma and tau those estimates allow
     (Design.sigma_df, Design.tau_df: tau^2 read off a train spread s^2 less sigma^2 (1 + 1/b), as
     experiments.stats.spread_from_trials does, floored at 0), so a figure read off a few tasks is honestly wider
-    (bench/sensitivity.py --scale checks it against the simulated rule over draws of the estimates).
+    (bench/power/sensitivity.py --scale checks it against the simulated rule over draws of the estimates).
 
     Both tests are scale-free and the floor scales with the noise, so the search runs in units of sigma + tau
     (cached): the same number of Monte Carlo evaluations at any scale. With sigma and tau both 0 nothing is

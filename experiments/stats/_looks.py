@@ -3,17 +3,17 @@ that share a task with these spends from one alpha, whatever the study is called
 
 A study that is resumed ("raise sweep.n_trials, rerun to continue") concludes again, and a new top candidate is
 tested on the same holdout tasks. Testing each at full alpha lets the chance that some no-better candidate is
-promoted grow with every conclusion (issue 36: 4.7% -> 17.2% over five). Here look k (the k-th distinct family
+promoted grow with every conclusion (4.7% -> 17.2% over five). Here look k (the k-th distinct family
 of train-filtered candidates tested on these holdout tasks) is tested at alpha / 2^k, so the levels of all looks
 ever made sum to less than alpha (Bonferroni over looks: it holds whatever the dependence between them, and the
 same holdout tasks make them dependent). A conclusion of one study that tests the same family again (a resume with
 no new trial: the same stored runs) is the same look at the same level: it spends nothing more. A conclusion that
 tests nothing (no candidate passed the train filter) is no look.
 
-The count is per holdout set, not per study (issue 40 E: a new sweep.name on the same storage started again at
-alpha / 2 and promoted a candidate another study had already failed to confirm), and a set that shares any task
-with an earlier one is not a new set (issue 42: moving 4 tasks between the splits gave 12 holdout tasks, 8 of them
-looked at, a fresh budget). `others` are the looks other studies in the storage made on holdout tasks overlapping
+The count is per holdout set, not per study (a new sweep.name on the same storage would otherwise start again at
+alpha / 2 and could promote a candidate another study had already failed to confirm), and a set that shares any
+task with an earlier one is not a new set (moving 4 tasks between the splits would otherwise give 12 holdout tasks,
+8 of them looked at, a fresh budget). `others` are the looks other studies in the storage made on holdout tasks overlapping
 these (experiments.sweep finds them by each holdout task's id and content hash): they count and spend, and they
 are never "the same look" (another study ran its holdout runs anew). Counting a partly shared set in full is
 conservative: its looks tested on the shared tasks, and no bound on their dependence is cheaper than Bonferroni.

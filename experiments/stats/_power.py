@@ -257,8 +257,8 @@ def _unit_mde(n: int, alpha: float, alternative: str, test: str, floor_se: float
 def _smallest(ok: Callable[[float], bool], start: float, *, doublings: int) -> float:
     """The smallest effect e >= 0 with ok(e) (ok monotone in e), to 0.1%: double from `start` until ok (halve while
     ok when `start` already is), then bisect; inf when `doublings` doublings never reach it. At most about
-    doublings + 11 calls of ok (3306971 bisected from 0 when ok(start) held at once, down to the smallest float:
-    over 1,000 calls)."""
+    doublings + 11 calls of ok (bisecting from 0 when ok(start) holds at once would go down to the smallest
+    float: over 1,000 calls)."""
     lo, hi = 0.0, start
     if ok(hi):
         for _ in range(doublings):

@@ -4,7 +4,7 @@ sweep's holdout confirmation (experiments.sweep's TaskDiffs).
 Why the paired t alone is not enough: with a left-skewed spread of zero mean (most tasks gain a little, a few lose
 more) the few tasks that carry the losses are often not among the n sampled, the sample looks like a clear gain and
 the t confirms far above its level. Over 12 tasks at level 0.025: -(Exp - 1) 0.091, -(lognormal sigma 1) 0.154
-(bench/skew_level.py, 20,000 worlds). Hall's (1992) skewness-corrected t against the t's critical value (second-order
+(bench/power/skew_level.py, 20,000 worlds). Hall's (1992) skewness-corrected t against the t's critical value (second-order
 correct) and a studentized bootstrap (bootstrap-t, 999 resamples) take off less than half of the excess (0.059 /
 0.089 and 0.049 / 0.080, 4,000 worlds): at 12 tasks the sample skewness both read is itself mostly hidden with the
 tail.
@@ -19,14 +19,14 @@ The test (skew_test): p = max(p_t, p_skew).
   spread, cached per n; (1 + hits) / (1 + draws)). Both statistics are scale-free, so a spread's shape is all their
   null law depends on. For each reference spread P(p_skew <= x) <= x for every x (up to the simulation's error), so
   a look's level and Holm's step-down over candidates hold for all three, and for any spread whose tail of Q lies
-  under theirs (right skew, t(3), a milder left skew; measured in bench/skew_level.py). Why two: G reads the
+  under theirs (right skew, t(3), a milder left skew; measured in bench/power/skew_level.py). Why two: G reads the
   skewness, which is what tells a sample of a clear gain from one of a zero-mean left skew whose losses were not
   drawn; but for a negative a, g flattens near T = 3 / |a|, so G alone caps the evidence of a very large T with some
   chance skewness (a gain of 3 sd over 12 tasks was confirmed 0.94 / 0.78 of the time at 0.025 / 0.00625 on G
   alone). The plain T's tail, at T_SHARE = 0.5 of the weight, confirms such a gain (0.998 / 0.91) at a small cost at
   1 sd. KAPPA and T_SHARE were chosen by power on a normal spread at 1 to 4 sd over 8 and 12 tasks, levels 0.025 to
   0.0016 (a one-off simulation: KAPPA 1, mean_bound's scale, is 0.15 lower at 1 sd; T_SHARE 1 is 0.07 lower at 1 sd,
-  0.25 is 0.05 lower at 4 sd and level 0.0016). The power figures with the t's beside them: bench/skew_level.py and
+  0.25 is 0.05 lower at 4 sd and level 0.0016). The power figures with the t's beside them: bench/power/skew_level.py and
   docs/VERDICTS.md.
 - Every difference equal (zero spread): T is undefined; p is the exact sign-flip p, 1/2^n when the value is
   positive, 1 otherwise (a permutation test holds its level whatever the spread's shape).

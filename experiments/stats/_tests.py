@@ -172,7 +172,7 @@ class Comparison:
 
     def filter_reason(self, candidates: int) -> str:
         """The same decision worded as the filter it is when the candidate is the best of `candidates` compared:
-        its p is one test's, not corrected for choosing the best (issue 36), so it claims nothing alone."""
+        its p is one test's, not corrected for choosing the best, so it claims nothing alone."""
         chose = (f"the best of {candidates} candidates, p not corrected for that choice"
                  if candidates > 1 else "one candidate")
         verdict = ("passes: " if self.claimed else "does not pass: ") + self.reason.split(": ", 1)[1]

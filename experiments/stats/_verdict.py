@@ -12,12 +12,12 @@ keeps alpha / 2) lies below the minimum effect in the stated direction.
 'Not supported' says the mean difference is below the minimum effect; it must hold its level (alpha / 2, one side of
 the (1 - alpha) interval) at a true effect equal to min_effect also when the per-task differences are skewed: a
 skewed spread hides its long tail from a few tasks, the sample mean falls short of the true one, and the bootstrap
-BCa interval it used to read said 'not supported' 0.206 / 0.175 / 0.142 of the time at n = 6 / 8 / 12 (0.060 / 0.060
-/ 0.043 on normal data) against 0.025 (bench/audit40_ab.py, 2,000 worlds each). The bound (mean_bound) is Hall's
+BCa interval says 'not supported' 0.206 / 0.175 / 0.142 of the time at n = 6 / 8 / 12 (0.060 / 0.060 / 0.043 on
+normal data) against 0.025 (bench/power/ab_min_effect_boundary.py, 2,000 worlds each). The bound (mean_bound) is Hall's
 (1992) monotone skewness-corrected t, g(T) = T + a/6 + a T^2/3 + a^2 T^3/27 with a = sample skewness / sqrt(n),
 inverted at a critical value calibrated in simulation (skew_critical): the lowest quantile of g(T) over the
 reference spreads, normal and a lognormal with sigma 1 (skewness 6.2), at a true mean on the boundary. Its level
-then holds for both (bench/audit40_ab.py: 0.018 / 0.022 / 0.029 skewed and 0.001 / 0.000 / 0.002 normal over 2,000
+then holds for both (bench/power/ab_min_effect_boundary.py: 0.018 / 0.022 / 0.029 skewed and 0.001 / 0.000 / 0.002 normal over 2,000
 worlds, the bound alone 0.025 / 0.024 / 0.025 skewed over 40,000) and for milder skew; the price is power at small n
 (on normal data 1 sd below min_effect, 'not supported' 0.119 / 0.219 / 0.472 of the time at n = 6 / 8 / 12, against
 0.716 / 0.834 / 0.930 with the undercovering interval). A heavier tail is what few tasks cannot see: an effect
