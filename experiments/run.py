@@ -150,7 +150,7 @@ def run_experiment(cfg: DictConfig | ExperimentConfig, *, runner: Any = None, ou
 
 
 class Unconcluded(RuntimeError):
-    """A sweep, A/B or calibration that a failed model call stopped after it started (issue 41): the CLI says what
+    """A sweep, A/B or calibration that a failed model call stopped after it started: the CLI says what
     failed and that the same command resumes, exit 3, as for a failed race or holdout run."""
 
     @property
@@ -188,7 +188,7 @@ def hydra_main(cfg: DictConfig) -> None:
 # Exit codes: 0 done; 1 an error; 2 a config error; 3 the run could not answer: a failed model call stopped it
 # after it started, its baseline failed, trials failed because a model call failed, it stopped past its failure
 # rate, or a step after the search (the final race or a holdout run) did not conclude: its finished runs are stored
-# and the same command runs the rest (issue 41); 130 Ctrl-C (SIGINT); 143 SIGTERM. The last three are resumable:
+# and the same command runs the rest; 130 Ctrl-C (SIGINT); 143 SIGTERM. The last three are resumable:
 # the same command continues.
 EXIT_UNCONCLUDED, EXIT_SIGINT, EXIT_SIGTERM = 3, 130, 143
 RESUME = "finished runs are stored: run the same command again to resume"
@@ -201,8 +201,8 @@ class Terminated(KeyboardInterrupt):
 
 def _on_stop_signal(signum: int, frame: Any) -> None:
     """The first SIGINT (Ctrl-C) or SIGTERM stops the run; each later one, while it closes, changes nothing: a second
-    Ctrl-C 0.01 s after the first raised inside the bookkeeping, so the trial's copy was never queued and its MLflow
-    run stayed RUNNING (issue 41 item 13)."""
+    Ctrl-C 0.01 s after the first would otherwise raise inside the bookkeeping, so the trial's copy would never be
+    queued and its MLflow run would stay RUNNING."""
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _while_stopping)
     raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
@@ -225,7 +225,7 @@ def cli(cfg: DictConfig) -> None:
     if threading.current_thread() is threading.main_thread():
         install_stop_signals()
     # a log file that can no longer be written (Hydra's run.log under a full or read-only results folder) prints no
-    # traceback per record: the store that failed stops the run with its own one line (issue 41)
+    # traceback per record: the store that failed stops the run with its own one line
     logging.raiseExceptions = False
     try:
         result = run_experiment(cfg)
@@ -273,7 +273,7 @@ def cli(cfg: DictConfig) -> None:
 def leave(code: int) -> None:
     """sys.exit(code), or, when a SQLite file this process used can no longer be written (its -shm turned read-only
     or immutable under it), leave without closing the connections: closing one writes its memory-mapped WAL index,
-    which the kernel answers with SIGBUS (issue 41: a Bus error, exit 135, after the one-line error)."""
+    which the kernel answers with SIGBUS (a Bus error, exit 135, after the one-line error)."""
     from harness.stores import unsafe_to_close
 
     if unsafe_to_close():

@@ -240,7 +240,7 @@ def check_command(task: str | None, overrides: list[str]) -> int:
 
 def not_utf8(text: str) -> str:
     """Where a command-line string is not UTF-8 ("" when it is): Python hands undecodable argv bytes over as lone
-    surrogates (PEP 383), which no file, store or prompt can take (issue 41)."""
+    surrogates (PEP 383), which no file, store or prompt can take."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:

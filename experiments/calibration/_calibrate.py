@@ -277,7 +277,7 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
     judge_sigma = _pooled(judge_runs)
     judge_dims = _dimension_sds([{t: outs[j].dimensions for t, outs in judged.items()} for j in range(k)])
 
-    # -- where the spread comes from (issue 42; experiments.calibration._decompose) -------------------------
+    # -- where the spread comes from (experiments.calibration._decompose) ----------------------------------
     decomposition: dict[str, Any] = {}
     for dec, (base, rw) in arms.items():
         base_runs = [ev.by_task() for ev in base]

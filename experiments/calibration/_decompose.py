@@ -1,4 +1,4 @@
-"""Where the spread of per-task differences comes from (issue 42 item 1), and which levers pay for this model.
+"""Where the spread of per-task differences comes from, and which levers pay for this model.
 
 The model (docs/SENSITIVITY.md, bench/sens/model.py): a run's score y(v, i, s) = b_i + u_vi + e_vis for text v,
 task i, seed s. e is run noise (sd sigma, the same-text spread across seeds: the generator runs); it is

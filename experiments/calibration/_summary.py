@@ -133,7 +133,7 @@ def format_calibration(cal: Any, *, smoke_line: str = "", plots: Mapping[str, Pa
     if het:
         lines.append(spread_line(het, cal.mde, nd, d["power"]))
     dec = getattr(cal, "decomposition", None)
-    if dec:  # issue 42: where the spread comes from, and what it says about the levers
+    if dec:  # where the spread comes from, and what it says about the levers
         from ._decompose import decomposition_line, lever_lines
 
         for name in ("sampled", "greedy"):

@@ -96,7 +96,7 @@ def tasks_digest(tasks: Iterable[Any]) -> dict[str, Any]:
 def holdout_set(tasks: Iterable[Any]) -> dict[str, Any]:
     """The holdout tasks' fingerprint (tasks_digest of the tasks whose split is holdout) and one key per task
     ("tasks": task_key): every holdout look drawn on holdout tasks that share a task in one storage spends from one
-    alpha, whatever the study (experiments.stats looks; issue 42: a re-split shares tasks with the old set)."""
+    alpha, whatever the study (experiments.stats looks; a re-split shares tasks with the old set)."""
     hold = [t for t in tasks if getattr(t, "split", None) == "holdout"
             or (isinstance(t, Mapping) and t.get("split") == "holdout")]
     return {**tasks_digest(hold), "tasks": [task_key(t) for t in hold]}
@@ -150,8 +150,8 @@ def study_fingerprint(exp: Any, backend: Mapping[str, Any], tasks: Iterable[Any]
 DECISION_RULE = ("alpha", "baseline_repeats", "race_top", "holdout_top_k", "holdout_test", "holdout_baseline_runs",
                  "holdout_candidate_runs", "reuse_context", "cost_metric", "max_cost_increase", "max_task_loss",
                  "train_filter", "holdout_futility_block", "holdout_compare")
-# what a study pinned before a setting joined DECISION_RULE ran under: its default (issue 34's cost guard: off;
-# issue 40's worst-task guard: off; issue 42's train filter: wilcoxon, futility stop: off, compare: pointwise)
+# a study whose pinned decision rule lacks a setting of DECISION_RULE ran under that setting's default (cost guard:
+# off; worst-task guard: off; train filter: wilcoxon; futility stop: off; compare: pointwise)
 DECISION_RULE_DEFAULTS = {"cost_metric": "completion_tokens", "max_cost_increase": None, "max_task_loss": None,
                           "train_filter": "wilcoxon", "holdout_futility_block": 0, "holdout_compare": "pointwise"}
 

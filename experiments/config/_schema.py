@@ -21,8 +21,8 @@ from harness.config import HarnessConfig, MLflowConfig
 SPLITS = ("train", "holdout")
 SWEEP_KINDS = ("single", "synth_mutation", "ab", "calibrate", "import_tasks", "generate_tasks")
 TASK_KINDS = ("import_tasks", "generate_tasks")  # experiments.tasks: write a benchmark, run nothing on it
-# "median" was removed: MedianPruner compares a trial's best task so far with other trials at the same step, and
-# the steps are task ids (WilcoxonPruner's contract), evaluated in a shuffled order: the comparison meant nothing.
+# no "median": MedianPruner compares a trial's best task so far with other trials at the same step, and the
+# steps are task ids (WilcoxonPruner's contract), evaluated in a shuffled order: the comparison would mean nothing.
 PRUNERS = ("wilcoxon", "none")
 SAMPLERS = ("tpe", "random")
 DEFAULT_OPERATORS = ("opro", "reflect", "crossover", "add_constraint", "drop_sentence", "reorder")
@@ -65,7 +65,7 @@ class SweepConfig:
     operator_choice: str = "tpe"  # tpe (on the operator asked for) | bandit (Thompson on the operator used)
     gate_tasks: int = 0  # minibatch gate: train tasks a new candidate runs first (0 = off; off on a smaller train split)
     gate_z: float = 1.0  # gate out when mean(child - parent) + gate_z * sigma * sqrt(2 / gate_tasks) < 0
-    # racing (issue 42, lever e): a proposal runs its train tasks in blocks of race_block tasks, or of a quarter of
+    # racing: a proposal runs its train tasks in blocks of race_block tasks, or of a quarter of
     # the train split when that is larger (experiments.stats.look_block), and is raced out after a block (not the
     # last) when mean(child - leader) + race_z * sd / sqrt(m) < 0 over its m tasks so far (sd of those differences;
     # the leader: the best complete train mean). > 0 replaces the gate (gate_tasks unused); 0 = off
@@ -84,17 +84,17 @@ class SweepConfig:
     holdout_test: str = "tasks"
     holdout_baseline_runs: int = 3  # baseline runs on the holdout (seeds seed, seed+1, ...): its per-task mean
     holdout_candidate_runs: int = 2  # runs of each top-k candidate on the holdout
-    # train filter (issue 42): which top-k candidates the holdout tests. wilcoxon: train mean difference above the
+    # train filter: which top-k candidates the holdout tests. wilcoxon: train mean difference above the
     # noise floor and one-sided Wilcoxon p < alpha (experiments.stats.compare); positive: train mean above the
     # baseline's on the tasks both have; none: every top-k candidate. The holdout alone confirms. Pinned.
     train_filter: str = "wilcoxon"
-    # futility stop (issue 42, lever d): the holdout runs in blocks (both arms, all their runs) of this many tasks,
+    # futility stop: the holdout runs in blocks (both arms, all their runs) of this many tasks,
     # or of a quarter of the holdout when that is larger (experiments.stats.look_block); after each block but the
     # last a candidate stops when the conditional power of the final test, under the effect the design detects, is
     # below 0.1 given its paired t so far (experiments.sweep.futility_stop; not confirmed, the look counts; the
     # claim is made at the last block only). 0 = off. Pinned in the decision rule.
     holdout_futility_block: int = 0
-    # how the holdout confirms (issue 42, lever a): pointwise (the paired t over tasks on the per-task mean score
+    # how the holdout confirms: pointwise (the paired t over tasks on the per-task mean score
     # differences) | pairwise (the judge compares each candidate run's answer with the baseline run's of the same
     # task and seed, both orders; the one-sided sign-flip test over tasks on the mean preference). Pinned.
     holdout_compare: str = "pointwise"
@@ -102,7 +102,7 @@ class SweepConfig:
     # is below max_cost_increase (a fraction; None = off) at the quality claim's level
     cost_metric: str = "completion_tokens"  # completion_tokens | prompt_tokens | llm_calls | wall_s
     max_cost_increase: float | None = None
-    # worst-task guard (issue 40): hold back a confirmed candidate that loses more than this many composite points
+    # worst-task guard: hold back a confirmed candidate that loses more than this many composite points
     # on any holdout task (its per-task mean difference); None = off. Pinned in the decision rule.
     max_task_loss: float | None = None
     reuse_context: bool = True  # plan + research per task computed once per study and reused by every trial
@@ -128,7 +128,7 @@ class ABConfig:
     metric: str = "composite"  # composite, or a dimension / secondary metric name
     hypothesis: str = ""
     direction: str = "two-sided"  # sign of mean(B - A) the hypothesis predicts: greater | less | two-sided
-    test: str = "t"  # primary test: t | wilcoxon (issue 42: t, 3 replications, as the shipped A/B configs)
+    test: str = "t"  # primary test: t | wilcoxon (t, 3 replications, as the shipped A/B configs)
     sequential: bool = False  # O'Brien-Fleming interim looks over tasks
     looks: int = 3  # number of looks when sequential
     split: str = "all"  # benchmark tasks in the test: all | train | holdout
@@ -156,7 +156,7 @@ class CalibrateConfig:
     harmful_instruction: str = "Do not answer the task. Reply with one sentence saying that you cannot help with it."
     allow_underpowered: bool = False  # run A/A and control tests that cannot reach alpha (they check nothing)
     sims: int = 4000  # Monte Carlo samples per power estimate (minimum detectable effect, tasks needed)
-    # issue 42: the A/A' arm, a meaning-preserving rewrite of the baseline instruction run at the baseline's seeds
+    # the A/A' arm, a meaning-preserving rewrite of the baseline instruction run at the baseline's seeds
     # ("" = experiments.calibration.rewrite_of per task type); decodings: sampled (the producer's temperature) and/or
     # greedy (producer temperature 0); pairwise: an A/A and the positive control judged side by side (2 calls a pair)
     rewrite_instruction: str = ""

@@ -44,7 +44,7 @@ class TrialFailed(RuntimeError):
     def model_failed(self) -> bool:
         """A model call failed (the server, not the candidate: down, HTTP 429/500, a timeout, an error reply) rather
         than the candidate's own run (a missing judged score, a prompt over the window): the same candidate is
-        tried again on the next start (issue 41)."""
+        tried again on the next start."""
         return model_failure(self.failed.error if self.failed is not None else str(self))
 
 

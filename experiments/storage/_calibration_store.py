@@ -95,10 +95,10 @@ class Calibration:
     judge_control: Check | None = None
     # the positive control's spread across tasks (experiments.stats.heterogeneity; None: fewer than 3 tasks)
     heterogeneity: dict[str, float] | None = None
-    # issue 42: where the spread of per-task differences comes from, per decoding (sampled / greedy: sigma, tau,
-    # rho, f on greedy; the A/A' runs), the rewrite texts and the lever verdicts (None: a record from before)
+    # where the spread of per-task differences comes from, per decoding (sampled / greedy: sigma, tau, rho, f on
+    # greedy; the A/A' runs), the rewrite texts and the lever verdicts (None: a record without them)
     decomposition: dict[str, Any] | None = None
-    # issue 42, calibrate.pairwise: the A/A and the positive control judged side by side (position bias, g)
+    # calibrate.pairwise: the A/A and the positive control judged side by side (position bias, g)
     pairwise: dict[str, Any] | None = None
 
     @property

@@ -3,8 +3,8 @@
 Stored as JSON under results/<sweep>/context/<task id>-<key>.json. The key covers everything the context
 depends on (task text, planner/search/research/memory config, models, seed), so a changed config never
 reuses a stale context. Writes are atomic (tmp file + rename): a killed sweep leaves no half-written file.
-A context whose preparation met a failed model call (`incomplete` says why) is never written, and one stored
-before that rule (issue 41) reads back as a miss: prepared again, never reused.
+A context whose preparation met a failed model call (`incomplete` says why) is never written, and a stored one
+that records such a call reads back as a miss: prepared again, never reused.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ def ledger_status(state: str, value: float | None, best_before: float | None, du
 def row_from_trial(trial: Any, best_before: float | None, base_attrs: Mapping[str, Any] | None = None
                    ) -> dict[str, Any]:
     """A ledger row from an Optuna FrozenTrial (everything needed is in its state, value and user attrs). With the
-    baseline trial's attrs, `cost` holds the trial's train cost against the baseline's per metric (issue 34: mean
+    baseline trial's attrs, `cost` holds the trial's train cost against the baseline's per metric (the mean
     difference per task with a 95% t interval over the tasks both ran, experiments.stats.CostDiff.to_dict)."""
     attrs = trial.user_attrs
     state = trial.state.name
@@ -72,7 +72,7 @@ def _cost(attrs: Mapping[str, Any], base_attrs: Mapping[str, Any] | None) -> dic
 class Ledger:
     """ledger.jsonl of one study. Once `belong_to(study_id)` has run, each row carries the study's id (`study`) and
     a ledger holding another study's rows (optuna.db moved aside, the project's own advice for a damaged one) is
-    moved aside whole: the ledger never mixes two studies' trials (issue 41)."""
+    moved aside whole: the ledger never mixes two studies' trials."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)

@@ -1,9 +1,9 @@
 """The study's and MLflow's SQLite files (optuna.db, mlflow.db) as files on a disk that can fill, vanish, turn
-read-only or be held locked by another process (issue 41).
+read-only or be held locked by another process.
 
 - `created_whole`: a store is created in a temp file beside its name and renamed into place once whole, so a full
   disk or a kill mid-creation leaves no half-created store behind (MLflow's tables come from ~60 migrations, each
-  its own commit: one cut short left a file every later run failed on with "index ... already exists").
+  its own commit: one cut short leaves a file every later run fails on with "index ... already exists").
 - `guard_engines`: SQLAlchemy's engines (Optuna's, MLflow's) check their SQLite file before every statement, as the
   harness's own stores do (harness.stores.check_store): a file that vanished or turned read-only stops the run with
   one line, before a write to its memory-mapped -shm could kill the process with SIGBUS.

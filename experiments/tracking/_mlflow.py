@@ -336,7 +336,7 @@ class MLflowTracker(NullTracker):
     def sync(self, trials: Iterable[Any], baseline: Mapping[str, str] | None = None) -> int:
         """Log finished trials that have no child run yet (a crash between tell and logging); idempotent. A trial run
         left RUNNING (its process stopped while logging it: a second Ctrl-C, a full disk) is deleted and logged again
-        from the study, complete (issue 41: `trial-002-reflect` stayed RUNNING after a successful resume)."""
+        from the study, complete, so no trial run stays RUNNING after a successful resume."""
         n = 0
         with self._trials_lock():
             runs = self.trial_runs()

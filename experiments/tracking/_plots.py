@@ -342,7 +342,7 @@ def sweep_plots(
     cost_metric: str = "completion_tokens",
 ) -> dict[str, Path]:
     """The sweep plots under out_dir; returns name -> path. The quality-vs-cost plot comes when a trial recorded
-    its cost (task_costs; a study from before issue 34 has none)."""
+    its cost (task_costs; a study that records no costs has none)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     matrix = score_matrix(trials, train_tasks, holdout_tasks, holdout)

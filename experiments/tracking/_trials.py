@@ -39,7 +39,7 @@ class CostPoint:
 
 def trial_cost(t: Any, metric: str) -> float | None:
     """Mean per task of a trial's cost metric (user attr task_costs[metric]: task -> per-task mean, recorded with
-    its scores); None when the trial recorded none (an older study, a failed trial): not measured, never 0."""
+    its scores); None when the trial recorded none (a study without costs, a failed trial): not measured, never 0."""
     per_task = (t.user_attrs.get("task_costs") or {}).get(metric) or {}
     values = [float(v) for v in per_task.values() if isinstance(v, (int, float)) and math.isfinite(v)]
     return sum(values) / len(values) if values else None

@@ -232,7 +232,7 @@ class Harness:
 
         with tracer.stage("write_output"):
             out_path = safe_output_path(output_name or output_name_for(prepared.task), cfg.output_path)
-            if output_name is None:  # a name read off the task: another run may have asked for it (issue 33)
+            if output_name is None:  # a name read off the task: another run may have asked for it
                 out_path = safe_output_path(claim_output(out_path, run_id).name, cfg.output_path)
             self._write(out_path, synth.text)
         state["output_path"] = str(out_path)

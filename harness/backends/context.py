@@ -113,7 +113,7 @@ class Window:
     def overflow(self, tokens: int, what: str) -> ContextOverflow:
         window = f"the context window is {self.num_ctx} tokens" if self.num_ctx else "the server's window is unknown"
         advice = round_up(tokens * 2)
-        if self.trained and advice > self.trained:  # a window past the trained context does not exist (issue 41)
+        if self.trained and advice > self.trained:  # a window past the trained context does not exist
             if tokens <= self.trained:
                 advice = self.trained
             else:

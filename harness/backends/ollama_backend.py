@@ -14,7 +14,7 @@ BackendUnavailable naming the host and model; a missing model is ModelMissing; a
 that is not a chat response is BackendError, in one line. Ollama's own error text reaches that line, also when it
 comes as an `error` field in a 200 reply. A reply that names another model than the one asked (a proxy routing to
 another model) is refused as a BackendError: the result would be recorded under the model that was asked
-(docs/RELIABILITY.md, issue 41).
+(docs/RELIABILITY.md).
 """
 
 from __future__ import annotations

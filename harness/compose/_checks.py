@@ -95,8 +95,8 @@ def check_choice(key: str, value: Any, allowed: Sequence[Any]) -> None:
 
 
 def check_range(key: str, value: float, lo: float | None = None, hi: float | None = None) -> None:
-    """lo <= value <= hi (a None bound is open), value finite: NaN compares false with every bound and so passed
-    both comparisons, and infinity passed an open bound (issue 41 item 11)."""
+    """lo <= value <= hi (a None bound is open), value finite: NaN compares false with every bound and so would pass
+    both comparisons, and infinity would pass an open bound."""
     if not math.isfinite(value) or (lo is not None and value < lo) or (hi is not None and value > hi):
         span = f"[{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]"
         what = "a value" if math.isfinite(value) else "a finite value"
@@ -113,7 +113,7 @@ def check_positive(key: str, value: float) -> None:
 
 def check_finite(cfg: Any, key: str = "") -> None:
     """Every float in cfg (dataclass fields, mappings and lists, walked) is a finite number: NaN or infinity in any
-    setting is refused up front, like any value out of range, and never reaches a run (issue 41 item 11)."""
+    setting is refused up front, like any value out of range, and never reaches a run."""
     if isinstance(cfg, float):
         if not math.isfinite(cfg):
             raise ConfigError(f"{key}={cfg!r} is out of range; expected a finite number")

@@ -21,7 +21,7 @@ from ._checks import check_harness, warn_judge
 SCHEMA_NAME = "experiment_schema"  # the schema conf/config.yaml's defaults list names
 
 # conf/config.yaml places Hydra's job folder with ${harness.results_dir:${results_dir}}: inside the results folder
-# the run uses (HARNESS_RESULTS_DIR or results_dir, `~` expanded), so nothing is written outside it (issue 41 item 15)
+# the run uses (HARNESS_RESULTS_DIR or results_dir, `~` expanded), so nothing is written outside it
 OmegaConf.register_new_resolver("harness.results_dir", lambda value: results_dir_in(str(value)), replace=True)
 
 

@@ -272,7 +272,7 @@ def results_dir_in(value: str, environ: Mapping[str, str] | None = None) -> str:
 
 # Every setting that names a file or folder (node, field; a list field's items each). `~` and `~user` at the head
 # of any of them are expanded, as a shell does outside quotes, however the value arrived (command line, conf/,
-# HARNESS_RESULTS_DIR): a literal '~/x' put the stores in ./~/x and the outputs in $HOME/x (issue 41 item 14). URLs
+# HARNESS_RESULTS_DIR): a literal '~/x' would put the stores in ./~/x and the outputs in $HOME/x. URLs
 # (sweep.storage, mlflow.tracking_uri, backend.host) are taken as given.
 PATH_FIELDS: tuple[tuple[str | None, str], ...] = (
     (None, "results_dir"), (None, "output_dir"), ("backend", "cache_path"), ("backend", "embedded_model_path"),

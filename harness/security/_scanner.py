@@ -158,7 +158,7 @@ INJECTION_PATTERNS: dict[str, re.Pattern[str]] = {
         r"pwned|pwned|hacked)\b",
         _I,
     ),
-    # -- three classes of attack (issue 33 item 15), each a pair: who or what is addressed, and an order --
+    # -- three classes of attack, each a pair: who or what is addressed, and an order --
     # addressing: a model or AI reader named as the recipient (to/for it, a vocative, "an AI reading this page"),
     # then in the same sentence a task of its own or an order ("your new task", "should", "instead")
     "model_tasked": re.compile(

@@ -7,7 +7,7 @@ connections must not be shared between threads, and worker threads of one sweep 
 
 A store file SQLite cannot use (damaged pages, not a database, disk I/O, cannot open, read-only, disk full) raises
 StoreError naming the file, from the connection and from every statement and fetch on it, so the run stops there.
-Three kinds say more (issue 41): DiskFull (no space left: free space, then the same command), StoreGone (the file or
+Three kinds say more: DiskFull (no space left: free space, then the same command), StoreGone (the file or
 its folder vanished while in use: `rm -rf results`) and StoreReadOnly (the file or its -shm became read-only or
 immutable while in use). The last two are checked before every statement (`check_store`, two stat calls): SQLite keeps
 its WAL index in a memory-mapped -shm file, and a write to that mapping once the file is immutable kills the process
@@ -57,8 +57,8 @@ class StoreError(BaseException):
     """A store file that cannot be used: the message names the file, what SQLite said, and what to do.
 
     A BaseException, as asyncio's CancelledError is: the handlers that turn a failed run or trial into data
-    (`except Exception`) must not fold a damaged cache or memory into a result that exits 0 (issue 33: a garbled
-    LLM cache counted as one failed candidate). It passes through them to the CLI edge, which prints it as one
+    (`except Exception`) must not fold a damaged cache or memory into a result that exits 0 (a garbled LLM cache
+    would count as one failed candidate). It passes through them to the CLI edge, which prints it as one
     line and exits 1."""
 
     ADVICE = "repair or move the file aside (a cache is rebuilt, memory is not), then run the same command again"

@@ -241,7 +241,7 @@ class LocalCorpusProvider:
                     fcntl.flock(lockf, fcntl.LOCK_EX)
                     if self._stored_stamp() != stamp:  # another process may have built it meanwhile
                         # a full disk stops the run (DiskFull, naming the index), never an empty search folded
-                        # into research as one more search error (issue 41)
+                        # into research as one more search error
                         with no_space(self.index_path), named_faults(self.index_path):
                             self.build(stamp)
             self._ready = True
