@@ -1,28 +1,25 @@
-"""The experiments' ground truth: the rubric judge, deterministic criteria and the composite objective.
-
-Nothing here imports mutators/: what is optimised never changes how it is measured.
+"""The experiments' ground truth: how an answer is measured. The rubric judge scores one answer 1-10 on each
+dimension, the deterministic criteria read what needs no model (grounding, specificity, structure, degenerate
+output), and the composite objective combines them into the score the harness keeps and the experiments compare;
+the side-by-side judge says which of two answers to the same task is better, asked in both orders. This face is
+what the harness and the experiments use; evaluators.composite, .deterministic, .rubric and .pairwise are public
+modules for everything else. Nothing here imports mutators/: what is optimised never changes how it is measured.
 """
 
-from evaluators.composite import MODES, Evaluation, combine, evaluate
-from evaluators.deterministic import DEGENERATE_CAP, aggregate, count_items, degenerate_reasons, deterministic_scores
-from evaluators.deterministic import prompt_echo_reasons
-from evaluators.rubric import EvalResult, parse_rubric, score_rubric
+from evaluators.composite import evaluate
+from evaluators.deterministic import deterministic_scores, prompt_echo_reasons
+from evaluators.pairwise import PairResult, PositionBias, compare_pair, parse_preference, position_bias
 from harness.review import Evaluator
 
 HARNESS_EVALUATOR = Evaluator(evaluate=evaluate, echo_reasons=prompt_echo_reasons)  # what the harness scores with
 
 __all__ = [
-    "DEGENERATE_CAP",
-    "MODES",
-    "Evaluation",
-    "EvalResult",
     "HARNESS_EVALUATOR",
-    "aggregate",
-    "combine",
-    "count_items",
-    "degenerate_reasons",
+    "PairResult",
+    "PositionBias",
+    "compare_pair",
     "deterministic_scores",
     "evaluate",
-    "parse_rubric",
-    "score_rubric",
+    "parse_preference",
+    "position_bias",
 ]

@@ -10,20 +10,13 @@ import pytest
 
 from harness.inference import BackendUnavailable, ChatResult
 from harness.inference._fake import FakeLLM
-from mutators import (
-    CONSTRAINTS,
-    DETERMINISTIC_OPERATORS,
-    OPERATORS,
-    Candidate,
-    MutationContext,
-    instruction_hash,
-    operator_names,
-    propose,
-)
-from mutators.base import bound_length, clean_instruction, degenerate_reason, split_sentences
-from mutators.library import constraints_for, missing_constraints
+from mutators import MutationContext, instruction_hash, operator_names, propose
+from mutators.base import Candidate, bound_length, clean_instruction, degenerate_reason, split_sentences
+from mutators.library import CONSTRAINTS, constraints_for, missing_constraints
 from mutators.operators import (
+    DETERMINISTIC_OPERATORS,
     MAX_TOKENS,
+    OPERATORS,
     interleave,
     opro_history,
     opro_messages,

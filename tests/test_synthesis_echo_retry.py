@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evaluators import prompt_echo_reasons
+from evaluators.deterministic import prompt_echo_reasons
 from harness.config import SynthConfig
 from harness.inference import BackendError
 from harness.inference._fake import FakeLLM

@@ -1,5 +1,5 @@
-"""The calibration's extra arms (issue 42 item 1): the A/A' rewrite of the baseline instruction, the greedy
-decoding, and the side-by-side (pairwise) judging of the A/A and the positive control."""
+"""The calibration's extra arms: the A/A' rewrite of the baseline instruction, the greedy decoding, and the
+side-by-side (pairwise) judging of the A/A and the positive control."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def pairwise_arm(exp: ExperimentConfig, runner: Any, tasks: Sequence[Task], cont
     A pair whose reply could not be read in either order is missing (never a tie): "judge_failures" counts the
     unreadable replies, "unreadable_reply" keeps the first as written, and "not_measured" says why g is not (an arm
     with no pair judged in both orders; "" when g was measured)."""
-    from evaluators.pairwise import compare_pair, parse_preference, position_bias
+    from evaluators import compare_pair, parse_preference, position_bias
     from harness.synthesis import expected_count
 
     text = lambda ev: {s.task_id: (s.output_text, s.score) for s in ev.scores}  # noqa: E731

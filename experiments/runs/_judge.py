@@ -11,7 +11,7 @@ Judge = Callable[[Any, str, str, int], Any]  # (task, candidate's answer, baseli
 def make_judge(exp: Any, llm: Any) -> Judge:
     """The real judge: evaluators.pairwise.compare_pair on `llm` (the evaluator role) at the evaluator's temperature
     and re-asks, with the task's expected item count where the benchmark gives one."""
-    from evaluators.pairwise import compare_pair
+    from evaluators import compare_pair
 
     ev = exp.evaluator
 

@@ -171,7 +171,7 @@ class HarnessRunner:
         self._count(sum(int(u["calls"] - u["cached"]) for u in tracer.usage.values()))
         # planning and research degrade to defaults when a model call fails; a sweep would cache that context and
         # reuse it for every trial, so ANY failed model call (down, missing, cut, a timeout, HTTP 429/500, an error
-        # reply: issue 41) fails the preparation here, under the failure's own class, and nothing is cached
+        # reply) fails the preparation here, under the failure's own class, and nothing is cached
         failed = model_failures(tracer.events)
         if failed:
             raise context_failure(task, failed[0])
@@ -186,8 +186,8 @@ class HarnessRunner:
         return self._identity
 
     def context_incomplete(self, prepared: Any) -> str | None:
-        """Why a prepared context must not be reused: a failed model call its plan or research recorded (a context
-        cached before issue 41 made such a preparation raise), else None."""
+        """Why a prepared context must not be reused: a failed model call its plan or research recorded (prepare
+        refuses such a context, but a context file on disk can still carry one), else None."""
         plan, research = getattr(prepared, "plan", None), getattr(prepared, "research", None)
         errors = [*getattr(plan, "errors", ()), *getattr(research, "errors", ())]
         return next((str(e) for e in errors if raised(str(e), *PREPARE_FAILURES)), None)
@@ -220,7 +220,7 @@ class HarnessRunner:
         its tie-break (`harness.review.verify_rescore`): where the re-score's attempt verdict differs from the loop
         judge's on this text (judged at `run_seed`, the seed of the run that wrote it: the run's own call, a
         response-cache hit; `seed` when not given), a third judgement is the score."""
-        from evaluators.composite import evaluate
+        from evaluators import evaluate
         from harness.review import rescore_samples, verify_rescore
         from harness.tracing import Tracer, use_tracer
         from harness.synthesis import expected_count
