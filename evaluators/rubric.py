@@ -153,7 +153,7 @@ def rubric_schema(dimensions: Mapping[str, float]) -> dict[str, Any]:
     """Bounded JSON schema, in the order the judge must write it: whether the answer attempts the task at all, its
     weaknesses and the most important fix, then every dimension an integer 1-10. Verdict and critique come before
     the numbers because a small model fills numbers from a template when they come first (measured:
-    bench/judge_discrimination.py); a grammar-constrained backend emits the properties in this order."""
+    bench/quality/judge_discrimination.py); a grammar-constrained backend emits the properties in this order."""
     props: dict[str, Any] = {ATTEMPT_KEY: {"type": "boolean"}}
     props["weaknesses"] = {
         "type": "array",

@@ -20,7 +20,8 @@ import pytest
 from conftest import OLD_DESIGN
 from scripted_harness import BASE, BOOST, ScriptedRunner, scripted_propose
 
-from experiments.calibration import pick_tasks, run_calibration
+from experiments.calibration import run_calibration
+from experiments.calibration._calibrate import pick_tasks
 from experiments.calibration._calibrate import CalibrationFailed
 from experiments.calibration._summary import CALIBRATION_BEGIN, CALIBRATION_END, format_calibration
 from experiments.config import load_tasks

@@ -159,7 +159,8 @@ def run(tmp: Path) -> None:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     from experiments.config import load_tasks, split
-    from experiments.calibration import paired_check, pick_tasks, run_calibration
+    from experiments.calibration import run_calibration
+    from experiments.calibration._calibrate import paired_check, pick_tasks
     from experiments.stats import mde, sweep_design
     from experiments.stats import wilcoxon_test
     from experiments.stats import compare, noise_floor

@@ -79,7 +79,7 @@ def preregistration(exp: ExperimentConfig, n_tasks: int) -> Preregistration:
 
 def deterministic_criteria() -> tuple[str, ...]:
     """The deterministic evaluator's criteria (the cells carry them as det_<name>)."""
-    from evaluators.deterministic import deterministic_scores
+    from evaluators import deterministic_scores
 
     return tuple(deterministic_scores("", task=""))
 

@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from evaluators.pairwise import PairResult, PositionBias, position_bias
+from evaluators import PairResult, PositionBias, position_bias
 from experiments.runs import Judge, make_judge
 from experiments.stats import Preregistration, bootstrap_ci, excluding_bound, missing_imbalance, signflip_test
 from harness.stores import append_jsonl, read_jsonl

@@ -3,10 +3,6 @@ designs that read them."""
 
 from __future__ import annotations
 
-from ._calibrate import paired_check, pick_tasks, run_calibration
+from ._calibrate import run_calibration
 
-__all__ = [
-    "paired_check",
-    "pick_tasks",
-    "run_calibration",
-]
+__all__ = ["run_calibration"]

@@ -1,6 +1,6 @@
 """Where the spread of per-task differences comes from, and which levers pay for this model.
 
-The model (docs/SENSITIVITY.md, bench/sens/model.py): a run's score y(v, i, s) = b_i + u_vi + e_vis for text v,
+The model (docs/SENSITIVITY.md, bench/power/sens/model.py): a run's score y(v, i, s) = b_i + u_vi + e_vis for text v,
 task i, seed s. e is run noise (sd sigma, the same-text spread across seeds: the generator runs); it is
 correlated rho between two texts run at the same seed (common random numbers) and 0 at different seeds. u is the
 task x variant part: tau^2 = Var(u_A'i - u_Ai), the spread of per-task differences a null edit shows beyond run
@@ -28,7 +28,7 @@ from scipy.stats import norm
 
 # the lever rules of docs/SENSITIVITY.md
 # pairwise judging pays when its measured g is below this and the fresh per-run variance s^2 is at least tau^2:
-# bench/ab_pairwise.py, at equal LLM calls, broke even at g about 0.7 in the embedded and 1.5B f=0.8 worlds and never
+# bench/power/ab_pairwise.py, at equal LLM calls, broke even at g about 0.7 in the embedded and 1.5B f=0.8 worlds and never
 # paid in the 1.5B f=0.5 world, whose task x variant spread dominates (a preference keeps only a task's sign); a rule
 # read off those three simulated worlds (docs/SENSITIVITY.md)
 PAIRWISE_G = 0.7

@@ -1,5 +1,6 @@
 """Running tasks: a harness run behind the typed Runner seam, the pool that runs them N at once, the prepared
-contexts, and a candidate's evaluation over a split."""
+contexts, and a candidate's evaluation over a split. TaskOutcome (with its Usage) is the type a Runner's finish
+returns, the seam a runner of one's own implements."""
 
 from __future__ import annotations
 

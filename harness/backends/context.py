@@ -31,7 +31,7 @@ TEMPLATE_TOKENS = 8  # chat-template tokens per message (role markers, separator
 MIN_WORD_SHARE = 0.9  # a reply counting fewer prompt tokens than this share of the prompt's words was cut
 ROUND_TO = 1024  # windows are chosen in steps of 1024 tokens
 
-# The harness's largest prompt per role, in characters, with room to spare over what bench/ollama_truncation.py
+# The harness's largest prompt per role, in characters, with room to spare over what bench/faults/ollama_truncation.py
 # measured on a compound run (3 steps) whose memory held one earlier run: producer 16,346 characters (the assembly
 # synthesis: step outputs, memory, instruction), judge 6,805, planner 4,188, compressor under 4,200. The assembly
 # grows with orchestrator.max_steps (4) and memory.k (4 observations), hence ~1.5x for the producer.

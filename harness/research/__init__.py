@@ -3,7 +3,7 @@
 URL enrichment; the search providers are the subpackage `search`.
 
 - gather: `gather_research`, `ResearchResult`, `ResearchQuality`: the stage itself (a public module: the
-  injection benchmark, bench/injection.py, runs it with its scan_text swapped for a pass-through).
+  injection benchmark, bench/security/injection.py, runs it with its scan_text swapped for a pass-through).
 - _queries: which queries a round asks (`choose_queries`, `QUERY_RULES`), novelty, `memory_match`, the cache key.
 - _compress: the compressor-model call that folds a round into the knowledge state (`COMPRESS_SCHEMA`).
 - _chunker: files named in a task, read, split into chunks and ranked (`find_paths`, `read_file_context` ...).
