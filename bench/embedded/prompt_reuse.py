@@ -29,13 +29,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
 FIRST_LOOK = ["+sweep=synth_mutation", "benchmark=smoke", "sweep.allow_underpowered=true", "sweep.n_trials=2",
               "sweep.baseline_repeats=1"]
 
 
 def child(arm: str, out: Path, extra: list[str]) -> None:
     """Run one arm's sweep in this process, recording llama.cpp's timings of every embedded reply."""
-    sys.path.insert(0, str(ROOT))
     from harness.backends import embedded
 
     reuse, conc = arm.split(":")
