@@ -92,7 +92,7 @@ class World:
                            usage=Usage(prompt_tokens=400, completion_tokens=200, latency_s=0.0, llm_calls=4),
                            output_text=f"{instr}|{prepared['task']}|{seed}", rescored=True)
 
-    def rescore(self, prepared, output_text, *, criteria=None, seed=0):
+    def rescore(self, prepared, output_text, *, criteria=None, seed=0, run_seed=None):
         from experiments.runs import TaskOutcome, Usage
 
         self.calls += 1

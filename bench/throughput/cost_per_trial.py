@@ -1,7 +1,7 @@
 """Cost per trial of a synth_mutation sweep: LLM calls and tokens with context reuse and the response cache,
 against a naive sweep that reruns the whole harness for every task of every trial.
 
-    python bench/throughput/cost_per_trial.py [--quick] [--trials 8] [--benchmark smoke] [--json]
+    python bench/throughput/cost_per_trial.py [--quick] [--trials 8] [--benchmark asyncio_practices] [--json]
 
 Each arm is a real sweep (experiments.sweep.run_sweep -> HarnessRunner -> harness.agent.Harness) on a benchmark's
 tasks, with bench.throughput.sim_llm.SimLLM as the backend (no latency: only calls and tokens are counted here;
@@ -167,7 +167,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="4 trials per arm")
     ap.add_argument("--trials", type=int, default=8, help="trials per sweep, baseline trial included")
-    ap.add_argument("--benchmark", default="smoke", help="conf/benchmark option (smoke: 3 train + 2 holdout tasks)")
+    ap.add_argument("--benchmark", default="asyncio_practices",
+                    help="conf/benchmark option (asyncio_practices: 12 train + 12 holdout tasks; smoke is too small for a sweep)")
     ap.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     args = ap.parse_args(argv)
     if args.quick:
