@@ -31,7 +31,7 @@ from experiments.stats._tests import wilcoxon_reject
 from experiments.stats._power import _normals
 from experiments.storage import Cost, find_calibration
 from experiments.ab._preflight import ab_preflight_lines
-from experiments.sweep import open_study
+from experiments.sweep._study import open_study
 from experiments.sweep import run_sweep
 from experiments.sweep._preflight import preflight_lines, project_sweep
 

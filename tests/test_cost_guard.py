@@ -11,7 +11,8 @@ import pytest
 
 from experiments.config import ConfigError
 from experiments.stats import CostGuard
-from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, decide
+from experiments.promotion._confirmation import HoldoutScores, HoldoutTest
+from experiments.promotion._decide import Candidate, decide
 
 from conftest import OLD_DESIGN
 from scripted_harness import BOOST, ScriptedRunner, scripted_propose
@@ -70,7 +71,7 @@ def _figures_beside_the_summary(exp, s, row):
 
     from mlflow.tracking import MlflowClient
 
-    from experiments.sweep import open_study
+    from experiments.sweep._study import open_study
     from experiments.sweep._registry import sweep_evidence
     from experiments.sweep._study import frozen_trial
 
@@ -148,7 +149,7 @@ def test_decide_tests_the_cost_at_the_looks_level_and_a_cost_not_measured_holds_
 
 
 def test_preflight_states_its_cost_model_unknown_first_then_from_the_baseline_trials_tasks(make_exp):
-    from experiments.sweep import open_study
+    from experiments.sweep._study import open_study
     from experiments.sweep._study import baseline_trial
 
     first: list[str] = []

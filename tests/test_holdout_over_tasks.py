@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from experiments.stats import Comparison, noise_floor
-from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, decide, race
+from experiments.promotion._confirmation import HoldoutScores, HoldoutTest
+from experiments.promotion._decide import Candidate, decide, race
 
 TRAIN = [f"t{i}" for i in range(8)]
 REF = {t: 5.0 for t in TRAIN}
@@ -206,7 +207,7 @@ def test_a_resumed_study_concludes_at_the_next_looks_level_and_stores_the_look(m
     a futility stop every 4 tasks) alike; the power line names each design's confirmation."""
     from conftest import OLD_DESIGN
 
-    from experiments.sweep import open_study
+    from experiments.sweep._study import open_study
 
     # the holdout looks of a study, under the gate + Wilcoxon-filter design and under the shipped default
     pinned = OLD_DESIGN if design == "old" else ()
@@ -253,7 +254,7 @@ def test_the_task_spread_is_estimated_from_the_sweeps_candidates_and_raises_what
 
 def test_the_default_benchmark_has_24_offline_tasks_and_the_holdout_runs_each_text_three_times():
     from experiments.config import compose_config, to_experiment
-    from experiments.sweep._promotion import holdout_runs
+    from experiments.promotion._decide import holdout_runs
 
     exp = to_experiment(compose_config(["+sweep=synth_mutation"]))
     assert exp.benchmark.name == "asyncio_practices"

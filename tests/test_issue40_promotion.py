@@ -20,7 +20,10 @@ from scripted_harness import BASE, BOOST, ScriptedRunner, scripted_propose
 from experiments.config import BenchmarkConfig, ConfigError, compose_config, load_tasks, registry_uri
 from experiments.config._schema import TaskSpec
 from experiments.config import to_experiment, validate
-from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, StudyMismatch, decide, open_study, run_sweep
+from experiments.promotion._confirmation import HoldoutScores, HoldoutTest
+from experiments.promotion._decide import Candidate, decide
+from experiments.sweep import run_sweep
+from experiments.sweep._study import StudyMismatch, open_study
 from harness.synthesis import CHAMPION, prompt_name
 from mutators.base import Candidate as MCandidate
 from mutators.base import instruction_hash

@@ -19,7 +19,10 @@ from test_issue42_promotion import RuleRunner, _exp, _text
 
 from evaluators.pairwise import PairResult, combine_orders
 from experiments.config import ConfigError, compose_config, load_tasks, to_experiment, validate
-from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, StudyMismatch, decide, open_study, run_sweep
+from experiments.promotion._confirmation import HoldoutScores, HoldoutTest
+from experiments.promotion._decide import Candidate, decide
+from experiments.sweep import run_sweep
+from experiments.sweep._study import StudyMismatch, open_study
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

@@ -12,7 +12,8 @@ import numpy as np
 from conftest import OLD_DESIGN
 from experiments.config import sweep_design_problem
 from experiments.stats import compare, noise_floor
-from experiments.sweep import TaskDiffs, futility_stop
+from experiments.promotion._confirmation import TaskDiffs
+from experiments.promotion._futility import futility_stop
 from experiments.sweep._preflight import confirmable_line, sweep_confirmable
 
 SIGMA = 0.3  # the scripted test world's run noise (tests/scripted_harness.py), no task x variant spread

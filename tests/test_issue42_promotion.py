@@ -20,7 +20,10 @@ from scripted_harness import BOOST, ScriptedRunner, scripted_propose
 from experiments.config import BenchmarkConfig, ConfigError, compose_config, load_tasks, to_experiment
 from experiments.config._schema import TaskSpec
 from experiments.config import validate
-from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, StudyMismatch, decide, open_study, run_sweep
+from experiments.promotion._confirmation import HoldoutScores, HoldoutTest
+from experiments.promotion._decide import Candidate, decide
+from experiments.sweep import run_sweep
+from experiments.sweep._study import StudyMismatch, open_study
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

@@ -27,7 +27,7 @@ from experiments.runs import TaskOutcome
 from experiments.runs import HarnessRunner
 from experiments.runs._outcome import outcome_from_result
 from experiments.storage import Ledger
-from experiments.sweep import open_study
+from experiments.sweep._study import open_study
 from experiments.sweep import run_sweep
 from harness.config import EvaluatorConfig, MemoryConfig, WiggumConfig
 from harness.inference import ChatResult

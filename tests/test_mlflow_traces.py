@@ -315,7 +315,7 @@ def _assert_run_traced(client, experiment_id, run, task_ids, records):
 
 def test_trace_logging_that_fails_warns_once_and_loses_nothing_else(make_exp, tmp_path, monkeypatch):
     from experiments.storage import Ledger
-    from experiments.sweep import open_study
+    from experiments.sweep._study import open_study
     from experiments.tracking import _traces as mt
 
     real, calls = mt.start_task_trace, []

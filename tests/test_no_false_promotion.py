@@ -18,7 +18,7 @@ import pytest
 from scripted_harness import ScriptedRunner, scripted_propose
 
 from experiments.config import load_tasks
-from experiments.sweep import StudyMismatch, open_study
+from experiments.sweep._study import StudyMismatch, open_study
 from experiments.sweep import run_sweep
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -13,9 +13,9 @@ from scripted_harness import BASE, BOOST, ScriptedRunner, scripted_propose
 
 from experiments.config import load_tasks
 from experiments.storage import Ledger
-from experiments.sweep import candidate_hash
-from experiments.sweep import (credit_from, gate, merge_pair, pareto_leads, pruner_threshold, sample_parent,
-                               thompson_choice)
+from experiments.sweep._search_state import candidate_hash
+from experiments.sweep._optimizer import (credit_from, gate, merge_pair, pareto_leads, pruner_threshold, sample_parent,
+                                          thompson_choice)
 from experiments.sweep import run_sweep
 from experiments.sweep._objective import Objective
 from experiments.sweep._optimizer import Credit, pocock_p

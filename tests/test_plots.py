@@ -17,9 +17,9 @@ from conftest import OLD_DESIGN
 from scripted_harness import ScriptedRunner, scripted_propose
 
 from experiments.config import load_tasks
-from experiments.sweep import open_study
+from experiments.sweep._study import open_study
 from experiments.sweep import run_sweep
-from experiments.sweep._promotion import split_scores
+from experiments.promotion._evidence import split_scores
 from experiments.sweep._summary import SUMMARY_BEGIN, SUMMARY_END, format_sweep
 from experiments.tracking import sweep_plots
 from experiments.tracking._plots import (HEATMAP_PNG, HISTORY_PNG, OPERATORS_PNG, QUALITY_COST_PNG, history_points,

@@ -175,7 +175,7 @@ def _cache_rows(cache) -> dict[str, str]:
 
 def test_a_sweep_gives_identical_results_at_concurrency_1_and_4(make_exp, tmp_path):
     from experiments.storage import Ledger
-    from experiments.sweep import open_study
+    from experiments.sweep._study import open_study
     from experiments.tracking._mlflow import MLflowTracker
 
     runs = {n: _sweep(make_exp, tmp_path, f"conc{n}", n) for n in (1, 4)}

@@ -12,8 +12,9 @@ import numpy as np
 from scipy import stats as sps
 
 from experiments.stats import noise_floor
-from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, decide, race
-from experiments.sweep._promotion import candidates, holdout_runs, race_runs
+from experiments.promotion._confirmation import HoldoutScores, HoldoutTest
+from experiments.promotion._decide import Candidate, decide, race
+from experiments.promotion._decide import candidates, holdout_runs, race_runs
 
 TRAIN = [f"t{i}" for i in range(8)]
 HOLD = ["h0", "h1", "h2", "h3"]

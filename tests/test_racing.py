@@ -45,7 +45,7 @@ LEADER = {"a": 5.0, "b": 6.0, "c": 5.5, "d": 7.0}
     ],
 )
 def test_race_step_drops_what_the_leader_dominates(child, z, passed, n, sd):
-    from experiments.sweep import race_step
+    from experiments.sweep._optimizer import race_step
 
     d = race_step(child, LEADER, z)
     diffs = [child[t] - LEADER[t] for t in child]
@@ -64,7 +64,7 @@ def test_race_step_drops_what_the_leader_dominates(child, z, passed, n, sd):
 
 
 def test_race_step_uses_the_tasks_both_have_and_refuses_bad_input():
-    from experiments.sweep import race_looks, race_step
+    from experiments.sweep._optimizer import race_looks, race_step
 
     d = race_step({"a": 4.0, "b": 5.0, "zz": 99.0}, LEADER, 1.0)  # zz: the leader has no score there
     assert d.n == 2 and d.tasks == ("a", "b") and d.diff == pytest.approx(-1.0)
@@ -157,7 +157,7 @@ def test_a_worse_proposal_is_raced_out_after_its_first_block_and_a_better_one_ru
 def test_racing_compares_with_the_leader_not_the_parent(make_exp):
     """Each look is race_step against the leader, the best complete train mean when the trial started (the
     baseline trial until a better proposal completes), on the tasks the trial had run."""
-    from experiments.sweep import race_step
+    from experiments.sweep._optimizer import race_step
 
     exp = _race_exp(make_exp, "add_tool", "harm")
     runner = HarmRunner(load_tasks(exp.benchmark))
@@ -189,7 +189,7 @@ def test_a_resplit_benchmark_is_refused_on_resume_naming_the_tasks_that_moved(ma
 
     from scripted_harness import ScriptedRunner, scripted_propose
 
-    from experiments.sweep import StudyMismatch
+    from experiments.sweep._study import StudyMismatch
 
     exp = make_exp(operators=("add_tool",), n_train=10, n_holdout=6)
     exp.sweep.n_trials = 1

@@ -18,7 +18,7 @@ from experiments.config import ConfigError, compose_config, to_experiment
 from experiments.config import registry_uri
 from experiments.config._fingerprint import harness_hash
 from experiments.runs import baseline_instructions
-from experiments.sweep import open_study
+from experiments.sweep._study import open_study
 from experiments.sweep import run_sweep
 from experiments.sweep._registry import SweepRegistry, register_texts
 from experiments.sweep._registry import _digest

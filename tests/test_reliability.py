@@ -649,7 +649,7 @@ def _optuna_worker(worker: int, storage: str) -> None:
     import optuna
 
     from experiments.config import compose_config, to_experiment
-    from experiments.sweep import open_study
+    from experiments.sweep._study import open_study
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", f"sweep.storage={storage}",

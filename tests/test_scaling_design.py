@@ -26,7 +26,7 @@ def test_a_real_gain_whose_first_tasks_lose_is_not_stopped_on_a_large_holdout():
     """144 holdout tasks, a candidate +0.5 better per task (sd 1.5) whose first 8 tasks average -0.175: the shipped
     rule (sweep.holdout_futility_block 4) stopped it after 8 tasks (mean so far <= 0 every 4 tasks); it now looks
     after 36, 72 and 108 tasks and stops only when the conditional power is low."""
-    from experiments.sweep import futility_stop
+    from experiments.promotion._futility import futility_stop
 
     first = [-0.2, -0.5, 0.3, -0.4, 0.1, -0.6, 0.2, -0.3]
     assert np.mean(first) < 0 and np.mean(first[:4]) < 0
@@ -41,8 +41,8 @@ def test_a_real_gain_whose_first_tasks_lose_is_not_stopped_on_a_large_holdout():
 
 
 def test_the_futility_stop_still_stops_a_clear_loss_at_its_first_look_and_looks_at_fractions():
-    from experiments.sweep import futility_stop
-    from experiments.sweep._screening import futility_looks
+    from experiments.promotion._futility import futility_stop
+    from experiments.promotion._futility import futility_looks
 
     assert futility_looks(12, 4) == (4, 8) and futility_looks(144, 4) == (36, 72, 108)
     assert futility_looks(16, 4) == (4, 8, 12) and futility_looks(8, 4) == (4,) and futility_looks(144, 0) == ()

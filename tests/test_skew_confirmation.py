@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from experiments.stats import Comparison, noise_floor
-from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, TaskDiffs, decide
+from experiments.promotion._confirmation import HoldoutScores, HoldoutTest, TaskDiffs
+from experiments.promotion._decide import Candidate, decide
 
 TRAIN = [f"t{i}" for i in range(8)]
 REF = {t: 5.0 for t in TRAIN}

@@ -6,7 +6,7 @@ import time
 
 import optuna
 
-from experiments.sweep import HoldoutScores
+from experiments.promotion._confirmation import HoldoutScores
 from experiments.sweep._study import holdout_run, open_store, store_holdout_run, stored_holdout
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -68,7 +68,7 @@ def test_a_resume_under_another_alpha_is_refused_naming_the_field_and_runs_nothi
     from scripted_harness import ScriptedRunner
 
     from experiments.config import load_tasks
-    from experiments.sweep import StudyMismatch
+    from experiments.sweep._study import StudyMismatch
 
     exp = make_exp("sweep.n_trials=4", "sweep.alpha=0.01", "sweep.holdout_top_k=2", operators=("add_tool",))
     first, _ = _sweep(exp)
@@ -90,7 +90,7 @@ def test_every_decision_field_is_pinned_and_budget_and_search_fields_are_not(mak
     import pytest
 
     from experiments.config._fingerprint import DECISION_RULE
-    from experiments.sweep import StudyMismatch
+    from experiments.sweep._study import StudyMismatch
 
     exp = make_exp("sweep.n_trials=2", operators=("add_tool",))
     _sweep(exp)

@@ -17,9 +17,9 @@ from experiments.config._schema import TaskSpec
 from experiments.runs import TrialFailed
 from experiments.stats import compare, noise_floor
 from experiments.storage import Ledger
-from experiments.sweep import HoldoutScores, HoldoutTest
-from experiments.sweep import candidate_hash
-from experiments.sweep import open_study
+from experiments.promotion._confirmation import HoldoutScores, HoldoutTest
+from experiments.sweep._search_state import candidate_hash
+from experiments.sweep._study import open_study
 from experiments.sweep import run_sweep
 from experiments.sweep._objective import make_objective
 from experiments.sweep._summary import SUMMARY_BEGIN
@@ -161,8 +161,8 @@ def test_the_final_race_reruns_the_leaders_once_ranks_on_their_mean_and_a_resume
     reruns = study.user_attrs["train_reruns"]
     assert len(reruns) == 2 and all(list(v) == ["1"] for v in reruns.values())
     # the ranking the holdout took its top from is the mean of each leader's trial run and its re-run
-    from experiments.sweep import race
-    from experiments.sweep._promotion import candidates
+    from experiments.promotion._decide import race
+    from experiments.promotion._decide import candidates
 
     ranked = race(candidates(study.trials, study.user_attrs["baseline_hash"]),
                   {h: list(v.values()) for h, v in reruns.items()})

@@ -20,7 +20,8 @@ from scripted_harness import scripted_propose
 from test_issue42_pairwise_holdout import AnswerRunner, Judge, _no_score_gain, _pairwise
 
 from experiments.config import load_tasks, registry_uri, tracking_uri
-from experiments.sweep import open_study, run_sweep
+from experiments.sweep import run_sweep
+from experiments.sweep._study import open_study
 from harness.synthesis import CHAMPION, prompt_name, prompt_version, registry_client
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -131,8 +131,8 @@ def test_a_confirmation_on_generated_tasks_alone_says_none_of_yours(make_exp):
 def test_rests_on_needs_a_confirmation_over_tasks_with_generated_tasks():
     """Not under a row that did not win, nor a fixed-task rule's row, nor a holdout of the user's own tasks alone
     (every hand-written benchmark): then the line would say nothing new. A standing winner keeps it (row_record)."""
-    from experiments.sweep._holdout_tests import TypeDiff
-    from experiments.sweep._promotion import HoldoutRow, row_from_record, row_record
+    from experiments.promotion._evidence import TypeDiff
+    from experiments.promotion._verdict import HoldoutRow, row_from_record, row_record
     from experiments.sweep._summary import rests_on_text
 
     mixed = {"generated": TypeDiff(3, 0.4, -0.1), "own": TypeDiff(2, 0.1, -0.2)}

@@ -25,7 +25,7 @@ from experiments.config import ConfigError, compose_config, to_experiment, valid
 from experiments.runs import TaskOutcome
 from experiments.runs._outcome import outcome_from_result
 from experiments.storage import Ledger
-from experiments.sweep import StudyMismatch, open_study
+from experiments.sweep._study import StudyMismatch, open_study
 from experiments.sweep import run_sweep
 from harness.config import EvaluatorConfig
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._promotion import HoldoutRow
+from experiments.promotion import HoldoutRow
+
 from ._registry import holdout_test_words
 from ._summary import SweepSummary, promoted_row
 

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from experiments.config import ExperimentConfig
+from experiments.promotion import holdout_runs, race_runs
 from experiments.report import decision_power_line, hms, num, spread_effect_line
 from experiments.stats import decision_power, mde, spread_from_trials, sweep_design
 from experiments.storage import Cost, find_calibration
 
 from ._holdout_looks import NEXT_FAMILY, first_level, next_level
-from ._promotion import holdout_runs, race_runs
 
 HANDFUL = 5  # fewer proposals than this and the preflight warns
 PAIRWISE_POWER = ("design power: not modelled for sweep.holdout_compare=pairwise (the sign-flip test on "

@@ -118,9 +118,9 @@ class Evidence:
 
 def sweep_evidence(study: Any, trial: Any, row: Any, ref: Mapping[str, float], backend: Mapping[str, Any]) -> Evidence:
     """Evidence for a promoted trial (FrozenTrial) and its HoldoutRow, from what the study stored."""
+    from experiments.promotion import split_scores
     from experiments.stats import compare
 
-    from ._promotion import split_scores
     from ._study import stored_holdout
 
     h = trial.user_attrs.get("instruction_hash", "")

@@ -22,12 +22,11 @@ from optuna.trial import FrozenTrial, TrialState
 
 from experiments.config import (BASELINE, ConfigError, ExperimentConfig, decision_rule, fingerprint_diff, load_tasks,
                                 split, with_rule_defaults)
+from experiments.promotion import HoldoutScores
 from experiments.storage import RETRIES, StaleTrials, created_whole, mask_url, requeued, shared_lock, worker_host
 from harness.stores import (
     DiskFull, StoreError, busy_timeout_s, enable_wal, fault_in, full_in, sqlite_db, sqlite_file, store_lock,
 )
-
-from ._promotion import HoldoutScores
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 

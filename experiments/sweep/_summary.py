@@ -7,12 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from experiments.config import ExperimentConfig
+from experiments.promotion import GENERATED, OWN, HoldoutRow, SplitScores
 from experiments.report import SMOKE_LINE, ci_text, hms, num, pval
 from experiments.stats import Comparison, NoiseFloor, holdout_tasks_for_harm
 from experiments.tracking import instruction_diff
 
-from ._holdout_tests import GENERATED, OWN
-from ._promotion import HoldoutRow, SplitScores
 
 SUMMARY_BEGIN = "===== SWEEP SUMMARY ====="
 SUMMARY_END = "===== END SWEEP SUMMARY ====="

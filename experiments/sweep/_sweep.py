@@ -30,6 +30,8 @@ from optuna.trial import TrialState
 
 from experiments.config import (BASELINE, ExperimentConfig, load_tasks, split, study_fingerprint, sweep_design_problem,
                                 task_types)
+from experiments.promotion import (HoldoutScores, Promotion, SplitScores, candidates, holdout_runs, kept_instructions,
+                                   race_runs, split_scores)
 from experiments.runs import (RunPool, TimedRunner, TrialFailed, llm_calls, model_failure, prepare_contexts,
                               runner_pool)
 from experiments.stats import baseline_reference, compare, noise_floor
@@ -42,8 +44,6 @@ from ._objective import Objective
 from ._parent_run import parent_record
 from ._preflight import mutation_calls, pin_noise_source, sweep_preflight
 from ._progress import SweepProgress
-from ._promotion import (HoldoutScores, Promotion, SplitScores, candidates, holdout_runs, kept_instructions, race_runs,
-                         split_scores)
 from ._registry import SweepRegistry, pin_source, sweep_evidence
 from ._reruns import SplitRuns
 from ._search_state import candidate_hash, state_from_trials
@@ -110,8 +110,8 @@ class Sweep(SplitRuns):
                 self._safe(self.tracker.kill)
                 raise
             except Exception as exc:  # any failure ends the parent run FAILED, with the reason (issue 41)
-                self._safe(lambda: self.tracker.finish({}, {"error.txt": f"{type(exc).__name__}: {exc}\n"},
-                                                       status="FAILED"))
+                why = f"{type(exc).__name__}: {exc}\n"
+                self._safe(lambda: self.tracker.finish({}, {"error.txt": why}, status="FAILED"))
                 raise
 
     def _run(self) -> SweepSummary:

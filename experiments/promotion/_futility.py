@@ -1,7 +1,6 @@
-"""Which top-k candidates the holdout tests and when it stops testing one (issue 42): the train filter
-(sweep.train_filter; experiments/sweep/_promotion.py's docstring) and the futility stop
-(sweep.holdout_futility_block). Pure functions on per-task scores; experiments.sweep's decide and the holdout's
-blocks (SplitRuns._holdout_blocks) use them.
+"""Which top-k candidates the holdout tests and when it stops testing one: the train filter (sweep.train_filter;
+the rule in experiments/promotion/_decide.py's docstring) and the futility stop (sweep.holdout_futility_block).
+Pure functions on per-task scores: decide and the sweep's holdout blocks (HoldoutBlocks) use them.
 
 Futility stop (sweep.holdout_futility_block = B > 0, pinned): the holdout runs in blocks, in one seeded order per
 study (both arms, all their runs, per block). A block is B tasks on a small holdout and a quarter of the holdout
@@ -10,8 +9,8 @@ holdout keeps the same few looks at the same fractions instead of looking at its
 block but the last, a candidate stops (`futility_stop`) when the conditional power of the final test, under the
 effect the design detects with probability 0.8, is below 0.1 given its paired t so far
 (experiments.stats.futility_bound: z below about -2.5 at a quarter, -0.5 at half, +0.7 at three quarters): a loss
-beyond the noise stops early, a noisy first block of a real gain does not (a mean below 0 over the first 8 of 144
-tasks stopped a +0.77 candidate under the former rule, "mean so far <= 0 every 4 tasks"). Its row says "stopped
+beyond the noise stops early, a noisy first block of a real gain does not (a rule that stops on "mean so far <= 0
+every 4 tasks" stops a +0.77 candidate whose first 8 of 144 tasks happen to average below 0). Its row says "stopped
 for futility after m of n holdout tasks", it is not confirmed, and the look still counts and is stored (its level
 is spent). The stop is non-binding and the claim is only made at the last block, by the same paired t over all n
 tasks at the look's level: a stop only turns a possible confirmation into none, so the chance of confirming a
@@ -19,7 +18,6 @@ candidate with no real gain is at most what the test without stops has (the leve
 in the p-values (a stopped candidate counts as p = 1), so the family-wise level over the top-k holds too. What it
 buys: fewer holdout task runs on a candidate that is losing, at nearly the same power (docs/SENSITIVITY.md).
 """
-
 from __future__ import annotations
 
 import random
@@ -94,3 +92,26 @@ def futility_stop(cand: Mapping[str, float] | None, base: Mapping[str, float] | 
         if z < futility_bound(m, n, level=level, power=power, min_cp=min_cp):
             return FutilityStop(m, n, float(d.mean()), z)
     return None
+
+
+@dataclass(frozen=True)
+class HoldoutBlocks:
+    """The holdout's blocks for one study: the order its tasks run in (holdout_order), the number of tasks after
+    each block (`ends`: the futility looks, then every task) and the futility stop after a block (`stop`)."""
+
+    order: tuple[str, ...]
+    block: int
+
+    @classmethod
+    def of(cls, task_ids: Sequence[str], seed: int, block: int) -> "HoldoutBlocks":
+        """The blocks of sweep.holdout_futility_block tasks (0: one block of every task), seeded by sweep.seed."""
+        return cls(tuple(holdout_order(task_ids, seed, block)), block)
+
+    @property
+    def ends(self) -> list[int]:
+        """The holdout tasks run after each block: the futility looks, then all of them."""
+        return [*futility_looks(len(self.order), self.block), len(self.order)]
+
+    def stop(self, cand: Mapping[str, float] | None, base: Mapping[str, float] | None) -> FutilityStop | None:
+        """Where the futility stop stopped a candidate with these per-task scores (futility_stop), or None."""
+        return futility_stop(cand, base, self.order, self.block)

@@ -1,19 +1,22 @@
-"""The holdout's evidence and its tests: a candidate's holdout scores (HoldoutScores), the holdout test of a look
-(HoldoutTest: rule "tasks", the paired t over tasks with its skew requirement, TaskDiffs; or the fixed-task rules
-"bound" and "floor"), and the per-task-type differences that hold a changed type back (TypeDiff). The rule they
-serve and its model are in experiments.sweep._promotion's docstring."""
+"""The holdout confirmation of a look: a candidate's holdout scores (HoldoutScores), the holdout test (HoldoutTest:
+rule "tasks", the paired t over tasks with its skew requirement, TaskDiffs, or the sign-flip test on pairwise
+preferences; or the fixed-task rules "bound" and "floor"), and `confirm`: each tested row's p, then Holm over the
+train-filtered family at the look's level (or the 2-SE floor). The rule they serve and its model are in
+experiments/promotion/_decide.py's docstring."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from scipy import stats as sps
 
 from experiments.config import HOLDOUT_TESTS
-from experiments.stats import NoiseFloor, skew_test
+from experiments.stats import FLOOR_SE, NoiseFloor, holm, signflip_test, skew_test
+
+from ._verdict import HoldoutRow
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,7 @@ class HoldoutTest:
         task sums of squares estimate sigma^2 with tasks x (runs - 1) more degrees of freedom. Under normal noise a
         sample variance is independent of the sample means (Cochran), so t = diff / SE keeps its Student's t law
         with the pooled df. With no noise floor measured (sigma 0, df None: one baseline run) the holdout's repeats
-        alone estimate sigma (issue 31: discarding them left SE 0 and anything confirmed). A known sigma (df None,
+        alone estimate sigma (discarding them would leave SE 0, and anything would confirm). A known sigma (df None,
         sigma > 0) and the other rules are returned as they are."""
         extra_ss = sum(s.within_ss for s in scores if s is not None and s.scores)
         extra_df = sum(s.within_df for s in scores if s is not None and s.scores)
@@ -127,63 +130,54 @@ class TaskDiffs:
         return cls(r.n, r.mean, r.se, r.n - 1, r.p, r.t_p, r.skew_p)
 
 
-@dataclass(frozen=True)
-class TypeDiff:
-    """One task type's holdout tasks: how many, their mean difference (candidate - baseline) and the worst."""
-
-    n: int
-    mean: float
-    worst: float
-
-    @property
-    def text(self) -> str:
-        return f"mean {self.mean:+.3f} over {self.n} holdout task(s), worst {self.worst:+.3f}"
-
-
-def type_diffs(cand: Mapping[str, float] | None, base: Mapping[str, float] | None,
-               task_types: Mapping[str, str]) -> dict[str, TypeDiff]:
-    """Per task type, the holdout differences of the tasks both texts have (task_types: task id -> type)."""
-    by: dict[str, list[float]] = {}
-    for t in sorted(set(cand or {}) & set(base or {})):
-        if t in task_types:
-            by.setdefault(task_types[t], []).append(float(cand[t]) - float(base[t]))
-    return {tt: TypeDiff(len(d), sum(d) / len(d), min(d)) for tt, d in sorted(by.items())}
+def confirm(rows: Sequence[HoldoutRow], paired: Sequence[tuple[Mapping[str, float], Mapping[str, float]] | None],
+            test: HoldoutTest, preferences: Mapping[str, Mapping[str, float]] | None = None) -> list[HoldoutRow]:
+    """Which rows win. Each row with a holdout difference and no futility stop (`paired`, in the rows' order: its
+    per-task candidate and baseline scores over the tasks it is judged on; None for the others) gets its holdout
+    p: the sign-flip test on its pairwise `preferences` when it has them, else the paired t over tasks (TaskDiffs)
+    under rule "tasks", else the fixed-task bound at the run noise. Then the rows that passed the train filter are
+    confirmed by Holm at the look's level ("tasks", "bound") or by the 2-SE floor ("floor")."""
+    tested = [_tested(r, *scores, test, preferences or {}) if scores is not None else r
+              for r, scores in zip(rows, paired)]
+    return _family(tested, test)
 
 
-GENERATED, OWN = "generated", "own"  # where a task came from: a generator model, or the user (imported or written)
+def _tested(row: HoldoutRow, cand: Mapping[str, float], base: Mapping[str, float], test: HoldoutTest,
+            preferences: Mapping[str, Mapping[str, float]]) -> HoldoutRow:
+    """The row with its holdout p, its standard error and the tasks it rests on (confirm)."""
+    if test.over_tasks and row.hash in preferences:
+        prefs = [float(v) for t, v in preferences[row.hash].items() if t in cand]
+        p = signflip_test(prefs, alternative="greater").pvalue if prefs else 1.0
+        return dataclasses.replace(row, holdout_p=p, holdout_n=len(prefs),
+                                   preference=sum(prefs) / len(prefs) if prefs else None)
+    if test.over_tasks:
+        td = TaskDiffs.of(cand, base)
+        return dataclasses.replace(row, holdout_se=td.se, holdout_p=td.p, holdout_df=td.df, holdout_n=td.n)
+    se = test.se(len(cand), *row.runs)
+    return dataclasses.replace(row, holdout_se=se, holdout_p=test.p_value(row.holdout_diff, se), holdout_df=test.df,
+                               holdout_n=len(cand))
 
 
-def task_sources(specs: Sequence[Any]) -> dict[str, str]:
-    """Task id -> GENERATED when its provenance names a generator model (experiments.tasks' generated tasks), else
-    OWN (an imported row or a hand-written task): read off the benchmark's task specs, as the frozen tasks carry
-    no provenance (it is no part of their fingerprint)."""
-    out = {}
-    for t in specs:
-        prov = (t.get("provenance") if isinstance(t, Mapping) else getattr(t, "provenance", None)) or {}
-        task_id = t.get("id") if isinstance(t, Mapping) else getattr(t, "id", None)
-        out[str(task_id)] = GENERATED if prov.get("generator") else OWN
+def _family(rows: list[HoldoutRow], test: HoldoutTest) -> list[HoldoutRow]:
+    """Which rows win: train filter passed and the holdout confirms, by Holm over the train-filtered family at the
+    look's level ("tasks", "bound") or by the 2-SE floor ("floor"). A row without a measured p (a futility stop
+    among them) never wins."""
+    family = [i for i, r in enumerate(rows) if r.passes_filter]
+    out = list(rows)
+    if test.rule == "floor":
+        for i in family:
+            r = rows[i]
+            level = FLOOR_SE * r.holdout_se if r.holdout_se is not None else None
+            out[i] = dataclasses.replace(r, holdout_level=level, holdout_rule=test.rule,
+                                         wins=r.holdout_diff is not None and level is not None and level > 0
+                                         and r.stopped_after is None and r.holdout_diff > level)
+        return out
+    ps = [rows[i].holdout_p if rows[i].holdout_p is not None else 1.0 for i in family]
+    order = sorted(range(len(family)), key=lambda j: ps[j])  # Holm: the j-th smallest p meets alpha / (F - j)
+    adjusted = holm(ps)
+    for rank, j in enumerate(order):
+        i = family[j]
+        out[i] = dataclasses.replace(rows[i], holdout_level=test.alpha / (len(family) - rank), holdout_rule=test.rule,
+                                     wins=rows[i].holdout_p is not None and test.alpha > 0
+                                     and adjusted[j] <= test.alpha)
     return out
-
-
-def held_types(changed: Sequence[str], diffs: Mapping[str, TypeDiff]) -> dict[str, str]:
-    """The changed task types whose alias may not move (module docstring, "Per task type"), with the reason."""
-    out = {}
-    for tt in changed:
-        d = diffs.get(tt)
-        if d is None:
-            out[tt] = "no holdout task of this type: its change was not tested"
-        elif d.mean < 0:
-            out[tt] = f"its own holdout tasks lost: {d.text}"
-    return out
-
-
-def changed_types(instructions: Mapping[str, str], baseline: Mapping[str, str]) -> tuple[str, ...]:
-    """The task types whose text differs from the baseline's (whitespace at the ends ignored)."""
-    return tuple(sorted(tt for tt, text in instructions.items()
-                        if str(text).strip() != str(baseline.get(tt, "")).strip()))
-
-
-def kept_instructions(instructions: Mapping[str, str], baseline: Mapping[str, str],
-                      held: Mapping[str, str]) -> dict[str, str]:
-    """A winner's texts with the held-back task types' texts left at the baseline's: what is promoted."""
-    return {**dict(instructions), **{tt: baseline[tt] for tt in held if tt in baseline}}

@@ -1,6 +1,7 @@
 """The holdout runs' cost in the sweep's study: each run's per-task cost (experiments.stats.run_costs) stored as a
 study attr beside its scores, read back per text as a per-task mean, and paired with the baseline's
-(experiments.stats.paired_cost). The statistics are experiments.stats'; the attr's layout is the sweep's."""
+(experiments.stats.paired_cost): the cost guard's evidence. The statistics are experiments.stats'; the attr is
+written by the sweep's holdout runs and read here."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any, Mapping, Sequence
 from experiments.stats import COST_METRICS, CostDiff, paired_cost
 
 # the holdout runs' cost, stored in the study beside their scores: attr "holdout_costs" {hash: {seed: {metric:
-# {task: cost}}}} (scores live in "holdout"/"holdout_repeats"; a run stored before issue 34 has no cost: not measured)
+# {task: cost}}}} (scores live in "holdout"/"holdout_repeats"; a stored run without a cost entry is not measured)
 
 HOLDOUT_COSTS = "holdout_costs"
 

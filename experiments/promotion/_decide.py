@@ -3,27 +3,28 @@
 The rule: rank the complete, distinct, non-baseline candidates by train mean; the final race (`race`: the top
 `race_top` re-run once more on the train split by the sweep) re-ranks them on comparable evidence; those of the top
 `holdout_top_k` that pass the train filter are run on the holdout (by the sweep, before `decide`; one the filter
-cuts runs nothing there): each candidate `holdout_candidate_runs` times, the baseline `holdout_baseline_runs`
-times, with different seeds. A candidate wins when its train
-comparison passes the train filter (sweep.train_filter, below) AND its holdout difference confirms it over tasks
-(HoldoutTest, rule "tasks"). Among the winners the best holdout mean is promoted (the earlier trial on a tie);
-with none, the baseline is kept, or, in a resumed study, the winner an earlier look promoted (experiments.sweep's
-standing winner: a later look replaces it only with a confirmed candidate of higher holdout mean).
+cuts runs nothing there): each candidate `holdout_candidate_runs` times, the baseline `holdout_baseline_runs` times,
+with different seeds. A candidate wins when its train comparison passes the train filter (sweep.train_filter, below)
+AND its holdout difference confirms it over tasks (HoldoutTest, rule "tasks"). Among the winners the best holdout
+mean is promoted (the earlier trial on a tie); with none, the baseline is kept, or, in a resumed study, the winner
+an earlier look promoted (the standing winner, experiments/promotion/_standing.py: a later look replaces it only
+with a confirmed candidate of higher holdout mean).
 
 The question is the user's: "is this variant better on tasks like mine?". Its unit of replication is the task.
 
 - The holdout alone confirms. Train scores select the candidate, and selection inflates them (the winner's curse),
   so they are never pooled into the holdout statistic. The train comparison is a filter: it decides, before any
   holdout run, which candidates are tested, and its p is not corrected for the number of candidates it chose from.
-- The train filter (sweep.train_filter, pinned in the decision rule; issue 42): "wilcoxon" (experiments.stats.compare:
+- The train filter (sweep.train_filter, pinned in the decision rule): "wilcoxon" (experiments.stats.compare:
   the train mean difference above the noise floor and a one-sided Wilcoxon p < alpha), "positive" (the candidate's
   train mean above the baseline's on the tasks both have) or "none" (every top-k candidate is tested). Which one
   is used changes which candidates reach the holdout, never the level they are tested at: the family is still the
   top-k fixed by train data before any holdout run. "wilcoxon" cuts real gains whose train difference is small
-  against the train noise (a +0.04 train difference with a holdout p of 0.0007, issue 42); with "positive" or
-  "none" the holdout alone decides (docs/SENSITIVITY.md: the family-wise level holds, bench/sensitivity.py).
-- Futility stop (sweep.holdout_futility_block, pinned; issue 42): a candidate whose mean holdout difference after
-  a block of tasks but the last is <= 0 stops, not confirmed, its look spent; why the level holds: ._screening.
+  against the train noise (a +0.04 train difference with a holdout p of 0.0007); with "positive" or
+  "none" the holdout alone decides (docs/SENSITIVITY.md: the family-wise level holds, bench/power/sensitivity.py).
+- Futility stop (sweep.holdout_futility_block, pinned): a candidate whose paired t after a block of holdout tasks
+  but the last leaves the final test too little conditional power stops, not confirmed, its look spent; why the
+  level holds: experiments/promotion/_futility.py.
 - Model: task i's holdout difference (candidate mean over c runs minus baseline mean over b runs) is
   d_i = mu + u_i + e_i, with u_i the task's own deviation from the mean effect mu (the task x variant
   interaction, sd tau) and e_i run noise (variance sigma^2 (1/c + 1/b)). Holdout tasks stand for a population of
@@ -37,15 +38,15 @@ The question is the user's: "is this variant better on tasks like mine?". Its un
   the time over 12 tasks at level 0.025. p_skew is the largest chance, over reference spreads at mean 0 (normal,
   -(Exp - 1), -(lognormal sigma 1)), of a skewness-corrected t (Hall's transformation, the sample skewness read
   twice as strongly) at least as high: for those spreads and any milder skew the level holds at every look, so over
-  looks and studies too (bench/skew_level.py, docs/VERDICTS.md). The price is power on a symmetric spread, the more
-  the smaller the level (docs/VERDICTS.md's table). A harm to 1 task in k is missed by m holdout tasks with
+  looks and studies too (bench/power/skew_level.py, docs/VERDICTS.md). The price is power on a symmetric spread,
+  the more the smaller the level (docs/VERDICTS.md's table). A harm to 1 task in k is missed by m holdout tasks with
   probability ((k-1)/k)^m (0.26 for k = 8 at m = 10, 0.20 at m = 12) and no test on those m differences can see
   a task that is not among them: experiments.stats.holdout_tasks_for_harm(k, level) is the holdout size that
   bounds it (28 tasks for 1 in 8 at 0.025), and the summary prints it beside the verdict; what it shows against
   it besides: the worst holdout task's difference beside the mean, and sweep.max_task_loss (below). Not a
   Wilcoxon: the claim is about the mean, and a rank test answers for a skewed zero-mean spread (one task far down,
   many a little up) with p far below alpha. Fewer than 2 holdout tasks test nothing:
-  experiments.stats.sweep_design_problem refuses that design before it spends anything. Every difference equal
+  experiments.config.sweep_design_problem refuses that design before it spends anything. Every difference equal
   (zero spread) leaves the t undefined: p is then the exact sign-flip p, 1/2^m when the differences are positive
   (1 otherwise), never 0 (two tasks at +0.5 each: p 0.25).
 - Worst task (sweep.max_task_loss, composite points; None = off): a confirmed candidate that loses more than this
@@ -53,7 +54,7 @@ The question is the user's: "is this variant better on tasks like mine?". Its un
   the cost guard holds one back: the quality claim stands, nothing is promoted. A per-task difference carries run
   noise (sigma ~0.25-1.5 per run), so the limit sits well above it (conf/sweep/synth_mutation.yaml's default and
   its figures: docs/VERDICTS.md).
-- Per task type (issue 40 C): a winner moves a task type's alias only where that type's own holdout tasks show
+- Per task type: a winner moves a task type's alias only where that type's own holdout tasks show
   no harm: the type changed by the winner has at least one holdout task and its mean holdout difference over them
   is not below 0 (the worst task of any type is bounded by max_task_loss above). A type with 1-3 holdout tasks has
   a noisy mean, so the rule errs toward keeping the former text: a type that truly gains a little is sometimes held
@@ -65,7 +66,7 @@ The question is the user's: "is this variant better on tasks like mine?". Its un
   every conclusion a study ever made spends from one alpha) keeps the chance that any candidate without a real
   mean improvement is promoted at or below alpha over the study's life.
 
-Rules "bound" and "floor" are fixed-task statements, kept for comparison (bench/optimizer_sim.py's "today"):
+Rules "bound" and "floor" are fixed-task statements, kept for comparison (bench/power/optimizer_sim.py's "today"):
 "bound" takes its SE from run noise alone (sigma from the noise floor, pooled with the holdout's own repeats) and
 "floor" asks diff > 2 SE. They say whether these m tasks, as they are, scored higher than run noise explains; a
 task x variant interaction counts as effect. Their rows are labelled so, `Promotion.pick` names their choice, and
@@ -76,19 +77,17 @@ no holdout repeats) "bound" tests nothing.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from experiments.config import BASELINE
-from experiments.stats import (FLOOR_SE, Comparison, CostDiff, CostGuard, GuardResult, bootstrap_ci, compare, holm,
-                               signflip_test)
+from experiments.stats import CostDiff, CostGuard, NoiseFloor, compare
 
-from ._holdout_tests import (HoldoutScores, HoldoutTest, TaskDiffs, TypeDiff, changed_types, held_types,
-                             kept_instructions, type_diffs)
-from ._screening import futility_stop, passes_train_filter
-
-FIXED_TASK_RULES = ("bound", "floor")  # statements about the holdout tasks as they are: they promote nothing
+from ._confirmation import HoldoutScores, HoldoutTest, confirm
+from ._costs import holdout_cost, holdout_cost_diffs
+from ._evidence import task_evidence, task_sources
+from ._futility import HoldoutBlocks, futility_stop, passes_train_filter
+from ._verdict import HoldoutRow, Promotion
 
 
 @dataclass(frozen=True)
@@ -102,89 +101,6 @@ class Candidate:
     train_scores: Mapping[str, float] = field(default_factory=dict)
     instructions: Mapping[str, str] = field(default_factory=dict)
     runs: int = 1  # train runs behind train_scores (more after the final race)
-
-
-@dataclass(frozen=True)
-class HoldoutRow:
-    trial: int | None  # None for the baseline
-    hash: str
-    operator: str
-    train_mean: float
-    holdout_mean: float | None
-    holdout_diff: float | None
-    train: Comparison | None
-    wins: bool
-    error: str | None = None
-    holdout_se: float | None = None  # standard error of holdout_diff from run noise
-    holdout_p: float | None = None  # one-sided p of the holdout difference (rule "bound")
-    holdout_level: float | None = None  # the level it had to reach: Holm's alpha / (family left), or the 2-SE floor
-    runs: tuple[int, int] = (1, 1)  # holdout runs (candidate, baseline)
-    holdout_rule: str = ""  # HoldoutTest.rule that judged it; "" when not tested (no train claim)
-    holdout_df: int | None = None  # degrees of freedom of the test (rule "tasks": holdout tasks - 1)
-    holdout_n: int = 0  # holdout tasks both texts have
-    cost: GuardResult | None = None  # the cost guard on its holdout cost (None: not checked, no holdout difference)
-    cost_diffs: Mapping[str, CostDiff] = field(default_factory=dict)  # holdout cost vs the baseline, every metric
-    worst_task: str | None = None  # the holdout task with the lowest difference (candidate - baseline)
-    worst_diff: float | None = None  # that difference
-    max_task_loss: float | None = None  # sweep.max_task_loss it was judged under (None: off)
-    type_diffs: Mapping[str, TypeDiff] = field(default_factory=dict)  # task type -> its holdout tasks' differences
-    held_types: Mapping[str, str] = field(default_factory=dict)  # changed task type -> why its alias is held back
-    changed_types: tuple[str, ...] = ()  # the task types whose text differs from the baseline's
-    standing: str = ""  # non-empty: a winner of an earlier look of this study, carried forward (what it rests on)
-    train_filter: str = "wilcoxon"  # sweep.train_filter that chose whether it is tested (passes_filter)
-    stopped_after: int | None = None  # futility stop: the holdout tasks it ran (of futility_of) before it stopped
-    futility_of: int = 0  # the holdout tasks a futility-stopped candidate would have run in full
-    preference: float | None = None  # sweep.holdout_compare=pairwise: mean over tasks of the per-task preference
-    # "generated" / "own" -> its holdout tasks' differences (task_sources): what the claim rests on, described only
-    source_diffs: Mapping[str, TypeDiff] = field(default_factory=dict)
-
-    @property
-    def passes_filter(self) -> bool:
-        """Whether the train filter sends it to the holdout test (train_filtered's rule on this row's comparison)."""
-        return self.train is not None and passes_train_filter(self.train, self.train_filter)
-
-    @property
-    def cut_by_filter(self) -> bool:
-        """Cut by the train filter before the holdout: no holdout run, no error, never tested."""
-        return self.holdout_mean is None and not self.error and not self.passes_filter
-
-    @property
-    def futility_text(self) -> str:
-        """"stopped for futility after m of n holdout tasks (mean diff so far D)", or "" when it was not stopped."""
-        if self.stopped_after is None:
-            return ""
-        return (f"stopped for futility after {self.stopped_after} of {self.futility_of} holdout tasks (mean diff so "
-                f"far {self.holdout_diff:+.3f})")
-
-    @property
-    def held_by_cost(self) -> bool:
-        """Confirmed on quality but held back by the cost guard."""
-        return self.wins and self.cost is not None and not self.cost.passed
-
-    @property
-    def held_by_task_loss(self) -> bool:
-        """Confirmed on quality but held back: it lost more than sweep.max_task_loss on some holdout task."""
-        return (self.wins and self.max_task_loss is not None and self.worst_diff is not None
-                and self.worst_diff < -self.max_task_loss)
-
-    @property
-    def promotes(self) -> bool:
-        """Confirmed, not held back by a guard, and at least one changed task type may move."""
-        if not self.wins or self.held_by_cost or self.held_by_task_loss:
-            return False
-        return not self.changed_types or any(tt not in self.held_types for tt in self.changed_types)
-
-    @property
-    def fixed_task(self) -> bool:
-        """Judged by a fixed-task rule: a statement about these holdout tasks only, which promotes nothing."""
-        return self.holdout_rule in FIXED_TASK_RULES
-
-
-@dataclass(frozen=True)
-class Promotion:
-    rows: tuple[HoldoutRow, ...]
-    winner: HoldoutRow | None  # None: the baseline is kept (always under a fixed-task rule)
-    pick: HoldoutRow | None = None  # the best winning row under any rule (a fixed-task rule's choice, for comparison)
 
 
 def candidates(trials: Sequence[Any], baseline_hash: str) -> list[Candidate]:
@@ -246,6 +162,27 @@ def train_filtered(top: Sequence[Candidate], reference: Mapping[str, float], *, 
                                         train_filter))
 
 
+def decide_look(top: Sequence[Candidate], reference: Mapping[str, float], baseline_holdout: HoldoutScores | None,
+                holdout: Mapping[str, HoldoutScores], *, sweep: Any, noise: NoiseFloor, level: float,
+                train_floor: float, attrs: Mapping[str, Any], base_key: str, baseline: Mapping[str, str],
+                holdout_tasks: Sequence[Any], benchmark_tasks: Sequence[Any], blocks: HoldoutBlocks,
+                preferences: Mapping[str, Mapping[str, float]] | None = None) -> Promotion:
+    """The verdict of one holdout look as the sweep reaches it (decide, with sweep: SweepConfig): the holdout test
+    of sweep.holdout_test at the look's `level` and the noise floor, the cost guard (sweep.cost_metric,
+    sweep.max_cost_increase) on the holdout costs stored in the study's `attrs`, the per-type evidence of the
+    `holdout_tasks` (TaskSpec), each task's source read off `benchmark_tasks` (the benchmark's task specs), the
+    futility stop of `blocks`, and the pairwise `preferences` (sweep.holdout_compare=pairwise)."""
+    test = HoldoutTest.of(noise, alpha=level, rule=sweep.holdout_test)
+    cost_diffs = {h: holdout_cost_diffs(attrs, h, base_key) for h in holdout}
+    guard = CostGuard(sweep.cost_metric, sweep.max_cost_increase)  # decide tests it at the look's level
+    costs = {h: holdout_cost(attrs, h, sweep.cost_metric) for h in [*holdout, base_key]}
+    return decide(top, reference, baseline_holdout, holdout, train_floor=train_floor, alpha=sweep.alpha, test=test,
+                  guard=guard, costs=costs, base_key=base_key, cost_diffs=cost_diffs,
+                  max_task_loss=sweep.max_task_loss, task_types={t.id: t.task_type for t in holdout_tasks},
+                  baseline_instructions=baseline, train_filter=sweep.train_filter, futility_block=blocks.block,
+                  order=blocks.order, preferences=preferences, task_sources=task_sources(benchmark_tasks))
+
+
 def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_holdout: HoldoutScores | None,
            holdout: Mapping[str, HoldoutScores], *, train_floor: float, alpha: float, test: HoldoutTest,
            guard: CostGuard | None = None, costs: Mapping[str, Mapping[str, float]] | None = None,
@@ -273,7 +210,7 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
 
     `train_filter` (sweep.train_filter: wilcoxon | positive | none) chooses the family the holdout tests
     (passes_train_filter). With `futility_block` > 0 and the holdout tasks' `order` (holdout_order), a candidate
-    whose mean difference after a block but the last is <= 0 (futility_stop) is stopped: its row carries the mean
+    that futility_stop stops after a block but the last is stopped: its row carries the mean
     over the tasks it ran, no p, `stopped_after`, and is not confirmed (Holm counts it as p = 1). The sweep runs no
     further block of a stopped candidate; given every task's scores, decide stops it at the same block.
 
@@ -283,8 +220,7 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
     the score differences (shown beside it); Holm and the level as above."""
     if baseline_holdout is None or not top:
         return Promotion((), None)
-    test = test.pooled([baseline_holdout, *(holdout.get(c.hash) for c in top)])
-    rows = []
+    rows, paired = [], []
     for c in top:
         cmp = compare(c.train_scores, reference, floor=train_floor, alpha=alpha)
         hold = holdout.get(c.hash) if baseline_holdout.scores else HoldoutScores(None, baseline_holdout.error)
@@ -307,26 +243,16 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
         row = HoldoutRow(c.number, c.hash, c.operator, c.train_mean, mean, diff, cmp, False, hold.error,
                          runs=(hold.runs, baseline_holdout.runs), train_filter=train_filter)
         if diff is not None:
-            row = dataclasses.replace(row, max_task_loss=max_task_loss,
-                                      **_worst(cand_s, base_s, task_types, c.instructions, baseline_instructions),
-                                      source_diffs=type_diffs(cand_s, base_s, task_sources or {}))
+            row = dataclasses.replace(row, max_task_loss=max_task_loss, **task_evidence(
+                cand_s, base_s, task_types=task_types, instructions=c.instructions, baseline=baseline_instructions,
+                sources=task_sources or {}))
         if stop is not None:
             row = dataclasses.replace(row, holdout_diff=stop.mean, holdout_n=stop.after, stopped_after=stop.after,
                                       futility_of=stop.of)
-        elif diff is not None and test.over_tasks and c.hash in (preferences or {}):
-            prefs = [float(v) for t, v in preferences[c.hash].items() if t in cand_s]
-            p = signflip_test(prefs, alternative="greater").pvalue if prefs else 1.0
-            row = dataclasses.replace(row, holdout_p=p, holdout_n=len(prefs),
-                                      preference=sum(prefs) / len(prefs) if prefs else None)
-        elif diff is not None and test.over_tasks:
-            td = TaskDiffs.of(cand_s, base_s)
-            row = dataclasses.replace(row, holdout_se=td.se, holdout_p=td.p, holdout_df=td.df, holdout_n=td.n)
-        elif diff is not None:
-            se = test.se(len(cand_s), hold.runs, baseline_holdout.runs)
-            row = dataclasses.replace(row, holdout_se=se, holdout_p=test.p_value(diff, se), holdout_df=test.df,
-                                      holdout_n=len(cand_s))
         rows.append(row)
-    rows = _confirm(rows, test)
+        paired.append((cand_s, base_s) if diff is not None and stop is None else None)
+    test = test.pooled([baseline_holdout, *(holdout.get(c.hash) for c in top)])
+    rows = confirm(rows, paired, test, preferences)
     costs = costs or {}
     if guard is not None:
         guard = dataclasses.replace(guard, alpha=test.alpha)  # the confidence the quality claim uses
@@ -337,106 +263,3 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
     pick = max(winners, key=lambda r: (r.holdout_mean, -r.trial)) if winners else None
     return Promotion(tuple(rows), pick if test.over_tasks else None, pick)
 
-
-def _worst(cand: Mapping[str, float], base: Mapping[str, float], task_types: Mapping[str, str] | None,
-           instructions: Mapping[str, str], baseline: Mapping[str, str] | None) -> dict[str, Any]:
-    """The HoldoutRow fields of a row's worst holdout task and, given the task types, its per-type evidence."""
-    d = {t: float(cand[t]) - float(base[t]) for t in set(cand) & set(base)}
-    worst = min(sorted(d), key=lambda t: d[t]) if d else None
-    out: dict[str, Any] = {"worst_task": worst, "worst_diff": d[worst] if worst is not None else None}
-    if task_types is not None:
-        out["type_diffs"] = type_diffs(cand, base, task_types)
-        if baseline is not None:
-            out["changed_types"] = changed_types(instructions, baseline)
-            out["held_types"] = held_types(out["changed_types"], out["type_diffs"])
-    return out
-
-
-def _confirm(rows: list[HoldoutRow], test: HoldoutTest) -> list[HoldoutRow]:
-    """Which rows win: train filter passed and the holdout confirms, by Holm over the train-filtered family at the
-    look's level ("tasks", "bound") or by the 2-SE floor ("floor"). A row without a measured p (a futility stop
-    among them) never wins."""
-    family = [i for i, r in enumerate(rows) if r.passes_filter]
-    out = list(rows)
-    if test.rule == "floor":
-        for i in family:
-            r = rows[i]
-            level = FLOOR_SE * r.holdout_se if r.holdout_se is not None else None
-            out[i] = dataclasses.replace(r, holdout_level=level, holdout_rule=test.rule,
-                                         wins=r.holdout_diff is not None and level is not None and level > 0
-                                         and r.stopped_after is None and r.holdout_diff > level)
-        return out
-    ps = [rows[i].holdout_p if rows[i].holdout_p is not None else 1.0 for i in family]
-    order = sorted(range(len(family)), key=lambda j: ps[j])  # Holm: the j-th smallest p meets alpha / (F - j)
-    adjusted = holm(ps)
-    for rank, j in enumerate(order):
-        i = family[j]
-        out[i] = dataclasses.replace(rows[i], holdout_level=test.alpha / (len(family) - rank), holdout_rule=test.rule,
-                                     wins=rows[i].holdout_p is not None and test.alpha > 0
-                                     and adjusted[j] <= test.alpha)
-    return out
-
-
-# -- the standing winner: a study's promoted row, stored so that a later conclusion carries it forward -----------
-
-
-def row_record(row: HoldoutRow) -> dict[str, Any]:
-    """A promoted HoldoutRow as JSON-able values (its cost_diffs left out: recomputed from the study)."""
-    d = dataclasses.asdict(row)
-    d.pop("cost_diffs")
-    d["type_diffs"] = {tt: [v.n, v.mean, v.worst] for tt, v in row.type_diffs.items()}
-    d["source_diffs"] = {k: [v.n, v.mean, v.worst] for k, v in row.source_diffs.items()}
-    return d
-
-
-def row_from_record(d: Mapping[str, Any], *, standing: str = "",
-                    cost_diffs: Mapping[str, CostDiff] | None = None) -> HoldoutRow:
-    """The HoldoutRow row_record stored, marked `standing` (what it rests on)."""
-    d = dict(d)
-    d["train"] = Comparison(**d["train"]) if d.get("train") else None
-    d["cost"] = GuardResult(**d["cost"]) if d.get("cost") else None
-    d["runs"] = tuple(d.get("runs", (1, 1)))
-    d["changed_types"] = tuple(d.get("changed_types", ()))
-    d["type_diffs"] = {tt: TypeDiff(*v) for tt, v in dict(d.get("type_diffs", {})).items()}
-    d["source_diffs"] = {k: TypeDiff(*v) for k, v in dict(d.get("source_diffs", {})).items()}
-    d["held_types"] = dict(d.get("held_types", {}))
-    d["standing"] = standing
-    known = {f.name for f in dataclasses.fields(HoldoutRow)} - {"cost_diffs"}
-    return HoldoutRow(**{k: v for k, v in d.items() if k in known}, cost_diffs=dict(cost_diffs or {}))
-
-
-# -- evidence: a candidate's scores next to the baseline's -------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SplitScores:
-    """A candidate's scores on one split next to the baseline's, each with a 95% bootstrap CI over tasks."""
-
-    split: str
-    n: int
-    mean: float | None = None
-    ci: tuple[float, float] | None = None
-    baseline_mean: float | None = None
-    baseline_ci: tuple[float, float] | None = None
-    diff: float | None = None
-    diff_ci: tuple[float, float] | None = None
-    note: str = ""  # why there are no scores (holdout not evaluated, ...)
-
-
-def split_scores(split_name: str, cand: Mapping[str, float] | None, base: Mapping[str, float] | None,
-                 *, note: str = "") -> SplitScores:
-    """Means and paired differences over the tasks both have, with bootstrap CIs (undefined below 2 tasks)."""
-    tasks = sorted(set(cand or {}) & set(base or {}))
-    if not tasks:
-        return SplitScores(split_name, 0, note=note or "not evaluated")
-
-    def mean_ci(values: list[float]) -> tuple[float, tuple[float, float] | None]:
-        ci = bootstrap_ci(values, method="percentile", seed=0)
-        return sum(values) / len(values), ((ci.low, ci.high) if math.isfinite(ci.low) else None)
-
-    c = [float(cand[t]) for t in tasks]
-    b = [float(base[t]) for t in tasks]
-    m, mci = mean_ci(c)
-    bm, bci = mean_ci(b)
-    d, dci = mean_ci([x - y for x, y in zip(c, b)])
-    return SplitScores(split_name, len(tasks), m, mci, bm, bci, d, dci, note)

@@ -1,4 +1,4 @@
-"""The pairwise holdout (sweep.holdout_compare=pairwise; issue 42, lever a): the candidate's and the baseline's
+"""The pairwise holdout (sweep.holdout_compare=pairwise): the candidate's and the baseline's
 answers to the same holdout task judged side by side, the confirmation on the candidate's mean preference.
 
 Each holdout task run of a text keeps its answer in <sweep dir>/holdout_answers.jsonl (text hash, seed, task; the
@@ -12,15 +12,16 @@ failed: nothing is concluded for it, the sweep exits 3 and the same command judg
 be read after its re-ask is a missing preference and counts against the candidate (-1), never as a tie; but when
 no pair of the conclusion has a readable reply, the judge failed, not the candidates: the judgements are dropped,
 every row fails, no look is spent, and the same command judges them again in a new judge round, whose seeds differ
-(a response cache would otherwise give the unreadable replies back; SplitRuns._pairwise, judge_again).
+(a response cache would otherwise give the unreadable replies back; judge_pairs, judge_again).
 
 An answer a pair still needs that the file does not hold (the file lost or moved, a line torn or wrong-typed: named
 with its line) is lost, not guessed: that text's holdout run of those tasks runs again with the same seed for its
-answer (the stored scores stay: the futility looks used them), then the pair is judged.
+answer (the stored scores stay: the futility looks used them; recover_answers), then the pair is judged.
 
-Per task: the mean preference over its pairs (+1: every comparison prefers the candidate). experiments.sweep's
-decide tests them with the one-sided exact sign-flip test over tasks at the look's level (Holm over the family);
-the futility stop still acts on the score differences (non-binding, so the level holds).
+Per task: the mean preference over its pairs (+1: every comparison prefers the candidate). decide
+(experiments/promotion/_confirmation.py's confirm) tests them with the one-sided exact sign-flip test over tasks
+at the look's level (Holm over the family); the futility stop still acts on the score differences (non-binding, so
+the level holds).
 
 What a pairwise confirmation claims: the candidate's answers are preferred on more of tasks like the holdout's,
 not that its mean composite is higher. An edit that helps 7 tasks in 8 a little and ruins the eighth (mean 0) is
@@ -34,7 +35,7 @@ import json
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, ContextManager, Mapping, Sequence
 
 from evaluators.pairwise import PairResult, position_bias
 from harness.stores import append_jsonl
@@ -44,8 +45,10 @@ PAIRS_ATTR = "holdout_pairs"  # study attr: candidate hash -> "<task>/<run k>" -
 ROUND_ATTR = "holdout_judge_round"  # study attr: judge rounds a failed judge started (judge_again)
 
 
-def store_answers(path: Path, key: str, seed: int, scores: Sequence[Any]) -> None:
-    """One line per task run of text `key` with this seed: its answer (experiments.runs.TaskScore.output_text)."""
+def store_answers(folder: Path, key: str, seed: int, scores: Sequence[Any]) -> None:
+    """One line of <folder>/holdout_answers.jsonl per task run of text `key` with this seed: its answer
+    (experiments.runs.TaskScore.output_text)."""
+    path = folder / ANSWERS
     for s in scores:
         append_jsonl(path, {"key": key, "seed": int(seed), "task": s.task_id, "text": s.output_text})
 
@@ -72,7 +75,7 @@ class Answers:
 def load_answers(path: Path) -> Answers:
     """Every readable line of `path` (the last line of a (text, seed, task) wins). A line that is not a JSON object
     with a string key and task, an integer seed and a string (or null) text is named in `bad`, never guessed at:
-    its answer is lost, and the sweep runs again what a pair still needs (SplitRuns._lost_answers)."""
+    its answer is lost, and the sweep runs again what a pair still needs (recover_answers)."""
     if not path.exists():
         return Answers({}, exists=False)
     texts: dict[tuple[str, int, str], str] = {}
@@ -120,6 +123,41 @@ def missing_answers(study: Any, key: str, base_key: str, tasks: Sequence[Any], r
                 if answers.get((h, seed0 + k, t.id)) is None and t not in out.setdefault((h, k), []):
                     out[(h, k)].append(t)
     return {hk: ts for hk, ts in out.items() if ts}
+
+
+def recover_answers(study: Any, folder: Path, tested: Mapping[str, Sequence[Any]], base_key: str, runs: int,
+                    seed0: int, rerun: Callable[[str, int, list[Any]], tuple[Sequence[Any] | None, str]],
+                    say: Callable[[str], None]) -> tuple[Answers, dict[str, str]]:
+    """The holdout answers (load_answers of <folder>/holdout_answers.jsonl), with those the unjudged pairs of the
+    `tested` candidates (hash -> the tasks both ran) need and the file lost (deleted, moved, a line unreadable: one
+    line names each, through `say`) run again: `rerun(text hash, k, tasks)` runs run k of that text on those tasks
+    (seed seed0 + k) and returns its task scores, or None and why it failed; their answers are appended, their
+    scores not stored (the stored ones stay, the futility looks used them). Returns the answers and, per candidate,
+    why its pairs cannot be judged (a run again failed)."""
+    path = folder / ANSWERS
+    answers = load_answers(path)
+    need: dict[tuple[str, int], list[Any]] = {}
+    for h, tasks in tested.items():
+        for hk, ts in missing_answers(study, h, base_key, tasks, runs, seed0, answers).items():
+            need.setdefault(hk, []).extend(t for t in ts if t not in need.get(hk, []))
+    if not need:  # every pair judged or answered: an unreadable line lost nothing a pair needs
+        return answers, {}
+    if answers.bad:
+        say(answers.bad_line())
+    where = f"{path} is missing" if not answers.exists else f"not in {path}"
+    say(f"{sum(map(len, need.values()))} holdout answer(s) the unjudged pairs need are lost ({where}): running those "
+        f"holdout task runs again (same seeds) for their answers; their stored scores are kept")
+    failed: dict[str, str] = {}
+    for (h, k), tasks in sorted(need.items(), key=lambda item: (item[0][0] != base_key, item[0])):
+        scores, error = rerun(h, k, tasks)
+        if scores is None:  # the pairs stay unjudged: the row fails, the same command tries again
+            why = (f"the run again of lost holdout answers ({'baseline' if h == base_key else h} run {k + 1}) "
+                   f"failed: {error}")[:300]
+            for c in ([c for c in tested if c != base_key] if h == base_key else [h]):
+                failed.setdefault(c, why)
+            continue
+        store_answers(folder, h, seed0 + k, scores)
+    return load_answers(path), failed
 
 
 def judge_again(study: Any, keys: Sequence[str]) -> None:
@@ -200,3 +238,24 @@ def judge_holdout(study: Any, judge: Any, key: str, base_key: str, tasks: Sequen
         if len(prefs) == runs:
             per_task[t.id] = sum(-1.0 if r.failed else float(r.preference) for r in prefs) / runs
     return PairedHoldout(per_task, tuple(results.values()), error)
+
+
+def judge_pairs(study: Any, judge: Any, tested: Mapping[str, Sequence[Any]], base_key: str, runs: int, seed0: int,
+                answers: Answers, pool: Any, lock: Callable[[], ContextManager[Any]]) -> dict[str, PairedHoldout]:
+    """Each `tested` candidate's pairs with the baseline judged (judge_holdout, under `lock`: the study attrs'),
+    hash -> its PairedHoldout. When no pair has a readable reply, the judge failed, not a candidate: their
+    judgements are dropped, a new judge round starts (judge_again) and every candidate's `error` says why."""
+    paired = {}
+    for h, tasks in tested.items():
+        with lock():
+            paired[h] = judge_holdout(study, judge, h, base_key, tasks, runs, seed0, answers, pool)
+    results = [r for p in paired.values() for r in p.results]
+    if results and all(r.failed for r in results):  # unreadable everywhere: the judge failed, not a candidate
+        with lock():
+            judge_again(study, list(paired))
+        why = (f"pairwise judge: none of the {len(results)} pairs judged has a reply that could be read "
+               f"({sum(r.judge_failures for r in results)} unreadable replies): a failed judge, not a preference; "
+               f"nothing concluded, no look spent; the same command judges them again with new judge seeds (a "
+               f"response cache does not give the same replies back; check the evaluator's model and backend)")
+        paired = {h: PairedHoldout({}, p.results, p.error or why) for h, p in paired.items()}
+    return paired
