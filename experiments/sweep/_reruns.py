@@ -1,9 +1,9 @@
 """Runs of one text on a split after the search, each stored in the study once so that a resume re-runs none:
 the holdout confirmation (the baseline and the top-k candidates the train filter passed, seeds cfg.seed + k) and
 the final race (the top race_top candidates once more on the train split, seed cfg.seed + 1). The baseline's
-repeats for the noise floor (seeds cfg.seed + k on the train split) live here too. A mixin of
-experiments/sweep/_sweep.py's Sweep: it uses the sweep's exp, runner, pool, progress, tracker, calibration, tasks,
-train, holdout, dir, out, judge, pair_lines and _safe.
+repeats for the noise floor (seeds cfg.seed + k on the train split) live here too. SplitRuns is the sweep's
+collaborator for them: experiments/sweep/_sweep.py's Sweep makes one once the study has pinned the experiment and
+its noise source, and calls noise, baseline_runs, race, promotion and confirmable.
 
 With sweep.holdout_futility_block = B > 0 the holdout runs in blocks of B tasks, or of a quarter of the holdout when
 that is larger (experiments.promotion.HoldoutBlocks): the baseline's runs of a block, then each live candidate's,
@@ -16,9 +16,10 @@ the same stop in its stored scores and runs nothing more of it."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
-from experiments.config import holdout_set, sweep_design_problem
+from experiments.config import ExperimentConfig, holdout_set, sweep_design_problem
 from experiments.promotion import (HoldoutBlocks, HoldoutScores, Promotion, decide_look, judge_pairs, race,
                                    recover_answers, standing_winner, store_answers, store_holdout_cost,
                                    train_filtered)
@@ -34,17 +35,36 @@ from ._study import baseline_trial, holdout_run, store_holdout_run, store_train_
 
 
 class SplitRuns:
-    """The sweep's runs of a text on a split: `_noise` (the baseline's repeats for the noise floor), `_race` (the
-    final race), `_holdout` (the confirmation's runs) and `_promotion` (the holdout runs, then the verdict at this
-    look's level)."""
+    """The sweep's runs of a text on a split: `noise` (the noise floor: the calibration's, else the baseline's
+    repeats, `baseline_runs`), `race` (the final race), `promotion` (the holdout runs, then the verdict at this
+    look's level) and `confirmable` (the summary's design power line). `pair_lines` collects the pairwise judge's
+    summary lines."""
 
-    def _noise(self, study: Any, baseline: Mapping[str, str], contexts: Any) -> NoiseFloor:
+    def __init__(self, *, exp: ExperimentConfig, runner: Any, pool: Callable[[], Any], progress: Any, tracker: Any,
+                 calibration: Any, tasks: Sequence[Any], train: Sequence[Any], holdout: Sequence[Any], folder: Path,
+                 out: Callable[[str], None], judge: Callable[..., Any] | None,
+                 safe: Callable[[Callable[[], Any]], None]) -> None:
+        """exp: the experiment as the study pinned it; pool: the sweep's RunPool, made when first asked for;
+        calibration: the stored calibration whose noise floor replaces the baseline's repeats (None: none); tasks,
+        train, holdout: the benchmark's tasks and its splits; folder: the sweep's folder (locks, holdout answers);
+        judge: the pairwise holdout's judge (None: the evaluator role's); safe: runs a tracking call, a failure a
+        warning."""
+        self.exp, self.runner, self._pool, self.progress, self.tracker = exp, runner, pool, progress, tracker
+        self.calibration, self.tasks, self.train, self.holdout = calibration, tasks, train, holdout
+        self.dir, self.out, self.judge, self._safe = folder, out, judge, safe
+        self.pair_lines: list[str] = []  # sweep.holdout_compare=pairwise: the judge's line per tested candidate
+
+    @property
+    def pool(self) -> Any:
+        return self._pool()
+
+    def noise(self, study: Any, baseline: Mapping[str, str], contexts: Any) -> NoiseFloor:
         """The noise floor in use: the stored calibration's, else this study's baseline repeats."""
         if self.calibration is not None:
             return self.calibration.noise_floor()
-        return noise_floor(self._baseline_runs(study, baseline, contexts))
+        return noise_floor(self.baseline_runs(study, baseline, contexts))
 
-    def _baseline_runs(self, study: Any, baseline: Mapping[str, str], contexts) -> list[dict[str, float]]:
+    def baseline_runs(self, study: Any, baseline: Mapping[str, str], contexts) -> list[dict[str, float]]:
         """Baseline trial scores (seed = cfg.seed) plus r-1 further runs with other seeds, each stored once."""
         with self._attrs_lock():
             return self._baseline_runs_locked(study, baseline, contexts)
@@ -80,7 +100,7 @@ class SplitRuns:
             self.out(f"[{sw.name}] {noise_measured_line(self.exp, runs, len(self.train))}")
         return runs
 
-    def _race(self, study, ranked: Sequence[Any], contexts) -> list[Any]:
+    def race(self, study, ranked: Sequence[Any], contexts) -> list[Any]:
         """The final race: the top race_top candidates run once more on the train split (seed cfg.seed + 1, each
         run stored once), then every candidate is ranked among those with as many runs on the mean of its runs
         (experiments.promotion.race): a candidate whose race run failed does not keep its lucky one-run mean at
@@ -101,8 +121,8 @@ class SplitRuns:
         stored = study.user_attrs  # one read of the study's attrs (a query on RDB storage), not one per candidate
         return race(ranked, {c.hash: list(train_reruns(stored, c.hash).values()) for c in ranked})
 
-    def _promotion(self, study, top, ref, nf: NoiseFloor, train_floor: float, base_hash: str, baseline,
-                   contexts) -> tuple[Promotion, HoldoutScores | None, Look | None]:
+    def promotion(self, study, top, ref, nf: NoiseFloor, train_floor: float, base_hash: str, baseline,
+                  contexts) -> tuple[Promotion, HoldoutScores | None, Look | None]:
         """Run the holdout for the baseline and the top candidates (stored in the study), then decide at the level
         of this look (experiments.stats: every conclusion of the study spends from one alpha)."""
         if not (self.holdout and top):
@@ -136,7 +156,7 @@ class SplitRuns:
                 verdict = standing_winner(study, verdict, base_hash, list(study.user_attrs.get(LOOKS_ATTR, [])))
         return verdict, base, look
 
-    def _confirmable(self, study, cands: Sequence[Any], nf: NoiseFloor, baseline_runs: int, ref, look) -> str:
+    def confirmable(self, study, cands: Sequence[Any], nf: NoiseFloor, baseline_runs: int, ref, look) -> str:
         """The summary's design power line (experiments/sweep/_preflight.py's sweep_confirmable) at this look's
         level, else at the level the next look on these holdout tasks would have (every overlapping study's looks
         counted); without a noise floor, with the run noise of the baseline's stored holdout runs."""

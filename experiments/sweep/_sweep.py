@@ -53,7 +53,7 @@ from ._study import (StudyStore, baseline_trial, ensure_baseline, finished_trial
 from ._summary import SweepSummary, format_sweep, synth_yaml
 
 
-class Sweep(SplitRuns):
+class Sweep:
     """One invocation of a synth_mutation sweep. `run()` returns the SweepSummary."""
 
     def __init__(
@@ -68,8 +68,7 @@ class Sweep(SplitRuns):
         pool: RunPool | None = None,
         judge: Callable[..., Any] | None = None,
     ) -> None:
-        self.exp, self.out = exp, out
-        self.judge, self.pair_lines = judge, []  # sweep.holdout_compare=pairwise (None: the evaluator role's)
+        self.exp, self.out, self.judge = exp, out, judge  # judge: the pairwise holdout's (None: the evaluator's)
         self._pool = pool  # None: backend.concurrency, resolved against the runner's backend in run()
         self.progress = SweepProgress(exp.sweep.name, out)
         self.runner = TimedRunner(runner, self.progress.task_done)
@@ -84,6 +83,7 @@ class Sweep(SplitRuns):
         self.mutation_llm = mutation_llm if mutation_llm is not None else getattr(runner, "mutation_llm", None)
         self.mutate_types = tuple(exp.sweep.mutate_task_types) or task_types(self.train)
         self.calibration: Any = None  # calibration_store.Calibration whose noise floor replaces the repeats
+        self.split_runs: SplitRuns | None = None  # made in run(), once the study pinned exp and its noise source
         self.unconcluded: list[str] = []  # steps after the search that failed: the CLI exits 3 (experiments.run)
         self.failed_out = False  # stopped past the failure rate: the CLI exits 3 too
         self.stopped_by: KeyboardInterrupt | None = None  # what stopped a trial: raised again once it is told
@@ -130,6 +130,10 @@ class Sweep(SplitRuns):
         if note:
             self.out(f"[{name}] {note}")
         self.calibration = self._noise_source(study)
+        self.split_runs = SplitRuns(exp=exp, runner=self.runner, pool=lambda: self.pool, progress=self.progress,
+                                    tracker=self.tracker, calibration=self.calibration, tasks=self.tasks,
+                                    train=self.train, holdout=self.holdout, folder=self.dir, out=self.out,
+                                    judge=self.judge, safe=self._safe)
         self.tracker.start(exp, smoke=self.smoke)
         if self.tracker.moved_note:  # the results folder was moved: its MLflow experiment now logs inside it
             self.out(f"[{name}] {self.tracker.moved_note}")
@@ -147,7 +151,7 @@ class Sweep(SplitRuns):
             exp, self.runner, self.train, contexts=contexts,
             state=lambda: state_from_trials(live_trials(study), objective.baseline),
             propose=self.propose, mutation_llm=self.mutation_llm, mutate_types=self.mutate_types, pool=self.pool,
-            sigma=lambda: self._noise(study, objective.baseline, contexts).sigma,  # the gate's noise
+            sigma=lambda: self.split_runs.noise(study, objective.baseline, contexts).sigma,  # the gate's noise
         )
         baseline = objective.baseline
         self.registry = SweepRegistry(exp, self.runner.identity())  # the baseline texts as prompt versions
@@ -174,7 +178,7 @@ class Sweep(SplitRuns):
             used = llm_calls(self.runner) - calls0
             elapsed = time.perf_counter() - t0
             if baseline_trial(study) is not None:
-                self._baseline_runs(study, baseline, contexts)
+                self.split_runs.baseline_runs(study, baseline, contexts)
             # before n_trials (issue 41): at a small n_trials the last failure ended the loop unchecked
             if new >= sw.min_trials_for_failure_stop and new_failed / new >= sw.failure_rate_stop:
                 stop_reason = f"failure rate {new_failed}/{new} >= {sw.failure_rate_stop}"
@@ -350,15 +354,16 @@ class Sweep(SplitRuns):
         exp, sw = self.exp, self.exp.sweep
         trials = study.get_trials(deepcopy=False)
         self.ledger.sync(trials)  # other workers' trials told since this one's last trial (several machines)
-        runs = self._baseline_runs(study, baseline, contexts) if baseline_trial(study) else []
+        runs = self.split_runs.baseline_runs(study, baseline, contexts) if baseline_trial(study) else []
         nf = self.calibration.noise_floor() if self.calibration is not None else noise_floor(runs)
         ref = baseline_reference(runs)
         base_hash = candidate_hash(baseline)
         train_floor = nf.floor(len(ref), len(runs))
-        ranked = self._race(study, candidates(trials, base_hash), contexts)
+        ranked = self.split_runs.race(study, candidates(trials, base_hash), contexts)
         best = ranked[0] if ranked else None
         top = ranked[: sw.holdout_top_k]
-        verdict, base_hold, look = self._promotion(study, top, ref, nf, train_floor, base_hash, baseline, contexts)
+        verdict, base_hold, look = self.split_runs.promotion(study, top, ref, nf, train_floor, base_hash, baseline,
+                                                             contexts)
         self.unconcluded = self._unconcluded(study, candidates(trials, base_hash), base_hold, verdict)
         promoted = next((c for c in ranked if verdict.winner and c.number == verdict.winner.trial), None)
         best_instr = dict(best.instructions) if best else dict(baseline)
@@ -395,7 +400,7 @@ class Sweep(SplitRuns):
             best_value=best.train_mean if best else None, best_runs=best.runs if best else 1,
             best_comparison=compare(best.train_scores, ref, floor=train_floor, alpha=sw.alpha) if best and ref else None,
             holdout=verdict.rows, baseline_holdout=base_hold.mean if base_hold is not None else None,
-            pairwise=tuple(self.pair_lines),
+            pairwise=tuple(self.split_runs.pair_lines),
             promoted_trial=promoted.number if promoted else None,
             promoted_hash=candidate_hash(promoted_instr), promoted=promoted is not None,
             best_instructions=best_instr, baseline_instructions=dict(baseline),
@@ -410,7 +415,7 @@ class Sweep(SplitRuns):
             noise_source=self.noise_note,
             underpowered=sweep_design_problem(exp), train_candidates=len(ranked),
             holdout_look=look.line if look is not None else "", train_filter=sw.train_filter,
-            confirmable=self._confirmable(study, candidates(trials, base_hash), nf, len(runs), ref, look),
+            confirmable=self.split_runs.confirmable(study, candidates(trials, base_hash), nf, len(runs), ref, look),
             label=run_label(self.runner.identity(), self.calibration),
             unconcluded=tuple(self.unconcluded), failed_out=self.failed_out,
         )
