@@ -23,8 +23,8 @@ def first_level(exp: ExperimentConfig) -> float:
 def next_level(exp: ExperimentConfig, study: Any) -> float:
     """The level the study's next new holdout look tests at: its own stored looks and those of every other study
     in the storage whose holdout shares a task with this one (other_looks), as the conclusion counts them
-    (experiments.stats.next_look). What the preflight prints (issue 42: it counted this study's looks only, so a
-    new study on a used holdout set printed the power of a level it would not test at)."""
+    (experiments.stats.next_look). What the preflight prints: counting this study's looks only would print, for a
+    new study on a used holdout set, the power of a level it would not test at."""
     from experiments.config import holdout_set, load_tasks
     from experiments.stats import next_look
 
@@ -46,10 +46,10 @@ def other_looks(storage_url: str, study_name: str, key: Mapping[str, Any]) -> li
 
 def holdout_overlaps(attrs: Mapping[str, Any], key: Mapping[str, Any]) -> bool:
     """Whether a study's user attrs say its holdout shares a task with the holdout set `key`: one task in common by
-    id and content (holdout_set's "tasks"), not only the same set (issue 42: moving 4 tasks between the splits made
-    a new set, and a fresh budget, of 12 holdout tasks 8 of which had been looked at). A study stored before the
-    per-task keys existed counts when a holdout task id is in common (its contents were not stored: never fewer
-    looks); one stored before the holdout set was, by its fingerprint's holdout task ids."""
+    id and content (holdout_set's "tasks"), not only the same set (by the set alone, moving 4 tasks between the
+    splits would make a new set, and a fresh budget, of 12 holdout tasks 8 of which had been looked at). A study
+    stored before the per-task keys existed counts when a holdout task id is in common (its contents were not
+    stored: never fewer looks); one stored before the holdout set was, by its fingerprint's holdout task ids."""
     stored = attrs.get(HOLDOUT_SET_ATTR)
     if isinstance(stored, Mapping):
         if stored.get("sha256") and stored.get("sha256") == key.get("sha256"):

@@ -1,6 +1,6 @@
 """The Optuna objective of a synthesis-instruction sweep, with the harness injected.
 
-objective(trial) chooses an operator and a parent (experiments.sweep, experiments.sweep), asks the
+objective(trial) chooses an operator and a parent (experiments/sweep/_optimizer.py, _search_state.py), asks the
 mutators for a candidate, and scores it with experiments.runs.evaluate_candidate on the runner it was given
 (experiments.runs: HarnessRunner on the real harness, a scripted runner in tests; both return TaskOutcome).
 Only synthesis and evaluation depend on the instruction, so the objective reuses the prepared contexts it is
@@ -47,7 +47,7 @@ class TrialOutcome:
     elapsed_s: float = 0.0
     llm_calls: int = 0
     operator_requested: str = ""  # what the sampler asked for
-    gate: dict | None = None  # experiments.sweep.GateDecision.as_attr() when the minibatch gate ran
+    gate: dict | None = None  # experiments/sweep/_optimizer.py's GateDecision.as_attr() when the minibatch gate ran
     failed_run: FailedRun | None = None  # the harness run that failed the trial (TrialFailed.failed)
 
 
@@ -217,7 +217,7 @@ class Objective:
 
     def _gate(self, trial: Any, number: int, parents: Sequence[Evaluated], outcome: dict):
         """The minibatch gate: sweep.gate_tasks train tasks (their indices), the checkpoint that compares the
-        candidate's scores there with the better parent's stored ones (experiments.sweep.gate), records the
+        candidate's scores there with the better parent's stored ones (_optimizer.gate), records the
         decision and says whether the rest of the train split runs, and the list it appends the decision to."""
         from ._optimizer import gate, gate_tasks
 
@@ -237,10 +237,10 @@ class Objective:
         return [ids.index(t) for t in batch], go, decided
 
     def _race(self, trial: Any, leader: Evaluated, outcome: dict):
-        """Racing (sweep.race_block > 0; issue 42, lever e), in place of the gate: the train tasks in one order per
-        study (seeded by sweep.seed: every proposal races over the same blocks, as bench/sens/design.py does), the
-        looks after every race_block tasks but the last (experiments.sweep.race_looks), the checkpoint that compares
-        the candidate's scores so far with the leader's stored ones (experiments.sweep.race_step at sweep.race_z)
+        """Racing (sweep.race_block > 0), in place of the gate: the train tasks in one order per study (seeded by
+        sweep.seed: every proposal races over the same blocks, as bench/power/sens/design.py does), the looks after
+        every race_block tasks but the last (_optimizer.race_looks), the checkpoint that compares the candidate's
+        scores so far with the leader's stored ones (_optimizer.race_step at sweep.race_z)
         and records each look (user attr "gate": the last look, its leader and every look's figures), and the list
         it appends the decisions to. The leader is read once, when the trial starts."""
         from ._optimizer import race_looks, race_step

@@ -1,8 +1,8 @@
 """Search decisions of the sweep, as pure functions on scores: which parent to mutate, whether a new candidate
 earns a full evaluation, which operator to ask for, which two candidates to merge, and the pruner's threshold.
 
-The objective (experiments/sweep/) calls these on the state it reads from the study's trials; the
-simulation (bench/optimizer_sim.py) calls the same functions on its own state, so what the benchmark measured
+The objective (experiments/sweep/_objective.py) calls these on the state it reads from the study's trials; the
+simulation (bench/power/optimizer_sim.py) calls the same functions on its own state, so what the benchmark measured
 is what the sweep runs. Nothing here touches Optuna, the harness or a file.
 
 - Parent selection (GEPA, arXiv 2507.19457, Algorithm 2): a candidate stays on the per-task Pareto front while
@@ -13,11 +13,11 @@ is what the sweep runs. Nothing here touches Optuna, the harness or a file.
   tasks. GEPA passes a child whose sum is strictly higher (no test of noise, and it re-runs the parent). Here a
   child is gated out only when the one-sided upper bound of the mean paired difference lies below zero at the
   noise floor: mean(d) + z * sigma * sqrt(2 / g) < 0, sigma the run-to-run sd of one task score (baseline
-  repeats or a calibration). Each difference holds two runs, hence sqrt(2). bench/optimizer_sim.py chose z.
-- Racing (issue 42, lever e; sweep.race_block > 0 replaces the gate): the child runs its train tasks in blocks
+  repeats or a calibration). Each difference holds two runs, hence sqrt(2). bench/power/optimizer_sim.py chose z.
+- Racing (sweep.race_block > 0 replaces the gate): the child runs its train tasks in blocks
   and, after each block but the last, is compared with the leader (the complete candidate with the best train
   mean) on the tasks it has run: dropped when mean(d) + z * sd(d) / sqrt(m) < 0, sd the sample sd of the m
-  differences (race_step). bench/sensitivity.py ("e racing") chose block 4 and z 1.0 and checks this function.
+  differences (race_step). bench/power/sensitivity.py ("e racing") chose block 4 and z 1.0 and checks this function.
   The block grows with the split (race_block_for: a quarter of it when that exceeds sweep.race_block), so a
   larger train split keeps three looks instead of one every race_block tasks.
 - Operator choice: Thompson sampling on a Beta(1 + wins, 1 + losses) per operator, credited to the operator
@@ -135,12 +135,12 @@ def gate(child: Mapping[str, float], parent: Mapping[str, float], *, sigma: floa
 
 
 def race_step(child_scores: Mapping[str, float], leader_scores: Mapping[str, float], z: float) -> GateDecision:
-    """One look of the race (issue 42, lever e): drop the child when the leader dominates it on the m tasks both
+    """One look of the race: drop the child when the leader dominates it on the m tasks both
     have, mean(d) + z * sd(d) / sqrt(m) < 0 with d = child - leader per task; the leader is the complete candidate
     (or the baseline) with the best train mean. passed=False means drop (GateDecision.reason: "raced out ...").
 
     sd is the sample sd of the m differences (ddof 1), estimated from the differences alone (no noise floor, no
-    prior), exactly as bench/sens/design.py's race does: with m = 1 it is undefined and the child is kept (the
+    prior), exactly as bench/power/sens/design.py's race does: with m = 1 it is undefined and the child is kept (the
     simulation's NaN bound never drops; sigma None, bound = the difference); with m = 2 or 3 it is the plain sample
     sd, no floor and no shrinkage (z = 1 drops a child with 2 tasks when mean(d) < -sd / sqrt(2)); an sd of 0 drops
     the child exactly when mean(d) < 0. The sweep looks at race_looks (every race_block_for tasks) and not after the
@@ -163,8 +163,8 @@ def race_step(child_scores: Mapping[str, float], leader_scores: Mapping[str, flo
 def race_block_for(n_tasks: int, block: int) -> int:
     """The race's block on a train split of n_tasks: sweep.race_block tasks on a small split, a quarter of the
     split when that is larger (experiments.stats.look_block), so that a grown split keeps three looks at the same
-    fractions: with a block of 4 on 48 train tasks a proposal equal to the leader faced 11 looks at z 1 and was
-    raced out far more often than on 12; 0 when racing is off."""
+    fractions (a fixed block of 4 on 48 train tasks would give a proposal equal to the leader 11 looks at z 1, and
+    race it out far more often than on 12); 0 when racing is off."""
     return look_block(n_tasks, block)
 
 

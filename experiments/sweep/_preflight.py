@@ -276,7 +276,7 @@ def sweep_preflight(exp: ExperimentConfig, study: Any, *, calibration: Any, meas
 
 
 def cost_model_line(calibration: Any, baseline: Any, task_runs: int) -> str:
-    """The cost model the preflight uses (issue 34 item 4): tokens and calls per task run from the calibration,
+    """The cost model the preflight uses: tokens and calls per task run from the calibration,
     else from the baseline trial's tasks (its `task_costs`: completion and prompt tokens apart), else unknown; and
     the tokens projected for the design's `task_runs`."""
     if calibration is not None:
@@ -345,7 +345,7 @@ def sweep_confirmable(exp: ExperimentConfig, *, noise: Any, baseline_runs: int, 
     stats.NoiseFloor), its candidates (promotion.Candidate, one train run each) against the baseline reference,
     and the level of the look it made (else of its next one: next_look over the study's `stored` looks and the
     `others` of overlapping studies). "" when the design does not confirm over tasks or no noise was measured.
-    Without a noise floor (sweep.baseline_repeats 1, no calibration: issue 42's default) the run noise is the one
+    Without a noise floor (sweep.baseline_repeats 1, no calibration: the default) the run noise is the one
     the baseline's own holdout runs show (`holdout_baseline`: its runs, task -> score, 2 or more)."""
     from experiments.stats import next_look, noise_floor
 

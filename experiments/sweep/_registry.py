@@ -9,12 +9,13 @@ Write side, the sweep's two steps (SweepRegistry; neither raises, a registry tha
 - study start: the baseline texts, registered idempotently (a text already stored is that version, not a new one);
 - promotion: the texts the winner changed as versions tagged with the evidence (study, trial, operator, parent
   version, train and holdout means with CIs, p-values, what the holdout test was and claims (holdout_test: the
-  paired t over tasks with its skew-calibrated twin, or the sign-flip over judge preferences), backend and models, study fingerprint); alias
+  paired t over tasks with its skew-calibrated twin, or the sign-flip over judge preferences), backend and models,
+  study fingerprint); alias
   `champion` moves to them and `previous` to the former champion (the baseline version at the first promotion),
   per task type only past a comparison with the champion: where the study's baseline text is the current
   champion's (or there is no champion yet). A task type the winner left unchanged moves nothing; a win over
   another text is registered with the reason (tag `champion_refused`, the summary's registry line) and moves
-  nothing; a changed type whose own holdout tasks showed harm (experiments.sweep HoldoutRow.held_types, issue 40)
+  nothing; a changed type whose own holdout tasks showed harm (experiments.promotion.HoldoutRow.held_types)
   is registered with tag `champion_held` and moves nothing. Nothing else moves an alias, so a sweep that promotes
   nothing leaves both where they were; a resumed study that keeps its standing winner finds it already champion.
 
@@ -77,18 +78,18 @@ class Evidence:
     trial: int
     operator: str
     candidate_hash: str
-    train: Any  # experiments.sweep.SplitScores against the baseline reference
+    train: Any  # experiments.promotion.SplitScores against the baseline reference
     holdout: Any
     train_p: float | None  # one-sided paired Wilcoxon over the train tasks (the promotion test)
     holdout_p: float | None  # the holdout test's one-sided p (HoldoutRow.holdout_p: the paired t's, or the
     # sign-flip's over preferences; a Wilcoxon over the holdout tasks when the rule gave none)
     backend: Mapping[str, Any]  # the runner's identity: role -> backend, model, file, ...
     fingerprint: Mapping[str, Any]  # the study's pinned objective fingerprint
-    holdout_test: str = ""  # what the holdout p answers (experiments.sweep: over tasks, at the look's level)
+    holdout_test: str = ""  # what the holdout p answers (experiments.promotion: over tasks, at the look's level)
     cost: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # metric -> experiments.stats.CostDiff (holdout)
     cost_guard: str = ""  # the cost guard's verdict on it (experiments.stats.GuardResult.reason)
     held: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)  # task type -> (the winner's text,
-    # why its alias is held back: its own holdout tasks showed harm; experiments.sweep HoldoutRow.held_types)
+    # why its alias is held back: its own holdout tasks showed harm; experiments.promotion.HoldoutRow.held_types)
     holdout_preference: float | None = None  # sweep.holdout_compare=pairwise: the mean preference the p tests
 
     def tags(self) -> dict[str, str]:
@@ -107,7 +108,7 @@ class Evidence:
             tags |= {f"{sc.split}_n": str(sc.n), f"{sc.split}_mean": _num(sc.mean), f"{sc.split}_ci": _ci(sc.ci),
                      f"{sc.split}_baseline_mean": _num(sc.baseline_mean), f"{sc.split}_diff": _num(sc.diff),
                      f"{sc.split}_diff_ci": _ci(sc.diff_ci)}
-        for m, d in self.cost.items():  # holdout cost vs the baseline per task, paired over tasks (issue 34)
+        for m, d in self.cost.items():  # holdout cost vs the baseline per task, paired over tasks
             tags |= {f"cost_diff.{m}": _num(d.diff), f"cost_diff.{m}_ci": _ci(d.ci), f"cost_ratio.{m}": _num(d.ratio)}
         if self.cost_guard:
             tags["cost_guard"] = self.cost_guard
@@ -226,7 +227,7 @@ class SweepRegistry:
         moved, kept = [], []
         for tt, (v, _) in sorted(got.items()):
             name, old = prompt_name(self.prefix, tt), champions[tt]
-            if tt in held:  # a pooled win that hurt this type's own holdout tasks moves nothing for it (issue 40 C)
+            if tt in held:  # a pooled win that hurt this type's own holdout tasks moves nothing for it
                 stays = f"v{old.version}" if old is not None else "unset"
                 kept.append(f"{name} v{v} registered, champion stays {stays}: held back: {held[tt][1]}")
                 continue

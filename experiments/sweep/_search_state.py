@@ -64,7 +64,7 @@ class SearchState:
         return next((e for e in self.evaluated if e.hash == h), None)
 
     def front(self) -> dict[str, int]:
-        """Candidate hash -> train tasks it leads, over the per-task Pareto front (experiments.sweep)."""
+        """Candidate hash -> train tasks it leads, over the per-task Pareto front (_optimizer.pareto_leads)."""
         from ._optimizer import pareto_leads
 
         return pareto_leads({e.hash: e.scores for e in self.evaluated if e.scores})
@@ -77,7 +77,7 @@ class SearchState:
         return self.by_hash(sample_parent(front, rng)) if front else self.parent()
 
     def merge_pair(self, rng: random.Random) -> tuple[Evaluated, Evaluated, Evaluated] | None:
-        """Two front members with a common ancestor (experiments.sweep.merge_pair), not merged before."""
+        """Two front members with a common ancestor (_optimizer.merge_pair), not merged before."""
         from ._optimizer import merge_pair
 
         front = self.front()

@@ -119,7 +119,7 @@ def open_store(exp: ExperimentConfig, stale: StaleTrials | None = None) -> Study
     # table creation otherwise); a server database: an advisory lock in that database (several machines)
     with named_store(url), store_lock(db) if db is not None else shared_lock(url, f"{sw.name}/open_study"):
         if db is not None:
-            created_whole(db, _study_tables)  # all or nothing: a full disk leaves no half-created file (issue 41)
+            created_whole(db, _study_tables)  # all or nothing: a full disk leaves no half-created file
             enable_wal(db)
         storage = optuna.storages.RDBStorage(
             url, engine_kwargs={"connect_args": {"timeout": busy_timeout_s()}} if db else None,
@@ -183,7 +183,7 @@ def check_decision_rule(stored: Mapping[str, Any] | None, exp: ExperimentConfig)
         )
 
 
-# issue 40 E: a refusal names a new study for another objective or rule, never as a way around the error budget
+# a refusal names a new study for another objective or rule, never as a way around the error budget
 BUDGET_NOTE = ("a new sweep.name does not start a new error budget: its holdout conclusions on the same holdout "
                "tasks in this storage count as further looks, at the smallest alpha any of them used")
 
@@ -275,7 +275,7 @@ def trial_counts(trials: Sequence[FrozenTrial]) -> dict[str, int]:
         "failed": sum(t.state == TrialState.FAIL for t in trials),
         "duplicate": sum(t.user_attrs.get("duplicate_of") is not None for t in trials),
         "gated": sum(bool(t.user_attrs.get("gated_out")) for t in trials),  # PRUNED by the minibatch gate or the race
-        "raced": sum(bool(t.user_attrs.get("raced_out")) for t in trials),  # of those, by the race (issue 42)
+        "raced": sum(bool(t.user_attrs.get("raced_out")) for t in trials),  # of those, by the race
     }
 
 
@@ -332,7 +332,7 @@ def live_trials(study: optuna.Study) -> list[Any]:
     return [t for t in trials if t.number not in gone]
 
 
-# -- trials a model call failed (issue 41): the server's failure, not the candidate's ----------------------------
+# -- trials a model call failed: the server's failure, not the candidate's -------------------------------------
 
 
 def _retried_out(trial: FrozenTrial) -> bool:

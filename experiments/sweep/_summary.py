@@ -69,7 +69,7 @@ class SweepSummary:
     train_candidates: int = 1  # candidates the best was chosen from (the train line is a filter over them)
     holdout_look: str = ""  # experiments.stats.Look.line: this conclusion's share of the study's alpha
     confirmable: str = ""  # what effect this design could have confirmed (experiments.stats.design_power_line)
-    train_filter: str = "wilcoxon"  # sweep.train_filter: which top-k candidates the holdout tests (issue 42)
+    train_filter: str = "wilcoxon"  # sweep.train_filter: which top-k candidates the holdout tests
     pairwise: tuple[str, ...] = ()  # sweep.holdout_compare=pairwise: a line per candidate on its judged pairs
 
 
@@ -85,7 +85,7 @@ def noise_line(s: SweepSummary) -> str:
 
 
 def gated_words(t: dict) -> str:
-    """"; g of the pruned gated out" (the minibatch gate), "... raced out" (the race, issue 42) or both."""
+    """"; g of the pruned gated out" (the minibatch gate), "... raced out" (the race) or both."""
     gated, raced = t.get("gated", 0), min(t.get("raced", 0), t.get("gated", 0))
     if not gated:
         return ""
@@ -147,7 +147,7 @@ def format_sweep(s: SweepSummary) -> str:
                      "nothing (sweep.holdout_test=tasks does)")
     if s.confirmable:
         lines.append(s.confirmable)
-    if s.unconcluded or s.failed_out:  # issue 41: what is printed below is not this sweep's answer yet
+    if s.unconcluded or s.failed_out:  # what is printed below is not this sweep's answer yet
         lines.append(f"NOT CONCLUDED: {'; '.join(s.unconcluded)[:300] or s.stop_reason}: the same command resumes")
     if s.promoted:
         row = promoted_row(s)
@@ -198,7 +198,7 @@ def format_sweep(s: SweepSummary) -> str:
 
 def train_filter_text(s: SweepSummary) -> str:
     """The train filter's line for the best candidate: the Wilcoxon filter's reason (sweep.train_filter=wilcoxon),
-    else which filter ran, whether the best passes it, and that the holdout alone confirms (issue 42)."""
+    else which filter ran, whether the best passes it, and that the holdout alone confirms."""
     cmp = s.best_comparison
     if s.train_filter == "wilcoxon":
         return cmp.filter_reason(s.train_candidates)
@@ -219,7 +219,7 @@ def promoted_row(s: SweepSummary) -> HoldoutRow | None:
 
 
 def worst_text(row: HoldoutRow) -> str:
-    """The worst holdout task's difference, printed beside the mean (issue 40 D: the mean hides a wrecked task)."""
+    """The worst holdout task's difference, printed beside the mean (the mean hides a wrecked task)."""
     if row.worst_diff is None:
         return ""
     return f" (worst task {row.worst_task} {num(row.worst_diff, signed=True)})"
@@ -290,7 +290,7 @@ def rests_on_text(row: HoldoutRow) -> str:
 
 def holdout_test_text(row: HoldoutRow) -> str:
     """What the holdout test saw: runs (candidate/baseline), SE, and the p against its Holm level or the floor; or
-    where a futility stop ended it (issue 42)."""
+    where a futility stop ended it."""
     if row.stopped_after is not None:
         return (f" [runs {row.runs[0]}/{row.runs[1]}, {row.futility_text}: not confirmed; the look still counts"
                 + ("" if row.holdout_level is not None else "; did not pass the train filter") + "]")

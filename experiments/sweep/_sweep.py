@@ -7,11 +7,11 @@ candidates against the baseline -> promotion (or "no change kept").
 Everything a resumed process needs lives in the study (trial user attrs, study user attrs), the context cache
 and the LLM response cache, so the same command continues where a killed one stopped.
 
-This module is the loop and its order of work; the rooms it calls: experiments.sweep (storage, fingerprint,
-stale trials, heartbeats), experiments.sweep (one trial), experiments.sweep (the race and holdout runs),
-experiments.runs (a candidate on tasks), experiments.stats (noise floor), experiments.sweep (the verdict),
-experiments.sweep (the block), experiments.sweep (lines and ETA), experiments.sweep (cost and
-detectable effect), experiments.sweep (the MLflow parent run's metrics and tags).
+The loop and its order of work; the rooms it calls, in experiments/sweep/ unless named: _study.py (storage,
+fingerprint, stale trials, heartbeats), _objective.py (one trial), _reruns.py (SplitRuns: the noise floor's repeats,
+the race and the holdout runs), experiments.runs (a candidate on tasks), experiments.stats (noise floor),
+experiments.promotion (the candidates and the verdict), _summary.py (the block), _progress.py (lines and ETA),
+_preflight.py (cost, detectable effect), _registry.py (prompt versions), _parent_run.py (the MLflow parent run).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ class Sweep:
             except KeyboardInterrupt:  # Ctrl-C or SIGTERM (experiments.run): the parent run is closed, not RUNNING
                 self._safe(self.tracker.kill)
                 raise
-            except Exception as exc:  # any failure ends the parent run FAILED, with the reason (issue 41)
+            except Exception as exc:  # any failure ends the parent run FAILED, with the reason
                 why = f"{type(exc).__name__}: {exc}\n"
                 self._safe(lambda: self.tracker.finish({}, {"error.txt": why}, status="FAILED"))
                 raise
@@ -179,7 +179,7 @@ class Sweep:
             elapsed = time.perf_counter() - t0
             if baseline_trial(study) is not None:
                 self.split_runs.baseline_runs(study, baseline, contexts)
-            # before n_trials (issue 41): at a small n_trials the last failure ended the loop unchecked
+            # before n_trials: at a small n_trials the last failure would otherwise end the loop unchecked
             if new >= sw.min_trials_for_failure_stop and new_failed / new >= sw.failure_rate_stop:
                 stop_reason = f"failure rate {new_failed}/{new} >= {sw.failure_rate_stop}"
                 failed_out = True
@@ -247,7 +247,7 @@ class Sweep:
             trial.set_user_attr("fail_reason", "interrupted (Ctrl-C or SIGTERM): queued again for the next start")
             interrupted, self.stopped_by = True, exc
         except Exception as exc:  # a trial that crashes is data: recorded with its reason, the sweep goes on
-            self._store_stop(exc)  # ... unless a store failed under it (issue 41): then the run stops, uncharged
+            self._store_stop(exc)  # ... unless a store failed under it: then the run stops, uncharged
             # a programming error (e.g. a TypeError inside an operator) keeps its traceback in the record
             trial.set_user_attr("fail_reason", f"{type(exc).__name__}: {exc}"[:500])
             trial.set_user_attr("traceback", traceback.format_exc()[-4000:])
@@ -288,7 +288,7 @@ class Sweep:
             fn()
         except Exception as exc:  # tracking must not kill a night's sweep; the next start re-syncs trials
             stop = store_stop(exc, sqlite_file(self.tracker.uri) if self.tracker.uri else None)
-            if stop is not None:  # ... but a full disk, a vanished or locked store does (issue 41)
+            if stop is not None:  # ... but a full disk, a vanished or locked store does
                 raise stop from exc
             self.out(f"[{self.exp.sweep.name}] warning: MLflow logging failed: {type(exc).__name__}: {exc}")
 
@@ -308,7 +308,7 @@ class Sweep:
 
     def _preflight(self, study: optuna.Study, calls0: int, update: str | None = None) -> None:
         """Projected cost and detectable effect before the first trial, again after the first measured task (no
-        calibration) and after the first trial (experiments.sweep.sweep_preflight)."""
+        calibration) and after the first trial (_preflight.sweep_preflight)."""
         lines, cost_known = sweep_preflight(
             self.exp, study, calibration=self.calibration, measured=self.progress.measured,
             n_holdout=len(self.holdout), update=update, used_calls=llm_calls(self.runner) - calls0,
@@ -338,7 +338,7 @@ class Sweep:
         """The steps after the search that did not conclude: a final-race run or a holdout run that failed (the
         backend died, replied HTTP 500 or garbage). Nothing of theirs is stored, so the same command runs them again."""
         sw, out = self.exp.sweep, []
-        out += unanswered(study)  # a failed baseline, trials a model call failed (issue 41)
+        out += unanswered(study)  # a failed baseline, trials a model call failed
         if sw.race_top >= 1 and len(raced) >= 2 and self.train:
             seed = str(self.exp.seed + 1)
             out += [f"final race run of {c.hash} failed" for c in raced[: sw.race_top]
@@ -367,7 +367,7 @@ class Sweep:
         self.unconcluded = self._unconcluded(study, candidates(trials, base_hash), base_hold, verdict)
         promoted = next((c for c in ranked if verdict.winner and c.number == verdict.winner.trial), None)
         best_instr = dict(best.instructions) if best else dict(baseline)
-        # the winner's texts, a task type held back by its own holdout tasks left at the baseline's (issue 40 C)
+        # the winner's texts, a task type held back by its own holdout tasks left at the baseline's
         promoted_instr = (kept_instructions(promoted.instructions, baseline, verdict.winner.held_types) if promoted
                           else dict(baseline))
         best_scores: tuple[SplitScores, ...] = ()
