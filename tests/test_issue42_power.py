@@ -37,9 +37,9 @@ def _mde(line: str) -> float:
 def _real_rule_rate(effect: float, *, worlds: int, seed: int = 42) -> float:
     """P(promoted) of one proposal with a constant mean effect in the test world, through the real pieces: the
     train filter "positive" on experiments.stats.compare (train mean above the baseline's, one candidate and one
-    baseline run per train task), the sweep's futility stop (experiments.sweep.futility_stop with the arguments
+    baseline run per train task), the sweep's futility stop (experiments.promotion._futility.futility_stop with the arguments
     experiments/sweep/_reruns.py passes: looks after 4 and 8 of 12 holdout tasks, conditional power below 0.1) and
-    the confirmation of experiments.sweep.TaskDiffs (skew_test: max of the paired t's p and the skew-calibrated p)
+    the confirmation of experiments.promotion._confirmation.TaskDiffs (skew_test: max of the paired t's p and the skew-calibrated p)
     on per-task means of 3 runs per arm at 0.025."""
     rng = np.random.default_rng(seed)
     train, hold = [f"t{i}" for i in range(12)], [f"h{i}" for i in range(12)]

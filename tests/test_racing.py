@@ -1,4 +1,4 @@
-"""Racing by blocks of train tasks (issue 42, lever e): experiments.sweep.race_step's rule, and a sweep with
+"""Racing by blocks of train tasks (issue 42, lever e): experiments.sweep._optimizer.race_step's rule, and a sweep with
 sweep.race_block = 4 that races a clearly worse proposal out after its first block and lets a clearly better one
 run every train task, recorded as the gate's decisions are (Optuna, the ledger, MLflow, the summary).
 

@@ -1,5 +1,5 @@
 """Issue 52 A1 and A6: the sweep's holdout confirmation over tasks holds its level when the per-task differences are
-skewed or coarse. Driven through experiments.sweep.decide / TaskDiffs (the rule the sweep runs) and format_sweep
+skewed or coarse. Driven through experiments.promotion._decide.decide / TaskDiffs (the rule the sweep runs) and format_sweep
 (what the user reads). Each test fails on ac27838 (what it did there is in the docstrings)."""
 
 from __future__ import annotations

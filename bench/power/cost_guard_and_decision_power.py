@@ -131,7 +131,7 @@ def timing_rows(base: Path, base_timeout: float) -> list[str]:
 def honesty_rows(worlds: int) -> list[str]:
     """The real rule's confirmation rate at each reported detectable effect (it should be about 0.8)."""
     from experiments.stats import compare, decision_power
-    from experiments.sweep import TaskDiffs
+    from experiments.promotion._confirmation import TaskDiffs
 
     rows = ["| sigma | tau | reported MDE | real rule confirms |", "|---|---|---|---|"]
     rng = np.random.default_rng(4040)

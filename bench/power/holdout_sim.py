@@ -13,7 +13,7 @@ Two designs at the same budget of task runs (baseline, its repeat, the candidate
          the holdout confirms by rule "bound" (SE from run noise alone); every conclusion at the full alpha
   new    16 train + 8 holdout tasks; one run of each text per holdout task; rule "tasks" (one-sided paired t over
          the holdout tasks) at the look's level alpha / 2^k (experiments/stats/)
-Both go through experiments.sweep.decide, the sweep's own verdict (today's rule "bound" through
+Both go through experiments.promotion._decide.decide, the sweep's own verdict (today's rule "bound" through
 Promotion.pick, the row it would have promoted). Each candidate runs once on every train task; the best train
 mean is tested (holdout_top_k 1). Scenarios:
   null     every mu_k = 0: an edit that is no better over tasks; a promotion is false
@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from experiments.stats._looks import level
-from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, decide
+from experiments.promotion._confirmation import HoldoutScores, HoldoutTest
+from experiments.promotion._decide import Candidate, decide
 from experiments.stats import noise_floor
 
 RATIOS = (0.0, 1.0, 4.0, 15.0)

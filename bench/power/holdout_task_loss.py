@@ -1,7 +1,7 @@
 """What the holdout confirmation over 8 tasks can and cannot see, and what sweep.max_task_loss costs and prevents;
 also the looks of two studies on one storage.
 
-Every figure goes through the project's own `experiments.sweep.decide` (the real rule: train filter, one-sided
+Every figure goes through the project's own `experiments.promotion._decide.decide` (the real rule: train filter, one-sided
 paired t over the holdout tasks at the look's level, Holm over a family of one, the worst-task guard), "before" on
 3306971 (the tree at --base, run in a child process: its decide has no guard and gave p = 0 to equal differences),
 "after" on this tree. Each world draws its per-task holdout differences d_i (candidate - baseline, one run of each
@@ -77,7 +77,8 @@ def power_worlds(worlds: int, sigma: float, mu: float) -> dict[str, list[list[fl
 
 def judge(diffs: list[list[float]]) -> list[tuple[bool, float]]:
     """(confirmed by decide with the guard off, worst task's difference) per world, on the tree imported."""
-    from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, decide
+    from experiments.promotion._confirmation import HoldoutScores, HoldoutTest
+    from experiments.promotion._decide import Candidate, decide
 
     train = [f"t{i}" for i in range(16)]
     scores = {t: 6.0 + 0.01 * i for i, t in enumerate(train)}  # passes the train filter: the holdout decides
@@ -99,7 +100,8 @@ def rate(judged: list[tuple[bool, float]], guard: float | None) -> float:
 
 def guard_agrees(diffs: list[list[float]], guard: float) -> bool:
     """decide(max_task_loss=guard) agrees with `rate`'s reading of the guard on these worlds (this tree only)."""
-    from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, decide
+    from experiments.promotion._confirmation import HoldoutScores, HoldoutTest
+    from experiments.promotion._decide import Candidate, decide
 
     train = [f"t{i}" for i in range(16)]
     scores = {t: 6.0 + 0.01 * i for i, t in enumerate(train)}
@@ -129,7 +131,8 @@ def two_studies() -> dict:
 
     from experiments.config import BenchmarkConfig, compose_config, load_tasks, to_experiment
     from experiments.config._schema import TaskSpec
-    from experiments.sweep import open_study, run_sweep
+    from experiments.sweep import run_sweep
+    from experiments.sweep._study import open_study
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     spread = {"h0": 1.6, "h1": 1.4, "h2": 1.2, "h3": 1.0, "h4": 0.6, "h5": 0.2, "h6": -0.1, "h7": -0.4}

@@ -51,7 +51,7 @@ def one_study(seed: int, trials: int, resume_trials: int, effect: float = 0.0, n
     from scripted_harness import ScriptedRunner, scripted_propose
 
     from experiments.config import load_tasks
-    from experiments.sweep import StudyMismatch
+    from experiments.sweep._study import StudyMismatch
     from experiments.sweep import run_sweep
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -17,7 +17,7 @@ MutationWorld below) and three loops run on the same worlds and seeds, each with
          merge, the best train mean returned (no noise test, no holdout)
   new    the sweep's new pieces, configured like sweep.* (experiments/sweep/ is the code both run), and
          the shipped holdout confirmation (sweep.holdout_* from conf/sweep/synth_mutation.yaml)
-Both tested loops promote through experiments.sweep.decide, the sweep's own verdict; every holdout run
+Both tested loops promote through experiments.promotion._decide.decide, the sweep's own verdict; every holdout run
 counts in the budget (it is kept back from the search).
 Correct pick: the promoted candidate holds the best reachable effect (+1.1); false promotion: a promoted
 candidate that is not better than the baseline; regret: 1.1 minus the promoted candidate's true effect;
@@ -124,7 +124,7 @@ def run_one(world: int, pruner: str, args, base: Path) -> dict:
     from experiments.config import load_tasks
     from experiments.config import BenchmarkConfig, compose_config, to_experiment
     from experiments.config._schema import TaskSpec
-    from experiments.sweep import candidate_hash
+    from experiments.sweep._search_state import candidate_hash
     from experiments.sweep import run_sweep
 
     results = base / f"w{world}-{pruner}"
@@ -335,10 +335,11 @@ def _mean(xs) -> float:
 def _promote(w: MutationWorld, trials: list[dict], base_runs: list[dict], args, rule: dict) -> tuple[Cand, int]:
     """The sweep's promotion, by the sweep's own code: the top-k complete candidates in experiments.sweep's
     order; holdout runs as the sweep makes them (the baseline rule["baseline_runs"] times, each candidate
-    rule["candidate_runs"] times, seeds 0..); experiments.sweep.decide with the sweep's train floor and
+    rule["candidate_runs"] times, seeds 0..); experiments.promotion._decide.decide with the sweep's train floor and
     HoldoutTest. Returns the promoted candidate (the baseline when none wins) and the holdout runs spent.
     rule: top_k, baseline_runs, candidate_runs, test (the sweep.holdout_* keys)."""
-    from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, decide, race, ranked
+    from experiments.promotion._confirmation import HoldoutScores, HoldoutTest
+    from experiments.promotion._decide import Candidate, decide, race, ranked
     from experiments.stats import baseline_reference, noise_floor
 
     nf = noise_floor(base_runs)
@@ -470,7 +471,7 @@ def loop_gepa(w: MutationWorld, args) -> dict:
     runs reused); merge after an iteration that found a new candidate (at most 5, 5-task subsample, kept when its
     sum reaches the better parent's); the result is the best train mean. One operator (reflect, with the
     product's fallbacks); no noise test and no holdout confirmation."""
-    from experiments.sweep import merge_pair, pareto_leads, sample_parent
+    from experiments.sweep._optimizer import merge_pair, pareto_leads, sample_parent
 
     rng = random.Random(f"gepa-{w.world}")
     pool = {"0": {"cand": w.baseline, "scores": {t: w.score(w.baseline, t) for t in w.train}}}
@@ -536,12 +537,13 @@ def loop_gepa(w: MutationWorld, args) -> dict:
 def loop_new(w: MutationWorld, args) -> dict:
     """The new loop: the baseline and its repeats as today; a parent drawn from the per-task Pareto front by tasks
     led; the operator by Thompson sampling on the operator used; a gate on g tasks against the parent's stored
-    scores (experiments.sweep.gate at the measured sigma); the rest of the train split with the pruner at its
+    scores (experiments.sweep._optimizer.gate at the measured sigma); the rest of the train split with the pruner at its
     Pocock-corrected p (when --new-pruner-p > 0); a merge of two front members after a trial that beat its
     parent; promotion by the shipped holdout rule (new_rule: repeats, one-sided bound, Holm)."""
     import optuna
 
-    from experiments.sweep import credit_from, gate, gate_tasks, merge_pair, pareto_leads, pruner_threshold, sample_parent, thompson_choice
+    from experiments.sweep._optimizer import (credit_from, gate, gate_tasks, merge_pair, pareto_leads, pruner_threshold,
+                                              sample_parent, thompson_choice)
     from experiments.stats import noise_floor
 
     p = (pruner_threshold(args.new_pruner_p, len(w.train), args.startup_steps, "pocock")
@@ -670,7 +672,7 @@ def main_mutation(args) -> dict:
         for name in args.loops:
             w = MutationWorld(world, args.train, args.holdout, args.noise, args.llm_fail)
             arms[name].append(LOOPS[name](w, args))
-    from experiments.sweep import pruner_threshold
+    from experiments.sweep._optimizer import pruner_threshold
 
     p_new = pruner_threshold(args.new_pruner_p, args.train, args.startup_steps, "pocock") if args.new_pruner_p > 0 else 0
     print("== optimizer search efficiency: mutation world, three loops on the same worlds and seeds ==")

@@ -148,8 +148,9 @@ def break_even_g(world: World, base: Design, sims: int) -> float | None:
 def check_today(world: World, sims: int, seed: int = 5) -> tuple[int, int]:
     """today's vectorised path against the real experiments.sweep functions on the same scores: (agree, studies)."""
     from experiments.stats import baseline_reference, noise_floor
-    from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, decide, race, ranked
-    from experiments.sweep import gate
+    from experiments.promotion._confirmation import HoldoutScores, HoldoutTest
+    from experiments.promotion._decide import Candidate, decide, race, ranked
+    from experiments.sweep._optimizer import gate
 
     d = TODAY
     rng = np.random.default_rng([seed, 7])
@@ -196,7 +197,7 @@ RACING = next(d for d in LEVERS if d.search == "race")
 
 
 def check_race(world: World, sims: int, d: Design = RACING, seed: int = 5, null: bool = False) -> dict:
-    """A racing design's vectorised path against the real experiments.sweep.race_step on the same scores: every
+    """A racing design's vectorised path against the real experiments.sweep._optimizer.race_step on the same scores: every
     proposal's race (kept or dropped, and after how many train tasks) replayed through race_step at the sweep's looks
     (race_looks) in the study's task order against the leader (the best complete train mean, the earliest of
     equals, as SearchState.parent); then the final race through the real `race` and the holdout through the real
@@ -206,7 +207,9 @@ def check_race(world: World, sims: int, d: Design = RACING, seed: int = 5, null:
     whose holdout stop (after how many holdout tasks) agrees, and the looks compared. `null`: every proposal no
     better than the baseline (the futility stop fires on about half the tested candidates), else planted effects
     0, +0.5, +1 and -0.5."""
-    from experiments.sweep import Candidate, HoldoutScores, HoldoutTest, decide, race, race_looks, race_step, ranked
+    from experiments.promotion._confirmation import HoldoutScores, HoldoutTest
+    from experiments.promotion._decide import Candidate, decide, race, ranked
+    from experiments.sweep._optimizer import race_looks, race_step
 
     rng = np.random.default_rng([seed, 7])
     n = d.n_train + d.n_hold

@@ -1,5 +1,5 @@
 """The sweep's holdout confirmation over tasks on skewed spreads: level and power of today's paired t ("before")
-and of the shipped rule ("after": experiments.stats.skew_test through experiments.sweep.TaskDiffs, p = max(t p,
+and of the shipped rule ("after": experiments.stats.skew_test through experiments.promotion._confirmation.TaskDiffs, p = max(t p,
 skew-calibrated p)), for one look, 4 resumed looks and 3 studies x 2 looks on one holdout set.
 
 "after" is the project's own rule, experiments.stats.skew_test_p (the vectorised form of skew_test, which
@@ -7,7 +7,7 @@ TaskDiffs.of calls); "before" is the paired t's one-sided p (scipy's t, as TaskD
 exact sign-flip p 1/2^n at zero spread); the looks' levels come from experiments.stats.next_look. --check runs the
 first worlds of every row through TaskDiffs.of one by one and stops when a p differs. The futility stop (a candidate
 stopped after a block is never confirmed) only turns confirmations into none, so the table leaves it out (an upper
-bound on the level, and power before the stop's small cost); --futility applies experiments.sweep.futility_stop.
+bound on the level, and power before the stop's small cost); --futility applies experiments.promotion._futility.futility_stop.
 
 The shipped design's holdout: 12 holdout tasks, holdout_top_k 1 (Holm over a family of one), alpha 0.05 with look k
 at alpha / 2^k (one look: 0.025; 4 looks: 0.025 ... 0.003125, summing to 0.047; 3 studies x 2 looks on one holdout
@@ -41,7 +41,8 @@ from scipy import stats as sps  # noqa: E402
 from experiments.stats import holdout_tasks_for_harm, next_look  # noqa: E402
 from experiments.stats._skew import skew_test_p  # noqa: E402
 from experiments.stats._verdict import mean_bound  # noqa: E402
-from experiments.sweep import TaskDiffs, futility_stop  # noqa: E402
+from experiments.promotion._confirmation import TaskDiffs  # noqa: E402
+from experiments.promotion._futility import futility_stop  # noqa: E402
 
 N_HOLD, BLOCK, ALPHA = 12, 4, 0.05
 TASKS = [f"h{i:02d}" for i in range(N_HOLD)]
@@ -82,7 +83,7 @@ def look_levels(n_looks: int) -> list[float]:
 
 def p_values(d: np.ndarray, futility: bool) -> tuple[np.ndarray, np.ndarray]:
     """(before, after) one-sided p per row of d (worlds, N_HOLD); with `futility` a candidate that
-    experiments.sweep.futility_stop ends gets p 1 (never confirmed)."""
+    experiments.promotion._futility.futility_stop ends gets p 1 (never confirmed)."""
     n = d.shape[-1]
     mean, sd = d.mean(-1), d.std(-1, ddof=1)
     flat = sd / math.sqrt(n) <= 1e-12 * np.maximum(1.0, np.abs(mean))
@@ -159,7 +160,7 @@ def main() -> None:
     ap.add_argument("--alternatives", action="store_true", help="also the rules measured and not shipped")
     ap.add_argument("--tasks", type=int, default=N_HOLD, help="holdout tasks (the shipped design: 12)")
     ap.add_argument("--futility", action="store_true",
-                    help="apply the sweep's futility stop (experiments.sweep.futility_stop, one call per world: slow)")
+                    help="apply the sweep's futility stop (experiments.promotion._futility.futility_stop, one call per world: slow)")
     ap.add_argument("--check", type=int, default=200, help="worlds per row also run through TaskDiffs.of (0: none)")
     ap.add_argument("--out", default="", help="also write the tables (markdown) to this file")
     args = ap.parse_args()

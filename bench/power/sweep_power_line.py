@@ -2,8 +2,8 @@
 
 At each detectable effect decision_power reports (12 + 12 tasks, train filter "positive", 3 + 3 holdout runs,
 futility stop every 4 holdout tasks, level 0.025), simulate studies through the real rule: the train filter
-experiments.sweep.passes_train_filter on experiments.stats.compare, the futility stop
-experiments.sweep.futility_stop and the paired t experiments.sweep.TaskDiffs (per-task means of 3 runs per arm), and
+experiments.promotion._futility.passes_train_filter on experiments.stats.compare, the futility stop
+experiments.promotion._futility.futility_stop and the paired t experiments.promotion._confirmation.TaskDiffs (per-task means of 3 runs per arm), and
 count how often it confirms.
 
     nice -n 15 python bench/power/sweep_power_line.py [--worlds 2000]
@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from experiments.stats import compare, decision_power  # noqa: E402
-from experiments.sweep import TaskDiffs, futility_stop, passes_train_filter  # noqa: E402
+from experiments.promotion._confirmation import TaskDiffs  # noqa: E402
+from experiments.promotion._futility import futility_stop, passes_train_filter  # noqa: E402
 
 WORLDS = {"test": (0.3, 0.0), "embedded": (1.455, 1.271), "1.5B": (0.25, 2.95)}
 NEW = dict(n_train=12, n_holdout=12, alpha=0.05, level=0.025, baseline_runs=1, holdout_runs=(3, 3),

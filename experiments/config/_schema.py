@@ -91,7 +91,7 @@ class SweepConfig:
     # futility stop: the holdout runs in blocks (both arms, all their runs) of this many tasks,
     # or of a quarter of the holdout when that is larger (experiments.stats.look_block); after each block but the
     # last a candidate stops when the conditional power of the final test, under the effect the design detects, is
-    # below 0.1 given its paired t so far (experiments.sweep.futility_stop; not confirmed, the look counts; the
+    # below 0.1 given its paired t so far (experiments.promotion._futility.futility_stop; not confirmed, the look counts; the
     # claim is made at the last block only). 0 = off. Pinned in the decision rule.
     holdout_futility_block: int = 0
     # how the holdout confirms: pointwise (the paired t over tasks on the per-task mean score
@@ -263,7 +263,7 @@ PRUNER_CORRECTIONS = ("none", "pocock")
 HOLDOUT_TESTS = ("tasks", "bound", "floor")
 
 
-TRAIN_FILTERS = ("wilcoxon", "positive", "none")  # sweep.train_filter (experiments.sweep.train_filtered)
+TRAIN_FILTERS = ("wilcoxon", "positive", "none")  # sweep.train_filter (experiments.promotion.train_filtered)
 
 
 BASELINE = "baseline"

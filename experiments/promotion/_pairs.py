@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Mapping, Sequence
 
-from evaluators.pairwise import PairResult, position_bias
+from evaluators import PairResult, position_bias
 from harness.stores import append_jsonl
 
 ANSWERS = "holdout_answers.jsonl"

@@ -17,7 +17,7 @@ from ._tests import min_attainable_p
 # -- power of the whole decision: the train filter and the confirmation over tasks --------------------------
 
 
-TRAIN_FILTERS = ("wilcoxon", "positive", "none")  # sweep.train_filter (experiments.sweep.passes_train_filter)
+TRAIN_FILTERS = ("wilcoxon", "positive", "none")  # sweep.train_filter (experiments.promotion._futility.passes_train_filter)
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def decision_power(sigma: float, tau: float, *, n_train: int, n_holdout: int, al
     The confirmation's per-task difference has sd sqrt(tau^2 + sigma^2 (1/c + 1/b)) with holdout_runs = (c, b)
     (per-task means of c and b runs), skew_test over the n_holdout tasks at `level` (Design test "t-skew": the
     sweep's TaskDiffs, p = max(paired t p, skew-calibrated p), so the figure is the rule's, not the plain t's); with
-    futility_block B > 0 the non-binding futility looks of experiments.sweep.futility_stop (interim_looks,
+    futility_block B > 0 the non-binding futility looks of experiments.promotion._futility.futility_stop (interim_looks,
     futility_bound: conditional power below FUTILITY_CP under the effect detected with probability `power`) stop a
     simulated study unconfirmed, the stop's only cost being this loss of power. A holdout too small for its exact
     sign-flip p to reach `level` (holdout_min_p) confirms nothing here, as sweep_design_problem refuses it.

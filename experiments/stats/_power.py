@@ -136,7 +136,7 @@ class Design:
     effect_cv: float = 0.0  # task-to-task spread of the true effect, relative to it (module docstring)
     min_mean: float = 0.0  # the mean difference must reach this too (the A/B verdict's min_effect)
     tau: float = 0.0  # task-to-task spread of the true effect in points, whatever its mean (a task x variant sd)
-    # non-binding futility stop (sweep.holdout_futility_block, tests "t" and "t-skew"; experiments.sweep.futility_stop's
+    # non-binding futility stop (sweep.holdout_futility_block, tests "t" and "t-skew"; experiments.promotion._futility.futility_stop's
     # rule): at the interim_looks of n tasks, a z so far below futility_bound (conditional power below futility_cp
     # under the effect detected with probability futility_power) stops it undetected; the test is over all n tasks
     futility_block: int = 0

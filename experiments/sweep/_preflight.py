@@ -220,7 +220,7 @@ def mutation_calls(exp: ExperimentConfig, mutate_types: Sequence[str]) -> int:
     """Upper bound of LLM calls one proposal spends in the mutators: one per mutated task type when any
     configured operator asks the model."""
     try:
-        from mutators.operators import LLM_OPERATORS
+        from mutators import LLM_OPERATORS
     except ImportError:
         return len(mutate_types)
     return len(mutate_types) if set(exp.sweep.operators) & set(LLM_OPERATORS) else 0

@@ -19,7 +19,7 @@ from experiments.config import BASELINE
 
 def instruction_hashes(instructions: Mapping[str, str]) -> dict[str, str]:
     """task_type -> mutators' instruction_hash of its text: the hash `propose` checks `seen` against."""
-    from mutators.base import instruction_hash
+    from mutators import instruction_hash
 
     return {tt: instruction_hash(text) for tt, text in sorted(instructions.items())}
 

@@ -97,7 +97,7 @@ def sequential(d: np.ndarray, *, block: int, level: float, futility: bool,
     when larger, as the sweep looks now), confirmed at the first look whose z reaches the O'Brien-Fleming boundary;
     with `futility`, stopped (not confirmed) at a look before the last whose mean difference is <= 0 (rule "mean",
     the stop at ac27838) or whose paired-t z is below experiments.stats.futility_bound (rule "power": conditional
-    power below 0.1, experiments.sweep.futility_stop's rule). Without `efficacy` only the last look can confirm, at
+    power below 0.1, experiments.promotion._futility.futility_stop's rule). Without `efficacy` only the last look can confirm, at
     the full level (the futility stops are non-binding, so the level holds): every holdout task is seen before a
     claim, by the test `confirm` (confirm_p: "t-skew" the sweep's, p <= level as decide's Holm; "t" the plain t).
     The efficacy looks (O'Brien-Fleming, not in the code) stay on the t's z."""
