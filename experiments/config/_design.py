@@ -9,7 +9,7 @@ alpha over its tasks.
 
 from __future__ import annotations
 
-from experiments.stats import TESTS, holdout_min_p, holdout_tasks_needed, min_attainable_p, tasks_needed
+from experiments.stats import TESTS, holdout_min_p, holdout_tasks_needed, level, min_attainable_p, tasks_needed
 from harness.compose import check_choice, check_range
 from harness.config import ConfigError
 
@@ -115,7 +115,7 @@ def sweep_design_problem(exp: ExperimentConfig) -> str | None:
         return (f"sweep: {n_hold} holdout task(s): the confirmation over tasks (a paired t over the holdout tasks) "
                 f"needs at least 2 to measure their spread, so no candidate can be confirmed; add split=holdout "
                 f"tasks, or sweep.allow_underpowered=true")
-    first = sw.alpha / 2.0  # experiments.stats.level(alpha, 1): the most any look of this design may spend
+    first = level(sw.alpha, 1)  # the first look's level: the most any look of this design may spend
     if sw.holdout_test == "tasks" and sw.holdout_top_k >= 1 and holdout_min_p(n_hold) >= first:
         return (f"sweep: {n_hold} holdout tasks cannot reach the first holdout look's level {first:g} (alpha "
                 f"{sw.alpha:g} / 2): every holdout task moving the same way is p = 1/2^{n_hold} = "

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ._cost import (COST_METRICS, CostDiff, CostGuard, GuardResult, cost_by_task, paired_cost, run_costs,
                     train_cost_diffs)
 from ._floors import baseline_reference, compare, holm, noise_floor, replication_noise, variance_ratio
-from ._looks import Look, next_look, recorded
+from ._looks import Look, level, next_look, recorded
 from ._pareto import pareto_front
 from ._decision import DecisionPower, decision_power
 from ._power import (FUTILITY_CP, MAX_TASKS, Design, ab_design, detection_rate, futility_bound, interim_looks,
@@ -57,6 +57,7 @@ __all__ = [
     "holdout_tasks_needed",
     "holm",
     "interim_looks",
+    "level",
     "look_block",
     "look_level",
     "look_z",
