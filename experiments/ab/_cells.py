@@ -89,6 +89,14 @@ def pair_seed(design_seed: int, task: str, replication: int) -> int:
     return _digest("pair", design_seed, task, replication)
 
 
+def judge_seed(design_seed: int, task: str, replication: int, round_: int = 0) -> int:
+    """The pairwise judge's seed for one pair in a judge round: the pair seed in the first; another in each round a
+    failed judge started (no readable reply on any pair), so a response cache keyed on the seed is asked afresh."""
+    if not round_:
+        return pair_seed(design_seed, task, replication)
+    return _digest("pair", design_seed, task, replication, "judge round", round_)
+
+
 def arm_order(arms: Sequence[str], seed: int, randomise: bool = True) -> tuple[str, ...]:
     """The order the arms run in for one pair (seeded shuffle)."""
     if not randomise:

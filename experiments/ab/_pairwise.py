@@ -6,7 +6,9 @@ shared judge) with evaluators.pairwise.compare_pair: both orders, blind (the pro
 answers marked as untrusted data, a disagreement between the orders a tie; the pair's seed is the cells' pair seed.
 Each judged pair is one "pair" line in the same ledger, so a rerun judges only what is missing; a judge call that
 raised (a dead server) is recorded failed and judged again by the same command; a reply that could not be read
-after its re-ask is a missing preference, never a tie.
+after its re-ask is a missing preference, never a tie. When no judged pair has a readable reply the judge failed,
+not the arms (failed_judge): nothing it said is final, and the same command judges every pair again in a new judge
+round whose seeds differ (judge_seed), so a response cache that kept the unreadable replies does not give them back.
 
 Per task: the mean preference over its judged replications (+1: every comparison prefers B). The test: the exact
 two-sided sign-flip test over tasks (experiments.stats.signflip_test; the paired t on such values runs above its
@@ -37,9 +39,20 @@ from experiments.runs import Judge, make_judge
 from experiments.stats import Preregistration, bootstrap_ci, excluding_bound, missing_imbalance, signflip_test
 from harness.stores import append_jsonl, read_jsonl
 
-from ._cells import ABDesign, cell_key, pair_seed, task_id
+from ._cells import ABDesign, cell_key, judge_seed, task_id
 
 PAIR = "pair"  # a ledger line's kind
+
+
+def judge_rounds(ledger_path: Path) -> dict[tuple[str, int], int]:
+    """(task id, replication) -> the ok judgements the ledger holds for that pair. A pair is judged only while it
+    has no final judgement (settled_pairs), so for a pair judged again these are the rounds of a failed judge."""
+    rounds: dict[tuple[str, int], int] = {}
+    for rec in read_jsonl(ledger_path):
+        if rec.get("kind") == PAIR and rec.get("status") == "ok":
+            k = (str(rec["task"]), int(rec["replication"]))
+            rounds[k] = rounds.get(k, 0) + 1
+    return rounds
 
 
 def load_pairs(ledger_path: Path) -> dict[tuple[str, int], dict[str, Any]]:
@@ -112,7 +125,8 @@ def failed_judge(ledger: Path) -> tuple[str, ...]:
     reply = next((str(r.get("reply") or "") for r in ok if r.get("reply")), "")
     return (f"the pairwise judge's replies could not be read on any of the {len(ok)} judged pair(s)"
             f"{f' (first reply: {reply[:120]!r})' if reply else ''}: a failed judge, so no judgement is kept; "
-            "fix the judge (its model, evaluator.max_tokens) and the same command judges them again",)
+            "fix the judge (its model, evaluator.max_tokens) and the same command judges them again with new judge "
+            "seeds (a response cache does not give the same replies back)",)
 
 
 def check_one_judge(backend: Mapping[str, Any] | None) -> None:
@@ -147,6 +161,7 @@ def judge_pairs(design: ABDesign, ledger_path: Path, judge: Judge, *, pool: Any 
 
     cells = load_cells(ledger_path)
     done = settled_pairs(load_pairs(ledger_path))
+    rounds = judge_rounds(ledger_path)
     a, b = design.arm_names
     jobs = []
     for task in design.tasks:
@@ -160,7 +175,7 @@ def judge_pairs(design: ABDesign, ledger_path: Path, judge: Judge, *, pool: Any 
     def one(job: tuple) -> tuple[dict[str, Any], float]:
         task, tid, rep, ca, cb = job
         t0 = time.perf_counter()
-        seed = pair_seed(design.seed, tid, rep)
+        seed = judge_seed(design.seed, tid, rep, rounds.get((tid, rep), 0))
         try:
             res = judge(task, answer_text(cb), answer_text(ca), seed)
             rec = {"status": "ok", **res.to_dict()}
@@ -317,7 +332,8 @@ def analyse_pairwise(ledger_path: Path, design: ABDesign, prereg: Preregistratio
         r.get("status") == "ok" for r in pairs.values())
     if unreadable_only:
         why = (f"no judged pair has a readable verdict ({sum(1 for r in pairs.values() if r.get('status') == 'ok')} "
-               "unreadable): the judge failed, nothing it said is kept; the same command judges them again")
+               "unreadable): the judge failed, nothing it said is kept; the same command judges them again with new "
+               "judge seeds")
     # what is missing: a failed cell is an outcome of its arm (experiments.ab._analysis)
     counts = {arm: len(failed_cells[arm]) for arm in (a, b)}
     where = {arm: sorted({t for t, _ in failed_cells[arm]}) for arm in (a, b)}

@@ -1,0 +1,54 @@
+"""Audit 4, assorted items: the pairwise A/B judges again after a failed judge even through a response cache; a
+holdout answer stored as null is lost, not an empty answer; tasks.count=auto sizes from a calibration of the same
+models on another benchmark (saying so) and says what to add when none matches; the sizing projects the sweep the
+user will run; no `HTTP Request:` log line per call; the MLflow parent run shows a futility stop; the benchmark is
+an MLflow evaluation dataset of the experiment.
+
+The A/B and sweep halves are scripted (tests/test_ab_pairwise.py's AnswerArm, tests/test_sweep_round3.py's sweeps);
+the response cache, the ledger, the answers file, the calibration store and the MLflow store are the real ones."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_ab_pairwise import AnswerArm, _exp, _run, judge_llm
+
+from harness.inference import ResponseCache
+from harness.inference._cache import CachedLLM
+from harness.inference._fake import FakeLLM
+
+# -- 1. a failed pairwise judge is judged again past the response cache -----------------------------------------
+
+
+class SwitchableJudge:
+    """A judge model that replies in prose (unreadable) until `fixed` is set, then as judge_llm does; the same
+    backend and model name either way, as a judge fixed on its server is."""
+
+    def __init__(self) -> None:
+        self.fixed = False
+        self.prose = FakeLLM(keyed={"# Answer A": "Both answers have merit; I would lean towards the first."})
+        self.good = judge_llm()
+        self.backend, self.model = "fake", "fake-model"
+
+    def chat(self, messages, **kw):
+        return (self.good if self.fixed else self.prose).chat(messages, **kw)
+
+
+def test_a_pairwise_ab_whose_judge_failed_judges_again_through_the_response_cache(_isolated_results, tmp_path):
+    """The judge's replies go through the response cache. Before: the rerun after the judge was fixed asked with
+    the same seeds, the cache gave the unreadable replies back, and the A/B exited 3 forever."""
+    exp = _exp("ab.replications=1", "ab.split=train")
+    arm = AnswerArm(tmp_path)
+    inner = SwitchableJudge()
+    judge = CachedLLM(inner, ResponseCache(tmp_path / "cache" / "responses.sqlite"))
+    first, _ = _run(exp, arm, judge)
+    assert first.unconcluded and "could not be read on any of the 12 judged pair(s)" in first.unconcluded[0]
+    assert "new judge seeds" in first.unconcluded[0]
+    inner.fixed = True
+    second, _ = _run(exp, arm, judge)
+    assert not second.unconcluded, second.unconcluded
+    assert len(inner.good.calls) == 12 * 2
+    assert second.result.pairwise.n == 12 and second.result.verdict == "supported", second.result.verdict_reason
+    third, _ = _run(exp, arm, judge)  # a settled judgement is final: nothing judged again
+    assert not third.unconcluded and len(inner.good.calls) == 12 * 2
