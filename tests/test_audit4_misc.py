@@ -52,3 +52,35 @@ def test_a_pairwise_ab_whose_judge_failed_judges_again_through_the_response_cach
     assert second.result.pairwise.n == 12 and second.result.verdict == "supported", second.result.verdict_reason
     third, _ = _run(exp, arm, judge)  # a settled judgement is final: nothing judged again
     assert not third.unconcluded and len(inner.good.calls) == 12 * 2
+
+
+# -- 2. a holdout answer stored as null is lost, not an empty answer --------------------------------------------
+
+
+def test_a_null_holdout_answer_is_named_lost_and_run_again(make_exp):
+    """A baseline line of holdout_answers.jsonl with "text": null. Before: it was read as the baseline's answer
+    (an empty one, which the judge then compared); now one line names the file and line, the answer is lost and
+    the baseline's holdout run that held it runs again for it."""
+    from test_issue42_pairwise_holdout import Judge
+    from test_sweep_round3 import ANSWERS, _holdout_runs, _small
+    from test_sweep_round3 import _run as sweep
+
+    exp = _small(make_exp, "nulltext")
+    cut, _ = sweep(exp, Judge(die_after=0))
+    assert cut.unconcluded
+    path = exp.sweep_dir / ANSWERS
+    rows = path.read_text(encoding="utf-8").splitlines()
+    n = next(i for i, r in enumerate(rows) if json.loads(r)["text"].endswith("plain"))
+    bad = json.loads(rows[n])
+    bad["text"] = None
+    rows[n] = json.dumps(bad)
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+    lines: list[str] = []
+    judge = Judge()
+    s, runner = sweep(exp, judge, lines)
+    assert not s.unconcluded and s.promoted
+    named = [ln for ln in lines if f"{path}:{n + 1}" in ln]
+    assert len(named) == 1 and "text" in named[0] and "lost" in named[0], "\n".join(lines)
+    assert all(base for _, _, base, _ in judge.seen)  # no pair judged against an empty baseline answer
+    assert len(_holdout_runs(runner)) == 1  # the baseline's run of that task and seed, for its answer

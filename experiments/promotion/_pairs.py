@@ -74,8 +74,8 @@ class Answers:
 
 def load_answers(path: Path) -> Answers:
     """Every readable line of `path` (the last line of a (text, seed, task) wins). A line that is not a JSON object
-    with a string key and task, an integer seed and a string (or null) text is named in `bad`, never guessed at:
-    its answer is lost, and the sweep runs again what a pair still needs (recover_answers)."""
+    with a string key and task, an integer seed and a string text (null is no answer) is named in `bad`, never
+    guessed at: its answer is lost, and the sweep runs again what a pair still needs (recover_answers)."""
     if not path.exists():
         return Answers({}, exists=False)
     texts: dict[tuple[str, int, str], str] = {}
@@ -92,7 +92,7 @@ def load_answers(path: Path) -> Answers:
         if why:
             bad.append(f"{path}:{n}: {why}")
             continue
-        texts[(r["key"], r["seed"], r["task"])] = r.get("text") or ""
+        texts[(r["key"], r["seed"], r["task"])] = r["text"]
     return Answers(texts, tuple(bad))
 
 
@@ -104,8 +104,9 @@ def _answer_problem(r: Any) -> str | None:
         v = r.get(field)
         if not isinstance(v, kind) or isinstance(v, bool):
             return f"{field} {v!r} is not {name}"
-    if r.get("text") is not None and not isinstance(r["text"], str):
-        return f"text is a {type(r['text']).__name__}, expected a string"
+    if not isinstance(r.get("text"), str):  # null too: no answer, not an empty one the judge would compare
+        return (f"text is {'null' if r.get('text') is None else 'a ' + type(r['text']).__name__}, expected a string "
+                f"(the answer)")
     return None
 
 
