@@ -17,6 +17,7 @@ import hydra
 from omegaconf import DictConfig
 
 from experiments.config import TASK_KINDS, ConfigError, ExperimentConfig, to_experiment, to_harness_config, validate
+from harness.backends import quiet_http_logs
 from harness.compose import warn_judge
 from harness.stores import StoreError, damaged, fault_in
 
@@ -227,6 +228,7 @@ def cli(cfg: DictConfig) -> None:
     # a log file that can no longer be written (Hydra's run.log under a full or read-only results folder) prints no
     # traceback per record: the store that failed stops the run with its own one line
     logging.raiseExceptions = False
+    quiet_http_logs()  # Hydra's logging shows INFO: httpx would add one line per model call
     try:
         result = run_experiment(cfg)
         from experiments.sweep import SweepSummary

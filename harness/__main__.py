@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from harness.backends import quiet_http_logs
 from harness.stores import StoreError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -258,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         argv, literal = argv[:cut], argv[cut + 1 :]
     args = build_parser().parse_intermixed_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    quiet_http_logs()  # -v shows the harness's INFO lines, not httpx's one per model call
     try:
         task, typed = split_words(args.words, args.task, literal)
     except UsageError as exc:

@@ -84,3 +84,48 @@ def test_a_null_holdout_answer_is_named_lost_and_run_again(make_exp):
     assert len(named) == 1 and "text" in named[0] and "lost" in named[0], "\n".join(lines)
     assert all(base for _, _, base, _ in judge.seen)  # no pair judged against an empty baseline answer
     assert len(_holdout_runs(runner)) == 1  # the baseline's run of that task and seed, for its answer
+
+
+# -- 5. no log line per HTTP request ------------------------------------------------------------------------------
+
+
+def _cmd_env(tmp_path):
+    import os
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    e = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(root), DDGS_DISABLED="1",
+             HARNESS_RESULTS_DIR=str(tmp_path / "results"), MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    e.pop("HARNESS_DEBUG", None)
+    return e
+
+
+SMALL = ["evaluator=deterministic_only", "planner=single_pass", "wiggum.max_rounds=1", "research.max_rounds=1",
+         "research.compress=false", "research.enrich_urls=0", "search.provider=local", "backend.retries=0"]
+
+
+@pytest.mark.parametrize("command", ["experiments", "harness"])
+def test_a_command_logs_no_line_per_http_request(tmp_path, command):
+    """The real command against the Ollama stub (tests/ollama_stub.py, real HTTP through httpx). Before: httpx's
+    INFO line `HTTP Request: POST ... "HTTP/1.1 200 OK"` for every call (2,395 in one sweep's output)."""
+    import subprocess
+    import sys
+
+    from ollama_stub import OllamaStub
+    from test_reliability import MODELS, REPLY
+
+    with OllamaStub(models=MODELS, default_reply=REPLY) as stub:
+        if command == "experiments":
+            args = ["-m", "experiments.run", "+sweep=single", "backend=ollama", f"backend.host={stub.url}",
+                    "benchmark=smoke", "mlflow.enabled=false", *SMALL]
+        else:  # -v: the harness's INFO lines shown, httpx's not
+            args = ["-m", "harness", "-v", "List 3 Python modules for data formats.", "backend=ollama",
+                    f"backend.host={stub.url}", *SMALL]
+        p = subprocess.run([sys.executable, *args], env=_cmd_env(tmp_path), cwd=tmp_path, capture_output=True,
+                           text=True, timeout=300)
+        assert stub.requests, (p.stdout[-1500:], p.stderr[-1500:])  # it did talk HTTP
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out[-3000:]
+    assert "HTTP Request:" not in out, [ln for ln in out.splitlines() if "HTTP Request:" in ln][:3]
+    logs = list((tmp_path / "results").rglob("*.log"))
+    assert all("HTTP Request:" not in f.read_text(errors="replace") for f in logs), logs

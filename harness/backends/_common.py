@@ -32,6 +32,17 @@ def ollama_host(configured: str | None = None, environ: Mapping[str, str] | None
     return f"{parts.scheme}://{host}:{port}{parts.path}"
 
 
+HTTP_LOGGERS = ("httpx", "httpcore")  # the HTTP clients under the Ollama and OpenAI backends
+
+
+def quiet_http_logs() -> None:
+    """Show only the HTTP clients' warnings: httpx logs one INFO line per request (thousands in a sweep's output),
+    and a failed call is said by the backend's own error and retry lines. The entry points call it once their
+    logging is set up (Hydra's, or basicConfig)."""
+    for name in HTTP_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def backoff_delays(retries: int, backoff_s: float) -> list[float]:
     """Sleep before each retry: backoff_s, 2*backoff_s, 4*backoff_s ... capped at MAX_BACKOFF_S."""
     return [min(backoff_s * (2**i), MAX_BACKOFF_S) for i in range(max(0, retries))]
