@@ -12,13 +12,17 @@ from ._summary import SweepSummary, promoted_row
 
 def verdict_row(s: SweepSummary) -> HoldoutRow | None:
     """The holdout row the sweep's verdict rests on: the promoted one (a standing winner's when it was carried
-    forward); else, of the rows this look tested, the one closest to confirming (the smallest p); None when none
-    was tested."""
+    forward); else, of the rows this look tested, the one closest to confirming (the smallest p); else, of the
+    candidates the futility stop stopped on the holdout, the one with the largest difference so far (it reached the
+    holdout and was stopped: the verdict rests on that); None when no candidate reached the holdout."""
     row = promoted_row(s) if s.promoted else None
     if row is not None:
         return row
     tested = [r for r in s.holdout if r.holdout_level is not None and r.holdout_p is not None]
-    return min(tested, key=lambda r: r.holdout_p, default=None)
+    if tested:
+        return min(tested, key=lambda r: r.holdout_p)
+    stopped = [r for r in s.holdout if r.stopped_after is not None and r.holdout_diff is not None]
+    return max(stopped, key=lambda r: r.holdout_diff, default=None)
 
 
 def parent_record(s: SweepSummary, look: Any, *, calibrated: bool, calls_per_trial: float | None,
@@ -29,7 +33,9 @@ def parent_record(s: SweepSummary, look: Any, *, calibrated: bool, calls_per_tri
     when nothing measured it (never 0). holdout_*: the verdict row (verdict_row): its difference, p, the level it
     had to reach (Holm's share of the look), the look's level, its tasks, and for a pairwise confirmation its mean
     preference; tags holdout_test (what the p is and claims), holdout_trial, holdout_look and design_power (the
-    summary's lines). A value not measured is left out."""
+    summary's lines). A candidate the futility stop stopped: its difference and tasks so far, holdout_stopped_after
+    and holdout_futility_of, and holdout_test saying where it stopped (no p: the stop is not a test). A value not
+    measured is left out."""
     metrics: dict[str, float | None] = {
         "train_baseline_mean": s.baseline_train, "train_best_mean": s.best_value,
         "holdout_baseline_mean": s.baseline_holdout, "noise_from_calibration": float(calibrated),
@@ -50,5 +56,10 @@ def parent_record(s: SweepSummary, look: Any, *, calibrated: bool, calls_per_tri
                     "holdout_n_tasks": float(row.holdout_n) if row.holdout_n else None,
                     "holdout_preference": row.preference, "holdout_wins": float(row.wins)}
         tags |= {"holdout_trial": str(row.trial), "holdout_test": holdout_test_words(row)}
+        if row.stopped_after is not None:
+            metrics |= {"holdout_stopped_after": float(row.stopped_after),
+                        "holdout_futility_of": float(row.futility_of)}
+            tags["holdout_test"] = (f"{row.futility_text}: not tested (the final test's conditional power had "
+                                    f"fallen below the futility floor; no p)")
     return ({k: float(v) for k, v in metrics.items() if v is not None and v == v},
             {k: v for k, v in tags.items() if v})
