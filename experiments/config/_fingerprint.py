@@ -145,7 +145,7 @@ def study_fingerprint(exp: Any, backend: Mapping[str, Any], tasks: Iterable[Any]
 # and whether plan + research are shared by every trial (scores with and without it are not the same objective).
 # Changing one on a resume would conclude the stored runs under another rule (a study that did not promote at
 # alpha 0.01 promotes at 0.3 with no new run). Budget and search settings (n_trials, timeout_s, max_llm_calls,
-# sampler, seed, operators, operator_choice, parent_selection, pruner*, gate_*, max_merges, mutate_task_types,
+# sampler, seed, operators, operator_choice, parent_selection, search, pruner*, gate_*, max_merges, mutate_task_types,
 # max_chars, failure_rate_stop) stay changeable: they decide which candidates are tried, not how one is judged.
 DECISION_RULE = ("alpha", "baseline_repeats", "race_top", "holdout_top_k", "holdout_test", "holdout_baseline_runs",
                  "holdout_candidate_runs", "reuse_context", "cost_metric", "max_cost_increase", "max_task_loss",

@@ -62,6 +62,13 @@ class SweepConfig:
     pruner_startup_steps: int = 2
     pruner_correction: str = "none"  # none | pocock: p per look that keeps pruner_p over one trial's repeated looks
     parent_selection: str = "best"  # best (best train mean) | pareto (per-task front, drawn by tasks led)
+    # joint: a candidate is judged whole (one mean over every task type); per_type: each task type's instruction is
+    # accepted on its own type's tasks, the parent composes the best text of each type, racing and the gate are off
+    # (a child runs every train task), and the last trial runs that composition afresh for the holdout
+    search: str = "joint"
+    # what reflection reads: worst (the judge's words on the parent's 3 worst tasks) | all (every task of the type,
+    # the same words counted, and the edits already tried from this parent that did not help)
+    reflect_feedback: str = "worst"
     operator_choice: str = "tpe"  # tpe (on the operator asked for) | bandit (Thompson on the operator used)
     gate_tasks: int = 0  # minibatch gate: train tasks a new candidate runs first (0 = off; off on a smaller train split)
     gate_z: float = 1.0  # gate out when mean(child - parent) + gate_z * sigma * sqrt(2 / gate_tasks) < 0
@@ -253,6 +260,8 @@ def results_dir_from_env(default: str = "results") -> str:
 
 PARENT_SELECTIONS = ("best", "pareto")
 
+SEARCHES = ("joint", "per_type")
+REFLECT_FEEDBACKS = ("worst", "all")
 
 OPERATOR_CHOICES = ("tpe", "bandit")
 

@@ -15,7 +15,7 @@ from harness.config import TASK_TYPES, ConfigError
 
 from ._benchmark import check_benchmark
 from ._design import check_calibrate_design, check_sweep_design
-from ._schema import (TASK_KINDS, HOLDOUT_TESTS, OPERATOR_CHOICES, PARENT_SELECTIONS, PRUNER_CORRECTIONS, PRUNERS, SAMPLERS,
+from ._schema import (TASK_KINDS, HOLDOUT_TESTS, OPERATOR_CHOICES, PARENT_SELECTIONS, REFLECT_FEEDBACKS, SEARCHES, PRUNER_CORRECTIONS, PRUNERS, SAMPLERS,
                       SPLITS, SWEEP_KINDS, TRAIN_FILTERS, ExperimentConfig)
 
 
@@ -119,6 +119,8 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
     check_choice("sweep.holdout_test", sw.holdout_test, HOLDOUT_TESTS)
     check_range("sweep.holdout_baseline_runs", sw.holdout_baseline_runs, 1)
     check_range("sweep.holdout_candidate_runs", sw.holdout_candidate_runs, 1)
+    check_choice("sweep.search", sw.search, SEARCHES)
+    check_choice("sweep.reflect_feedback", sw.reflect_feedback, REFLECT_FEEDBACKS)
     check_choice("sweep.train_filter", sw.train_filter, TRAIN_FILTERS)
     check_range("sweep.holdout_futility_block", sw.holdout_futility_block, 0)  # 0 = off
     check_choice("sweep.holdout_compare", sw.holdout_compare, COMPARES)  # ab.compare's choices

@@ -51,6 +51,9 @@ class TrialOutcome:
     failed_run: FailedRun | None = None  # the harness run that failed the trial (TrialFailed.failed)
 
 
+# the last trial of a per-type search: the composition of each type's best text, run afresh on the train split
+COMPOSE = "compose"
+
 ProposeFn = Callable[..., Any]  # (name, ctx, llm, *, seen) -> mutators.Candidate (operator = the one used)
 
 
@@ -155,7 +158,8 @@ class Objective:
         notes, used, failed = [], {}, 0
         for tt in self.types:
             args = mutation_context_args(state, tt, seed=self.exp.sweep.seed * 100003 + number,
-                                         max_chars=self.exp.sweep.max_chars, parent=parent)
+                                         max_chars=self.exp.sweep.max_chars, parent=parent,
+                                         feedback=self.exp.sweep.reflect_feedback)
             try:
                 cand = propose(operator, make_ctx(**args), self.mutation_llm, seen=state.seen_for(tt))
             except failed_type as exc:
@@ -204,6 +208,8 @@ class Objective:
         sw = self.exp.sweep
         state = self.state()
         rng = random.Random(f"{sw.seed}-{number}")
+        if sw.search == "per_type" and number == sw.n_trials - 1 and number > 1 and state.composed() is not None:
+            return COMPOSE, state.composed()
         if sw.max_merges > 0 and len(state.merged) < sw.max_merges and state.last_won:
             pair = state.merge_pair(rng)
             if pair is not None:
@@ -213,7 +219,7 @@ class Objective:
             requested = thompson_choice(credit_from(state.outcomes, sw.operators), offered, rng)
         else:
             requested = trial.suggest_categorical("operator", list(sw.operators))
-        return requested, state.choose_parent(sw.parent_selection, rng)
+        return requested, state.choose_parent(sw.parent_selection, rng, sw.search)
 
     def _gate(self, trial: Any, number: int, parents: Sequence[Evaluated], outcome: dict):
         """The minibatch gate: sweep.gate_tasks train tasks (their indices), the checkpoint that compares the
@@ -280,6 +286,9 @@ class Objective:
         try:
             if requested == "merge":
                 proposal = self.merge_candidate(*pick, slot)
+            elif requested == COMPOSE:
+                proposal = Proposal(dict(pick.instructions), pick.hash, f"composition of each task type's best text "
+                                    f"(trial #{pick.number} and before), run afresh", COMPOSE)
             elif not is_baseline:
                 proposal = self.candidate(requested, slot, parent=pick)
             instructions = proposal.instructions
@@ -308,7 +317,9 @@ class Objective:
             parents = [e for e in map(state.by_hash, proposal.parent_hashes or (proposal.parent_hash,)) if e and e.scores]
             first, checkpoint, decided = [], None, []
             leader = state.parent()
-            if self.exp.sweep.race_block > 0:  # racing replaces the gate; the baseline trial and a first proposal
+            if self.exp.sweep.search == "per_type":  # a child runs every train task: each type is accepted on its own
+                pass
+            elif self.exp.sweep.race_block > 0:  # racing replaces the gate; the baseline trial and a first proposal
                 if not is_baseline and leader is not None and leader.scores:  # without a complete leader run all
                     first, go, decided, looks = self._race(trial, leader, outcome)
                     checkpoint = (looks, go) if looks else None

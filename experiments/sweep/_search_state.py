@@ -60,6 +60,37 @@ class SearchState:
         """The candidate with the best train mean (the earliest of equals)."""
         return max(self.evaluated, key=lambda e: (e.value, -e.number), default=None)
 
+    def composed(self) -> Evaluated | None:
+        """Per task type, the evaluated text with the best mean over that type's train tasks (the earliest of
+        equals), composed into one candidate with the scores and feedback those tasks had under that text.
+
+        A task's run reads its own type's instruction only, so a type's tasks score a type's text whatever the other
+        types hold: a good edit to one type is kept though the same trial's edit to another type was bad. Task types
+        are read from the stored feedback (task id, task type, ...). The composition of one source is that source."""
+        full = [e for e in self.evaluated if e.scores]
+        if not full:
+            return self.parent()
+        type_of = {f[0]: f[1] for e in full for f in e.feedback}
+        n_tasks = max(len(e.scores) for e in full)
+        full = [e for e in full if len(e.scores) == n_tasks]
+        sources: dict[str, Evaluated] = {}
+        for tt in sorted(set(type_of.values())):
+            ids = [t for t, x in type_of.items() if x == tt]
+            sources[tt] = max(full, key=lambda e: (sum(e.scores.get(t, float("-inf")) for t in ids) / len(ids),
+                                                   -e.number))
+        if not sources or len({e.hash for e in sources.values()}) == 1:
+            return next(iter(sources.values()), self.parent())
+        instructions = dict(self.baseline)
+        scores: dict[str, float] = {}
+        feedback = []
+        for tt, e in sources.items():
+            instructions[tt] = e.instructions.get(tt, self.baseline.get(tt, ""))
+            scores.update({t: v for t, v in e.scores.items() if type_of.get(t) == tt})
+            feedback += [f for f in e.feedback if f[1] == tt]
+        feedback.sort(key=lambda f: f[2])
+        return Evaluated(max(e.number for e in sources.values()), instructions, candidate_hash(instructions),
+                         sum(scores.values()) / len(scores), tuple(feedback), scores)
+
     def by_hash(self, h: str | None) -> Evaluated | None:
         return next((e for e in self.evaluated if e.hash == h), None)
 
@@ -69,10 +100,13 @@ class SearchState:
 
         return pareto_leads({e.hash: e.scores for e in self.evaluated if e.scores})
 
-    def choose_parent(self, selection: str, rng: random.Random) -> Evaluated | None:
-        """best: the best train mean; pareto: a front member drawn by the number of tasks it leads."""
+    def choose_parent(self, selection: str, rng: random.Random, search: str = "joint") -> Evaluated | None:
+        """best: the best train mean; pareto: a front member drawn by the number of tasks it leads; with search
+        per_type, the composition of each type's best text (composed)."""
         from ._optimizer import sample_parent
 
+        if search == "per_type":
+            return self.composed()
         front = self.front() if selection == "pareto" else {}
         return self.by_hash(sample_parent(front, rng)) if front else self.parent()
 
@@ -140,9 +174,11 @@ def state_from_trials(trials: Sequence[Any], baseline: Mapping[str, str]) -> Sea
 
 
 def mutation_context_args(state: SearchState, task_type: str, *, seed: int, max_chars: int,
-                          n_feedback: int = 3, pool_size: int = 5, parent: Evaluated | None = None) -> dict[str, Any]:
+                          n_feedback: int = 3, pool_size: int = 5, parent: Evaluated | None = None,
+                          feedback: str = "worst") -> dict[str, Any]:
     """Keyword arguments for mutators.MutationContext for one task type; the parent is the best train mean unless
-    one is given (SearchState.choose_parent)."""
+    one is given (SearchState.choose_parent). feedback: "worst", the judge's words on the parent's n_feedback worst
+    tasks (this type's first); "all", type_feedback: every one of this type's tasks, the same words counted."""
     parent = parent if parent is not None else state.parent()
     base = (parent.instructions if parent else state.baseline).get(task_type) or state.baseline[task_type]
     history, seen_text = [], set()
@@ -151,6 +187,10 @@ def mutation_context_args(state: SearchState, task_type: str, *, seed: int, max_
         if text and text not in seen_text:
             seen_text.add(text)
             history.append((text, round(e.value, 3)))
+    if parent and feedback == "all":
+        return {"base": base, "history": tuple(history), "feedback": type_feedback(state, parent, task_type),
+                "pool": tuple(t for t, _ in reversed(history))[:pool_size], "task_type": task_type, "seed": seed,
+                "max_chars": max_chars}
     feedback: list[str] = []
     if parent:
         ranked = sorted(parent.feedback, key=lambda f: (f[1] != task_type, f[2]))
@@ -160,3 +200,64 @@ def mutation_context_args(state: SearchState, task_type: str, *, seed: int, max_
     pool = [t for t, _ in reversed(history)][:pool_size]
     return {"base": base, "history": tuple(history), "feedback": tuple(feedback), "pool": tuple(pool),
             "task_type": task_type, "seed": seed, "max_chars": max_chars}
+
+
+def holdout_pool(cands: Sequence[Any], trials: Sequence[Any], search: str) -> list[Any]:
+    """The candidates the holdout may test, in the order given. A per-type search answers with its last trial, the
+    composition of each type's best text run afresh (operator "compose"; the trial it repeats when it was a
+    duplicate): its train mean is a new measurement, not the maximum of the noisy means it was chosen by, so it is
+    the one candidate; without one (the study stopped early) every candidate, as a joint search has."""
+    if search != "per_type":
+        return list(cands)
+    picked = {int(t.user_attrs.get("duplicate_of", t.number)) for t in trials
+              if t.state.name == "COMPLETE" and t.user_attrs.get("operator") == "compose"}
+    return [c for c in cands if c.number in picked] or list(cands)
+
+
+def type_feedback(state: SearchState, parent: Evaluated, task_type: str, limit: int = 6) -> tuple[str, ...]:
+    """What reflection reads for one task type: the judge's words over every one of the type's tasks, the same words
+    counted once with the tasks they came from and their mean score (most tasks first, then the lowest mean), then
+    the edits to this type's text already tried from this parent that did not beat it on the type's tasks (the
+    sentences a child added or dropped), so the proposer does not make them again. At most `limit` items."""
+    groups: dict[str, list[tuple[str, float]]] = {}
+    for task_id, tt, score, text in parent.feedback:
+        if tt == task_type and str(text).strip():
+            groups.setdefault(str(text).strip(), []).append((str(task_id), float(score)))
+    n = sum(len(v) for v in groups.values())
+    ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), sum(s for _, s in kv[1]) / len(kv[1])))
+    items = [f"[{len(v)} of {n} tasks ({', '.join(t for t, _ in v[:6])}{', ...' if len(v) > 6 else ''}), mean score "
+             f"{sum(s for _, s in v) / len(v):.1f}] {text}" for text, v in ranked]
+    tried = rejected_edits(state, parent, task_type)
+    keep = max(limit - min(len(tried), 2), 1)
+    return tuple(items[:keep] + tried[: limit - min(len(items), keep)])
+
+
+def rejected_edits(state: SearchState, parent: Evaluated, task_type: str) -> list[str]:
+    """The edits to task_type's text already tried from `parent` whose text did not score above the parent's on the
+    type's tasks, newest first, each as the sentences it added and dropped."""
+    from mutators.base import split_sentences
+
+    base = parent.instructions.get(task_type, "")
+    ids = [f[0] for f in parent.feedback if f[1] == task_type]
+    if not base or not ids:
+        return []
+
+    def mean(e: Evaluated) -> float | None:
+        vals = [e.scores[t] for t in ids if t in e.scores]
+        return sum(vals) / len(vals) if len(vals) == len(ids) else None
+
+    bar = mean(parent)
+    old = set(split_sentences(base))
+    out = []
+    for e in sorted(state.evaluated, key=lambda e: -e.number):
+        text = e.instructions.get(task_type, "")
+        m = mean(e)
+        if state.lineage.get(e.hash, ())[:1] != (parent.hash,) or text == base or m is None or bar is None or m > bar:
+            continue
+        new = set(split_sentences(text))
+        added, dropped = [x for x in split_sentences(text) if x not in old], [x for x in old if x not in new]
+        parts = ([f"added '{' '.join(added)[:160]}'"] if added else []) + ([f"dropped '{' '.join(dropped)[:160]}'"]
+                                                                           if dropped else [])
+        if parts:
+            out.append(f"Already tried from this instruction, no better ({m:.2f} vs {bar:.2f}): {'; '.join(parts)}")
+    return out

@@ -46,7 +46,7 @@ from ._preflight import mutation_calls, pin_noise_source, sweep_preflight
 from ._progress import SweepProgress
 from ._registry import SweepRegistry, pin_source, sweep_evidence
 from ._reruns import SplitRuns
-from ._search_state import candidate_hash, state_from_trials
+from ._search_state import candidate_hash, holdout_pool, state_from_trials
 from ._study import (StudyStore, baseline_trial, ensure_baseline, finished_trials, frozen_trial, live_trials,
                      open_store, pin_fingerprint, requeue_model_failures, stored_holdout, train_reruns, trial_counts,
                      unanswered)
@@ -359,12 +359,12 @@ class Sweep:
         ref = baseline_reference(runs)
         base_hash = candidate_hash(baseline)
         train_floor = nf.floor(len(ref), len(runs))
-        ranked = self.split_runs.race(study, candidates(trials, base_hash), contexts)
+        ranked = self.split_runs.race(study, holdout_pool(candidates(trials, base_hash), trials, sw.search), contexts)
         best = ranked[0] if ranked else None
         top = ranked[: sw.holdout_top_k]
         verdict, base_hold, look = self.split_runs.promotion(study, top, ref, nf, train_floor, base_hash, baseline,
                                                              contexts)
-        self.unconcluded = self._unconcluded(study, candidates(trials, base_hash), base_hold, verdict)
+        self.unconcluded = self._unconcluded(study, holdout_pool(candidates(trials, base_hash), trials, sw.search), base_hold, verdict)
         promoted = next((c for c in ranked if verdict.winner and c.number == verdict.winner.trial), None)
         best_instr = dict(best.instructions) if best else dict(baseline)
         # the winner's texts, a task type held back by its own holdout tasks left at the baseline's
@@ -415,7 +415,7 @@ class Sweep:
             noise_source=self.noise_note,
             underpowered=sweep_design_problem(exp), train_candidates=len(ranked),
             holdout_look=look.line if look is not None else "", train_filter=sw.train_filter,
-            confirmable=self.split_runs.confirmable(study, candidates(trials, base_hash), nf, len(runs), ref, look),
+            confirmable=self.split_runs.confirmable(study, holdout_pool(candidates(trials, base_hash), trials, sw.search), nf, len(runs), ref, look),
             label=run_label(self.runner.identity(), self.calibration),
             unconcluded=tuple(self.unconcluded), failed_out=self.failed_out,
         )

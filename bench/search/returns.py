@@ -1,0 +1,192 @@
+"""What the search returns, in a simulated world whose truth is known (bench/search/world.py).
+
+    nice -n 10 python bench/search/returns.py [--seeds 10] [--trials 20] [--sizes auto 48+144] [--worlds gain null zero]
+                                              [--set sweep.KEY=VALUE ...] [--json out.json]
+
+Each seed runs the project's own sweep (experiments.sweep.run_sweep: its search, operators, race, train filter and
+holdout confirmation through experiments.promotion.decide) on the shipped synth_mutation config, with the harness
+replaced by the world's Runner and the mutation model by the world's LLM. Per seed it prints the gain available
+(every helpful property in every task type), found (the true worth of the best candidate the search evaluated on
+the full train split) and returned (the true worth of the promoted text, 0 when none), each as a share of the
+available gain, and the model calls (CALLS_PER_RUN a task run plus the mutation requests).
+
+Sizes: "auto" is the holdout `tasks.count=auto` picks for +0.3 at power 0.8 (experiments.tasks' own sizing,
+_needed, with the world's run noise sigma and the task x variant spread a calibration's A/A' arm measures here,
+a neutral rewrite's: NEUTRAL_SD), its train split as large; "48+144" a given 48 train + 144 holdout tasks.
+Worlds: gain (edits help), null (no edit does anything) and zero (edits help some tasks and hurt others as much):
+in null and zero every promotion is false.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from bench.search.world import NEUTRAL_SD, SIGMA, World, WorldRunner  # noqa: E402
+
+
+def auto_size(effect: float = 0.3, power: float = 0.8, tau: float = NEUTRAL_SD) -> tuple[int, int]:
+    """(train, holdout) as tasks.count=auto sizes them (experiments.tasks._sizing), for sigma SIGMA and tau."""
+    from experiments.config import compose_config, to_experiment
+    from experiments.tasks._sizing import _needed, shipped_sweep
+
+    exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake"]), environ={})
+    sw = shipped_sweep(exp)
+    needed = _needed(SIGMA, tau, float(sw.alpha), int(sw.baseline_repeats),
+                     (sw.holdout_candidate_runs, sw.holdout_baseline_runs), power, effect, 400, sw.train_filter,
+                     int(sw.holdout_futility_block), None, (int(sw.race_block), float(sw.race_z)))
+    if needed is None:
+        raise SystemExit(f"no holdout confirms +{effect} at tau {tau}")
+    return max(needed), needed[1]
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    if text == "auto":
+        return auto_size()
+    a, b = text.split("+")
+    return int(a), int(b)
+
+
+def _tasks(n_train: int, n_holdout: int) -> list[Any]:
+    from experiments.config._schema import TaskSpec
+    from harness.config import TASK_TYPES
+
+    out = []
+    for split, n in (("train", n_train), ("holdout", n_holdout)):
+        for i in range(n):
+            tt = TASK_TYPES[i % len(TASK_TYPES)]
+            out.append(TaskSpec(id=f"{split[0]}{i}", task=f"simulated {tt} task {split} {i}", task_type=tt,
+                                split=split))
+    return out
+
+
+def run_seed(seed: int, kind: str, n_train: int, n_holdout: int, trials: int, overrides: list[str],
+             base: Path) -> dict:
+    """One sweep in one world: found, returned (shares of the available gain), calls, the promotion."""
+    import optuna
+
+    from experiments.config import BenchmarkConfig, compose_config, to_experiment
+    from experiments.sweep import run_sweep
+
+    results = base / f"{kind}-{seed}-{n_train}-{n_holdout}"
+    exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", *overrides]), environ={})
+    exp.results_dir = str(results)
+    exp.benchmark = BenchmarkConfig(name=f"world{seed}", tasks=_tasks(n_train, n_holdout))
+    sw = exp.sweep
+    sw.name, sw.n_trials, sw.seed = "world", trials, seed
+    sw.storage = f"sqlite:///{results / 'optuna.db'}"
+    exp.mlflow.enabled = False
+    world = World.make(seed, exp.synth.instructions, kind)
+    runner = WorldRunner(world, exp.benchmark.tasks)
+    summary = run_sweep(exp, runner, out=lambda s: None)
+    worths = [world.worth(ins) for ins in _complete_instructions(summary, sw.storage)]
+    available = world.available
+    returned = world.worth(summary.promoted_instructions) if summary.promoted else 0.0
+    found = max(worths, default=0.0)
+    shutil.rmtree(results, ignore_errors=True)
+    share = (lambda v: v / available) if available > 0 else (lambda v: float("nan"))
+    return {"seed": seed, "world": kind, "train": n_train, "holdout": n_holdout, "available": available,
+            "found": found, "returned": returned, "found_share": share(found), "returned_share": share(returned),
+            "promoted": bool(summary.promoted), "false_promotion": bool(summary.promoted) and returned <= 0.0,
+            "worse_promoted": bool(summary.promoted) and returned < 0.0, "candidates": len(worths),
+            "calls": runner.llm_calls(), "task_runs": runner.task_runs, "mutation_calls": runner.mutation_llm.calls}
+
+
+def _complete_instructions(summary: Any, storage: str) -> list[dict]:
+    """The instructions of every candidate the search evaluated on the full train split (COMPLETE trials)."""
+    import optuna
+
+    study = optuna.load_study(study_name=summary.sweep, storage=storage)
+    return [t.user_attrs["instructions"] for t in study.get_trials(deepcopy=False)
+            if t.state.name == "COMPLETE" and t.user_attrs.get("instructions")]
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--sizes", nargs="+", default=["auto", "48+144"])
+    ap.add_argument("--worlds", nargs="+", default=["gain", "null", "zero"])
+    ap.add_argument("--set", dest="overrides", action="append", default=[],
+                    help="a Hydra override for the sweep, e.g. sweep.parent_selection=pareto")
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--quiet", action="store_true", help="print the summary table only")
+    args = ap.parse_args(argv)
+
+    logging.disable(logging.WARNING)
+    import optuna
+
+    _skip_reports()
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    shm = Path("/dev/shm")
+    base = Path(tempfile.mkdtemp(prefix="bench-search-", dir=shm if shm.is_dir() else None))
+    os.environ["HARNESS_RESULTS_DIR"] = str(base)
+    t0 = time.perf_counter()
+    rows = []
+    sizes = [(s, parse_size(s)) for s in args.sizes]
+    print(f"== what the search returns: {args.trials} trials, seeds {args.first_seed}..{args.first_seed + args.seeds - 1}, "
+          f"overrides {args.overrides or 'none'} ==")
+    print("sizes: " + ", ".join(f"{s} = {a} + {b}" for s, (a, b) in sizes))
+    for kind in args.worlds:
+        for label, (n_train, n_hold) in sizes:
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
+                r = run_seed(seed, kind, n_train, n_hold, args.trials, args.overrides, base)
+                r["size"] = label
+                rows.append(r)
+                if not args.quiet:
+                    print(f"{kind:5s} {label:7s} seed {seed:2d}: available {r['available']:+.2f}  found "
+                          f"{r['found']:+.3f} ({_pct(r['found_share'])})  returned {r['returned']:+.3f} "
+                          f"({_pct(r['returned_share'])})  candidates {r['candidates']:2d}  calls {r['calls']}"
+                          f"{'  PROMOTED' if r['promoted'] else ''}", flush=True)
+    shutil.rmtree(base, ignore_errors=True)
+    print(f"-- summary ({time.perf_counter() - t0:.0f} s) --")
+    print(f"{'world':5s} {'size':10s} {'found':>7s} {'returned':>8s} {'promoted':>8s} {'false':>6s} {'worse':>6s} "
+          f"{'calls':>7s}")
+    table = {}
+    for kind in args.worlds:
+        for label, (n_train, n_hold) in sizes:
+            rs = [r for r in rows if r["world"] == kind and r["size"] == label]
+            f = statistics.mean(r["found_share"] for r in rs) if kind == "gain" else float("nan")
+            ret = statistics.mean(r["returned_share"] for r in rs) if kind == "gain" else float("nan")
+            row = {"found": f, "returned": ret, "promoted": sum(r["promoted"] for r in rs) / len(rs),
+                   "false": sum(r["false_promotion"] for r in rs) / len(rs),
+                   "worse": sum(r["worse_promoted"] for r in rs) / len(rs),
+                   "calls": statistics.mean(r["calls"] for r in rs), "n": len(rs)}
+            table[f"{kind} {label}"] = row
+            print(f"{kind:5s} {label + f' {n_train}+{n_hold}':10s} {_pct(f):>7s} {_pct(ret):>8s} "
+                  f"{row['promoted']:8.0%} {row['false']:6.0%} {row['worse']:6.0%} {row['calls']:7.0f}")
+    out = {"rows": rows, "table": table, "args": {k: str(v) for k, v in vars(args).items()}}
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+    return out
+
+
+def _skip_reports() -> None:
+    """The sweep's plots and its design power line (what this design could have confirmed: a simulation of its own)
+    are reports that decide nothing; the benchmark skips them to run ten seeds in minutes."""
+    from experiments.sweep import _reruns, _sweep
+
+    _sweep.Sweep._plots = lambda self, *a, **k: {}
+    _reruns.SplitRuns.confirmable = lambda self, *a, **k: ""
+
+
+def _pct(x: float) -> str:
+    return "  -  " if x != x else f"{x:.0%}"
+
+
+if __name__ == "__main__":
+    main()
