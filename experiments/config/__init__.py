@@ -14,10 +14,16 @@ from ._fingerprint import (backend_identity, decision_rule, fingerprint_diff, ho
 from ._schema import (BASELINE, HOLDOUT_TESTS, TASK_KINDS, TRAIN_FILTERS, BenchmarkConfig, ExperimentConfig,
                       compose_config, task_supply_keys)
 from ._sources import registry_uri, tracking_uri
-from ._validation import validate
+from ._literal import escape_all as escape_interpolation
+from ._literal import literal_benchmark
+from ._validation import MAX_GENERATED, check_benchmark_tasks, validate
 
 __all__ = [
     "TASK_KINDS",
+    "MAX_GENERATED",
+    "check_benchmark_tasks",
+    "escape_interpolation",
+    "literal_benchmark",
     "embed",
     "id_problem",
     "normalized_text",

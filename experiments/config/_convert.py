@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.config import ConfigError, HarnessConfig, apply_env
 from harness.synthesis import resolve_synth
 
+from ._literal import literal_benchmark
 from ._schema import ExperimentConfig
 from ._sources import registry_uri
 
@@ -27,6 +28,7 @@ def to_experiment(cfg: DictConfig | ExperimentConfig, environ: dict[str, str] | 
     if isinstance(cfg, DictConfig):
         from omegaconf.errors import MissingMandatoryValue
 
+        cfg = literal_benchmark(cfg)  # task text is data: `${...}` in a task is never resolved
         try:
             obj = OmegaConf.to_object(cfg)
             if not isinstance(obj, ExperimentConfig):

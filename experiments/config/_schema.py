@@ -179,6 +179,7 @@ class TaskSupplyConfig:
 
     name: str = ""  # the benchmark written: conf/benchmark/<name>.yaml (benchmark=<name> then runs it)
     out: str = ""  # another file to write instead (a config folder on hydra.searchpath)
+    overwrite: bool = False  # replace a file the command did not write, or one edited since it wrote it
     source: str = ""  # import: a .jsonl or .csv file (a `task` column; id, task_type, expected_count, ...)
     count: Any = 20  # generate: tasks to keep, or "auto" (holdout + train sized by a stored calibration)
     description: str = ""  # generate: what the tasks are about

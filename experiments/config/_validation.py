@@ -40,6 +40,9 @@ def _check_task_text(i: int, t: Any) -> None:
 # <task id>.json.<8 random>.tmp (harness.stores' temporary name): 100 + 80 bytes and 20 seed digits leave it under
 # the file system's 255 bytes per name.
 MAX_NAME_BYTES, MAX_TASK_ID_BYTES = 100, 80
+# The most tasks one generation keeps (tasks.count): 200 generator calls at the default batch; the largest holdout
+# the shipped sizing asks for (+0.2 composite points on a noisy 1.5B model) is a few hundred tasks.
+MAX_GENERATED = 1000
 
 
 def check_store_paths(exp: ExperimentConfig) -> None:
@@ -75,6 +78,24 @@ def check_store_paths(exp: ExperimentConfig) -> None:
                           "<hash>-s<seed>-<task id>.json), and a file name holds at most 255 bytes")
 
 
+def check_benchmark_tasks(bench: Any, near_duplicate: float) -> None:
+    """ConfigError (one line) on a benchmark the loader refuses: a blank or too long id, a blank task, an unknown
+    type or split, a duplicate id, a count below 1, an id that cannot name a file, a holdout task that is a train
+    task again (the same or a near-duplicate text). The task supply runs it on a file before writing it."""
+    ids = set()
+    for i, t in enumerate(bench.tasks):
+        _check_task_text(i, t)
+        check_choice(f"benchmark.tasks[{i}].task_type", t.task_type, TASK_TYPES)
+        check_choice(f"benchmark.tasks[{i}].split", t.split, SPLITS)
+        if t.id in ids:
+            raise ConfigError(f"benchmark.tasks[{i}].id={t.id!r} is a duplicate; expected unique task ids")
+        ids.add(t.id)
+        if t.expected_count is not None:
+            check_range(f"benchmark.tasks[{i}].expected_count", t.expected_count, 1)
+    # task ids that name files, and no holdout task that is a train task again (the same or a near-duplicate text)
+    check_benchmark(bench.tasks, near_duplicate, name=bench.name)
+
+
 def known_operators() -> list[str] | None:
     """Operator names from mutators/, or None when that package does not provide them yet."""
     try:
@@ -98,6 +119,8 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
     check_choice("sweep.sampler", sw.sampler, SAMPLERS)
     check_choice("sweep.pruner_correction", sw.pruner_correction, PRUNER_CORRECTIONS)
     check_choice("sweep.parent_selection", sw.parent_selection, PARENT_SELECTIONS)
+    check_choice("sweep.search", sw.search, SEARCHES)
+    check_choice("sweep.reflect_feedback", sw.reflect_feedback, REFLECT_FEEDBACKS)
     check_choice("sweep.operator_choice", sw.operator_choice, OPERATOR_CHOICES)
     check_range("sweep.gate_tasks", sw.gate_tasks, 0)
     check_range("sweep.gate_z", sw.gate_z, -3.0, 5.0)
@@ -119,8 +142,6 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
     check_choice("sweep.holdout_test", sw.holdout_test, HOLDOUT_TESTS)
     check_range("sweep.holdout_baseline_runs", sw.holdout_baseline_runs, 1)
     check_range("sweep.holdout_candidate_runs", sw.holdout_candidate_runs, 1)
-    check_choice("sweep.search", sw.search, SEARCHES)
-    check_choice("sweep.reflect_feedback", sw.reflect_feedback, REFLECT_FEEDBACKS)
     check_choice("sweep.train_filter", sw.train_filter, TRAIN_FILTERS)
     check_range("sweep.holdout_futility_block", sw.holdout_futility_block, 0)  # 0 = off
     check_choice("sweep.holdout_compare", sw.holdout_compare, COMPARES)  # ab.compare's choices
@@ -152,19 +173,8 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
         if ops is not None:
             for op in sw.operators:
                 check_choice("sweep.operators item", op, ops)
-    ids = set()
-    for i, t in enumerate(exp.benchmark.tasks):
-        _check_task_text(i, t)
-        check_choice(f"benchmark.tasks[{i}].task_type", t.task_type, TASK_TYPES)
-        check_choice(f"benchmark.tasks[{i}].split", t.split, SPLITS)
-        if t.id in ids:
-            raise ConfigError(f"benchmark.tasks[{i}].id={t.id!r} is a duplicate; expected unique task ids")
-        ids.add(t.id)
-        if t.expected_count is not None:
-            check_range(f"benchmark.tasks[{i}].expected_count", t.expected_count, 1)
     check_task_supply(exp)
-    # task ids that name files, and no holdout task that is a train task again (the same or a near-duplicate text)
-    check_benchmark(exp.benchmark.tasks, exp.task_supply.near_duplicate, name=exp.benchmark.name)
+    check_benchmark_tasks(exp.benchmark, exp.task_supply.near_duplicate)
     if sw.kind in ("synth_mutation", "ab") and not exp.tasks("train"):
         raise ConfigError(f"benchmark.tasks has no split='train' task; expected at least one for sweep.kind={sw.kind}")
     if sw.kind == "synth_mutation":
@@ -214,10 +224,12 @@ def check_task_supply(exp: ExperimentConfig) -> None:
         raise ConfigError(f"tasks.holdout_share={ts.holdout_share!r} is out of range; expected a value in (0, 1)")
     if exp.sweep.kind == "generate_tasks":
         count = ts.count
-        if not (count == "auto" or (isinstance(count, int) and not isinstance(count, bool) and count >= 2)
-                or (isinstance(count, str) and count.isdigit() and int(count) >= 2)):
-            raise ConfigError(f"tasks.count={count!r} is not allowed; expected a number of tasks >= 2, or auto (the "
-                              f"holdout and train sizes that confirm tasks.effect, from a stored calibration)")
+        if not (count == "auto" or (isinstance(count, int) and not isinstance(count, bool)
+                                    and 2 <= count <= MAX_GENERATED)
+                or (isinstance(count, str) and count.isdigit() and 2 <= int(count) <= MAX_GENERATED)):
+            raise ConfigError(f"tasks.count={count!r} is not allowed; expected a number of tasks from 2 to "
+                              f"{MAX_GENERATED}, or auto (the holdout and train sizes that confirm tasks.effect, from "
+                              f"a stored calibration)")
         check_range("tasks.batch", ts.batch, 1, 50)
         check_range("tasks.max_failed_batches", ts.max_failed_batches, 1)
         if not 0.0 < ts.effect:
@@ -231,6 +243,6 @@ def check_task_supply(exp: ExperimentConfig) -> None:
         if not 0.0 < ts.headroom_ceiling <= 10.0:
             raise ConfigError(f"tasks.headroom_ceiling={ts.headroom_ceiling!r} is out of range; expected a composite "
                               f"in (0, 10]")
-    elif ts.headroom:
-        raise ConfigError("tasks.headroom=true is for +sweep=generate_tasks (a baseline run per generated task); an "
-                          "import keeps every task you gave")
+    elif ts.headroom and not 0.0 < ts.headroom_ceiling <= 10.0:  # an import's headroom screen
+        raise ConfigError(f"tasks.headroom_ceiling={ts.headroom_ceiling!r} is out of range; expected a composite "
+                          f"in (0, 10]")
