@@ -105,7 +105,7 @@ def run_experiment(cfg: DictConfig | ExperimentConfig, *, runner: Any = None, ou
         from experiments.tasks import check_task_supply
 
         check_task_supply(exp)
-    if kind == "import_tasks":  # reads a file and writes a benchmark: no model, no study, no MLflow
+    if kind == "import_tasks" and not exp.task_supply.headroom:  # reads a file, writes a benchmark: no model
         from experiments.tasks import run_task_supply
 
         return run_task_supply(exp, out=out)
@@ -117,7 +117,7 @@ def run_experiment(cfg: DictConfig | ExperimentConfig, *, runner: Any = None, ou
             from harness.backends.readiness import require_ready
 
             require_ready(exp.backend, out=out)
-    if kind == "generate_tasks":  # the generator models only: no harness run, no study, no MLflow store
+    if kind in TASK_KINDS:  # the generator models, or the headroom screen's baseline runs: no study, no MLflow store
         from experiments.tasks import run_task_supply
 
         try:

@@ -165,11 +165,33 @@ class Calibration:
         if version != VERSION:
             raise ValueError(f"calibration format version {version} is not {VERSION}" + (
                 " (version 1 ran a sweep's own baseline seeds: run +sweep=calibrate again)" if version == 1 else ""))
+        _check_numbers(d)
         d["aa"], d["control"], d["cost"] = Check(**d["aa"]), Check(**d["control"]), Cost(**d["cost"])
         d["judge_control"] = Check(**d["judge_control"]) if d.get("judge_control") else None
         d["tasks"], d["sigma_ci"] = tuple(d["tasks"]), tuple(d["sigma_ci"])
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names}, path=path)
+
+
+def _check_numbers(d: Mapping[str, Any]) -> None:
+    """ValueError (one line: the field, its value, what is expected) when a stored record's noise is not a number a
+    sizing or a sweep can use: sigma a finite number >= 0, n_tasks and repeats whole numbers >= 0,
+    the A/A' arm's tau a number (NaN: not measured)."""
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    sigma = d.get("sigma")
+    if not number(sigma) or not math.isfinite(sigma) or sigma < 0:
+        raise ValueError(f"sigma={sigma!r}; expected the run noise in composite points (a number >= 0)")
+    for key in ("n_tasks", "repeats"):
+        v = d.get(key)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ValueError(f"{key}={v!r}; expected a whole number >= 0")
+    tau = (((d.get("decomposition") or {}) if isinstance(d.get("decomposition"), Mapping) else {}).get("sampled")
+           or {})
+    tau = tau.get("tau") if isinstance(tau, Mapping) else None
+    if tau is not None and (not number(tau) or tau < 0):
+        raise ValueError(f"decomposition.sampled.tau={tau!r}; expected a spread in composite points (a number >= 0)")
 
 
 def aa_tau(decomposition: Mapping[str, Any] | None) -> float | None:

@@ -7,15 +7,15 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from experiments.config import ConfigError, ExperimentConfig
+from experiments.config import MAX_GENERATED, ConfigError, ExperimentConfig
 
 from ._generate import corpus_docs, generate, read_journal
 from ._headroom import screen
 from ._import import plan_import, run_import
-from ._rows import read_rows
+from ._rows import read_rows, unique_ids
 from ._select import Selection, assign_split, deduplicate
-from ._sizing import size
-from ._write import benchmark_yaml, summary_lines, target, write_benchmark
+from ._sizing import size, stored_calibration
+from ._write import benchmark_yaml, check_target, holdout_note, summary_lines, write_benchmark
 
 def cli_keys(argv: Sequence[str]) -> list[str]:
     """The command line with `tasks.<key>=...` read as `task_supply.<key>=...` (experiments.config's
@@ -38,8 +38,10 @@ def check_task_supply(exp: ExperimentConfig) -> None:
             raise ConfigError("tasks.own_holdout=true is for +sweep=generate_tasks (your tasks as the holdout beside "
                               "generated ones); an import keeps a split given per row: split=holdout on your rows")
         if not str(ts.source or "").strip():
-            raise ConfigError("tasks.source is empty; expected a .jsonl or .csv file of tasks (a `task` column)")
+            raise ConfigError("tasks.source is empty; expected a .jsonl or .csv file of tasks (a `task` column), a "
+                              "harness runs.jsonl, or a folder of .txt / .md files (one task a file)")
         plan_import(exp)
+        check_target(exp)
         return
     if not str(ts.description or "").strip():
         raise ConfigError("tasks.description is empty; expected a sentence saying what the tasks are about")
@@ -53,13 +55,7 @@ def check_task_supply(exp: ExperimentConfig) -> None:
     read_journal(exp)
     if ts.count == "auto":
         size(exp)
-    _check_target(exp)
-
-
-def _check_target(exp: ExperimentConfig) -> None:
-    path = target(exp)
-    if path.exists() and not path.is_file():
-        raise ConfigError(f"tasks.out={str(path)!r} is not a file; expected a .yaml file to write")
+    check_target(exp)
 
 
 def run_task_supply(exp: ExperimentConfig, *, out: Callable[[str], None] = print) -> Path:
@@ -73,17 +69,24 @@ def run_generate(exp: ExperimentConfig, *, out: Callable[[str], None] = print) -
     # tasks the user gave as examples are never generated again (a near-duplicate of one is dropped); with
     # tasks.own_holdout they join the benchmark, every one in the holdout, so no generated train task can be one
     # of them again (the loader's check_benchmark would refuse the file)
-    examples = read_rows(ts.examples) if str(ts.examples or "").strip() else []
+    examples = unique_ids(read_rows(ts.examples))[0] if str(ts.examples or "").strip() else []
     own = deduplicate(examples, ts.near_duplicate) if ts.own_holdout else None
     n_own = len(own.kept) if own else 0
     against = list(own.kept) if own else examples  # the file's own tasks: the closest pairs report what it holds
     extra: list[str] = []
     if ts.count == "auto":
         sizing = size(exp)
-        for line in sizing.lines:
+        mismatch = calibration_mismatch(exp)
+        for line in sizing.lines + ((mismatch,) if mismatch else ()):
             out(line)
         gen_holdout = max(sizing.holdout - n_own, 0)  # your own tasks count toward the holdout the noise asks for
         want, share, extra = sizing.train + gen_holdout, gen_holdout / (sizing.train + gen_holdout), list(sizing.lines)
+        if want > MAX_GENERATED:
+            raise ConfigError(f"tasks.count=auto asks for {want} generated tasks (train {sizing.train} + holdout "
+                              f"{gen_holdout}); at most {MAX_GENERATED} are generated in one benchmark: expected a "
+                              f"larger tasks.effect, or tasks.count=N up to {MAX_GENERATED}")
+        if mismatch:
+            extra.append(mismatch)
         if own:
             extra.append(f"own holdout: {n_own} of your own task(s) count toward the {sizing.holdout} holdout tasks; "
                          f"{gen_holdout} generated holdout task(s) make up the rest")
@@ -91,9 +94,10 @@ def run_generate(exp: ExperimentConfig, *, out: Callable[[str], None] = print) -
         want, share = int(ts.count), ts.holdout_share
 
     def kept(cands: list) -> int:
-        return len(deduplicate(cands, ts.near_duplicate, against=against).kept)
+        return len(deduplicate(unique_ids(cands, against)[0], ts.near_duplicate, against=against).kept)
 
     cands, made, seconds = generate(exp, want, kept, out)
+    cands = unique_ids(cands, against)[0]
     sel = deduplicate(cands, ts.near_duplicate, against=against)
     chosen = list(sel.kept[:want])
     if len(chosen) < 2:
@@ -121,7 +125,9 @@ def run_generate(exp: ExperimentConfig, *, out: Callable[[str], None] = print) -
         tasks = [(c, "holdout") for c in own.kept] + tasks
         extra += own_lines(ts, own, sel)
     models = sorted({c.provenance.get("generator", "?") for c in chosen})
-    path = target(exp)
+    note = holdout_note(exp, tasks)
+    if note:
+        extra.append(note)
     header = [f"Generated by `python -m experiments.run +sweep=generate_tasks tasks.name={ts.name} tasks.count={ts.count}`"
               f" ({', '.join(models)}; prompt {chosen[0].provenance.get('prompt_version')}): "
               f"{ts.description.strip()[:200]}",
@@ -136,7 +142,7 @@ def run_generate(exp: ExperimentConfig, *, out: Callable[[str], None] = print) -
         header.append(f"Your own tasks (tasks.own_holdout=true): the {n_own} from {Path(ts.examples).name}, all in "
                       f"the holdout; each one's provenance names its file and line.")
     text = benchmark_yaml(ts.name, ts.description.strip()[:200], header, tasks)
-    write_benchmark(path, text)
+    path = write_benchmark(exp, text)
     extra += [f"generator calls in this run: {made} in {seconds:.0f} s ({len(cands)} tasks generated in all)"]
     read = f"asked: {want}; generated: {len(cands)}" + (f"; your own: {len(examples)}" if own else "")
     for line in summary_lines("generate", read, sel, tasks, path, extra):
@@ -152,3 +158,27 @@ def own_lines(ts: Any, own: Selection, sel: Selection) -> list[str]:
     return [f"own holdout: {len(own.kept)} of your own task(s) from {ts.examples}, all in the holdout "
             f"({len(own.dropped)} of your rows dropped as duplicates of each other); {near_own} generated task(s) "
             f"dropped as duplicates of your own (no generated train task repeats one)"]
+
+
+def calibration_mismatch(exp: ExperimentConfig) -> str | None:
+    """A line when tasks.calibration names a calibration measured under another fingerprint (backend, evaluator,
+    harness config or benchmark) than this command's: its noise may not be this setup's. None when it matches or
+    none is named (the one found by fingerprint matches by construction)."""
+    import dataclasses
+
+    from experiments.config import backend_identity, fingerprint_diff, load_tasks
+    from experiments.storage import calibration_fingerprint
+    from harness.inference import make_roles
+
+    named = str(exp.task_supply.calibration or "").strip()
+    if not named:
+        return None
+    cal, _ = stored_calibration(exp)
+    roles = make_roles(dataclasses.replace(exp.backend, cache=False), exp.results_dir)
+    diff = fingerprint_diff(cal.fingerprint, calibration_fingerprint(exp, backend_identity(roles),
+                                                                     load_tasks(exp.benchmark)))
+    if not diff:
+        return None
+    return (f"warning: tasks.calibration={named} was measured under another fingerprint than this command's "
+            f"({len(diff)} field(s) differ: {'; '.join(diff[:3])}{'; ...' if len(diff) > 3 else ''}); the sizing "
+            f"uses its noise all the same: calibrate this setup (+sweep=calibrate) for a size that fits it")

@@ -35,6 +35,9 @@ PERSONAS = ("a beginner", "a senior engineer", "a team lead choosing a tool", "a
 SYSTEM = ("You write benchmark tasks for a research assistant that answers in Markdown. Each task is one "
           "self-contained request a user could type. Reply with JSON only, following the schema.")
 MAX_TERMS = 5
+# Generator calls in a row that add no kept task (every task a duplicate of one kept) before a run stops with what
+# it has: the generator has run out of new tasks for this description, and more calls only cost time.
+STALL_CALLS = 10
 # the request echoed back as a task ("Write 5 different tasks with json": a small model does it)
 ECHO = re.compile(r"\b(?:write|generate|create|make)\b.{0,30}\btasks?\b", re.IGNORECASE)
 
@@ -116,9 +119,10 @@ def prompt(exp: ExperimentConfig, n: int, angle: str, persona: str, examples: Se
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
 
 
-def parse_batch(text: str, *, corpus_text: str = "") -> tuple[list[dict[str, Any]], str]:
+def parse_batch(text: str, *, corpus_text: str = "", limit: int | None = None) -> tuple[list[dict[str, Any]], str]:
     """(usable tasks as plain dicts, why the rest was dropped). A reply that is not the schema's JSON gives none; a
-    task that repeats the request itself ("Write 5 different tasks about ...") is none."""
+    task that repeats the request itself ("Write 5 different tasks about ...") is none; past `limit` usable tasks
+    (the number the call asked for) the rest of a reply is left out and counted."""
     from harness.text import JSONParseError, parse_json
 
     try:
@@ -152,6 +156,9 @@ def parse_batch(text: str, *, corpus_text: str = "") -> tuple[list[dict[str, Any
         terms = list(dict.fromkeys(terms))[:MAX_TERMS]
         good.append({"task": task, "task_type": tt, "expected_count": count, "required_terms": terms,
                      "topic": str(it.get("topic") or "")[:80], "persona": str(it.get("persona") or "")[:80]})
+    if limit is not None and len(good) > limit:
+        why.append(f"{len(good) - limit} task(s) past the {limit} asked")
+        good = good[:limit]
     return good, "; ".join(dict.fromkeys(why))
 
 
@@ -182,12 +189,36 @@ def spec_of(exp: ExperimentConfig) -> dict[str, Any]:
             "batch": ts.batch, "seed": ts.seed, "prompt_version": PROMPT_VERSION}
 
 
+# what journalled() reads of a record and of each of its tasks, with the types it needs
+_RECORD_KEYS = {"spec": dict, "call": int, "model": str, "seed": int, "angle": str, "persona": str, "tasks": list}
+_TASK_KEYS = {"task": str, "task_type": str}
+
+
 def read_journal(exp: ExperimentConfig) -> list[dict[str, Any]]:
-    """The journal's records; ConfigError when they were asked under another description, corpus or seed."""
-    from harness.stores import read_jsonl
+    """The journal's records; ConfigError when they were asked under another description, corpus or seed, or (one
+    line naming the file and line) when a record lacks what a resume reads. A torn last line (a kill mid-write) is
+    skipped, as harness.stores.read_jsonl does."""
+    import json
 
     path = journal_path(exp)
-    records = read_jsonl(path)
+    records = []
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
+    last = max((i for i, ln in enumerate(lines, 1) if ln.strip()), default=0)
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            if n == last:
+                continue
+            raise ConfigError(f"{path}:{n}: not a JSON record; expected the generator's journal (delete the file to "
+                              f"start afresh)") from None
+        problem = _journal_problem(rec)
+        if problem:
+            raise ConfigError(f"{path}:{n}: {problem}; expected the generator's journal record (delete the file to "
+                              f"start afresh)")
+        records.append(rec)
     want = spec_of(exp)
     for r in records[:1]:
         if r.get("spec") != want:
@@ -198,13 +229,32 @@ def read_journal(exp: ExperimentConfig) -> list[dict[str, Any]]:
     return records
 
 
+def _journal_problem(rec: Any) -> str | None:
+    if not isinstance(rec, dict):
+        return f"a JSON {type(rec).__name__}, not an object"
+    for key, kind in _RECORD_KEYS.items():
+        if not isinstance(rec.get(key), kind) or (kind is int and isinstance(rec.get(key), bool)):
+            return f"`{key}` is {'missing' if key not in rec else repr(rec[key])[:40]}"
+    if not isinstance(rec["spec"].get("prompt_version"), str):
+        return "`spec.prompt_version` is missing"
+    for i, t in enumerate(rec["tasks"]):
+        if not isinstance(t, dict):
+            return f"tasks[{i}] is not an object"
+        for key, kind in _TASK_KEYS.items():
+            if not isinstance(t.get(key), kind) or not str(t.get(key)).strip():
+                return f"tasks[{i}].{key} is {'missing' if key not in t else repr(t[key])[:40]}"
+        if t["task_type"] not in TASK_TYPES:
+            return f"tasks[{i}].task_type={t['task_type']!r} is not one of {', '.join(TASK_TYPES)}"
+    return None
+
+
 def journalled(records: Sequence[dict[str, Any]]) -> list[Candidate]:
     """The generated tasks of the journal's usable batches, in order, as candidates with their provenance."""
     out = []
     for r in records:
         for i, t in enumerate(r.get("tasks") or ()):
             prov = {"generator": r["model"], "prompt_version": r["spec"]["prompt_version"], "seed": r["seed"],
-                    "call": r["call"], "item": i, "angle": r["angle"], "persona": t.get("persona") or r["persona"]}
+                    "call": r["call"], "item": i, "angle": r["angle"], "persona": r["persona"]}  # the persona asked
             out.append(Candidate(slug_id(t["task"]), t["task"], t["task_type"], t.get("expected_count"),
                                  tuple(t.get("required_terms") or ()), None, t.get("topic") or r["angle"], prov))
     return out
@@ -215,7 +265,8 @@ def generate(exp: ExperimentConfig, want: int, keep: Callable[[list[Candidate]],
     """Call the generators until `keep(candidates)` (the tasks kept after deduplication) reaches `want`, journalling
     each call; (candidates, calls made in this process, seconds). Resumes from the journal. GeneratorFailed after
     tasks.max_failed_batches unusable replies in a row; a budget of 4x the calls `want` needs (plus that many) per
-    run ends it with what was kept (a rerun, as after a failure, gets a budget of its own)."""
+    run ends it with what was kept (a rerun, as after a failure, gets a budget of its own), and so do STALL_CALLS
+    calls in a row that add no kept task."""
     from harness.stores import append_jsonl
 
 
@@ -229,16 +280,22 @@ def generate(exp: ExperimentConfig, want: int, keep: Callable[[list[Candidate]],
     calls = len(records)
     budget = 4 * -(-want // ts.batch) + ts.max_failed_batches
     failed_run = 0  # a rerun gives the generator tasks.max_failed_batches fresh calls
+    stalled, have = 0, keep(cands)  # calls in a row that added no kept task
     made, t0 = 0, time.monotonic()
     if cands:
         out(f"resuming from {path}: {len(records)} call(s) journalled, {len(cands)} task(s) generated")
-    while keep(cands) < want:
+    while have < want:
+        if stalled >= STALL_CALLS:
+            out(f"stopped: the last {stalled} generator calls added no new task (each one a duplicate of a task kept): "
+                f"{have} of {want} tasks kept; the generator has run out of new tasks for this description: give "
+                f"tasks.corpus / tasks.examples or another generator model for variety")
+            break
         if failed_run >= ts.max_failed_batches:
             raise GeneratorFailed(f"the generator gave no usable task in {failed_run} call(s) in a row (last: "
-                                  f"{records[-1].get('skipped', '?')}); {keep(cands)} task(s) kept so far are "
+                                  f"{records[-1].get('skipped', '?')}); {have} task(s) kept so far are "
                                   f"journalled in {path}")
         if made >= budget:
-            out(f"stopped after {made} generator calls in this run: {keep(cands)} of {want} tasks kept (the generator repeats "
+            out(f"stopped after {made} generator calls in this run: {have} of {want} tasks kept (the generator repeats "
                 f"itself: raise tasks.batch or give tasks.corpus / tasks.examples for variety)")
             break
         if gens is None:
@@ -247,11 +304,11 @@ def generate(exp: ExperimentConfig, want: int, keep: Callable[[list[Candidate]],
         angle, persona = ANGLES[calls % len(ANGLES)], PERSONAS[(calls // len(ANGLES) + calls) % len(PERSONAS)]
         doc = docs[calls % len(docs)] if docs else None
         seed = ts.seed * 100003 + calls
-        n = min(ts.batch, max(want - keep(cands), 1) + 1)
+        n = min(ts.batch, max(want - have, 1) + 1)
         reply = g.llm.chat(prompt(exp, n, angle, persona, examples, doc), schema=schema(n), temperature=0.9,
                            max_tokens=160 * n + 120, seed=seed)
         made += 1
-        tasks, why = parse_batch(reply.text, corpus_text=doc[1] if doc else "")
+        tasks, why = parse_batch(reply.text, corpus_text=doc[1] if doc else "", limit=n)
         rec = {"spec": spec_of(exp), "call": calls, "model": g.name, "seed": seed, "angle": angle,
                "persona": persona, "tasks": tasks}
         if not tasks:
@@ -264,7 +321,10 @@ def generate(exp: ExperimentConfig, want: int, keep: Callable[[list[Candidate]],
         records.append(rec)
         calls += 1
         cands = journalled(records)
+        now = keep(cands)
+        stalled = 0 if now > have else stalled + 1
+        have = now
         if tasks:
             out(f"generator call {calls} ({g.name}, {angle}, {persona}): {len(tasks)} task(s); kept so far "
-                f"{keep(cands)} of {want}; elapsed {time.monotonic() - t0:.0f} s")
+                f"{have} of {want}; elapsed {time.monotonic() - t0:.0f} s")
     return cands, made, time.monotonic() - t0
