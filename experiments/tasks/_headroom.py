@@ -1,4 +1,4 @@
-"""`tasks.headroom=true`: the headroom screen of generated tasks. Each kept generated task gets one baseline harness
+"""`tasks.headroom=true`: the headroom screen of generated or imported tasks. Each kept task gets one baseline harness
 run (the configured harness with the baseline synth instructions, scored by evaluate_candidate as a sweep's baseline
 trial scores a task); a task whose run fails, or whose composite is at tasks.headroom_ceiling or above, is dropped:
 the first can give no score to compare, the second no room for an edit to show a gain.

@@ -1,6 +1,7 @@
 """`+sweep=import_tasks tasks.source=SOURCE tasks.name=NAME`: the user's own tasks as a benchmark. SOURCE is a .jsonl
 or .csv file of rows, a harness runs.jsonl, or a folder of .txt / .md files (experiments.tasks._rows); with
-tasks.headroom=true each distinct task gets one baseline run first, as generated ones do (experiments.tasks._headroom)."""
+tasks.headroom=true each distinct task gets one baseline run first, as generated ones do
+(experiments.tasks._headroom)."""
 
 from __future__ import annotations
 
