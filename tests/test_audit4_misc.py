@@ -129,3 +129,97 @@ def test_a_command_logs_no_line_per_http_request(tmp_path, command):
     assert "HTTP Request:" not in out, [ln for ln in out.splitlines() if "HTTP Request:" in ln][:3]
     logs = list((tmp_path / "results").rglob("*.log"))
     assert all("HTTP Request:" not in f.read_text(errors="replace") for f in logs), logs
+
+
+# -- 6. the MLflow parent run shows a futility stop --------------------------------------------------------------
+
+
+def test_the_parent_run_shows_a_candidate_stopped_for_futility(make_exp):
+    """A candidate that gains on train and loses 1 on every holdout task stops after 4 of 12 holdout tasks. Before:
+    the parent run had no holdout difference, task count, trial or test (the row was never tested, so no
+    'verdict row'); the UI could not show that a candidate reached the holdout and was stopped."""
+    from test_issue42_promotion import _exp as promo_exp
+    from test_issue42_promotion import _sweep, _train_gain_holdout_loss
+    from test_sweep_round3 import _parent
+
+    exp = promo_exp(make_exp, "sweep.name=futile", holdout_futility_block=4)
+    exp.mlflow.enabled = True
+    s, _ = _sweep(exp, _train_gain_holdout_loss)
+    (row,) = s.holdout
+    assert row.stopped_after == 4 and not s.promoted
+    _, _, parent = _parent(exp)
+    m, tags = parent.data.metrics, parent.data.tags
+    assert m["holdout_diff"] == pytest.approx(row.holdout_diff)
+    assert m["holdout_n_tasks"] == 4 and m["holdout_stopped_after"] == 4 and m["holdout_futility_of"] == 12
+    assert "holdout_p" not in m  # a futility stop is not a test: no p to show
+    assert tags["holdout_trial"] == str(row.trial)
+    assert "stopped for futility after 4 of 12 holdout tasks" in tags["holdout_test"], tags["holdout_test"]
+    assert tags["verdict"] == "baseline kept"
+
+
+# -- 7. the benchmark as the experiment's evaluation dataset ---------------------------------------------------
+
+
+def _datasets(exp):
+    from mlflow import MlflowClient
+
+    from experiments.config import tracking_uri
+
+    client = MlflowClient(tracking_uri=tracking_uri(exp))
+    found = client.get_experiment_by_name(exp.mlflow.experiment or exp.sweep.name)
+    return client, list(client.search_datasets(experiment_ids=[found.experiment_id]))
+
+
+def test_the_benchmark_is_an_evaluation_dataset_of_the_experiment_once(make_exp):
+    """Before: the Datasets page of the experiment was empty (the splits were only runs' inputs). Now the benchmark
+    is an evaluation dataset linked to the experiment, one record per task (its text the input; count and terms
+    the expectations; id, split and type as tags); a resume adds none; an edited task is a new dataset."""
+    import dataclasses
+
+    from experiments.tracking import make_tracker
+
+    exp = make_exp(mlflow=True)
+    exp.sweep.name = "evalset"
+    make_tracker(exp).start(exp)
+    make_tracker(exp).start(exp)  # a resume
+    client, found = _datasets(exp)
+    assert len(found) == 1, [(d.name, d.tags) for d in found]
+    (ds,) = found
+    assert ds.name == "scripted" and ds.tags.get("benchmark_sha256")
+    from experiments.tracking._traces import exporting_to
+    from experiments.config import tracking_uri
+
+    with exporting_to(tracking_uri(exp)):  # the records are read through MLflow's process-wide store
+        records = client.get_dataset(ds.dataset_id).records
+    by_id = {r.tags["id"]: r for r in records}
+    tasks = {t.id: t for t in exp.benchmark.tasks}
+    assert set(by_id) == set(tasks)
+    for tid, r in by_id.items():
+        assert r.inputs == {"task": tasks[tid].task}
+        assert r.tags["split"] == tasks[tid].split and r.tags["task_type"] == tasks[tid].task_type
+        assert r.expectations["required_terms"] == list(tasks[tid].required_terms)
+
+    edited = dataclasses.replace(exp.benchmark.tasks[0], task="task number 0, in French")
+    exp.benchmark = dataclasses.replace(exp.benchmark, tasks=[edited, *exp.benchmark.tasks[1:]])
+    make_tracker(exp).start(exp)
+    _, found = _datasets(exp)
+    assert len(found) == 2 and len({d.tags["benchmark_sha256"] for d in found}) == 2
+
+
+def test_a_file_store_logs_the_run_and_says_it_has_no_evaluation_dataset(make_exp, tmp_path, monkeypatch, caplog):
+    """MLflow's evaluation datasets need a SQL store: on a file store (allowed by MLFLOW_ALLOW_FILE_STORE) the run
+    logs as before and one warning says why the experiment has no evaluation dataset."""
+    import logging
+
+    from experiments.tracking import make_tracker
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", (tmp_path / "mlruns").as_uri())
+    exp = make_exp(mlflow=True)
+    exp.sweep.name = "filestore"
+    tracker = make_tracker(exp)
+    with caplog.at_level(logging.WARNING, logger="experiments.tracking"):
+        tracker.start(exp)
+    assert tracker.parent_id
+    said = [r.getMessage() for r in caplog.records if "evaluation dataset" in r.getMessage()]
+    assert len(said) == 1 and "SQL" in said[0], said

@@ -15,7 +15,7 @@ from experiments.config import ExperimentConfig, experiment_dict, tracking_uri
 from experiments.storage import HalfCreated, created_whole, guard_engines, mask_secrets, mask_url, shared_lock
 from harness.stores import enable_wal, fault_in, full_in, locked_in, sqlite_db, store_lock
 
-from ._datasets import benchmark_inputs, benchmark_source, log_task_table, task_table
+from ._datasets import benchmark_inputs, benchmark_source, log_task_table, register_benchmark, task_table
 from ._textdiff import instruction_diff
 from ._tracker import UI_ADDRESS, NullTracker, trial_params, ui_command
 from ._traces import EVALUATION_RUN, RUN_TYPE_TAG
@@ -166,6 +166,11 @@ class MLflowTracker(NullTracker):
         # a tracking server or database: the study's lock, so workers on several machines find one parent run
         with store_lock(self._db) if self._db is not None else shared_lock(exp.storage_url, f"{exp.sweep.name}/mlflow"):
             self._start(exp, smoke)
+            # under the same lock: two workers starting together register the benchmark once
+            why = register_benchmark(self.client, self.uri, self.experiment_id, exp.benchmark.name,
+                                     list(self.tasks().values()))
+        if why:
+            log.warning("%s", why)
         self.log_datasets(self.parent_id, self._run_splits(exp))
 
     def _run_splits(self, exp: ExperimentConfig) -> list[str]:
