@@ -8,6 +8,7 @@ from harness.config import ConfigError  # an experiment's config errors are the 
 from ._benchmark import (Task, embed, id_problem, load_tasks, normalized_text, split, split_leaks, task_from_spec,
                          task_types)
 from ._design import sweep_design_problem
+from ._near_duplicate import PAIR_BLOCK, TaskTexts
 from ._convert import apply_overrides, experiment_dict, to_experiment, to_harness_config
 from ._fingerprint import (backend_identity, decision_rule, fingerprint_diff, holdout_set, study_fingerprint,
                            tasks_digest, with_rule_defaults)
@@ -25,6 +26,8 @@ __all__ = [
     "escape_interpolation",
     "literal_benchmark",
     "embed",
+    "PAIR_BLOCK",
+    "TaskTexts",
     "id_problem",
     "normalized_text",
     "split_leaks",

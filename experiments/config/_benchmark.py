@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+import numpy as np
+
 from harness.config import TASK_TYPES
 
+from ._near_duplicate import NEAR_DUPLICATE, PAIR_BLOCK, TaskTexts, embed, normalized_text
 from ._schema import SPLITS, BenchmarkConfig, TaskSpec
 
 
@@ -67,15 +70,9 @@ def task_types(tasks: Iterable[Task]) -> tuple[str, ...]:
 
 # -- what a benchmark may hold: task ids that name files, and a holdout that is not the train split again ---------
 
-# Cosine similarity of two task texts on the memory's default embedding (harness.memory.embeddings "hashing":
-# word, stem, stem-bigram and character 4-gram features, offline and deterministic) above which they count as one
-# task. On the shipped benchmark the closest two different tasks score 0.68 ("Give best practices for testing
-# asyncio code." beside "... subprocesses ..."); reworded copies of one task score 0.76-0.92. A paraphrase that
-# shares no words ("Name 5 frequent mistakes ..." for "List 5 common pitfalls ...", 0.39) is below it: the hashing
-# embedding sees words, not meaning.
-NEAR_DUPLICATE = 0.75
+# When two task texts are one task (the same text, or a paraphrase of it; not a sibling of the same form with another
+# subject or count): experiments.config._near_duplicate holds the rule and the measurements behind its constants.
 _BAD_ID_CHARS = ("/", "\\", "\x00")
-EMBED_CHARS = 4000
 
 
 def id_problem(task_id: str) -> str | None:
@@ -91,24 +88,8 @@ def id_problem(task_id: str) -> str | None:
     return None
 
 
-def normalized_text(text: str) -> str:
-    """A task text compared as the same task: case, spacing and trailing punctuation set aside."""
-    return " ".join(str(text).casefold().split()).rstrip(" .!?;:")
-
-
-def embed(texts: Iterable[str]) -> Any:
-    """Unit vectors (rows) of the task texts on the hashing embedding; their dot products are cosine similarities.
-    A text is read up to its first EMBED_CHARS characters (a task is a request, not a document to compare)."""
-    import numpy as np
-
-    from harness.memory.embeddings import hashing_vector
-
-    rows = [hashing_vector(str(t)[:EMBED_CHARS]) for t in texts]
-    return np.array(rows, dtype=np.float64) if rows else np.zeros((0, 1))
-
-
 def similarity(a: str, b: str) -> float:
-    """Cosine similarity of two task texts (1.0 for the same normalized text)."""
+    """Cosine similarity of two task texts on the MiniLM embedding (1.0 for the same normalized text)."""
     if normalized_text(a) == normalized_text(b):
         return 1.0
     va, vb = embed([a, b])
@@ -116,23 +97,24 @@ def similarity(a: str, b: str) -> float:
 
 
 def split_leaks(tasks: Iterable[Any], threshold: float = NEAR_DUPLICATE) -> list[tuple[str, str, float]]:
-    """(train id, holdout id, similarity) for every holdout task whose text is the same as, or a near-duplicate of
-    (similarity >= threshold), a train task's; the closest train task per holdout task, the closest pairs first."""
+    """(train id, holdout id, similarity) for every holdout task that is a train task again: the same text, or one
+    task with it under the near-duplicate rule (same_task at `threshold`); the closest such train task per holdout
+    task, the closest pairs first. The model is loaded only when both splits hold tasks."""
     items = [(str(_get(t, "id")), str(_get(t, "task")), str(_get(t, "split") or "train")) for t in tasks]
     train = [(i, x) for i, x, s in items if s == "train"]
     hold = [(i, x) for i, x, s in items if s == "holdout"]
     if not train or not hold:
         return []
-    same = {normalized_text(x): i for i, x in train}
-    sims = embed([x for _, x in hold]) @ embed([x for _, x in train]).T
+    texts = TaskTexts([x for _, x in hold] + [x for _, x in train])
     out = []
-    for h, (hid, text) in enumerate(hold):
-        if normalized_text(text) in same:
-            out.append((same[normalized_text(text)], hid, 1.0))
-            continue
-        j = int(sims[h].argmax())
-        if sims[h, j] >= threshold:
-            out.append((train[j][0], hid, float(sims[h, j])))
+    for start in range(0, len(hold), PAIR_BLOCK):
+        rows = slice(start, min(start + PAIR_BLOCK, len(hold)))
+        near, sims = texts.judge(rows, slice(len(hold), len(texts)), threshold)
+        sims = np.where(near, sims, -np.inf)
+        for h in range(near.shape[0]):
+            j = int(sims[h].argmax())
+            if near[h, j]:
+                out.append((train[j][0], hold[rows.start + h][0], float(min(sims[h, j], 1.0))))
     return sorted(out, key=lambda r: -r[2])
 
 
@@ -151,7 +133,8 @@ def check_benchmark(tasks: Iterable[Any], threshold: float = NEAR_DUPLICATE, *, 
     if leaks:
         tr, ho, sim = leaks[0]
         what = ("has the same text as" if sim >= 1.0 else
-                f"is a near-duplicate of (cosine similarity {sim:.2f} >= {threshold:g}, hashing embedding)")
+                f"is a near-duplicate of (a paraphrase by the task supply's rule: MiniLM cosine {sim:.2f} >= "
+                f"{threshold:g}, the same counts, not a sibling of one template)")
         more = f" ({len(leaks) - 1} more such pair(s))" if len(leaks) > 1 else ""
         raise ConfigError(f"benchmark{f' {name!r}' if name else ''}: holdout task {ho!r} {what} train task {tr!r}"
                           f"{more}; the holdout would confirm on a task the search tuned on: drop one, or move both "

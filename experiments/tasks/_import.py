@@ -47,8 +47,8 @@ def run_import(exp: ExperimentConfig, *, out: Callable[[str], None] = print) -> 
     if note:
         extra.append(note)
     header = [f"Imported by `python -m experiments.run +sweep=import_tasks tasks.source={ts.source} tasks.name={ts.name}`"
-              f" from {Path(ts.source).name}: {len(rows)} rows, {len(sel.dropped)} dropped as duplicates (cosine >= "
-              f"{ts.near_duplicate:g} on the hashing embedding).",
+              f" from {Path(ts.source).name}: {len(rows)} rows, {len(sel.dropped)} dropped as duplicates (paraphrases: "
+              f"MiniLM cosine >= {ts.near_duplicate:g} with the same counts).",
               f"The split was assigned before any run (holdout share {ts.holdout_share:g} per task type, seed "
               f"{ts.seed}); each task's provenance names its file and line. The user's own tasks.", *header_extra]
     text = benchmark_yaml(ts.name, f"imported from {Path(ts.source).name}", header, tasks)

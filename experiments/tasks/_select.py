@@ -9,7 +9,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Sequence
 
-from experiments.config import ConfigError, embed, normalized_text, split_leaks
+from experiments.config import PAIR_BLOCK, ConfigError, TaskTexts, embed, split_leaks
 from harness.config import TASK_TYPES
 
 from ._rows import Candidate
@@ -39,50 +39,58 @@ class Selection:
 
 
 def deduplicate(cands: Sequence[Candidate], threshold: float, *, against: Sequence[Candidate] = ()) -> Selection:
-    """Keep each candidate unless its text is the same as (normalized) or a near-duplicate of (cosine >= threshold on
-    the hashing embedding) one kept before it or one of `against` (tasks already accepted). Ids made unique."""
+    """Keep each candidate unless it is one task with one kept before it or one of `against` (tasks already
+    accepted): the same text (normalized), or a near-duplicate under experiments.config.same_task at `threshold` (a
+    paraphrase; a sibling with another subject or count is kept). Ids made unique. All texts are embedded once and
+    compared a block of rows at a time, so 10,000 candidates fit in memory and minutes."""
     import numpy as np
 
-    kept: list[Candidate] = list(against)
+    base = list(against)
+    texts = TaskTexts([c.task for c in base] + [c.task for c in cands])
+    alive = np.zeros(len(texts), dtype=bool)  # kept so far, in the order of `texts`
+    alive[: len(base)] = True
+    owner: list[str] = [c.id for c in base] + [""] * len(cands)
     dropped: list[Dropped] = []
-    seen = {normalized_text(c.task): c.id for c in kept}
-    vecs = [v for v in embed([c.task for c in kept])] if kept else []
-    ids = Counter(c.id for c in kept)
+    ids = Counter(c.id for c in base)
     new: list[Candidate] = []
-    for c in cands:
-        key = normalized_text(c.task)
-        if key in seen:
-            dropped.append(Dropped(c, seen[key], 1.0))
-            continue
-        v = embed([c.task])[0]
-        if vecs:
-            sims = np.array(vecs) @ v
-            j = int(sims.argmax())
-            if sims[j] >= threshold:
-                dropped.append(Dropped(c, kept[j].id, float(sims[j])))
+    for start in range(len(base), len(texts), PAIR_BLOCK):
+        stop = min(start + PAIR_BLOCK, len(texts))
+        near, sims = texts.judge(slice(start, stop), slice(0, stop), threshold)
+        for r in range(start, stop):
+            hit = near[r - start, :r] & alive[:r]
+            c = cands[r - len(base)]
+            if hit.any():
+                j = int(np.where(hit, sims[r - start, :r], -np.inf).argmax())
+                dropped.append(Dropped(c, owner[j], float(min(sims[r - start, j], 1.0))))
                 continue
-        if ids[c.id]:  # two rows with one id (or a generated id again): the later one gets a suffix
-            c = Candidate(f"{c.id}-{ids[c.id] + 1}", c.task, c.task_type, c.expected_count, c.required_terms,
-                          c.split, c.topic, c.provenance)
-        ids[c.id] += 1
-        seen[key] = c.id
-        kept.append(c)
-        vecs.append(v)
-        new.append(c)
+            if ids[c.id]:  # two rows with one id (or a generated id again): the later one gets a suffix
+                c = Candidate(f"{c.id}-{ids[c.id] + 1}", c.task, c.task_type, c.expected_count, c.required_terms,
+                              c.split, c.topic, c.provenance)
+            ids[c.id] += 1
+            alive[r] = True
+            owner[r] = c.id
+            new.append(c)
+    kept = base + new
     return Selection(tuple(new), tuple(dropped), closest_pairs(kept), threshold)
 
 
 def closest_pairs(cands: Sequence[Candidate], k: int = 3) -> tuple[tuple[str, str, float], ...]:
-    """The k most similar pairs among the kept tasks (what the threshold let through)."""
+    """The k most similar pairs (MiniLM cosine) among the kept tasks: what the rule let through."""
     if len(cands) < 2:
         return ()
     import numpy as np
 
-    sims = embed([c.task for c in cands])
-    m = sims @ sims.T
-    iu = np.triu_indices(len(cands), 1)
-    order = np.argsort(-m[iu])[:k]
-    return tuple((cands[iu[0][o]].id, cands[iu[1][o]].id, float(m[iu][o])) for o in order)
+    vecs = embed([c.task for c in cands])
+    best: list[tuple[float, int, int]] = []
+    for start in range(0, len(cands), PAIR_BLOCK):
+        m = vecs[start : start + PAIR_BLOCK] @ vecs.T
+        rows = np.arange(start, start + m.shape[0])
+        m[np.arange(m.shape[0])[:, None] >= (np.arange(len(cands))[None, :] - start)] = -np.inf  # j > i only
+        flat = np.argpartition(-m, min(k, m.size - 1), axis=None)[:k]
+        best += [(float(m.flat[f]), int(rows[f // m.shape[1]]), int(f % m.shape[1])) for f in flat
+                 if np.isfinite(m.flat[f])]
+    best.sort(key=lambda t: -t[0])
+    return tuple((cands[i].id, cands[j].id, s) for s, i, j in best[:k])
 
 
 def assign_split(cands: Sequence[Candidate], holdout_share: float, seed: int, threshold: float) -> list[tuple[Candidate, str]]:
@@ -112,8 +120,8 @@ def assign_split(cands: Sequence[Candidate], holdout_share: float, seed: int, th
     leaks = split_leaks([{"id": c.id, "task": c.task, "split": s} for c, s in pairs], threshold)
     if leaks:
         tr, ho, sim = leaks[0]
-        raise ConfigError(f"the source puts holdout task {ho!r} beside train task {tr!r}, the same task (cosine "
-                          f"similarity {sim:.2f} >= {threshold:g}); drop one, or give both one split")
+        raise ConfigError(f"the source puts holdout task {ho!r} beside train task {tr!r}, the same task (a "
+                          f"paraphrase: MiniLM cosine {sim:.2f} >= {threshold:g}); drop one, or give both one split")
     return pairs
 
 

@@ -135,8 +135,8 @@ def summary_lines(kind: str, read: str, sel: Any, tasks: Sequence[tuple[Candidat
     n_train, n_hold = split_counts(tasks)
     lines = [f"===== TASKS {kind.upper()} =====",
              f"{read}; kept: {len(tasks)} ({n_train} train + {n_hold} holdout); dropped as duplicates: "
-             f"{len(sel.dropped)} ({sel.exact} exact, {sel.near} near: cosine >= {sel.threshold:g}, hashing "
-             f"embedding)",
+             f"{len(sel.dropped)} ({sel.exact} exact, {sel.near} near: paraphrases, MiniLM cosine >= "
+             f"{sel.threshold:g} with the same counts)",
              f"type mix (train+holdout): {type_mix(tasks)}"]
     kept = {**{c.id: c for c in getattr(sel, "kept", ())}, **{c.id: c for c, _ in tasks}}
     for d in sel.dropped[:5]:
