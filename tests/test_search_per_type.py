@@ -160,3 +160,51 @@ def test_benchmark_drives_the_real_per_type_sweep(make_exp):
     # no race and no gate: every search trial ran every train task
     assert all(len(t.user_attrs.get("task_scores", {})) == 6 for t in study.trials
                if t.state.name == "COMPLETE" and t.user_attrs.get("duplicate_of") is None)
+
+
+def test_composed_pools_every_run_of_a_kept_text():
+    base = _ev(0, BASE, {"e1": 5, "e2": 5, "r1": 5, "r2": 5})
+    lucky = "Write prose. Cite sources. Be lucky."
+    # the lucky research text led once (7) and fell back when a later trial ran it again (4): pooled 5.5
+    one = _ev(1, {**BASE, "research": lucky}, {"e1": 5, "e2": 5, "r1": 7, "r2": 7})
+    two = _ev(2, {"enumerated": "List. Name a tool.", "research": lucky}, {"e1": 6, "e2": 6, "r1": 4, "r2": 4})
+    three = _ev(3, {**BASE, "research": "Write prose. Cite sources. Compare."}, {"e1": 5, "e2": 5, "r1": 6, "r2": 6})
+    c = SearchState(dict(BASE), (base, one, two, three)).composed()
+    assert c.instructions["research"] == three.instructions["research"]  # 6 beats the lucky text's pooled 5.5
+    assert c.instructions["enumerated"] == "List. Name a tool."
+    assert c.scores["r1"] == 6 and c.scores["e1"] == 6
+    # the baseline's enumerated text, run in trials 0, 1 and 3, pools to 5: still below the edit's 6
+    four = _ev(4, {**BASE, "research": lucky}, {"e1": 9, "e2": 9, "r1": 4, "r2": 4})
+    c = SearchState(dict(BASE), (base, one, two, three, four)).composed()
+    assert c.instructions["enumerated"] == BASE["enumerated"]  # (5 + 5 + 5 + 9) / 4 = 6 ties 6: the earlier text
+    assert c.scores["e1"] == pytest.approx(6.0)
+
+
+def test_round_robin_edits_one_type_a_trial_and_measures_kept_texts_anew(make_exp):
+    from experiments.config import load_tasks
+    from experiments.sweep import run_sweep
+
+    exp = make_exp("sweep.search=round_robin", operators=("reflect",), n_train=6, n_holdout=6)
+    exp.synth.instructions = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake"]),
+                                           environ={}).synth.instructions
+    exp.sweep.n_trials = 6
+    w = World.make(1, exp.synth.instructions)
+    run_sweep(exp, WorldRunner(w, load_tasks(exp.benchmark)), out=lambda s: None)
+    study = optuna.load_study(study_name=exp.sweep.name, storage=exp.sweep.storage)
+    done = [t for t in study.trials if t.state.name == "COMPLETE"]
+    by_hash = {t.user_attrs["instruction_hash"]: t for t in done}
+    search = [t for t in done if t.user_attrs.get("operator") not in ("baseline", "compose")]
+    assert search
+    for t in search:
+        parent = t.user_attrs["parent_hash"]
+        parent_ins = by_hash[parent].user_attrs["instructions"] if parent in by_hash else None
+        if parent_ins is None:  # a composition that no trial ran whole: compare with the baseline's types
+            continue
+        changed = [tt for tt in t.user_attrs["instructions"] if t.user_attrs["instructions"][tt] != parent_ins[tt]]
+        assert len(changed) <= 1
+    # a text kept from one trial to the next is measured anew there (a seed of its own per trial), not replayed
+    enum_ids = [task.id for task in load_tasks(exp.benchmark) if task.task_type == "enumerated" and task.split == "train"]
+    same = [(a, b) for a, b in zip(done, done[1:])
+            if a.user_attrs["instructions"]["enumerated"] == b.user_attrs["instructions"]["enumerated"]]
+    assert same and any(a.user_attrs["task_scores"][enum_ids[0]] != b.user_attrs["task_scores"][enum_ids[0]]
+                        for a, b in same)

@@ -64,7 +64,9 @@ class SweepConfig:
     parent_selection: str = "best"  # best (best train mean) | pareto (per-task front, drawn by tasks led)
     # joint: a candidate is judged whole (one mean over every task type); per_type: each task type's instruction is
     # accepted on its own type's tasks, the parent composes the best text of each type, racing and the gate are off
-    # (a child runs every train task), and the last trial runs that composition afresh for the holdout
+    # (a child runs every train task), and the last trial runs that composition afresh for the holdout; round_robin:
+    # per_type with one task type edited a trial, in turn (GEPA's round robin over components): the other types'
+    # texts run again with it, so each kept text is measured anew by the trials that edit the others
     search: str = "joint"
     # what reflection reads: worst (the judge's words on the parent's 3 worst tasks) | all (every task of the type,
     # the same words counted, and the edits already tried from this parent that did not help)
@@ -260,9 +262,9 @@ def results_dir_from_env(default: str = "results") -> str:
 
 
 PARENT_SELECTIONS = ("best", "pareto")
-
-SEARCHES = ("joint", "per_type")
+SEARCHES = ("joint", "per_type", "round_robin")
 REFLECT_FEEDBACKS = ("worst", "all")
+
 
 OPERATOR_CHOICES = ("tpe", "bandit")
 

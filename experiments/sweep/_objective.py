@@ -53,6 +53,9 @@ class TrialOutcome:
 
 # the last trial of a per-type search: the composition of each type's best text, run afresh on the train split
 COMPOSE = "compose"
+# per-type searches run trial k with seed cfg.seed + TRIAL_SEED_OFFSET + k: clear of the baseline repeats' and the
+# holdout's cfg.seed + small k
+TRIAL_SEED_OFFSET = 100_000
 
 ProposeFn = Callable[..., Any]  # (name, ctx, llm, *, seen) -> mutators.Candidate (operator = the one used)
 
@@ -148,6 +151,14 @@ class Objective:
         s = self._sigma() if callable(self._sigma) else self._sigma
         return float(s) if s is not None and s > 0 else None
 
+    def trial_seed(self, slot: int, is_baseline: bool) -> int:
+        """The runs' seed of a trial: cfg.seed (the same seed for every candidate, so a joint search compares texts
+        on the same draws and a response cache replays a repeated text); in a per-type search a seed of its own per
+        trial, so a text kept while another type is edited is a new measurement there, not a replay."""
+        if is_baseline or self.exp.sweep.search == "joint":
+            return self.exp.seed
+        return self.exp.seed + TRIAL_SEED_OFFSET + slot
+
     def candidate(self, operator: str, number: int, parent: Evaluated | None = None) -> Proposal:
         """The candidate one operator makes from the parent (the best train mean unless given), for each mutated
         task type, and who made it."""
@@ -156,7 +167,9 @@ class Objective:
         base = dict(parent.instructions) if parent else dict(self.baseline)
         propose, make_ctx, failed_type = self._propose_fns()
         notes, used, failed = [], {}, 0
-        for tt in self.types:
+        # round robin: one task type a trial, in turn; every other type keeps the parent's text
+        types = (self.types[number % len(self.types)],) if self.exp.sweep.search == "round_robin" else self.types
+        for tt in types:
             args = mutation_context_args(state, tt, seed=self.exp.sweep.seed * 100003 + number,
                                          max_chars=self.exp.sweep.max_chars, parent=parent,
                                          feedback=self.exp.sweep.reflect_feedback)
@@ -170,7 +183,7 @@ class Objective:
                 base[tt] = cand.text
             used[tt] = cand.operator
             notes.append(f"{tt}: {cand.note}" if cand.note else f"{tt}: changed")
-        if failed == len(self.types):
+        if failed == len(types):
             raise TrialFailed(f"operator {operator!r} produced no instruction: {'; '.join(notes)[:400]}")
         return Proposal(base, parent.hash if parent else candidate_hash(self.baseline), "; ".join(notes)[:500],
                         operator_used(used), used)
@@ -208,7 +221,7 @@ class Objective:
         sw = self.exp.sweep
         state = self.state()
         rng = random.Random(f"{sw.seed}-{number}")
-        if sw.search == "per_type" and number == sw.n_trials - 1 and number > 1 and state.composed() is not None:
+        if sw.search in ("per_type", "round_robin") and number == sw.n_trials - 1 and number > 1 and state.composed() is not None:
             return COMPOSE, state.composed()
         if sw.max_merges > 0 and len(state.merged) < sw.max_merges and state.last_won:
             pair = state.merge_pair(rng)
@@ -306,7 +319,7 @@ class Objective:
             trial.set_user_attr("instructions", instructions)
             trial.set_user_attr("note", proposal.note)
             known = self.state().hash_values.get(h)
-            if known is not None and not is_baseline:
+            if known is not None and not is_baseline and requested != COMPOSE:
                 trial.set_user_attr("duplicate_of", known[0])
                 trial.set_user_attr("elapsed_s", round(time.perf_counter() - t0, 3))
                 trial.set_user_attr("llm_calls", llm_calls(self.runner) - calls0)
@@ -317,7 +330,7 @@ class Objective:
             parents = [e for e in map(state.by_hash, proposal.parent_hashes or (proposal.parent_hash,)) if e and e.scores]
             first, checkpoint, decided = [], None, []
             leader = state.parent()
-            if self.exp.sweep.search == "per_type":  # a child runs every train task: each type is accepted on its own
+            if self.exp.sweep.search in ("per_type", "round_robin"):  # a child runs every train task: each type is accepted on its own
                 pass
             elif self.exp.sweep.race_block > 0:  # racing replaces the gate; the baseline trial and a first proposal
                 if not is_baseline and leader is not None and leader.scores:  # without a complete leader run all
@@ -332,7 +345,8 @@ class Objective:
                 random.Random(slot).shuffle(rest)
             # one queue, gate first: at concurrency N the rest starts while the gate's last tasks run
             ev = evaluate_candidate(
-                instructions, self.tasks, self.runner, contexts=self.contexts, seed=self.exp.seed, trial=trial,
+                instructions, self.tasks, self.runner, contexts=self.contexts, seed=self.trial_seed(slot, is_baseline),
+                trial=trial,
                 run_prefix=f"{self.exp.sweep.name}-t{number}", pool=self.pool, order=first + rest,
                 checkpoint=checkpoint,
             )

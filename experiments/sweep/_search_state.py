@@ -61,35 +61,50 @@ class SearchState:
         return max(self.evaluated, key=lambda e: (e.value, -e.number), default=None)
 
     def composed(self) -> Evaluated | None:
-        """Per task type, the evaluated text with the best mean over that type's train tasks (the earliest of
-        equals), composed into one candidate with the scores and feedback those tasks had under that text.
+        """Per task type, the text with the best mean over that type's train tasks, composed into one candidate
+        with those tasks' scores and feedback under that text.
 
         A task's run reads its own type's instruction only, so a type's tasks score a type's text whatever the other
-        types hold: a good edit to one type is kept though the same trial's edit to another type was bad. Task types
-        are read from the stored feedback (task id, task type, ...). The composition of one source is that source."""
+        types hold: a good edit to one type is kept though the same trial's edit to another type was bad. A text's
+        mean pools every complete trial that held it (per task, the mean of its runs): a text kept while another
+        type is edited is measured again by each such trial, so a text that led by luck falls back as its runs
+        accumulate, and the best of many one-run means is not trusted over a text measured many times. Ties go to
+        the earlier text. Task types are read from the stored feedback (task id, task type, ...). The composition
+        of one source is that source."""
         full = [e for e in self.evaluated if e.scores]
         if not full:
             return self.parent()
         type_of = {f[0]: f[1] for e in full for f in e.feedback}
         n_tasks = max(len(e.scores) for e in full)
-        full = [e for e in full if len(e.scores) == n_tasks]
-        sources: dict[str, Evaluated] = {}
+        full = sorted((e for e in full if len(e.scores) == n_tasks), key=lambda e: e.number)
+        chosen: dict[str, tuple[str, list[Evaluated]]] = {}
         for tt in sorted(set(type_of.values())):
             ids = [t for t, x in type_of.items() if x == tt]
-            sources[tt] = max(full, key=lambda e: (sum(e.scores.get(t, float("-inf")) for t in ids) / len(ids),
-                                                   -e.number))
-        if not sources or len({e.hash for e in sources.values()}) == 1:
-            return next(iter(sources.values()), self.parent())
+            groups: dict[str, list[Evaluated]] = {}
+            for e in full:
+                groups.setdefault(e.instructions.get(tt, self.baseline.get(tt, "")), []).append(e)
+
+            def pooled(members: list[Evaluated]) -> float:
+                return sum(sum(e.scores[t] for e in members) / len(members) for t in ids) / len(ids)
+
+            text, members = max(groups.items(), key=lambda kv: (pooled(kv[1]), -kv[1][0].number))
+            chosen[tt] = (text, members)
+        sources = {m[-1].hash for _, m in chosen.values()}
+        if len(sources) == 1 and all(len(m) == 1 for _, m in chosen.values()):
+            return next(iter(chosen.values()))[1][0]
         instructions = dict(self.baseline)
         scores: dict[str, float] = {}
         feedback = []
-        for tt, e in sources.items():
-            instructions[tt] = e.instructions.get(tt, self.baseline.get(tt, ""))
-            scores.update({t: v for t, v in e.scores.items() if type_of.get(t) == tt})
-            feedback += [f for f in e.feedback if f[1] == tt]
+        for tt, (text, members) in chosen.items():
+            instructions[tt] = text
+            scores.update({t: sum(e.scores[t] for e in members) / len(members)
+                           for t in members[0].scores if type_of.get(t) == tt})
+            feedback += [f for f in members[-1].feedback if f[1] == tt]
         feedback.sort(key=lambda f: f[2])
-        return Evaluated(max(e.number for e in sources.values()), instructions, candidate_hash(instructions),
-                         sum(scores.values()) / len(scores), tuple(feedback), scores)
+        h = candidate_hash(instructions)
+        same = next((e for e in full if e.hash == h), None)
+        number = same.number if same is not None else max(m[-1].number for _, m in chosen.values())
+        return Evaluated(number, instructions, h, sum(scores.values()) / len(scores), tuple(feedback), scores)
 
     def by_hash(self, h: str | None) -> Evaluated | None:
         return next((e for e in self.evaluated if e.hash == h), None)
@@ -105,7 +120,7 @@ class SearchState:
         per_type, the composition of each type's best text (composed)."""
         from ._optimizer import sample_parent
 
-        if search == "per_type":
+        if search in ("per_type", "round_robin"):
             return self.composed()
         front = self.front() if selection == "pareto" else {}
         return self.by_hash(sample_parent(front, rng)) if front else self.parent()
@@ -207,7 +222,7 @@ def holdout_pool(cands: Sequence[Any], trials: Sequence[Any], search: str) -> li
     composition of each type's best text run afresh (operator "compose"; the trial it repeats when it was a
     duplicate): its train mean is a new measurement, not the maximum of the noisy means it was chosen by, so it is
     the one candidate; without one (the study stopped early) every candidate, as a joint search has."""
-    if search != "per_type":
+    if search not in ("per_type", "round_robin"):
         return list(cands)
     picked = {int(t.user_attrs.get("duplicate_of", t.number)) for t in trials
               if t.state.name == "COMPLETE" and t.user_attrs.get("operator") == "compose"}
