@@ -223,3 +223,88 @@ def test_a_file_store_logs_the_run_and_says_it_has_no_evaluation_dataset(make_ex
     assert tracker.parent_id
     said = [r.getMessage() for r in caplog.records if "evaluation dataset" in r.getMessage()]
     assert len(said) == 1 and "SQL" in said[0], said
+
+
+# -- 3. tasks.count=auto and a calibration of another benchmark ------------------------------------------------
+
+
+GEN_AUTO = ["+sweep=generate_tasks", "tasks.name=gen", "tasks.count=auto", "tasks.effect=1.0"]
+
+
+def _gen_exp(tmp_path, *extra):
+    from experiments.config import compose_config, to_experiment
+    from experiments.tasks import cli_keys
+
+    return to_experiment(compose_config(cli_keys(["backend=fake", f"results_dir={tmp_path / 'res'}", *GEN_AUTO,
+                                                  *extra])))
+
+
+def test_count_auto_sizes_from_a_calibration_of_the_same_models_on_another_benchmark(tmp_path, monkeypatch):
+    """README's order: `+sweep=calibrate benchmark=smoke`, then `+sweep=generate_tasks ... tasks.count=auto` (the
+    configured benchmark asyncio_practices). Before: 'none of the 1 stored calibration(s) matches this fingerprint
+    ... benchmark.name: smoke -> asyncio_practices', exit 2. Now it sizes from that calibration and says so."""
+    from test_tasks_supply import store_calibration
+
+    from experiments.tasks._sizing import size
+
+    monkeypatch.delenv("HARNESS_RESULTS_DIR")
+    key = store_calibration(tmp_path, "+sweep=generate_tasks", "tasks.name=gen", "benchmark=smoke")
+    sizing = size(_gen_exp(tmp_path))
+    text = "\n".join(sizing.lines)
+    assert sizing.holdout > 0 and f"calibration {key}" in text, text
+    assert "on benchmark smoke" in text and "asyncio_practices" in text, text
+
+
+def test_count_auto_says_what_to_add_when_the_calibration_is_of_other_settings(tmp_path, monkeypatch):
+    """The stored calibration ran with evaluator.temperature=0.5 on another benchmark: not the same models and
+    settings, so not used; the one line says what to add to read it."""
+    from test_tasks_supply import store_calibration
+
+    from experiments.config import ConfigError
+    from experiments.tasks._sizing import size
+
+    monkeypatch.delenv("HARNESS_RESULTS_DIR")
+    key = store_calibration(tmp_path, "+sweep=generate_tasks", "tasks.name=gen", "benchmark=smoke",
+                            "evaluator.temperature=0.5")
+    with pytest.raises(ConfigError) as info:
+        size(_gen_exp(tmp_path))
+    msg = str(info.value)
+    assert "\n" not in msg and "evaluator.temperature=0.5" in msg and "benchmark=smoke" in msg, msg
+    assert f"tasks.calibration={key}" in msg, msg
+
+
+# -- 4. the sizing projects the sweep the user will run ----------------------------------------------------------
+
+
+def test_the_sizing_projects_the_trials_of_the_sweep_the_user_will_run(tmp_path, monkeypatch):
+    """Before: 'a 3-trial sweep on it ... ~0.0 h' whatever sweep followed (20-trial sweeps then made 2,380-3,096
+    calls). Now the line names the n_trials it projects and where it comes from (conf/sweep/synth_mutation.yaml,
+    or tasks.sweep_trials), the per-trial runs, and a time that is not rounded to zero."""
+    from test_tasks_supply import store_calibration
+
+    from experiments.tasks._sizing import size
+
+    monkeypatch.delenv("HARNESS_RESULTS_DIR")
+    store_calibration(tmp_path, "+sweep=generate_tasks", "tasks.name=gen")
+    shipped = size(_gen_exp(tmp_path))
+    twenty = size(_gen_exp(tmp_path, "tasks.sweep_trials=20"))
+    line3, line20 = shipped.lines[-1], twenty.lines[-1]
+    assert "3 trials" in line3 and "synth_mutation.yaml" in line3, line3
+    assert "20 trials" in line20 and "tasks.sweep_trials" in line20, line20
+    train, holdout = twenty.train, twenty.holdout
+    runs = 20 * train + holdout * (3 + 3)  # the baseline trial and 19 proposals on train; the holdout's 3 + 3 runs
+    assert f"at most {runs} task runs" in line20, line20
+    assert f"per trial up to {train} task runs" in line20, line20
+    # the stored cost: 8 uncached calls and 60 s a task run, 5 calls and 20 s a context preparation
+    calls = runs * 8 + (train + holdout) * 5
+    assert f"~{calls} uncached LLM calls" in line20, line20
+    assert "0.0 h" not in line20
+
+
+def test_a_negative_sweep_trials_is_one_line():
+    from experiments.config import ConfigError, compose_config, to_experiment, validate
+    from experiments.tasks import cli_keys
+
+    exp = to_experiment(compose_config(cli_keys(["backend=fake", *GEN_AUTO, "tasks.sweep_trials=-2"])))
+    with pytest.raises(ConfigError, match=r"tasks\.sweep_trials=-2 is out of range"):
+        validate(exp)

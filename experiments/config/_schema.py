@@ -196,6 +196,7 @@ class TaskSupplyConfig:
     effect: float = 0.3  # count=auto: the mean effect (composite points) the holdout must confirm at `power`
     power: float = 0.8
     calibration: str = ""  # count=auto: a stored calibration's key or file; empty: the configured benchmark's
+    sweep_trials: int = 0  # count=auto: the sweep.n_trials the cost projection assumes (0: the shipped design's)
     seed: int = 0
     headroom: bool = False  # generate: one baseline run per task; tasks that fail or score at the ceiling dropped
     headroom_ceiling: float = 9.5  # generate: a baseline composite (0-10) at or above it leaves no room for a gain

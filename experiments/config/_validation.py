@@ -232,6 +232,7 @@ def check_task_supply(exp: ExperimentConfig) -> None:
                               f"a stored calibration)")
         check_range("tasks.batch", ts.batch, 1, 50)
         check_range("tasks.max_failed_batches", ts.max_failed_batches, 1)
+        check_range("tasks.sweep_trials", ts.sweep_trials, 0)  # 0: the shipped design's sweep.n_trials
         if not 0.0 < ts.effect:
             raise ConfigError(f"tasks.effect={ts.effect!r} is out of range; expected composite points > 0")
         if not 0.0 < ts.power < 1.0:

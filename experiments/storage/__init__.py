@@ -4,7 +4,8 @@ the per-task context cache and stored calibrations."""
 from __future__ import annotations
 
 from ._calibration_store import (FAIL, PASS, UNREACHABLE, Calibration, Check, Cost, aa_tau, calibration_dir,
-                                 calibration_fingerprint, find_calibration, fingerprint_key, label_for, run_label)
+                                 calibration_fingerprint, find_calibration, fingerprint_key, label_for, run_label,
+                                 nearest_calibration, same_models_calibration)
 from ._context_cache import ContextCache
 from ._ledger import Ledger
 from ._rdb import (RETRIES, StaleTrials, check_services, log_stale, mask_secrets, mask_url, requeued, shared_lock,
@@ -36,8 +37,10 @@ __all__ = [
     "log_stale",
     "mask_secrets",
     "mask_url",
+    "nearest_calibration",
     "requeued",
     "run_label",
+    "same_models_calibration",
     "store_stop",
     "shared_lock",
     "trial_slot",

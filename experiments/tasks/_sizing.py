@@ -41,9 +41,12 @@ def shipped_sweep(exp: ExperimentConfig) -> Any:
 
 def stored_calibration(exp: ExperimentConfig) -> tuple[Any, str]:
     """(Calibration, where it came from): tasks.calibration (a key under results_dir/calibration or a file), else the
-    one whose fingerprint matches this backend, evaluator, harness config and the configured benchmark. ConfigError
-    (one line: run +sweep=calibrate first) when there is none."""
-    from experiments.storage import Calibration, calibration_dir, find_calibration
+    one whose fingerprint matches this backend, evaluator, harness config and the configured benchmark, else the
+    newest of the same backend, evaluator and harness config on another benchmark (the source says so). ConfigError
+    (one line: the settings that would read the nearest stored one, or run +sweep=calibrate first) when there is
+    none."""
+    from experiments.storage import (Calibration, calibration_dir, find_calibration, nearest_calibration,
+                                     same_models_calibration)
 
     named = str(exp.task_supply.calibration or "").strip()
     if named:
@@ -59,10 +62,19 @@ def stored_calibration(exp: ExperimentConfig) -> tuple[Any, str]:
     from harness.inference import make_roles
 
     roles = make_roles(dataclasses.replace(exp.backend, cache=False), exp.results_dir)
-    cal, note = find_calibration(exp, backend_identity(roles), load_tasks(exp.benchmark))
-    if cal is None:
-        raise ConfigError(f"tasks.count=auto needs a stored calibration: {note}; {CALIBRATE_FIRST}")
-    return cal, note
+    identity, tasks = backend_identity(roles), load_tasks(exp.benchmark)
+    cal, note = find_calibration(exp, identity, tasks)
+    if cal is not None:
+        return cal, note
+    # the tasks about to be written are none of a stored benchmark's: the same models' noise on another benchmark
+    # stands in as well as the configured benchmark's would
+    cal, other = same_models_calibration(exp, identity, tasks)
+    if cal is not None:
+        return cal, (f"{other} (none of the configured benchmark {exp.benchmark.name} is stored: the noise of the "
+                     f"same models on that benchmark stands in for the new tasks')")
+    near = nearest_calibration(exp, identity, tasks)
+    named = f"; or size from it as it is with tasks.calibration={near}" if near else ""
+    raise ConfigError(f"tasks.count=auto needs a stored calibration: {note}{named}; {CALIBRATE_FIRST}")
 
 
 def spread(cal: Any) -> tuple[float, str]:
@@ -122,15 +134,36 @@ def size(exp: ExperimentConfig) -> Sizing:
              f"{sw.alpha / 2:g}) confirms +{ts.effect:g} with power {ts.power:g} on {holdout} holdout tasks; train "
              f"{train} (at least the holdout: a best-of-N on fewer train tasks carries its winner's curse to the "
              f"holdout)"]
-    task_runs = sw.n_trials * train + holdout * (sw.holdout_baseline_runs + sw.holdout_top_k * sw.holdout_candidate_runs)
-    co = cal.cost
-    if co is not None and co.runs and co.wall_s > 0:
-        hours = (task_runs * co.wall_s + (train + holdout) * co.prepare_s) / 3600
-        calls = task_runs * co.uncached_calls + (train + holdout) * co.prepare_calls
-        lines.append(f"sizing: a {sw.n_trials}-trial sweep on it: at most {task_runs} task runs, ~{calls:.0f} uncached "
-                     f"LLM calls, ~{hours:.1f} h one run at a time on the calibrated backend ({co.wall_s:.0f} s a "
-                     f"task run, medians of {co.runs} runs)")
-    else:
-        lines.append(f"sizing: a {sw.n_trials}-trial sweep on it: at most {task_runs} task runs (the calibration "
-                     f"stored no timings: hours unknown)")
+    lines.append(projection(exp, sw, cal.cost, train, holdout))
     return Sizing(train, holdout, tuple(lines))
+
+
+def duration(seconds: float) -> str:
+    """'1.6 h', '12 min', '<1 min': a projected time, never rounded to zero."""
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else "<1 min"
+
+
+def projection(exp: ExperimentConfig, sw: Any, co: Any, train: int, holdout: int) -> str:
+    """The sizing's line on what the sweep the user will run costs on these tasks: its trials (tasks.sweep_trials,
+    else the shipped design's sweep.n_trials), each up to every train task (the baseline trial
+    sweep.baseline_repeats times), the holdout's runs of the baseline and the top candidates, and one context
+    preparation per task; with the calibration's timings, the uncached LLM calls and the time one run at a time
+    (the mutation operators' few calls a trial come on top)."""
+    trials = int(exp.task_supply.sweep_trials) or int(sw.n_trials)
+    whence = ("tasks.sweep_trials" if exp.task_supply.sweep_trials else
+              f"sweep.n_trials of conf/sweep/{SHIPPED_DESIGN.name}; tasks.sweep_trials=<n> projects yours")
+    train_runs = (int(sw.baseline_repeats) + trials - 1) * train
+    holdout_runs = holdout * (sw.holdout_baseline_runs + sw.holdout_top_k * sw.holdout_candidate_runs)
+    task_runs = train_runs + holdout_runs
+    head = (f"sizing: a sweep of {trials} trials ({whence}) on it: per trial up to {train} task runs")
+    runs_text = (f"at most {task_runs} task runs ({train_runs} on train, {holdout_runs} on the holdout)")
+    if co is None or not co.runs or co.wall_s <= 0:
+        return f"{head}; {runs_text} (the calibration stored no timings: calls and hours unknown)"
+    calls = task_runs * co.uncached_calls + (train + holdout) * co.prepare_calls
+    wall = task_runs * co.wall_s + (train + holdout) * co.prepare_s
+    return (f"{head} (~{train * co.uncached_calls:.0f} uncached LLM calls, ~{duration(train * co.wall_s)}); in all "
+            f"{runs_text}, ~{calls:.0f} uncached LLM calls, ~{duration(wall)} one run at a time on the calibrated "
+            f"backend ({co.wall_s:.0f} s and {co.uncached_calls:g} uncached calls a task run, medians of {co.runs} "
+            f"runs; the operators' own calls come on top)")
