@@ -120,6 +120,20 @@ def test_interpolation_a_hand_written_task_is_not_resolved(tmp_path):
     assert tasks["c"].task == "Explain what ${x} means."  # OmegaConf's own escape reads as it always did
 
 
+def test_interpolation_an_arms_overrides_keep_the_text(tmp_path):
+    """An A/B arm's config is the experiment's made a config node again (apply_overrides): the text stays as read."""
+    from experiments.config import apply_overrides
+
+    folder = tmp_path / "cfg" / "benchmark"
+    folder.mkdir(parents=True)
+    (folder / "hand.yaml").write_text("name: hand\ntasks:\n- {id: a, task: 'Explain ${HOME} and \\\\${x}.'}\n",
+                                      encoding="utf-8")
+    exp = to_experiment(compose_config([f"hydra.searchpath=[file://{tmp_path / 'cfg'}]", "benchmark=hand",
+                                        "backend=fake"]))
+    assert exp.benchmark.tasks[0].task == "Explain ${HOME} and \\${x}."
+    assert apply_overrides(exp, {"seed": 3}).benchmark.tasks[0].task == exp.benchmark.tasks[0].task
+
+
 def test_interpolation_a_generated_task_loads_back_as_the_exact_text(tmp_path):
     text = "Explain how ${HOME} and ${oc.env:PATH} are expanded by the shell in scripts."
     batch = json.dumps({"tasks": [{"task": text, "task_type": "research", "expected_count": None,

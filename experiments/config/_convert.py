@@ -12,7 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.config import ConfigError, HarnessConfig, apply_env
 from harness.synthesis import resolve_synth
 
-from ._literal import literal_benchmark
+from ._literal import escaped_benchmark, literal_benchmark
 from ._schema import ExperimentConfig
 from ._sources import registry_uri
 
@@ -89,7 +89,7 @@ def apply_overrides(exp: ExperimentConfig, overrides: Mapping[str, Any]) -> Expe
     """
     from omegaconf.errors import OmegaConfBaseException
 
-    node = OmegaConf.structured(exp)
+    node = OmegaConf.structured(escaped_benchmark(exp))  # its task text read back as the same text
     if any(k == "synth" or k.startswith("synth.") for k in overrides):
         node.synth.resolved = {}  # an arm's synth.source is resolved afresh
     for key, value in overrides.items():

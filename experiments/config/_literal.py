@@ -40,6 +40,18 @@ def escape_all(value: Any) -> Any:
     return value
 
 
+def escaped_benchmark(exp: Any) -> Any:
+    """A copy of an experiment config (dataclasses) whose benchmark strings are escaped for OmegaConf: the texts it
+    holds are literal, so a config node made of it (OmegaConf.structured) reads back as the same text."""
+    import dataclasses
+
+    bench = exp.benchmark
+    tasks = [dataclasses.replace(t, **{f.name: escape_all(getattr(t, f.name)) for f in dataclasses.fields(t)})
+             for t in bench.tasks]
+    return dataclasses.replace(exp, benchmark=dataclasses.replace(bench, description=escape(bench.description),
+                                                                  tasks=tasks))
+
+
 def literal_benchmark(cfg: Any) -> Any:
     """The composed config with the benchmark's description and every string of its tasks made literal (read with
     `literal`, stored with `escape`); the same object when none holds `${`, else a copy (the caller's config is
