@@ -208,3 +208,34 @@ def test_round_robin_edits_one_type_a_trial_and_measures_kept_texts_anew(make_ex
             if a.user_attrs["instructions"]["enumerated"] == b.user_attrs["instructions"]["enumerated"]]
     assert same and any(a.user_attrs["task_scores"][enum_ids[0]] != b.user_attrs["task_scores"][enum_ids[0]]
                         for a, b in same)
+
+
+def test_holdout_need_line_uses_the_spread_of_the_candidates_going_there():
+    import math
+    import random
+
+    from scipy.stats import norm
+
+    from experiments.sweep._preflight import holdout_need_line
+
+    class Cand:
+        def __init__(self, scores):
+            self.train_scores = scores
+
+    exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake"]), environ={})
+    rng = random.Random(0)
+    ref = {f"t{i}": 5.0 for i in range(200)}
+    # an edit that helps some tasks much and hurts others: per-task sd 1.0 around +0.3, run noise sigma 0.5
+    cand = Cand({t: 5.0 + 0.3 + rng.gauss(0, 1.0) + rng.gauss(0, 0.5) for t in ref})
+    line = holdout_need_line(exp, [cand], ref, 0.5, 3, 0.025)
+    tau = float(line.split("tau ")[1].split()[0])
+    assert 0.8 < tau < 1.2
+    have = len(exp.tasks("holdout"))
+    sd = math.sqrt(tau ** 2 + 0.25 * (1 / exp.sweep.holdout_candidate_runs + 1 / exp.sweep.holdout_baseline_runs))
+    need = math.ceil(((norm.ppf(0.975) + norm.ppf(exp.calibrate.power)) * sd / exp.calibrate.target_effect) ** 2)
+    assert f"takes about {need} holdout tasks; the benchmark has {have}" in line
+    assert ("may go unconfirmed" in line) == (need > have)
+    # a neutral rewrite's spread (none beyond the noise) needs far fewer
+    flat = Cand({t: 5.0 + rng.gauss(0, 0.5 * math.sqrt(4 / 3)) for t in ref})
+    assert float(holdout_need_line(exp, [flat], ref, 0.5, 3, 0.025).split("tau ")[1].split()[0]) < 0.3
+    assert holdout_need_line(exp, [cand], ref, 0.0, 3, 0.025) == ""  # no measured noise: no line

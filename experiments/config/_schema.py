@@ -63,8 +63,8 @@ class SweepConfig:
     pruner_correction: str = "none"  # none | pocock: p per look that keeps pruner_p over one trial's repeated looks
     parent_selection: str = "best"  # best (best train mean) | pareto (per-task front, drawn by tasks led)
     # joint: a candidate is judged whole (one mean over every task type); per_type: each task type's instruction is
-    # accepted on its own type's tasks, the parent composes the best text of each type, racing and the gate are off
-    # (a child runs every train task), and the last trial runs that composition afresh for the holdout; round_robin:
+    # accepted on its own type's tasks, the parent composes the best text of each type, racing, the gate and the
+    # pruner are off (a child runs every train task), and the last trial runs that composition afresh for the holdout; round_robin:
     # per_type with one task type edited a trial, in turn (GEPA's round robin over components): the other types'
     # texts run again with it, so each kept text is measured anew by the trials that edit the others
     search: str = "joint"

@@ -30,7 +30,7 @@ from experiments.tracking import log_evaluation_run
 from harness.stores import sqlite_file
 
 from ._holdout_looks import HOLDOUT_SET_ATTR, LOOKS_ATTR, other_looks
-from ._preflight import noise_measured_line, sweep_confirmable
+from ._preflight import holdout_need_line, noise_measured_line, sweep_confirmable
 from ._study import baseline_trial, holdout_run, store_holdout_run, store_train_rerun, train_reruns
 
 
@@ -133,6 +133,13 @@ class SplitRuns:
         # tested, so it runs nothing on the holdout
         family = train_filtered(top, ref, train_floor=train_floor, alpha=sw.alpha, train_filter=sw.train_filter)
         base, held = self._holdout_blocks(study, [c for c in top if c.hash in family], base_hash, baseline,
+        going = [c for c in top if c.hash in family]
+        if going and sw.holdout_test == "tasks" and nf.repeats >= 2:
+            level = next_look(list(study.user_attrs.get(LOOKS_ATTR, [])), family, sw.alpha,
+                              self._other_looks(study)).level
+            need = holdout_need_line(self.exp, going, ref, nf.sigma, max(nf.repeats, 1), level)
+            if need:
+                self.out(f"[{sw.name}] {need}")
                                           contexts, blocks)
         prefs = (self._pairwise(study, top, held, base, base_hash, baseline, contexts, blocks)
                  if sw.holdout_compare == "pairwise" else None)
