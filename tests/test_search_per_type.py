@@ -239,3 +239,17 @@ def test_holdout_need_line_uses_the_spread_of_the_candidates_going_there():
     flat = Cand({t: 5.0 + rng.gauss(0, 0.5 * math.sqrt(4 / 3)) for t in ref})
     assert float(holdout_need_line(exp, [flat], ref, 0.5, 3, 0.025).split("tau ")[1].split()[0]) < 0.3
     assert holdout_need_line(exp, [cand], ref, 0.0, 3, 0.025) == ""  # no measured noise: no line
+
+
+def test_sizing_takes_the_spread_of_an_edit_that_changes_answers():
+    from types import SimpleNamespace
+
+    from experiments.tasks._sizing import spread
+
+    cal = SimpleNamespace(decomposition={"sampled": {"tau": 0.1}}, heterogeneity={"tau": 0.9, "n": 12})
+    tau, source = spread(cal)
+    assert tau == 0.9 and "positive control" in source and "12 tasks" in source and "0.100" in source
+    tau, source = spread(SimpleNamespace(decomposition={"sampled": {"tau": 0.5}}, heterogeneity={"tau": 0.2}))
+    assert tau == 0.5 and source.startswith("its A/A' arm") and "0.200" in source
+    assert spread(SimpleNamespace(decomposition=None, heterogeneity={"tau": 0.4}))[0] == 0.4
+    assert spread(SimpleNamespace(decomposition=None, heterogeneity=None))[0] == 0.0

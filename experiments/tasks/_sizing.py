@@ -78,16 +78,26 @@ def stored_calibration(exp: ExperimentConfig) -> tuple[Any, str]:
 
 
 def spread(cal: Any) -> tuple[float, str]:
-    """tau: the A/A' arm's task x variant spread (a meaning-preserving rewrite of the instruction: how differently
-    two texts suit each task), else the positive control's spread across tasks, else 0."""
+    """tau, and where it came from: the larger of the spreads the calibration measured, the positive control's
+    across tasks (an edit that changes answers, as the edits a sweep confirms do) and the A/A' arm's (a
+    meaning-preserving rewrite: how differently two texts suit each task), else 0.
+
+    A sweep confirms edits that change answers, and such an edit helps some tasks far more than others: sized by a
+    neutral rewrite's spread, the holdout is too small for the edits it has to confirm (bench/search/returns.py:
+    a world whose A/A' spread is 0.1 and whose helpful edits spread 0.9 across tasks is sized 24 + 24 for +0.3, where
+    90 + 90 would confirm it)."""
     from experiments.storage import aa_tau
 
-    tau = aa_tau(cal.decomposition)
-    if tau is not None:
-        return tau, "its A/A' arm (sampled)"
+    aa = aa_tau(cal.decomposition)
     het = cal.heterogeneity or {}
-    if het.get("tau") is not None and math.isfinite(float(het["tau"])):
-        return float(het["tau"]), "its positive control's spread across tasks"
+    pc = float(het["tau"]) if het.get("tau") is not None and math.isfinite(float(het["tau"])) else None
+    if pc is not None and (aa is None or pc >= aa):
+        also = f"; its A/A' arm's neutral rewrite showed {aa:.3f}" if aa is not None else ""
+        n = f", {het['n']} tasks" if het.get("n") else ""
+        return pc, f"its positive control's spread across tasks (an edit that changes answers{n}){also}"
+    if aa is not None:
+        also = f"; its positive control showed {pc:.3f}" if pc is not None else ""
+        return aa, f"its A/A' arm (sampled){also}"
     return 0.0, "not measured (taken as 0: an optimistic size)"
 
 
