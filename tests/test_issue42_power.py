@@ -50,7 +50,7 @@ def _real_rule_rate(effect: float, *, worlds: int, seed: int = 42) -> float:
             continue
         cand = dict(zip(hold, effect + rng.normal(0.0, SIGMA, (3, 12)).mean(0)))
         base = dict(zip(hold, rng.normal(0.0, SIGMA, (3, 12)).mean(0)))
-        if futility_stop(cand, base, hold, 4) is not None:
+        if futility_stop(cand, base, hold, 4, level=0.025, power=0.8) is not None:
             continue
         td = TaskDiffs.of(cand, base)
         hits += td.p is not None and td.p < 0.025

@@ -33,10 +33,10 @@ def test_a_real_gain_whose_first_tasks_lose_is_not_stopped_on_a_large_holdout():
     cand = _real_gain(144, first)
     base = {t: 0.0 for t in cand}
     order = list(cand)
-    assert futility_stop(cand, base, order, 4) is None
+    assert futility_stop(cand, base, order, 4, level=0.025, power=0.8) is None
     # on a holdout of 12 (its first 12 tasks) its first block of 4 (mean -0.2) does not stop it; two thirds of
     # that holdout below 0 leave the final test little chance, and do
-    small = futility_stop({t: cand[t] for t in order[:12]}, base, order[:12], 4)
+    small = futility_stop({t: cand[t] for t in order[:12]}, base, order[:12], 4, level=0.025, power=0.8)
     assert small is not None and (small.after, small.of) == (8, 12)
 
 
@@ -48,10 +48,10 @@ def test_the_futility_stop_still_stops_a_clear_loss_at_its_first_look_and_looks_
     assert futility_looks(16, 4) == (4, 8, 12) and futility_looks(8, 4) == (4,) and futility_looks(144, 0) == ()
     loss = _real_gain(144, [], gain=-1.0, sd=0.5)
     base = {t: 0.0 for t in loss}
-    stop = futility_stop(loss, base, list(loss), 4)
+    stop = futility_stop(loss, base, list(loss), 4, level=0.025, power=0.8)
     assert stop is not None and (stop.after, stop.of) == (36, 144) and stop.mean < -0.8
     # a look whose tasks are not all scored judges nothing yet
-    assert futility_stop({t: loss[t] for t in list(loss)[:30]}, base, list(loss), 4) is None
+    assert futility_stop({t: loss[t] for t in list(loss)[:30]}, base, list(loss), 4, level=0.025, power=0.8) is None
 
 
 def test_the_race_block_derives_from_the_train_size():
@@ -95,4 +95,7 @@ def test_the_design_power_carries_the_uncertainty_of_sigma_and_tau_and_models_ra
     zero = decision_power(1.455, 0.0, **kw)
     assert decision_power(1.455, 0.0, tau_df=11, **kw).mde > 1.1 * zero.mde
     raced = decision_power(1.455, 1.271, race_block=4, **kw)
-    assert raced.rate(1.0, sims=2000) < known.rate(1.0, sims=2000) and raced.mde > known.mde
+    # racing costs power; where the confirmation alone caps the power at 12 holdout tasks the joint MDE is the
+    # confirmation's, and the cost shows in the tasks a smaller effect needs
+    assert raced.rate(1.0, sims=2000) < known.rate(1.0, sims=2000) and raced.mde >= known.mde
+    assert raced.needed[1] >= known.needed[1]

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from scipy import stats as sps  # noqa: E402
 
-from experiments.stats import holdout_tasks_for_harm, next_look  # noqa: E402
+from experiments.stats import first_level, holdout_tasks_for_harm, next_look  # noqa: E402
 from experiments.stats._skew import skew_test_p  # noqa: E402
 from experiments.stats._verdict import mean_bound  # noqa: E402
 from experiments.promotion._confirmation import TaskDiffs  # noqa: E402
@@ -93,7 +93,8 @@ def p_values(d: np.ndarray, futility: bool) -> tuple[np.ndarray, np.ndarray]:
     after = skew_test_p(d)
     if futility:
         base = dict.fromkeys(TASKS, 0.0)
-        stopped = np.array([futility_stop(dict(zip(TASKS, row.tolist())), base, TASKS, BLOCK) is not None
+        stopped = np.array([futility_stop(dict(zip(TASKS, row.tolist())), base, TASKS, BLOCK,
+                                          level=first_level(ALPHA), power=0.8) is not None
                             for row in d])
         before, after = np.where(stopped, 1.0, before), np.where(stopped, 1.0, after)
     return before, after

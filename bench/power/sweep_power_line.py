@@ -21,7 +21,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from experiments.stats import compare, decision_power  # noqa: E402
+from experiments.stats import compare, decision_power, first_level  # noqa: E402
 from experiments.promotion._confirmation import TaskDiffs  # noqa: E402
 from experiments.promotion._futility import futility_stop, passes_train_filter  # noqa: E402
 
@@ -47,7 +47,7 @@ def confirms(sigma: float, tau: float, effect: float, *, worlds: int, seed: int,
             continue
         cand_h = dict(zip(ids_h, effect + u[nt:] + rng.normal(0.0, sigma, (c, nh)).mean(0)))
         base_h = dict(zip(ids_h, rng.normal(0.0, sigma, (b, nh)).mean(0)))
-        if futility_stop(cand_h, base_h, ids_h, block) is not None:
+        if futility_stop(cand_h, base_h, ids_h, block, level=first_level(design["alpha"]), power=0.8) is not None:
             continue
         td = TaskDiffs.of(cand_h, base_h)
         hit += td.p is not None and td.p < design["level"]

@@ -81,7 +81,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from experiments.config import BASELINE
-from experiments.stats import CostDiff, CostGuard, NoiseFloor, compare
+from experiments.stats import CostDiff, CostGuard, NoiseFloor, compare, first_level
 
 from ._confirmation import HoldoutScores, HoldoutTest, confirm
 from ._costs import holdout_cost, holdout_cost_diffs
@@ -180,7 +180,7 @@ def decide_look(top: Sequence[Candidate], reference: Mapping[str, float], baseli
                   guard=guard, costs=costs, base_key=base_key, cost_diffs=cost_diffs,
                   max_task_loss=sweep.max_task_loss, task_types={t.id: t.task_type for t in holdout_tasks},
                   baseline_instructions=baseline, train_filter=sweep.train_filter, futility_block=blocks.block,
-                  order=blocks.order, preferences=preferences, task_sources=task_sources(benchmark_tasks))
+                  order=blocks.order, futility_power=blocks.power, preferences=preferences, task_sources=task_sources(benchmark_tasks))
 
 
 def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_holdout: HoldoutScores | None,
@@ -189,7 +189,7 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
            base_key: str = "", cost_diffs: Mapping[str, Mapping[str, CostDiff]] | None = None,
            max_task_loss: float | None = None, task_types: Mapping[str, str] | None = None,
            baseline_instructions: Mapping[str, str] | None = None, train_filter: str = "wilcoxon",
-           futility_block: int = 0, order: Sequence[str] | None = None,
+           futility_block: int = 0, order: Sequence[str] | None = None, futility_power: float = 0.8,
            preferences: Mapping[str, Mapping[str, float]] | None = None,
            task_sources: Mapping[str, str] | None = None) -> Promotion:
     """The verdict on the top candidates (see the module docstring). baseline_holdout None: no holdout ran (no
@@ -210,7 +210,8 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
 
     `train_filter` (sweep.train_filter: wilcoxon | positive | none) chooses the family the holdout tests
     (passes_train_filter). With `futility_block` > 0 and the holdout tasks' `order` (holdout_order), a candidate
-    that futility_stop stops after a block but the last is stopped: its row carries the mean
+    that futility_stop stops after a block but the last (its bound at the first look's level of `alpha`,
+    experiments.stats.first_level, and at `futility_power`, as HoldoutBlocks sets it) is stopped: its row carries the mean
     over the tasks it ran, no p, `stopped_after`, and is not confirmed (Holm counts it as p = 1). The sweep runs no
     further block of a stopped candidate; given every task's scores, decide stops it at the same block.
 
@@ -227,7 +228,8 @@ def decide(top: Sequence[Candidate], reference: Mapping[str, float], baseline_ho
         if hold is None and not passes_train_filter(cmp, train_filter):  # cut before the holdout: nothing ran
             hold = HoldoutScores(None, None, runs=0)
         hold = hold or HoldoutScores(None, "not evaluated on the holdout")
-        stop = futility_stop(hold.scores, baseline_holdout.scores, order or (), futility_block)
+        stop = futility_stop(hold.scores, baseline_holdout.scores, order or (), futility_block,
+                             level=first_level(alpha), power=futility_power)
         cand_s, base_s = hold.scores, baseline_holdout.scores
         if stop is not None:  # the tasks it ran before the stop (the sweep ran no more of this candidate)
             ran = set(list(order or ())[: stop.after])

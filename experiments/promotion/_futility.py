@@ -4,11 +4,14 @@ Pure functions on per-task scores: decide and the sweep's holdout blocks (Holdou
 
 Futility stop (sweep.holdout_futility_block = B > 0, pinned): the holdout runs in blocks, in one seeded order per
 study (both arms, all their runs, per block). A block is B tasks on a small holdout and a quarter of the holdout
-when that is larger (experiments.stats.interim_looks: 4 and 8 of 12 tasks, 36, 72 and 108 of 144), so a grown
-holdout keeps the same few looks at the same fractions instead of looking at its first noisy prefixes. After each
+when that is larger (experiments.stats.interim_looks: 4 and 8 of 12 tasks, 36, 72 and 108 of 144, 28, 56 and 84 of
+114), so a grown holdout keeps the same few looks at the same fractions instead of looking at its first noisy
+prefixes; what the blocks leave over joins the last block, so no look falls one block short of the end. After each
 block but the last, a candidate stops (`futility_stop`) when the conditional power of the final test, under the
 effect the design detects with probability 0.8, is below 0.1 given its paired t so far
-(experiments.stats.futility_bound: z below about -2.5 at a quarter, -0.5 at half, +0.7 at three quarters): a loss
+(experiments.stats.futility_bound, at the first holdout look's level experiments.stats.first_level(sweep.alpha) and
+the design power calibrate.power, the level and power the design power line and tasks.count=auto's sizing take: z
+below about -2.5 at a quarter, -0.5 at half, +0.7 at three quarters at alpha 0.05 and power 0.8): a loss
 beyond the noise stops early, a noisy first block of a real gain does not (a rule that stops on "mean so far <= 0
 every 4 tasks" stops a +0.77 candidate whose first 8 of 144 tasks happen to average below 0). Its row says "stopped
 for futility after m of n holdout tasks", it is not confirmed, and the look still counts and is stored (its level
@@ -27,7 +30,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from experiments.config import TRAIN_FILTERS
-from experiments.stats import FUTILITY_CP, Comparison, futility_bound, interim_looks, look_z
+from experiments.stats import FUTILITY_CP, Comparison, first_level, futility_bound, interim_looks, look_z
 
 
 def passes_train_filter(cmp: Comparison, rule: str = "wilcoxon") -> bool:
@@ -72,13 +75,13 @@ def holdout_order(task_ids: Sequence[str], seed: int, block: int) -> list[str]:
 
 
 def futility_stop(cand: Mapping[str, float] | None, base: Mapping[str, float] | None, order: Sequence[str],
-                  block: int, *, level: float = 0.025, power: float = 0.8,
-                  min_cp: float = FUTILITY_CP) -> FutilityStop | None:
+                  block: int, *, level: float, power: float, min_cp: float = FUTILITY_CP) -> FutilityStop | None:
     """The first futility look (futility_looks of the holdout tasks in `order`, not the last) at which the
     candidate's per-task differences (candidate - baseline, per-task means over their runs) over the tasks so far
     give a one-sided paired t whose z (experiments.stats.look_z) is below experiments.stats.futility_bound: the
-    conditional power of the final test at `level` (the first holdout look's, alpha / 2 at alpha 0.05), under the
-    effect the design detects with probability `power`, is below `min_cp`. None when no look stops it, or a look's
+    conditional power of the final test at `level` (the first holdout look's, experiments.stats.first_level of the
+    sweep's alpha), under the effect the design detects with probability `power` (calibrate.power), is below
+    `min_cp`. None when no look stops it, or a look's
     tasks are not all scored (nothing to judge there yet)."""
     if not cand or not base:
         return None
@@ -97,15 +100,20 @@ def futility_stop(cand: Mapping[str, float] | None, base: Mapping[str, float] | 
 @dataclass(frozen=True)
 class HoldoutBlocks:
     """The holdout's blocks for one study: the order its tasks run in (holdout_order), the number of tasks after
-    each block (`ends`: the futility looks, then every task) and the futility stop after a block (`stop`)."""
+    each block (`ends`: the futility looks, then every task) and the futility stop after a block (`stop`) at the
+    first look's `level` and the design `power`."""
 
     order: tuple[str, ...]
     block: int
+    level: float
+    power: float
 
     @classmethod
-    def of(cls, task_ids: Sequence[str], seed: int, block: int) -> "HoldoutBlocks":
-        """The blocks of sweep.holdout_futility_block tasks (0: one block of every task), seeded by sweep.seed."""
-        return cls(tuple(holdout_order(task_ids, seed, block)), block)
+    def of(cls, task_ids: Sequence[str], seed: int, block: int, *, alpha: float, power: float) -> "HoldoutBlocks":
+        """The blocks of sweep.holdout_futility_block tasks (0: one block of every task), seeded by sweep.seed, the
+        stop's bound at the first look's level of sweep.alpha (experiments.stats.first_level) and at `power`
+        (calibrate.power: the power the design power line states)."""
+        return cls(tuple(holdout_order(task_ids, seed, block)), block, first_level(alpha), power)
 
     @property
     def ends(self) -> list[int]:
@@ -114,4 +122,4 @@ class HoldoutBlocks:
 
     def stop(self, cand: Mapping[str, float] | None, base: Mapping[str, float] | None) -> FutilityStop | None:
         """Where the futility stop stopped a candidate with these per-task scores (futility_stop), or None."""
-        return futility_stop(cand, base, self.order, self.block)
+        return futility_stop(cand, base, self.order, self.block, level=self.level, power=self.power)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ._cost import (COST_METRICS, CostDiff, CostGuard, GuardResult, cost_by_task, paired_cost, run_costs,
                     train_cost_diffs)
 from ._floors import baseline_reference, compare, holm, noise_floor, replication_noise, variance_ratio
-from ._looks import Look, level, next_look, recorded
+from ._looks import Look, first_level, level, next_look, recorded
 from ._pareto import pareto_front
 from ._decision import DecisionPower, decision_power
 from ._power import (FUTILITY_CP, MAX_TASKS, Design, ab_design, detection_rate, futility_bound, interim_looks,
@@ -16,7 +16,7 @@ from ._signflip import signflip_test
 from ._skew import holdout_tasks_for_harm, skew_test
 from ._spread import heterogeneity, spread_from_trials
 from ._tests import (DIRECTIONS, FLOOR_SE, TESTS, Comparison, NoiseFloor, PairedStats, bootstrap_ci, cohens_dz,
-                     finite_array, paired_differences, paired_ttest, rank_biserial, wilcoxon_test)
+                     finite_array, no_spread, paired_differences, paired_ttest, rank_biserial, wilcoxon_test)
 from ._verdict import (COMPARES, Decision, Preregistration, excluding_bound, explain_verdict, look_level,
                        missing_imbalance, sequential_decision)
 
@@ -50,6 +50,7 @@ __all__ = [
     "excluding_bound",
     "explain_verdict",
     "finite_array",
+    "first_level",
     "futility_bound",
     "heterogeneity",
     "holdout_min_p",
@@ -65,6 +66,7 @@ __all__ = [
     "min_attainable_p",
     "missing_imbalance",
     "next_look",
+    "no_spread",
     "noise_floor",
     "paired_cost",
     "paired_differences",

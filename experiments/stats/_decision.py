@@ -9,6 +9,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ._looks import first_level
 from ._power import MAX_TASKS, Design, _smallest, detection_rate, sweep_design
 from ._reach import holdout_min_p
 from ._tests import min_attainable_p
@@ -55,7 +56,7 @@ def decision_power(sigma: float, tau: float, *, n_train: int, n_holdout: int, al
                    baseline_runs: int, holdout_runs: tuple[int, int] = (1, 1), power: float = 0.8,
                    target_effect: float = 0.5, sims: int = 2000, train_filter: str = "wilcoxon",
                    futility_block: int = 0, sigma_df: int | None = None, tau_df: int | None = None,
-                   race_block: int = 0, race_z: float = 1.0) -> DecisionPower:
+                   race_block: int = 0, race_z: float = 1.0, futility_power: float | None = None) -> DecisionPower:
     """The detectable effect of filter and confirmation together, and the tasks a target effect needs.
 
     The filter compares one candidate run with the mean of `baseline_runs` (sd sigma sqrt(1 + 1/b) per task, plus
@@ -66,7 +67,9 @@ def decision_power(sigma: float, tau: float, *, n_train: int, n_holdout: int, al
     (per-task means of c and b runs), skew_test over the n_holdout tasks at `level` (Design test "t-skew": the
     sweep's TaskDiffs, p = max(paired t p, skew-calibrated p), so the figure is the rule's, not the plain t's); with
     futility_block B > 0 the non-binding futility looks of experiments.promotion._futility.futility_stop (interim_looks,
-    futility_bound: conditional power below FUTILITY_CP under the effect detected with probability `power`) stop a
+    futility_bound at the first look's level of `alpha`, experiments.stats.first_level, whatever `level` this look
+    has: conditional power below FUTILITY_CP under the effect detected with probability `futility_power`, the
+    sweep's calibrate.power, `power` when None) stop a
     simulated study unconfirmed, the stop's only cost being this loss of power. A holdout too small for its exact
     sign-flip p to reach `level` (holdout_min_p) confirms nothing here, as sweep_design_problem refuses it.
 
@@ -90,7 +93,7 @@ def decision_power(sigma: float, tau: float, *, n_train: int, n_holdout: int, al
     runs = tuple(holdout_runs)
     race = (max(int(race_block or 0), 0), float(race_z))
     df = (int(sigma_df) if sigma_df else None, int(tau_df) if tau_df else None)
-    opts = (futility_block, df, race, power)
+    opts = (futility_block, df, race, power if futility_power is None else float(futility_power))
     filt, conf = _designs(sigma, tau, n_train, n_holdout, alpha, level, baseline_runs, runs, train_filter, *opts)
     scale = sigma + tau
     if scale == 0:
@@ -122,8 +125,10 @@ def _designs(sigma: float, tau: float, n_train: int, n_holdout: int, alpha: floa
     elif train_filter == "none":
         filt = None
     sd = sigma * math.sqrt(1.0 / max(c, 1) + 1.0 / max(b, 1))
+    # the futility stop's bound is the sweep's (experiments.promotion's HoldoutBlocks): the final test at the first
+    # look's level, whatever look this is, under the effect detected with probability `power`
     conf = Design("confirm", n_holdout, sd, level, "greater", "t-skew", tau=tau, futility_block=futility_block,
-                  futility_power=power)
+                  futility_power=power, futility_level=first_level(alpha))
     if any(df):  # the predictive power: sigma and tau drawn around their estimates per simulated run
         conf = dataclasses.replace(conf, sigma_df=df[0], tau_df=df[1],
                                    tau_noise=sigma ** 2 * (1.0 + 1.0 / max(baseline_runs, 1)))

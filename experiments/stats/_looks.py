@@ -61,6 +61,12 @@ def level(alpha: float, number: int) -> float:
     return alpha / 2.0 ** number
 
 
+def first_level(alpha: float) -> float:
+    """The level of a holdout set's first look, level(alpha, 1): the one definition the design check, the futility
+    stop's bound, the design power line of a new study and tasks.count=auto's sizing all take."""
+    return level(alpha, 1)
+
+
 def next_look(stored: Sequence[Mapping[str, Any]], family: Sequence[str], alpha: float,
               others: Sequence[Mapping[str, Any]] = ()) -> Look | None:
     """The look a conclusion testing `family` makes (None: an empty family tests nothing). `stored`: this study's

@@ -58,10 +58,13 @@ def look_block(n_tasks: int, block: int, parts: int = LOOK_PARTS) -> int:
 
 
 def interim_looks(n_tasks: int, block: int, parts: int = LOOK_PARTS) -> tuple[int, ...]:
-    """The numbers of tasks after which a sequence of looks looks: look_block, twice it, ... below n_tasks (none
-    when the block is 0 or covers the split: the last task completes the split instead of a look)."""
+    """The numbers of tasks after which a sequence of looks looks: look_block, twice it, ..., one block fewer than
+    fit in n_tasks, so that the last block holds whatever the blocks leave over (between one and two blocks) and
+    ends with the split. None when the block is 0 or two blocks do not fit. A look one block short of every task
+    would be the final test in all but name (114 holdout tasks in blocks of 28: a futility look at 112, where a
+    stop is a failed final test read at a stricter bound), so the remainder joins the last block instead."""
     b = look_block(n_tasks, block, parts)
-    return tuple(range(b, n_tasks, b)) if b > 0 else ()
+    return tuple(b * k for k in range(1, n_tasks // b)) if b > 0 else ()
 
 
 def futility_bound(m: int, n: int, *, level: float, power: float = 0.8, min_cp: float = FUTILITY_CP) -> float:
@@ -142,6 +145,7 @@ class Design:
     futility_block: int = 0
     futility_cp: float = FUTILITY_CP
     futility_power: float = 0.8
+    futility_level: float | None = None  # the final test's level the stop's bound assumes (None: alpha)
     # racing (sweep.race_block, test "mean" only: the train filter "positive" on the same train tasks): at the
     # interim_looks of n tasks a mean(d) + race_z sd(d) / sqrt(m) below 0 drops the candidate (race_step's rule)
     race_block: int = 0
@@ -220,8 +224,8 @@ def detection_rate(design: Design, effect: float, *, sims: int = 4000, seed: int
     else:
         hit = wilcoxon_reject(d, design.alpha, alternative=design.alternative)
     for m in interim_looks(design.n, design.futility_block):  # the non-binding futility looks (futility_stop)
-        hit &= ~(look_z(d[:, :m]) < futility_bound(m, design.n, level=design.alpha, power=design.futility_power,
-                                                   min_cp=design.futility_cp))
+        hit &= ~(look_z(d[:, :m]) < futility_bound(m, design.n, level=design.futility_level or design.alpha,
+                                                   power=design.futility_power, min_cp=design.futility_cp))
     mean = d.mean(axis=1)
     hit &= mean > (design.floor if design.floor_se else 0.0)
     if design.min_mean:

@@ -190,6 +190,21 @@ def finite_array(values: Sequence[float], name: str) -> np.ndarray:
     return arr
 
 
+SPREAD_TOL = 1e-9  # a spread at most this share of the values' size (at least 1) is float rounding, not a spread
+
+
+def no_spread(values: Sequence[float] | np.ndarray) -> bool:
+    """Whether the values are equal up to float rounding: their range at most SPREAD_TOL x max(1, largest |value|).
+
+    Means of several runs that are equal in exact arithmetic differ in the last bits (peak to peak 6.7e-16 for
+    differences of means of 3 runs); read as a spread, that noise gives a t of 1e15 and a bound on the mean at the
+    mean itself, where exactly equal values give no spread to test or bound with. Equal within rounding is equal."""
+    x = np.asarray(values, dtype=float).ravel()
+    if x.size < 2:
+        return True
+    return bool(np.ptp(x) <= SPREAD_TOL * max(1.0, float(np.abs(x).max())))
+
+
 def paired_differences(a: Sequence[float], b: Sequence[float]) -> np.ndarray:
     """Per-pair differences b - a."""
     xa, xb = finite_array(a, "a"), finite_array(b, "b")
@@ -340,7 +355,7 @@ def paired_ttest(diffs: Sequence[float], *, exact_floor: bool = False) -> TTest:
         return TTest(float("nan"), 1.0, max(n - 1, 0))
     mean, sd = float(d.mean()), float(d.std(ddof=1))
     floor = _exact_floor(n) if exact_floor else 0.0
-    if sd == 0:
+    if no_spread(d):
         return TTest(0.0 if mean == 0 else math.copysign(math.inf, mean), 1.0 if mean == 0 else floor, n - 1)
     res = sps.ttest_1samp(d, 0.0)
     return TTest(float(res.statistic), max(float(res.pvalue), floor), n - 1)
@@ -352,7 +367,7 @@ def cohens_dz(diffs: Sequence[float]) -> float:
     if d.size < 2:
         return float("nan")
     mean, sd = float(d.mean()), float(d.std(ddof=1))
-    if sd == 0:
+    if no_spread(d):
         return 0.0 if mean == 0 else math.copysign(math.inf, mean)
     return mean / sd
 

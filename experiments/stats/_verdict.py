@@ -38,7 +38,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from scipy import stats as sps
 
-from ._tests import DIRECTIONS, TESTS, PairedStats, finite_array, min_attainable_p
+from ._tests import DIRECTIONS, TESTS, PairedStats, finite_array, min_attainable_p, no_spread
 
 COMPARES = ("pointwise", "pairwise")  # how an A/B compares its arms (Preregistration.compare)
 
@@ -207,8 +207,8 @@ def mean_bound(diffs: Sequence[float], tail: float, side: str = "upper") -> floa
         return float("nan")
     x = d if side == "upper" else -d
     mean, se, a = (float(v[0]) for v in _parts(x[None, :]))
-    if se == 0:
-        return float(d[0])
+    if no_spread(d):
+        return float(d.mean())
     c = skew_critical(int(d.size), tail)
     z = a * (c - a / 6)
     if a == 0:
@@ -266,7 +266,7 @@ def sequential_decision(
         futile = sign * fut_bound < min_effect
     level = f"{100 * (1 - nominal):.3g}%"
     floor = min_attainable_p(int(d.size), test="wilcoxon", alternative="two-sided")  # exact, 2 / 2^n
-    spread = bool(np.ptp(d) > 0)
+    spread = not no_spread(d)
     if efficacy and floor >= nominal:  # the t's CI alone (no spread: [mean, mean]) claims more than n pairs can
         efficacy = False
         capped = (f"the {level} CI [{lo:.3g}, {hi:.3g}] excludes 0, but {d.size} pairs cannot give an exact p below "
@@ -323,7 +323,8 @@ def explain_verdict(prereg: Preregistration, result: Any) -> tuple[str, str]:
 
     'supported' needs the test significant, in the hypothesis's direction as the TEST finds it (the signed-rank
     sums for Wilcoxon, the t statistic for t, the look's t-based CI in sequential mode), the mean difference on the
-    same side, and the mean reaching min_effect. A two-sided test whose direction the mean contradicts supports
+    same side, the mean reaching min_effect, and (fixed-sample) the skew-calibrated one-sided p of that side below
+    alpha / 2 (supported_skew_p). A two-sided test whose direction the mean contradicts supports
     nothing: the direction comes from the test that gives the significance.
     """
     s = _primary(prereg, result)
@@ -345,6 +346,12 @@ def explain_verdict(prereg: Preregistration, result: Any) -> tuple[str, str]:
     right_way = prereg.direction == "two-sided" or sig_sign == sign
     agree = sig_sign == mean_sign
     if p_sig and right_way and agree and effect >= prereg.min_effect:
+        skew_p = None if prereg.sequential > 1 and decision is not None else supported_skew_p(s.diffs, sig_sign)
+        if skew_p is not None and not skew_p < prereg.alpha / 2:
+            return "inconclusive", (
+                f"{alpha_txt}; but the skew-calibrated one-sided p {skew_p:.3g} of a mean diff "
+                f"{'above' if sig_sign > 0 else 'below'} 0 is not below {prereg.alpha / 2:g}: with few tasks a "
+                f"left tail that was not drawn looks like a gain")
         return "supported", f"{alpha_txt}; mean diff {s.mean_diff:+.3g} meets the minimum effect {prereg.min_effect:g}"
     if p_sig and not right_way:
         return "not supported", (f"{alpha_txt}; significant in the opposite direction ({sig_txt}; mean diff "
@@ -367,17 +374,33 @@ def explain_verdict(prereg: Preregistration, result: Any) -> tuple[str, str]:
     return "inconclusive", f"{alpha_txt}; CI [{lo:.3g}, {hi:.3g}] still includes the minimum effect"
 
 
+def supported_skew_p(diffs: Sequence[float], sign: float) -> float | None:
+    """The one-sided skew-calibrated p (experiments.stats.skew_test, the sweep's holdout confirmation) that the
+    mean of the differences lies on the `sign` side of 0; None below 2 differences (nothing to calibrate).
+
+    'Supported' in a direction needs it below alpha / 2 (one side of the two-sided test) beside the test's own p:
+    the paired t and the Wilcoxon read a sample whose few losing tasks were not drawn as a clear gain, and said
+    'supported' at a true mean of 0 up to 0.066-0.073 of the time for left-skewed spreads at 8-12 tasks against
+    0.025 (bench/power/level_with_noise.py --ab)."""
+    from ._skew import skew_test  # _skew reads this module's Hall transformation
+
+    d = finite_array(diffs, "diffs")
+    if d.size < 2:
+        return None
+    return skew_test(sign * d).p
+
+
 def excluding_bound(values: Sequence[float], *, alpha: float, direction: str,
                     minimum: float) -> tuple[float, float] | None:
     """The skew-robust bounds (lower, upper) on the mean of `values`, each at alpha / 2, when they exclude an effect
     of `minimum` in `direction` (two-sided: both bounds inside (-minimum, minimum)), else None: 'not supported'.
 
-    None when every value is equal: with no spread measured nothing bounds the mean (the bound would be that value,
-    and at a true mean equal to `minimum` on a coarse metric 2 / 3 / 4 equal values fall below it 0.25 / 0.14 /
-    0.066 of the time)."""
+    None when every value is equal, up to float rounding (experiments.stats.no_spread): with no spread measured
+    nothing bounds the mean (the bound would be that value, and at a true mean equal to `minimum` on a coarse metric
+    2 / 3 / 4 equal values fall below it 0.25 / 0.14 / 0.066 of the time)."""
     tail = alpha / 2
     x = finite_array(values, "values")
-    if x.size < 2 or np.ptp(x) == 0:
+    if x.size < 2 or no_spread(x):
         return None
     lo, hi = mean_bound(x, tail, "lower"), mean_bound(x, tail, "upper")
     if not (np.isfinite(lo) and np.isfinite(hi)):

@@ -14,10 +14,11 @@ NEXT_FAMILY = "(the next candidates)"  # a family no stored look has: the level 
 
 
 def first_level(exp: ExperimentConfig) -> float:
-    """The level of a new study's first holdout look (no look stored here or by another study)."""
-    from experiments.stats import next_look
+    """The level of a new study's first holdout look (no look stored here or by another study):
+    experiments.stats.first_level of sweep.alpha, the level the futility stop and the sizing take too."""
+    from experiments.stats import first_level as level_of_first_look
 
-    return next_look([], (NEXT_FAMILY,), exp.sweep.alpha, []).level
+    return level_of_first_look(exp.sweep.alpha)
 
 
 def next_level(exp: ExperimentConfig, study: Any) -> float:

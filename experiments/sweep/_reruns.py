@@ -128,7 +128,8 @@ class SplitRuns:
         if not (self.holdout and top):
             return Promotion((), None), None, None
         sw = self.exp.sweep
-        blocks = HoldoutBlocks.of([t.id for t in self.holdout], sw.seed, sw.holdout_futility_block)
+        blocks = HoldoutBlocks.of([t.id for t in self.holdout], sw.seed, sw.holdout_futility_block, alpha=sw.alpha,
+                                  power=self.exp.calibrate.power)
         # the family is fixed by train data before any holdout run: a candidate the train filter cuts is never
         # tested, so it runs nothing on the holdout
         family = train_filtered(top, ref, train_floor=train_floor, alpha=sw.alpha, train_filter=sw.train_filter)

@@ -110,21 +110,24 @@ def sigma_df(cal: Any) -> int | None:
 @functools.lru_cache(maxsize=8)
 def _needed(sigma: float, tau: float, alpha: float, baseline_runs: int, runs: tuple[int, int], power: float,
             effect: float, sims: int, train_filter: str, block: int, sigma_df: int | None = None,
-            race: tuple[int, float] = (0, 1.0)) -> tuple[int, int] | None:
-    from experiments.stats import decision_power
+            race: tuple[int, float] = (0, 1.0), futility_power: float | None = None) -> tuple[int, int] | None:
+    from experiments.stats import decision_power, first_level
 
     # equal splits in the design asked about: decision_power grows both in this ratio; sigma_df: the power is
     # averaged over what the calibration's runs leave unknown of sigma
-    return decision_power(sigma, tau, n_train=12, n_holdout=12, alpha=alpha, level=alpha / 2,
+    return decision_power(sigma, tau, n_train=12, n_holdout=12, alpha=alpha, level=first_level(alpha),
                           baseline_runs=baseline_runs, holdout_runs=runs, power=power, target_effect=effect,
                           sims=sims, train_filter=train_filter, futility_block=block, sigma_df=sigma_df,
-                          race_block=race[0], race_z=race[1]).needed
+                          race_block=race[0], race_z=race[1], futility_power=futility_power).needed
 
 
 def size(exp: ExperimentConfig) -> Sizing:
-    """The holdout for tasks.effect at tasks.power (the first holdout look's level, alpha / 2) and a train split
+    """The holdout for tasks.effect at tasks.power (the first holdout look's level, experiments.stats.first_level of
+    sweep.alpha; the futility stop's bound at calibrate.power, the design power the sweep states) and a train split
     as large: a best-of-N search on fewer train tasks than the holdout sends its winner's curse to the holdout
     (a candidate chosen on 24 train tasks measured +0.32 there and +0.065 on 144 holdout tasks)."""
+    from experiments.stats import first_level
+
     ts = exp.task_supply
     cal, source = stored_calibration(exp)
     tau, tau_source = spread(cal)
@@ -132,16 +135,18 @@ def size(exp: ExperimentConfig) -> Sizing:
     runs = (sw.holdout_candidate_runs, sw.holdout_baseline_runs)
     needed = _needed(float(cal.sigma), float(tau), float(sw.alpha), int(sw.baseline_repeats), runs, float(ts.power),
                      float(ts.effect), min(int(exp.calibrate.sims), 1000), sw.train_filter,
-                     int(sw.holdout_futility_block), sigma_df(cal), (int(sw.race_block), float(sw.race_z)))
+                     int(sw.holdout_futility_block), sigma_df(cal), (int(sw.race_block) if sw.search == "joint" else 0, float(sw.race_z)),
+                     float(exp.calibrate.power))
     if needed is None:
         raise ConfigError(f"tasks.count=auto: no holdout up to the largest size searched confirms tasks.effect="
                           f"{ts.effect:g} at power {ts.power:g} (sigma {cal.sigma:.3f}, tau {tau:.3f} from {source}); "
                           f"expected a larger tasks.effect")
     train, holdout = max(needed[0], needed[1]), needed[1]
     lines = [f"sizing: sigma {cal.sigma:.3f} (run noise, {sigma_df(cal) or 'unknown'} df) from {source}; tau {tau:.3f} from {tau_source}",
-             f"sizing: the shipped sweep design (train_filter {sw.train_filter}, race block {sw.race_block}, holdout runs {runs[0]}+{runs[1]}, "
+             f"sizing: the shipped sweep design ({sw.search} search, train_filter {sw.train_filter}, race block "
+             f"{sw.race_block if sw.search == 'joint' else 'off'}, holdout runs {runs[0]}+{runs[1]}, "
              f"futility block {sw.holdout_futility_block} scaled to the holdout, first look at level "
-             f"{sw.alpha / 2:g}) confirms +{ts.effect:g} with power {ts.power:g} on {holdout} holdout tasks; train "
+             f"{first_level(sw.alpha):g}) confirms +{ts.effect:g} with power {ts.power:g} on {holdout} holdout tasks; train "
              f"{train} (at least the holdout: a best-of-N on fewer train tasks carries its winner's curse to the "
              f"holdout)"]
     lines.append(projection(exp, sw, cal.cost, train, holdout))
