@@ -88,8 +88,7 @@ def world_cal(make_exp, *overrides, n=240, **world):
     exp = make_exp(n_train=n // 2, n_holdout=n - n // 2)
     from experiments.config import load_tasks
 
-    # 240 texts of one template ("task number 48", "task number 122") are near-duplicates to the benchmark's leak
-    # check (cosine >= 0.75 on the hashing embedding): a world of distinct tasks gets distinct texts
+    # a world of distinct tasks gets distinct texts, which the benchmark's leak check (same_task) keeps apart
     for spec in exp.benchmark.tasks:
         i = int(spec.id[1:])
         spec.task = f"task {WORDS[i % 26]} {WORDS[(i // 26) % 26]} {i}"

@@ -210,7 +210,8 @@ def test_b6_a_holdout_task_that_paraphrases_a_train_task_is_refused(tmp_path):
          "task_type": "enumerated", "expected_count": 5, "split": "holdout"},
         {"id": "logs", "task": "Give best practices for logging.", "task_type": "best_practices", "split": "holdout"}])
     err = one_error(cli(tmp_path, sp, "benchmark=para", "backend=fake"))
-    assert "holdout task 'pitfalls-again' is a near-duplicate of (cosine similarity 0.83 >= 0.75" in err, err
+    assert "holdout task 'pitfalls-again' is a near-duplicate of (a paraphrase by the task supply's rule: MiniLM cosine " \
+           "0.98 >= 0.74" in err, err
     assert "train task 'pitfalls'" in err
 
 

@@ -4,7 +4,8 @@ near-duplicate rule (experiments.config.same_task) is measured on.
 Each form is one kind of request with several hand-written phrasings (real rewordings: synonyms, other verbs,
 reordered clauses, digits spelled out) and eight fills (the subject, and for some forms a count). A pair is
 
-- "paraphrase": one fill in two different phrasings (the same task asked twice);
+- "paraphrase": one fill in two different phrasings (the same task asked twice); for half the fills also the
+  form's first phrasing beside a rewording that keeps its opening word ("same_opening");
 - "sibling": one phrasing with another fill, or the same fill with another count (a different task of the same
   form); a quarter of them also change the phrasing ("reworded": another task, asked in other words);
 - "unrelated": two forms, two fills.
@@ -268,6 +269,41 @@ FORMS: list[tuple[str, str, list[str], list[dict], list[int] | None]] = [
 ]
 
 
+SAME_OPENING: dict[str, str] = {
+    "mistakes": "List {n} typical errors people make when {s}, and how to prevent each.",
+    "best_practices": "Give the recommended practices to follow for {s} when in production.",
+    "how_it_works": "Explain the inner workings of {s} and the trade-offs behind its design.",
+    "compare": "Compare the strengths of {a} and {b} when used for {u}.",
+    "causes": "What were the principal factors that caused {s}?",
+    "recipe": "Describe how to cook {s} at home, step by step.",
+    "uses": "List {nw} common applications of {s}.",
+    "beginner": "Explain {s} in plain words to someone just starting out.",
+    "product_copy": "Write a product description of roughly {n} words for {s}.",
+    "troubleshoot": "How should I go about diagnosing {s}?",
+    "pros_cons": "What are the advantages and disadvantages of {s}?",
+    "biography": "Summarize the biography of {s} and the main things accomplished.",
+    "overfitting": "How can overfitting be kept down when training {s}?",
+    "setup": "Set up {a} on {b} and describe each step.",
+    "sql_top": "Write an SQL statement listing the {n} customers with the greatest {s}.",
+    "study_plan": "Make a study schedule of {n} weeks to learn {s}.",
+    "itinerary": "Plan {nw} days of sightseeing in {s}, day by day.",
+    "attacks": "Explain the mechanics of {s} attacks and how systems can be defended from them.",
+    "formal_email": "Write an email in a formal tone to {s}.",
+    "derive": "Derive, step by step, the formula for {s}.",
+    "books": "Recommend {nw} good books on {s}.",
+    "migrate": "How would I go about moving a codebase from {a} to {b}?",
+    "balcony": "How can {s} be grown on a balcony?",
+    "inflation": "Explain the ways in which {s} influences inflation.",
+    "api_design": "Design {nw} endpoints of a REST API for {s}.",
+    "workout": "Create a workout routine for a beginner that works on {s}.",
+    "style": "Explain what the defining traits of {s} are.",
+    "db_feature": "When is it a good idea to use {s} in a database?",
+    "classroom": "Suggest {nw} activities for a class of ten-year-olds that teach {s}.",
+    "metric": "What does {s} capture, and in which situations is it the right metric?",
+}
+# ^ per form, a rewording that keeps the opening word of the form's first phrasing (the harder paraphrase: a
+# template-like pair whose subject is kept and whose request is reworded)
+
 # Close siblings: per form, two subjects that differ in a word or two (the hard case: one slot of a long template
 # changed, as when a generator varies a subject list).
 NEAR: dict[str, list[tuple]] = {
@@ -354,6 +390,8 @@ def pairs() -> list[dict]:
             n = counts[i % len(counts)] if counts else None
             p, q = combos[i % len(combos)]
             row(render(phr[p], fill, n), render(phr[q], fill, n), "paraphrase", "reworded")
+            if i % 2 == 0:  # the same request reworded behind the same opening word
+                row(render(phr[0], fill, n), render(SAME_OPENING[name], fill, n), "paraphrase", "same_opening")
             other = fills[(i + 1) % len(fills)]
             k = i % len(phr)
             if counts and i % 2:  # the same subject with another count
