@@ -57,7 +57,10 @@ def make_exp(tmp_path, monkeypatch):
     from experiments.config import BenchmarkConfig, compose_config, to_experiment
 
     def build(*overrides, operators=("add_tool", "noise"), mlflow=False, **tasks_kw):
-        exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", *overrides]))
+        # the scripted operators change one text for every type at once: these tests exercise the joint search
+        # (its race, gate and pruner) unless they ask for another (tests/test_search_per_type.py)
+        exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", "sweep.search=joint",
+                                            *overrides]))
         exp.benchmark = BenchmarkConfig(name="scripted", tasks=scripted_tasks(**tasks_kw))
         exp.synth.instructions = dict(BASE)
         exp.sweep.operators = list(operators)

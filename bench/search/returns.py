@@ -11,8 +11,9 @@ the full train split) and returned (the true worth of the promoted text, 0 when 
 available gain, and the model calls (CALLS_PER_RUN a task run plus the mutation requests).
 
 Sizes: "auto" is the holdout `tasks.count=auto` picks for +0.3 at power 0.8 (experiments.tasks' own sizing,
-_needed, with the world's run noise sigma and the task x variant spread a calibration's A/A' arm measures here,
-a neutral rewrite's: NEUTRAL_SD), its train split as large; "48+144" a given 48 train + 144 holdout tasks.
+_needed, with the world's run noise sigma and the larger of the spreads a calibration measures: its A/A' arm's, a
+neutral rewrite's, NEUTRAL_SD, and its positive control's, control_spread), its train split as large; "auto-aa" the
+size by the A/A' arm's spread alone (the sizing before it took the larger); "48+144" a given 48 train + 144 holdout.
 Worlds: gain (edits help), null (no edit does anything) and zero (edits help some tasks and hurt others as much):
 in null and zero every promotion is false.
 """
@@ -52,9 +53,31 @@ def auto_size(effect: float = 0.3, power: float = 0.8, tau: float = NEUTRAL_SD) 
     return max(needed), needed[1]
 
 
+def control_spread(seed: int = 0, n_tasks: int = 24, runs: int = 3) -> float:
+    """The spread a calibration's positive control shows in the world: the instruction holding every big property
+    of each type (a clearly better text, as a hand-written control is) against the baseline, `runs` runs of each on
+    n_tasks tasks, tau from experiments.stats.spread_from_trials with the run noise of the baseline's runs taken out."""
+    from experiments.config import compose_config, to_experiment
+    from experiments.stats import noise_floor, spread_from_trials
+    from harness.config import TASK_TYPES
+
+    exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake"]), environ={})
+    w = World.make(seed, exp.synth.instructions)
+    control = {tt: " ".join([exp.synth.instructions[tt]] + [p.constraint.text for p in w.props[tt] if p.gain >= w.big])
+               for tt in TASK_TYPES}
+    tasks = [(f"c{i}", TASK_TYPES[i % len(TASK_TYPES)]) for i in range(n_tasks)]
+    base = [{t: w.judge(tt, exp.synth.instructions[tt], t, 900 + k)[0] for t, tt in tasks} for k in range(runs)]
+    ctrl = [{t: w.judge(tt, control[tt], t, 900 + k)[0] for t, tt in tasks} for k in range(runs)]
+    diffs = [[sum(r[t] for r in ctrl) / runs - sum(r[t] for r in base) / runs for t, _ in tasks]]
+    sigma = noise_floor(base).sigma
+    return spread_from_trials(diffs, 2 * sigma ** 2 / runs)[0]
+
+
 def parse_size(text: str) -> tuple[int, int]:
-    if text == "auto":
+    if text == "auto-aa":  # the sizing by a neutral rewrite's spread (the A/A' arm alone)
         return auto_size()
+    if text == "auto":  # the sizing by the larger of that and the positive control's spread (experiments.tasks)
+        return auto_size(tau=max(NEUTRAL_SD, control_spread()))
     a, b = text.split("+")
     return int(a), int(b)
 

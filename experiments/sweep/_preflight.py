@@ -333,7 +333,8 @@ def confirmable_line(exp: ExperimentConfig, *, sigma: float, sigma_source: str, 
                         target_effect=exp.calibrate.target_effect, sims=min(exp.calibrate.sims, 1000),
                         train_filter=getattr(sw, "train_filter", "wilcoxon"),
                         futility_block=getattr(sw, "holdout_futility_block", 0),
-                        race_block=sw.race_block, race_z=sw.race_z, sigma_df=sigma_df, tau_df=tau_df)
+                        race_block=sw.race_block if sw.search == "joint" else 0, race_z=sw.race_z, sigma_df=sigma_df,
+                        tau_df=tau_df)
     return decision_power_line(dp, tau_source=tau_source, sigma_source=sigma_source)
 
 
