@@ -323,8 +323,7 @@ def explain_verdict(prereg: Preregistration, result: Any) -> tuple[str, str]:
 
     'supported' needs the test significant, in the hypothesis's direction as the TEST finds it (the signed-rank
     sums for Wilcoxon, the t statistic for t, the look's t-based CI in sequential mode), the mean difference on the
-    same side, the mean reaching min_effect, and (fixed-sample) the skew-calibrated one-sided p of that side below
-    alpha / 2 (supported_skew_p). A two-sided test whose direction the mean contradicts supports
+    same side, and the mean reaching min_effect. A two-sided test whose direction the mean contradicts supports
     nothing: the direction comes from the test that gives the significance.
     """
     s = _primary(prereg, result)
@@ -346,12 +345,6 @@ def explain_verdict(prereg: Preregistration, result: Any) -> tuple[str, str]:
     right_way = prereg.direction == "two-sided" or sig_sign == sign
     agree = sig_sign == mean_sign
     if p_sig and right_way and agree and effect >= prereg.min_effect:
-        skew_p = None if prereg.sequential > 1 and decision is not None else supported_skew_p(s.diffs, sig_sign)
-        if skew_p is not None and not skew_p < prereg.alpha / 2:
-            return "inconclusive", (
-                f"{alpha_txt}; but the skew-calibrated one-sided p {skew_p:.3g} of a mean diff "
-                f"{'above' if sig_sign > 0 else 'below'} 0 is not below {prereg.alpha / 2:g}: with few tasks a "
-                f"left tail that was not drawn looks like a gain")
         return "supported", f"{alpha_txt}; mean diff {s.mean_diff:+.3g} meets the minimum effect {prereg.min_effect:g}"
     if p_sig and not right_way:
         return "not supported", (f"{alpha_txt}; significant in the opposite direction ({sig_txt}; mean diff "
@@ -372,22 +365,6 @@ def explain_verdict(prereg: Preregistration, result: Any) -> tuple[str, str]:
     if p_sig:
         return "inconclusive", f"{alpha_txt}; but mean diff {s.mean_diff:+.3g} is below the minimum effect"
     return "inconclusive", f"{alpha_txt}; CI [{lo:.3g}, {hi:.3g}] still includes the minimum effect"
-
-
-def supported_skew_p(diffs: Sequence[float], sign: float) -> float | None:
-    """The one-sided skew-calibrated p (experiments.stats.skew_test, the sweep's holdout confirmation) that the
-    mean of the differences lies on the `sign` side of 0; None below 2 differences (nothing to calibrate).
-
-    'Supported' in a direction needs it below alpha / 2 (one side of the two-sided test) beside the test's own p:
-    the paired t and the Wilcoxon read a sample whose few losing tasks were not drawn as a clear gain, and said
-    'supported' at a true mean of 0 up to 0.066-0.073 of the time for left-skewed spreads at 8-12 tasks against
-    0.025 (bench/power/level_with_noise.py --ab)."""
-    from ._skew import skew_test  # _skew reads this module's Hall transformation
-
-    d = finite_array(diffs, "diffs")
-    if d.size < 2:
-        return None
-    return skew_test(sign * d).p
 
 
 def excluding_bound(values: Sequence[float], *, alpha: float, direction: str,
