@@ -11,7 +11,7 @@ the full train split) and returned (the true worth of the promoted text, 0 when 
 available gain, and the model calls (CALLS_PER_RUN a task run plus the mutation requests).
 
 Sizes: "auto" is the holdout `tasks.count=auto` picks for +0.3 at power 0.8 (experiments.tasks' own sizing,
-_needed, with the world's run noise sigma and the larger of the spreads a calibration measures: its A/A' arm's, a
+needed_sizes, with the world's run noise sigma and the larger of the spreads a calibration measures: its A/A' arm's, a
 neutral rewrite's, NEUTRAL_SD, and its positive control's, control_spread), its train split as large; "auto-aa" the
 size by the A/A' arm's spread alone (the sizing before it took the larger); "48+144" a given 48 train + 144 holdout.
 Worlds: gain (edits help), null (no edit does anything) and zero (edits help some tasks and hurt others as much):
@@ -38,14 +38,19 @@ sys.path.insert(0, str(ROOT))
 from bench.search.world import NEUTRAL_SD, SIGMA, World, WorldRunner  # noqa: E402
 
 
+# the simulations behind the summary's design power line (what this design could have confirmed: a report that
+# decides nothing), fewer than a user's sweep runs so that ten seeds take minutes
+REPORT_SIMS = 100
+
+
 def auto_size(effect: float = 0.3, power: float = 0.8, tau: float = NEUTRAL_SD) -> tuple[int, int]:
     """(train, holdout) as tasks.count=auto sizes them (experiments.tasks._sizing), for sigma SIGMA and tau."""
     from experiments.config import compose_config, to_experiment
-    from experiments.tasks._sizing import _needed, shipped_sweep
+    from experiments.tasks._sizing import needed_sizes, shipped_sweep
 
     exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake"]), environ={})
     sw = shipped_sweep(exp)
-    needed = _needed(SIGMA, tau, float(sw.alpha), int(sw.baseline_repeats),
+    needed = needed_sizes(SIGMA, tau, float(sw.alpha), int(sw.baseline_repeats),
                      (sw.holdout_candidate_runs, sw.holdout_baseline_runs), power, effect, 400, sw.train_filter,
                      int(sw.holdout_futility_block), None, (int(sw.race_block), float(sw.race_z)))
     if needed is None:
@@ -110,6 +115,8 @@ def run_seed(seed: int, kind: str, n_train: int, n_holdout: int, trials: int, ov
     sw = exp.sweep
     sw.name, sw.n_trials, sw.seed = "world", trials, seed
     sw.storage = f"sqlite:///{results / 'optuna.db'}"
+    sw.plots = False  # pictures decide nothing
+    exp.calibrate.sims = REPORT_SIMS
     exp.mlflow.enabled = False
     world = World.make(seed, exp.synth.instructions, kind)
     runner = WorldRunner(world, exp.benchmark.tasks)
@@ -151,8 +158,6 @@ def main(argv: list[str] | None = None) -> dict:
 
     logging.disable(logging.WARNING)
     import optuna
-
-    _skip_reports()
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     shm = Path("/dev/shm")
@@ -196,15 +201,6 @@ def main(argv: list[str] | None = None) -> dict:
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
     return out
-
-
-def _skip_reports() -> None:
-    """The sweep's plots and its design power line (what this design could have confirmed: a simulation of its own)
-    are reports that decide nothing; the benchmark skips them to run ten seeds in minutes."""
-    from experiments.sweep import _reruns, _sweep
-
-    _sweep.Sweep._plots = lambda self, *a, **k: {}
-    _reruns.SplitRuns.confirmable = lambda self, *a, **k: ""
 
 
 def _pct(x: float) -> str:

@@ -118,6 +118,7 @@ class SweepConfig:
     freeze_memory: bool = True  # memory read-only for the study
     failure_rate_stop: float = 0.5  # stop when this share of finished trials failed
     min_trials_for_failure_stop: int = 3
+    plots: bool = True  # PNG plots under <sweep_dir>/plots (history, operators, task heatmap); false: none
     heartbeat_s: int = 60  # Optuna heartbeat; trials silent for 2x this are failed by other workers
     seed: int = 0
 

@@ -320,7 +320,10 @@ class Sweep:
             self.progress.on_first_model_task = lambda: self._preflight(study, calls0, update="the first measured task")
 
     def _plots(self, study, ref: Mapping[str, float], floor: float, best, promoted) -> dict[str, Path]:
-        """History, operator, heatmap and quality-vs-cost PNGs under <sweep_dir>/plots; an error is a warning only."""
+        """History, operator, heatmap and quality-vs-cost PNGs under <sweep_dir>/plots (none with sweep.plots
+        false); an error is a warning only."""
+        if not self.exp.sweep.plots:
+            return {}
         try:
             from experiments.tracking import sweep_plots
             return sweep_plots(

@@ -108,7 +108,7 @@ def sigma_df(cal: Any) -> int | None:
 
 
 @functools.lru_cache(maxsize=8)
-def _needed(sigma: float, tau: float, alpha: float, baseline_runs: int, runs: tuple[int, int], power: float,
+def needed_sizes(sigma: float, tau: float, alpha: float, baseline_runs: int, runs: tuple[int, int], power: float,
             effect: float, sims: int, train_filter: str, block: int, sigma_df: int | None = None,
             race: tuple[int, float] = (0, 1.0), futility_power: float | None = None) -> tuple[int, int] | None:
     from experiments.stats import decision_power, first_level
@@ -133,7 +133,7 @@ def size(exp: ExperimentConfig) -> Sizing:
     tau, tau_source = spread(cal)
     sw = shipped_sweep(exp)
     runs = (sw.holdout_candidate_runs, sw.holdout_baseline_runs)
-    needed = _needed(float(cal.sigma), float(tau), float(sw.alpha), int(sw.baseline_repeats), runs, float(ts.power),
+    needed = needed_sizes(float(cal.sigma), float(tau), float(sw.alpha), int(sw.baseline_repeats), runs, float(ts.power),
                      float(ts.effect), min(int(exp.calibrate.sims), 1000), sw.train_filter,
                      int(sw.holdout_futility_block), sigma_df(cal), (int(sw.race_block) if sw.search == "joint" else 0, float(sw.race_z)),
                      float(exp.calibrate.power))
