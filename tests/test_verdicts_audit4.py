@@ -235,7 +235,7 @@ def test_the_design_power_line_and_the_sizing_take_the_same_first_level_and_powe
         return SimpleNamespace(needed=(12, 12))
 
     monkeypatch.setattr(stats, "decision_power", fake)
-    _sizing._needed.cache_clear()
-    assert _sizing._needed(1.0, 0.5, 0.1, 1, (3, 3), 0.8, 0.3, 100, "positive", 4, None, (0, 1.0), 0.9) == (12, 12)
+    _sizing.needed_sizes.cache_clear()
+    assert _sizing.needed_sizes(1.0, 0.5, 0.1, 1, (3, 3), 0.8, 0.3, 100, "positive", 4, None, (0, 1.0), 0.9) == (12, 12)
     assert seen["level"] == 0.05 and seen["alpha"] == 0.1 and seen["futility_power"] == 0.9
-    _sizing._needed.cache_clear()
+    _sizing.needed_sizes.cache_clear()
