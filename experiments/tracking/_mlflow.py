@@ -17,7 +17,7 @@ from harness.stores import enable_wal, fault_in, full_in, locked_in, sqlite_db, 
 
 from ._datasets import benchmark_inputs, benchmark_source, log_task_table, register_benchmark, task_table
 from ._textdiff import instruction_diff
-from ._tracker import UI_ADDRESS, NullTracker, trial_params, ui_command
+from ._tracker import UI_ADDRESS, NullTracker, metric_key, trial_params, ui_command
 from ._traces import EVALUATION_RUN, RUN_TYPE_TAG
 from ._trials import TRIAL_STATUS, BaselineCosts, pruned_by
 
@@ -225,7 +225,7 @@ class MLflowTracker(NullTracker):
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        items = [Metric(_metric_key(k), float(v), now, step) for k, v in metrics.items()
+        items = [Metric(metric_key(k), float(v), now, step) for k, v in metrics.items()
                  if isinstance(v, (int, float)) and v == v]
         for i in range(0, len(items), 500):
             self.client.log_batch(run_id, metrics=items[i:i + 500])
@@ -442,12 +442,6 @@ class MLflowTracker(NullTracker):
                                              max_results=10000):
                 self.client.set_terminated(r.info.run_id, status="KILLED")
             self.client.set_terminated(self.parent_id, status=status)
-
-
-def _metric_key(key: str) -> str:
-    import re
-
-    return re.sub(r"[^A-Za-z0-9_\-. /]", "_", key)[:250]
 
 
 def make_tracker(exp: ExperimentConfig) -> NullTracker:

@@ -95,3 +95,10 @@ class NullTracker:
 
     def ui_url(self) -> str:
         return ""
+
+
+def metric_key(key: str) -> str:
+    """An MLflow metric key from any name: characters MLflow refuses become '_', at most 250 characters."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_\-. /]", "_", key)[:250]
