@@ -193,7 +193,7 @@ class TaskSupplyConfig:
     batch: int = 5  # tasks asked per generator call
     max_failed_batches: int = 3  # unusable generator replies in a row before it stops (exit 3; a rerun resumes)
     holdout_share: float = 0.5  # share of each task type assigned to the holdout
-    near_duplicate: float = 0.74  # MiniLM cosine from which two texts may be one task (then counts and template)
+    near_duplicate: float = 0.78  # MiniLM cosine from which two texts may be one task (then counts and template)
     effect: float = 0.3  # count=auto: the mean effect (composite points) the holdout must confirm at `power`
     power: float = 0.8
     calibration: str = ""  # count=auto: a stored calibration's key or file; empty: the configured benchmark's
