@@ -211,7 +211,7 @@ def test_b6_a_holdout_task_that_paraphrases_a_train_task_is_refused(tmp_path):
         {"id": "logs", "task": "Give best practices for logging.", "task_type": "best_practices", "split": "holdout"}])
     err = one_error(cli(tmp_path, sp, "benchmark=para", "backend=fake"))
     assert "holdout task 'pitfalls-again' is a near-duplicate of (a paraphrase by the task supply's rule: MiniLM cosine " \
-           "0.98 >= 0.74" in err, err
+           "0.98 >= 0.78" in err, err
     assert "train task 'pitfalls'" in err
 
 

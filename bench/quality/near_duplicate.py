@@ -1,7 +1,7 @@
 """The task supply's near-duplicate rule (experiments.config.same_task) on the labelled pairs in
 tests/data/near_duplicate_pairs.jsonl: the share of paraphrases caught and of siblings and unrelated pairs kept, per
-half (tune: the rule's constants were chosen on it; heldout: only reported) and per kind of pair, and the pairs it
-gets wrong. `--rule hashing` scores the former rule (cosine >= 0.75 on the hashing embedding) for comparison.
+half (tune: the rule's constants were chosen on it; heldout: only reported), and of pairs that share a subject under
+two different requests (other_request) kept; then the pairs it gets wrong. `--rule hashing` scores the former rule (cosine >= 0.75 on the hashing embedding) for comparison.
 
     python bench/quality/near_duplicate.py [--rule minilm|hashing] [--threshold X]
 """
@@ -68,7 +68,7 @@ def main() -> None:
     print(f"===== NEAR-DUPLICATE RULE: {args.rule}, threshold {threshold:g}, {len(pairs)} pairs, {seconds:.1f} s =====")
     for half in ("tune", "heldout", "all"):
         cells = [f"{lab} {'caught' if lab == 'paraphrase' else 'kept'} {r[(half, lab)][0]}/{r[(half, lab)][1]} "
-                 f"= {r[(half, lab)][0] / r[(half, lab)][1]:.3f}" for lab in ("paraphrase", "sibling", "unrelated")]
+                 f"= {r[(half, lab)][0] / r[(half, lab)][1]:.3f}" for lab in ("paraphrase", "sibling", "unrelated", "other_request") if (half, lab) in r]
         print(f"{half:8s} " + "; ".join(cells))
     wrong = [(p, d) for p, d in zip(pairs, verdicts) if d != (p["label"] == "paraphrase")]
     print(f"wrong: {len(wrong)}")

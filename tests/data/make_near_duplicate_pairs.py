@@ -8,7 +8,9 @@ reordered clauses, digits spelled out) and eight fills (the subject, and for som
   form's first phrasing beside a rewording that keeps its opening word ("same_opening");
 - "sibling": one phrasing with another fill, or the same fill with another count (a different task of the same
   form); a quarter of them also change the phrasing ("reworded": another task, asked in other words);
-- "unrelated": two forms, two fills.
+- "unrelated": two forms, two fills;
+- "other_request": one subject under two different requests ("Give best practices for working with Redis." /
+  "Summarize the history of Redis."), a distinct task that shares its subject.
 
 Forms alternate between the halves "tune" (the rule's thresholds were chosen on it) and "heldout" (only
 reported), so no phrasing or subject of the held-out half was seen while tuning. Deterministic:
@@ -370,6 +372,30 @@ NEAR: dict[str, list[tuple]] = {
 }
 
 
+# Another request about the same subject (a distinct task: "Give best practices for X" beside "Explain how X
+# works"): forms that take any noun phrase, and subjects from many domains. Pairs of these are labelled
+# "other_request" and reported on their own.
+SUBJECT_FORMS = [
+    "Give best practices for working with {s}.",
+    "Explain how {s} works and its design trade-offs.",
+    "What are the pros and cons of {s}?",
+    "List the most common mistakes people make with {s}.",
+    "Give a beginner-friendly explanation of {s}.",
+    "Summarize the history of {s}.",
+    "Compare {s} with its main alternatives.",
+    "What are good use cases for {s}?",
+    "Describe how to get started with {s}.",
+    "How do I troubleshoot problems with {s}?",
+]
+SUBJECTS = [
+    "Python's subprocess module", "a B-tree index", "sourdough baking", "the Raft consensus algorithm", "Kubernetes",
+    "gradient descent", "the printing press", "compound interest", "container gardening", "public-key cryptography",
+    "Redis", "the French press", "watercolour painting", "the Pomodoro technique", "GraphQL", "solar panels",
+    "the Roman aqueducts", "transfer learning", "feature flags", "cold brew coffee", "index funds", "TLS certificates",
+    "the Dewey decimal system", "pair programming",
+]
+
+
 def render(phrasing: str, fill: dict, n: int | None) -> str:
     extra = {"n": n, "nw": WORDS.get(n, str(n))} if n is not None else {}
     text = phrasing.format(**fill, **extra).replace(" a eight", " an eight")
@@ -410,6 +436,15 @@ def pairs() -> list[dict]:
             n = counts[j % len(counts)] if counts else None
             k = (j + 1) % len(phr)
             row(render(phr[k], x, n), render(phr[k], y, n), "sibling", "close")
+    for j, subject in enumerate(SUBJECTS):
+        half = "tune" if j % 2 == 0 else "heldout"
+        for k in range(5):
+            f, g = (j + k) % len(SUBJECT_FORMS), (j + k + 1 + k) % len(SUBJECT_FORMS)
+            if f == g:
+                continue
+            out.append({"a": render(SUBJECT_FORMS[f], {"s": subject}, None),
+                        "b": render(SUBJECT_FORMS[g], {"s": subject}, None), "label": "other_request",
+                        "form": f"subject:{subject}", "domain": "mixed", "kind": "other_form", "half": half})
     return out
 
 
