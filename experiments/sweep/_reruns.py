@@ -133,7 +133,6 @@ class SplitRuns:
         # the family is fixed by train data before any holdout run: a candidate the train filter cuts is never
         # tested, so it runs nothing on the holdout
         family = train_filtered(top, ref, train_floor=train_floor, alpha=sw.alpha, train_filter=sw.train_filter)
-        base, held = self._holdout_blocks(study, [c for c in top if c.hash in family], base_hash, baseline,
         going = [c for c in top if c.hash in family]
         if going and sw.holdout_test == "tasks" and nf.repeats >= 2:
             level = next_look(list(study.user_attrs.get(LOOKS_ATTR, [])), family, sw.alpha,
@@ -141,6 +140,7 @@ class SplitRuns:
             need = holdout_need_line(self.exp, going, ref, nf.sigma, max(nf.repeats, 1), level)
             if need:
                 self.out(f"[{sw.name}] {need}")
+        base, held = self._holdout_blocks(study, [c for c in top if c.hash in family], base_hash, baseline,
                                           contexts, blocks)
         prefs = (self._pairwise(study, top, held, base, base_hash, baseline, contexts, blocks)
                  if sw.holdout_compare == "pairwise" else None)
