@@ -6,12 +6,12 @@ A sweep's per-task holdout difference is the task's own effect plus run noise: d
 sigma sqrt(1/c + 1/b) (sigma 0.5 and 3 + 3 runs: 0.41). Spreads u (mean 0, sd 1): normal, -(Exp - 1),
 -(lognormal sigma 1) scaled to sd 1, and a normal spread with a 10% chance of a -5 loss (skewness -1.5), each with
 noise of sd 0 and 0.41 added, and the lognormal at noise 0.3 and 0.8 (ratios between the references'). The rule
-is the project's own: experiments.stats._skew.skew_test_p, the vectorised form of skew_test, which the sweep's
+is the project's own: experiments.stats.skew.skew_test_p, the vectorised form of skew_test, which the sweep's
 TaskDiffs and decide call; --check runs the first worlds of every level row through
 experiments.promotion._decide.decide one by one and stops where a p differs. "before" is the same p with the
 maximum taken over the first three reference spreads only (normal, -(Exp - 1), -(lognormal sigma 1): the rule
 before the noisy references were added; their seeded samples are unchanged); "+ loss-tail ref" with the
-loss tail (normal, 1 in 10 loses 5: experiments.stats._skew.LOSS_TAIL) as a reference too: what holding that
+loss tail (normal, 1 in 10 loses 5: experiments.stats.skew.LOSS_TAIL) as a reference too: what holding that
 shape's level would cost. Looks: one look at 0.025, and 4 looks (experiments.stats.next_look at alpha 0.05:
 0.025 ... 0.003125, sum 0.047), each a new candidate drawn anew; "4 looks" is the chance that any of them is
 confirmed. No futility stop (it only turns confirmations into none). Power: a normal spread with the same noise
@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from scipy import stats as sps  # noqa: E402
 
 from experiments.stats import next_look, noise_floor  # noqa: E402
-from experiments.stats import _skew  # noqa: E402
+import experiments.stats._skew as skew  # noqa: E402
 
 ALPHA = 0.05
 LOGNORMAL_SD = math.sqrt((math.e - 1) * math.e)
@@ -79,20 +79,20 @@ def look_levels(n_looks: int) -> list[float]:
 
 @functools.lru_cache(maxsize=8)
 def _loss_tail_q(n: int) -> np.ndarray:
-    """The sorted Q of the loss-tail spread (experiments.stats._skew.LOSS_TAIL) at mean 0, as a reference reads it."""
-    ref = _skew.reference(n)
-    worlds = max(20_000, min(_skew.WORLDS, _skew.WORLD_VALUES // n))
-    rng = np.random.default_rng([_skew.SEED, n, len(_skew.REFERENCE_SPREADS)])
-    t, _, g = _skew._g(_skew._reference(_skew.LOSS_TAIL, rng, (worlds, n)))
+    """The sorted Q of the loss-tail spread (experiments.stats.skew.LOSS_TAIL) at mean 0, as a reference reads it."""
+    ref = skew.reference(n)
+    worlds = max(20_000, min(skew.WORLDS, skew.WORLD_VALUES // n))
+    rng = np.random.default_rng([skew.SEED, n, len(skew.REFERENCE_SPREADS)])
+    t, _, g = skew.statistics_of(skew.reference_sample(skew.LOSS_TAIL, rng, (worlds, n)))
     return np.sort(ref.tail_q(t, g))
 
 
 def p_values(d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(plain t, before, after, after with the loss tail as a reference too) one-sided p per row of d."""
     n = d.shape[-1]
-    after = _skew.skew_test_p(d)
-    ref = _skew.reference(n)
-    t, _, g = _skew._g(d)
+    after = skew.skew_test_p(d)
+    ref = skew.reference(n)
+    t, _, g = skew.statistics_of(d)
     q = ref.tail_q(t, g)
     t_p = sps.t.sf(t, n - 1)
 

@@ -5,7 +5,7 @@
 
 The anchor: the published optimizer (the `gepa` package on PyPI, not a dependency of this project; the script
 skips with one line when it is not installed) on the same worlds, seeds and task splits as bench/search/returns.py
-(its _tasks, parse_size, World, WorldRunner), then through the project's own holdout confirmation.
+(its task_specs, parse_size, World, WorldRunner), then through the project's own holdout confirmation.
 
 - gepa.optimize with the baseline instructions as the seed candidate (one component per task type), the train
   tasks as trainset and as valset (GEPA's own selection set; the holdout stays untouched), GEPA's defaults
@@ -17,7 +17,7 @@ skips with one line when it is not installed) on the same worlds, seeds and task
   records of its own type's tasks (Inputs, Generated Outputs, Feedback with the judge's words). A component with no
   task of its type in the minibatch gets no records, and GEPA skips that proposal, as it does for a module a
   program did not run.
-- WorldReflectionLM answers GEPA's reflection prompt as the project's mutation model does (WorldLLM._reflect): one
+- WorldReflectionLM answers GEPA's reflection prompt as the project's mutation model does (WorldLLM.reflect): one
   edit of the current instruction, the fix the feedback names REFLECT_HIT of the time, otherwise any edit.
 - Budget: max_metric_calls = budget-per-task x the train tasks, the task runs the project's sweep spends on the
   train split per train task (20 for the per-type search, which runs every child on every train task; about 14.5
@@ -51,8 +51,8 @@ from typing import Any, Mapping, Sequence
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.search.returns import _pct, _tasks, parse_size  # noqa: E402
-from bench.search.world import _FENCE, World, WorldLLM, WorldRunner, text_key  # noqa: E402
+from bench.search.returns import pct, task_specs, parse_size  # noqa: E402
+from bench.search.world import FENCE, World, WorldLLM, WorldRunner, text_key  # noqa: E402
 
 EVAL_SEED = 500_000  # GEPA's evaluate calls run with seeds EVAL_SEED + 1, + 2, ...: apart from the holdout's 0..
 
@@ -116,7 +116,7 @@ class WorldAdapter:
 class WorldReflectionLM:
     """GEPA's reflection LM (a callable, prompt -> text) answered by the project's mutation model: GEPA's prompt holds
     the current instruction in its first fence and the records in its second; the task type is read off the records'
-    task inputs; the reply is one edit of the instruction (WorldLLM._reflect) in a fence, as GEPA parses it. Each call
+    task inputs; the reply is one edit of the instruction (WorldLLM.reflect) in a fence, as GEPA parses it. Each call
     counts on the WorldLLM (its `calls`)."""
 
     def __init__(self, llm: WorldLLM) -> None:
@@ -130,12 +130,12 @@ class WorldReflectionLM:
         text = prompt if isinstance(prompt, str) else "\n".join(str(m.get("content", "")) for m in prompt)
         self.llm.calls += 1
         self.llm.requests.append("gepa-reflect")
-        fences = _FENCE.findall(text)
+        fences = FENCE.findall(text)
         base, records = (fences[0], fences[1]) if len(fences) >= 2 else (fences[0] if fences else "", text)
         named = re.search(r"simulated (\w+) task", records)
         tt = named.group(1) if named and named.group(1) in TASK_TYPES else "research"
         rng = random.Random(f"{self.llm.world.seed}-gepa-{self.llm.calls}-{text_key(text)}")
-        return f"```\n{self.llm._reflect(base, records, tt, rng)}\n```"
+        return f"```\n{self.llm.reflect(base, records, tt, rng)}\n```"
 
 
 def experiment(seed: int, n_train: int, n_holdout: int, overrides: Sequence[str]) -> Any:
@@ -143,7 +143,7 @@ def experiment(seed: int, n_train: int, n_holdout: int, overrides: Sequence[str]
     from experiments.config import BenchmarkConfig, compose_config, to_experiment
 
     exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", *overrides]), environ={})
-    exp.benchmark = BenchmarkConfig(name=f"world{seed}", tasks=_tasks(n_train, n_holdout))
+    exp.benchmark = BenchmarkConfig(name=f"world{seed}", tasks=task_specs(n_train, n_holdout))
     exp.sweep.name, exp.sweep.seed = "world", seed
     exp.mlflow.enabled = False
     return exp
@@ -281,8 +281,8 @@ def main(argv: list[str] | None = None) -> dict:
                 rows.append(r)
                 if not args.quiet:
                     print(f"{kind:5s} {size:7s} seed {seed:2d}: available {r['available']:+.2f}  found "
-                          f"{r['found']:+.3f} ({_pct(r['found_share'])})  returned {r['returned']:+.3f} "
-                          f"({_pct(r['returned_share'])})  candidates {r['candidates']:2d}  metric calls "
+                          f"{r['found']:+.3f} ({pct(r['found_share'])})  returned {r['returned']:+.3f} "
+                          f"({pct(r['returned_share'])})  candidates {r['candidates']:2d}  metric calls "
                           f"{r['metric_calls']}  calls {r['calls']}{'  PROMOTED' if r['promoted'] else ''}",
                           flush=True)
     print(f"-- summary ({time.perf_counter() - t0:.0f} s) --")
@@ -303,7 +303,7 @@ def main(argv: list[str] | None = None) -> dict:
                    "candidates": statistics.mean(r["candidates"] for r in rs),
                    "no_records": statistics.mean(r["no_records"] for r in rs), "n": len(rs)}
             table[f"{kind} {size}"] = row
-            print(f"{kind:5s} {size + f' {n_train}+{n_hold}':10s} {_pct(f):>7s} {_pct(ret):>8s} "
+            print(f"{kind:5s} {size + f' {n_train}+{n_hold}':10s} {pct(f):>7s} {pct(ret):>8s} "
                   f"{row['promoted']:8.0%} {row['false']:6.0%} {row['worse']:6.0%} {row['calls']:7.0f}")
     print(f"{'world':5s} {'size':10s} {'train runs':>10s} {'reflections':>11s} {'kept':>5s} {'no records':>10s}")
     for key, row in table.items():

@@ -87,7 +87,7 @@ def parse_size(text: str) -> tuple[int, int]:
     return int(a), int(b)
 
 
-def _tasks(n_train: int, n_holdout: int) -> list[Any]:
+def task_specs(n_train: int, n_holdout: int) -> list[Any]:
     from experiments.config._schema import TaskSpec
     from harness.config import TASK_TYPES
 
@@ -103,15 +103,13 @@ def _tasks(n_train: int, n_holdout: int) -> list[Any]:
 def run_seed(seed: int, kind: str, n_train: int, n_holdout: int, trials: int, overrides: list[str],
              base: Path) -> dict:
     """One sweep in one world: found, returned (shares of the available gain), calls, the promotion."""
-    import optuna
-
     from experiments.config import BenchmarkConfig, compose_config, to_experiment
     from experiments.sweep import run_sweep
 
     results = base / f"{kind}-{seed}-{n_train}-{n_holdout}"
     exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", *overrides]), environ={})
     exp.results_dir = str(results)
-    exp.benchmark = BenchmarkConfig(name=f"world{seed}", tasks=_tasks(n_train, n_holdout))
+    exp.benchmark = BenchmarkConfig(name=f"world{seed}", tasks=task_specs(n_train, n_holdout))
     sw = exp.sweep
     sw.name, sw.n_trials, sw.seed = "world", trials, seed
     sw.storage = f"sqlite:///{results / 'optuna.db'}"
@@ -177,8 +175,8 @@ def main(argv: list[str] | None = None) -> dict:
                 rows.append(r)
                 if not args.quiet:
                     print(f"{kind:5s} {label:7s} seed {seed:2d}: available {r['available']:+.2f}  found "
-                          f"{r['found']:+.3f} ({_pct(r['found_share'])})  returned {r['returned']:+.3f} "
-                          f"({_pct(r['returned_share'])})  candidates {r['candidates']:2d}  calls {r['calls']}"
+                          f"{r['found']:+.3f} ({pct(r['found_share'])})  returned {r['returned']:+.3f} "
+                          f"({pct(r['returned_share'])})  candidates {r['candidates']:2d}  calls {r['calls']}"
                           f"{'  PROMOTED' if r['promoted'] else ''}", flush=True)
     shutil.rmtree(base, ignore_errors=True)
     print(f"-- summary ({time.perf_counter() - t0:.0f} s) --")
@@ -195,7 +193,7 @@ def main(argv: list[str] | None = None) -> dict:
                    "worse": sum(r["worse_promoted"] for r in rs) / len(rs),
                    "calls": statistics.mean(r["calls"] for r in rs), "n": len(rs)}
             table[f"{kind} {label}"] = row
-            print(f"{kind:5s} {label + f' {n_train}+{n_hold}':10s} {_pct(f):>7s} {_pct(ret):>8s} "
+            print(f"{kind:5s} {label + f' {n_train}+{n_hold}':10s} {pct(f):>7s} {pct(ret):>8s} "
                   f"{row['promoted']:8.0%} {row['false']:6.0%} {row['worse']:6.0%} {row['calls']:7.0f}")
     out = {"rows": rows, "table": table, "args": {k: str(v) for k, v in vars(args).items()}}
     if args.json:
@@ -203,7 +201,7 @@ def main(argv: list[str] | None = None) -> dict:
     return out
 
 
-def _pct(x: float) -> str:
+def pct(x: float) -> str:
     return "  -  " if x != x else f"{x:.0%}"
 
 

@@ -206,7 +206,7 @@ class WorldRunner:
 
 # -- the mutation model ------------------------------------------------------------------------------------------
 
-_FENCE = re.compile(r"```\n(.*?)\n```", re.DOTALL)
+FENCE = re.compile(r"```\n(.*?)\n```", re.DOTALL)
 _OPRO_TEXT = re.compile(r"text:\n(.*?)\nscore:\n", re.DOTALL)
 
 
@@ -233,7 +233,7 @@ class WorldLLM:
 
         return next((tt for tt, kind in TASK_OUTPUT.items() if kind in prompt), "research")
 
-    def _edit(self, text: str, task_type: str, rng: random.Random) -> str:
+    def edit(self, text: str, task_type: str, rng: random.Random) -> str:
         """Any one edit: add a library constraint, add a neutral sentence, or drop a sentence."""
         sents = _sentences(text)
         r = rng.random()
@@ -247,7 +247,7 @@ class WorldLLM:
         drop = rng.randrange(len(sents))
         return " ".join(s for i, s in enumerate(sents) if i != drop)
 
-    def _reflect(self, base: str, prompt: str, task_type: str, rng: random.Random) -> str:
+    def reflect(self, base: str, prompt: str, task_type: str, rng: random.Random) -> str:
         """The fix the feedback names, REFLECT_HIT of the time: drop a rule it says hurt, else add the rule for the
         weakness it names on the most tasks (a line "[k of n tasks ...]" counts k), not one already tried; else
         any edit."""
@@ -271,7 +271,7 @@ class WorldLLM:
                      if weight(c) and not c.present_in(base) and c.text not in tried]
             if named:
                 return " ".join(_sentences(base) + [max(named, key=weight).text])
-        return self._edit(base, task_type, rng)
+        return self.edit(base, task_type, rng)
 
     def chat(self, messages: Sequence[Any], *, schema: Any = None, temperature: float = 0.0, max_tokens: int = 0,
              seed: int | None = None, **_: Any) -> ChatResult:
@@ -281,25 +281,25 @@ class WorldLLM:
         prompt = "\n".join(str(m["content"] if isinstance(m, Mapping) else m.content) for m in messages)
         rng = random.Random(f"{self.world.seed}-{seed}-{text_key(prompt)}")
         tt = self._task_type(prompt)
-        fences = _FENCE.findall(prompt)
+        fences = FENCE.findall(prompt)
         if "Its feedback" in prompt and fences:
             self.requests.append("reflect")
-            new = self._reflect(fences[0], prompt, tt, rng)
+            new = self.reflect(fences[0], prompt, tt, rng)
         elif "Instruction A:" in prompt and len(fences) >= 2:
             self.requests.append("crossover")
             a, b = fences[0], fences[1]
             from_b = [s for s in _sentences(b) if s not in a]
-            new = " ".join(_sentences(a) + [rng.choice(from_b)]) if from_b else self._edit(a, tt, rng)
+            new = " ".join(_sentences(a) + [rng.choice(from_b)]) if from_b else self.edit(a, tt, rng)
         elif _OPRO_TEXT.search(prompt):
             self.requests.append("opro")
             texts = _OPRO_TEXT.findall(prompt)
-            new = self._edit(texts[-1], tt, rng)  # ascending by score: the last is the best
+            new = self.edit(texts[-1], tt, rng)  # ascending by score: the last is the best
         elif fences:
             self.requests.append("other")
-            new = self._edit(fences[0], tt, rng)
+            new = self.edit(fences[0], tt, rng)
         else:
             self.requests.append("unread")
-            new = self._edit(self.world.baseline.get(tt, ""), tt, rng)
+            new = self.edit(self.world.baseline.get(tt, ""), tt, rng)
         text = json.dumps({"instruction": new})
         return ChatResult(text=text, prompt_tokens=len(prompt) // 4, completion_tokens=len(text) // 4,
                           latency_s=0.0, model=self.model, backend=self.backend)

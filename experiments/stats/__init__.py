@@ -16,7 +16,7 @@ from ._signflip import signflip_test
 from ._skew import holdout_tasks_for_harm, skew_test
 from ._spread import heterogeneity, spread_from_trials
 from ._tests import (DIRECTIONS, FLOOR_SE, TESTS, Comparison, NoiseFloor, PairedStats, bootstrap_ci, cohens_dz,
-                     finite_array, no_spread, paired_differences, paired_ttest, rank_biserial, wilcoxon_test)
+                     finite_array, paired_differences, paired_ttest, rank_biserial, wilcoxon_test)
 from ._verdict import (COMPARES, Decision, Preregistration, excluding_bound, explain_verdict, look_level,
                        missing_imbalance, sequential_decision)
 
@@ -66,7 +66,6 @@ __all__ = [
     "min_attainable_p",
     "missing_imbalance",
     "next_look",
-    "no_spread",
     "noise_floor",
     "paired_cost",
     "paired_differences",

@@ -93,7 +93,7 @@ class SkewTest:
     method: str
 
 
-def _g(d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def statistics_of(d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per row of d (rows with spread): T, the sample skewness, and G = g(T, KAPPA * skewness / sqrt(n))."""
     n = d.shape[-1]
     mean = d.mean(-1)
@@ -105,7 +105,8 @@ def _g(d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return t, skew, _hall(t, KAPPA * skew / math.sqrt(n))
 
 
-def _reference(shape: str, rng: np.random.Generator, size: tuple[int, int]) -> np.ndarray:
+def reference_sample(shape: str, rng: np.random.Generator, size: tuple[int, int]) -> np.ndarray:
+    """Draws of one reference spread (a name of REFERENCE_SPREADS or LOSS_TAIL) at mean 0, `size` (worlds, n)."""
     if shape == "normal":
         return rng.standard_normal(size)
     if shape == "-(Exp - 1)":
@@ -114,7 +115,7 @@ def _reference(shape: str, rng: np.random.Generator, size: tuple[int, int]) -> n
         return math.exp(0.5) - np.exp(rng.standard_normal(size))
     if shape.startswith("-(lognormal sigma 1) + noise "):  # scaled to sd 1, then noise of sd r added
         r = float(shape.rsplit(" ", 1)[1])
-        return _reference("-(lognormal sigma 1)", rng, size) / _LOGNORMAL_SD + r * rng.standard_normal(size)
+        return reference_sample("-(lognormal sigma 1)", rng, size) / _LOGNORMAL_SD + r * rng.standard_normal(size)
     if shape == LOSS_TAIL:
         return np.where(rng.random(size) < 0.1, -5.0, rng.standard_normal(size) + 5.0 / 9.0)
     raise ValueError(f"unknown reference spread {shape!r}")
@@ -145,7 +146,7 @@ def reference(n: int) -> _Reference:
     tg = []
     for i, shape in enumerate(REFERENCE_SPREADS):
         rng = np.random.default_rng([SEED, n, i])
-        parts = [_g(_reference(shape, rng, (min(_CHUNK, worlds - s), n))) for s in range(0, worlds, _CHUNK)]
+        parts = [statistics_of(reference_sample(shape, rng, (min(_CHUNK, worlds - s), n))) for s in range(0, worlds, _CHUNK)]
         tg.append((np.concatenate([p[0] for p in parts]), np.concatenate([p[2] for p in parts])))
     heaviest = tg[REFERENCE_SPREADS.index(HEAVIEST)]
     ref = _Reference(np.sort(heaviest[0]), np.sort(heaviest[1]), ())
@@ -169,7 +170,7 @@ def skew_test_p(d: np.ndarray) -> np.ndarray:
     mean, sd = d.mean(-1), d.std(-1, ddof=1)
     flat = sd / math.sqrt(n) <= 1e-12 * np.maximum(1.0, np.abs(mean))
     with np.errstate(divide="ignore", invalid="ignore"):
-        t, _, g = _g(np.where(flat[..., None], np.arange(n, dtype=float), d))  # a stand-in row where flat
+        t, _, g = statistics_of(np.where(flat[..., None], np.arange(n, dtype=float), d))  # a stand-in row where flat
     p = np.maximum(sps.t.sf(t, n - 1), skew_p(t, g, n))
     return np.where(flat, np.where(mean > 0, 0.5 ** n, 1.0), p)
 
@@ -186,7 +187,7 @@ def skew_test(diffs: Sequence[float]) -> SkewTest:
     if se <= 1e-12 * max(1.0, abs(mean)):  # every difference equal: the t is undefined (0 / 0)
         # of the 2^n sign patterns only the all-positive one has a mean this high: p = 1/2^n, never 0
         return SkewTest(n, mean, 0.0, 0.5 ** n if mean > 0 else 1.0, None, None, 0.0, "exact sign-flip (zero spread)")
-    t, skew, g = (float(v[0]) for v in _g(d[None, :]))
+    t, skew, g = (float(v[0]) for v in statistics_of(d[None, :]))
     t_p = float(sps.t.sf(t, n - 1))
     sp = float(skew_p(t, g, n))
     return SkewTest(n, mean, se, max(t_p, sp), t_p, sp, skew, "paired t and skew-calibrated t")

@@ -3,9 +3,9 @@ the per-task context cache and stored calibrations."""
 
 from __future__ import annotations
 
+from ._calibration_find import find_calibration, label_for, nearest_calibration, same_models_calibration
 from ._calibration_store import (FAIL, PASS, UNREACHABLE, Calibration, Check, Cost, aa_tau, calibration_dir,
-                                 calibration_fingerprint, find_calibration, fingerprint_key, label_for, run_label,
-                                 nearest_calibration, same_models_calibration)
+                                 calibration_fingerprint, fingerprint_key, run_label)
 from ._context_cache import ContextCache
 from ._ledger import Ledger
 from ._rdb import (RETRIES, StaleTrials, check_services, log_stale, mask_secrets, mask_url, requeued, shared_lock,

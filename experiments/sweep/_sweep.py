@@ -1,11 +1,10 @@
 """The synthesis-instruction sweep: Optuna ask/tell inside the Hydra app.
 
-Order of work: contexts (plan + research per task, once per study) -> baseline trial (enqueued) -> r-1 more
-baseline runs with other seeds (noise floor) -> search trials until n_trials / timeout / LLM-call budget -> the
-final race (the top race_top candidates once more on the train split) -> holdout confirmation of the top-k
-candidates against the baseline -> promotion (or "no change kept").
-Everything a resumed process needs lives in the study (trial user attrs, study user attrs), the context cache
-and the LLM response cache, so the same command continues where a killed one stopped.
+Order of work: contexts (plan + research per task, once per study) -> baseline trial (enqueued) -> r-1 more baseline
+runs with other seeds (noise floor) -> search trials until n_trials / timeout / LLM-call budget -> the final race
+(the top race_top candidates once more on the train split) -> holdout confirmation of the top-k candidates (of a
+per-type search: its composition) against the baseline -> promotion (or "no change kept"). Everything a resumed
+process needs lives in the study (trial and study user attrs), the context cache and the LLM response cache.
 
 The loop and its order of work; the rooms it calls, in experiments/sweep/ unless named: _study.py (storage,
 fingerprint, stale trials, heartbeats), _objective.py (one trial), _reruns.py (SplitRuns: the noise floor's repeats,
@@ -320,10 +319,7 @@ class Sweep:
             self.progress.on_first_model_task = lambda: self._preflight(study, calls0, update="the first measured task")
 
     def _plots(self, study, ref: Mapping[str, float], floor: float, best, promoted) -> dict[str, Path]:
-        """History, operator, heatmap and quality-vs-cost PNGs under <sweep_dir>/plots (none with sweep.plots
-        false); an error is a warning only."""
-        if not self.exp.sweep.plots:
-            return {}
+        """History, operator, heatmap and quality-vs-cost PNGs under <sweep_dir>/plots; an error is a warning only."""
         try:
             from experiments.tracking import sweep_plots
             return sweep_plots(
@@ -362,12 +358,13 @@ class Sweep:
         ref = baseline_reference(runs)
         base_hash = candidate_hash(baseline)
         train_floor = nf.floor(len(ref), len(runs))
-        ranked = self.split_runs.race(study, holdout_pool(candidates(trials, base_hash), trials, sw.search), contexts)
+        testable = holdout_pool(candidates(trials, base_hash), trials, sw.search)  # what the holdout may test
+        ranked = self.split_runs.race(study, testable, contexts)
         best = ranked[0] if ranked else None
         top = ranked[: sw.holdout_top_k]
         verdict, base_hold, look = self.split_runs.promotion(study, top, ref, nf, train_floor, base_hash, baseline,
                                                              contexts)
-        self.unconcluded = self._unconcluded(study, holdout_pool(candidates(trials, base_hash), trials, sw.search), base_hold, verdict)
+        self.unconcluded = self._unconcluded(study, testable, base_hold, verdict)
         promoted = next((c for c in ranked if verdict.winner and c.number == verdict.winner.trial), None)
         best_instr = dict(best.instructions) if best else dict(baseline)
         # the winner's texts, a task type held back by its own holdout tasks left at the baseline's
@@ -382,7 +379,7 @@ class Sweep:
                              "not evaluated on the holdout"))
             best_scores = (split_scores("train", best.train_scores, ref), split_scores(
                 "holdout", *(getattr(held[h], "scores", None) for h in (best.hash, base_hash)), note=why))
-        plots = self._plots(study, ref, train_floor, best, promoted)
+        plots = self._plots(study, ref, train_floor, best, promoted) if sw.plots else {}  # sweep.plots: PNGs
         paths = {
             "ledger": str(self.ledger.path),
             "contexts": str(self.dir / "context") if sw.reuse_context else "(context reuse off)",
@@ -418,7 +415,7 @@ class Sweep:
             noise_source=self.noise_note,
             underpowered=sweep_design_problem(exp), train_candidates=len(ranked),
             holdout_look=look.line if look is not None else "", train_filter=sw.train_filter,
-            confirmable=self.split_runs.confirmable(study, holdout_pool(candidates(trials, base_hash), trials, sw.search), nf, len(runs), ref, look),
+            confirmable=self.split_runs.confirmable(study, testable, nf, len(runs), ref, look),
             label=run_label(self.runner.identity(), self.calibration),
             unconcluded=tuple(self.unconcluded), failed_out=self.failed_out,
         )
