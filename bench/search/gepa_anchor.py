@@ -51,7 +51,7 @@ from typing import Any, Mapping, Sequence
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.search.returns import pct, task_specs, parse_size  # noqa: E402
+from bench.search.returns import parse_size, pct, summary_table, task_specs  # noqa: E402
 from bench.search.world import FENCE, World, WorldLLM, WorldRunner, text_key  # noqa: E402
 
 EVAL_SEED = 500_000  # GEPA's evaluate calls run with seeds EVAL_SEED + 1, + 2, ...: apart from the holdout's 0..
@@ -286,25 +286,8 @@ def main(argv: list[str] | None = None) -> dict:
                           f"{r['metric_calls']}  calls {r['calls']}{'  PROMOTED' if r['promoted'] else ''}",
                           flush=True)
     print(f"-- summary ({time.perf_counter() - t0:.0f} s) --")
-    print(f"{'world':5s} {'size':10s} {'found':>7s} {'returned':>8s} {'promoted':>8s} {'false':>6s} {'worse':>6s} "
-          f"{'calls':>7s}")
-    table = {}
-    for kind in args.worlds:
-        for size, (n_train, n_hold) in sizes:
-            rs = [r for r in rows if r["world"] == kind and r["size"] == size]
-            f = statistics.mean(r["found_share"] for r in rs) if kind == "gain" else float("nan")
-            ret = statistics.mean(r["returned_share"] for r in rs) if kind == "gain" else float("nan")
-            row = {"found": f, "returned": ret, "promoted": sum(r["promoted"] for r in rs) / len(rs),
-                   "false": sum(r["false_promotion"] for r in rs) / len(rs),
-                   "worse": sum(r["worse_promoted"] for r in rs) / len(rs),
-                   "calls": statistics.mean(r["calls"] for r in rs),
-                   "train_runs": statistics.mean(r["train_runs"] for r in rs),
-                   "reflection_calls": statistics.mean(r["reflection_calls"] for r in rs),
-                   "candidates": statistics.mean(r["candidates"] for r in rs),
-                   "no_records": statistics.mean(r["no_records"] for r in rs), "n": len(rs)}
-            table[f"{kind} {size}"] = row
-            print(f"{kind:5s} {size + f' {n_train}+{n_hold}':10s} {pct(f):>7s} {pct(ret):>8s} "
-                  f"{row['promoted']:8.0%} {row['false']:6.0%} {row['worse']:6.0%} {row['calls']:7.0f}")
+    table = summary_table(rows, args.worlds, sizes, extra=("train_runs", "reflection_calls", "candidates",
+                                                          "no_records"))
     print(f"{'world':5s} {'size':10s} {'train runs':>10s} {'reflections':>11s} {'kept':>5s} {'no records':>10s}")
     for key, row in table.items():
         kind, size = key.split()

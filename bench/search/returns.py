@@ -180,10 +180,21 @@ def main(argv: list[str] | None = None) -> dict:
                           f"{'  PROMOTED' if r['promoted'] else ''}", flush=True)
     shutil.rmtree(base, ignore_errors=True)
     print(f"-- summary ({time.perf_counter() - t0:.0f} s) --")
+    table = summary_table(rows, args.worlds, sizes)
+    out = {"rows": rows, "table": table, "args": {k: str(v) for k, v in vars(args).items()}}
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+    return out
+
+
+def summary_table(rows: list[dict], worlds: list[str], sizes: list[tuple[str, tuple[int, int]]],
+                  extra: tuple[str, ...] = ()) -> dict[str, dict]:
+    """Print and return the summary per world and size: found and returned (gain world only: elsewhere there is
+    nothing to find), the share promoted, false and worse promotions, mean calls, and the means of `extra` keys."""
     print(f"{'world':5s} {'size':10s} {'found':>7s} {'returned':>8s} {'promoted':>8s} {'false':>6s} {'worse':>6s} "
           f"{'calls':>7s}")
     table = {}
-    for kind in args.worlds:
+    for kind in worlds:
         for label, (n_train, n_hold) in sizes:
             rs = [r for r in rows if r["world"] == kind and r["size"] == label]
             f = statistics.mean(r["found_share"] for r in rs) if kind == "gain" else float("nan")
@@ -191,14 +202,12 @@ def main(argv: list[str] | None = None) -> dict:
             row = {"found": f, "returned": ret, "promoted": sum(r["promoted"] for r in rs) / len(rs),
                    "false": sum(r["false_promotion"] for r in rs) / len(rs),
                    "worse": sum(r["worse_promoted"] for r in rs) / len(rs),
-                   "calls": statistics.mean(r["calls"] for r in rs), "n": len(rs)}
+                   "calls": statistics.mean(r["calls"] for r in rs), "n": len(rs),
+                   **{k: statistics.mean(r[k] for r in rs) for k in extra}}
             table[f"{kind} {label}"] = row
             print(f"{kind:5s} {label + f' {n_train}+{n_hold}':10s} {pct(f):>7s} {pct(ret):>8s} "
                   f"{row['promoted']:8.0%} {row['false']:6.0%} {row['worse']:6.0%} {row['calls']:7.0f}")
-    out = {"rows": rows, "table": table, "args": {k: str(v) for k, v in vars(args).items()}}
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1))
-    return out
+    return table
 
 
 def pct(x: float) -> str:
