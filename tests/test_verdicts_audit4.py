@@ -18,9 +18,10 @@ from experiments.promotion._confirmation import HoldoutScores, HoldoutTest
 from experiments.promotion._decide import Candidate, decide
 from experiments.promotion._futility import futility_stop
 from experiments.stats import (Preregistration, decision_power, explain_verdict, first_level, futility_bound,
-                               interim_looks, level, look_z, next_look, no_spread, noise_floor, sequential_decision,
+                               interim_looks, level, look_z, next_look, noise_floor, sequential_decision,
                                skew_test)
 from experiments.stats._skew import skew_test_p
+from experiments.stats._tests import no_spread
 
 LOGNORMAL_SD = math.sqrt((math.e - 1) * math.e)
 
