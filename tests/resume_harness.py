@@ -26,8 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DRIVER = ROOT / "tests" / "resume_driver.py"
 SWEEP = "synth_mutation"
 
-# small but whole: baseline, a repeat, 3 proposals, the final race of 2, holdout 2 + 1 runs on 2 tasks
-SWEEP_ARGS = ["+sweep=synth_mutation", "backend=fake", "evaluator=deterministic_only", "planner=single_pass",
+# small but whole: baseline, a repeat, 3 proposals, the final race of 2, holdout 2 + 1 runs on 2 tasks; the joint
+# search, whose three proposals all reach the race (a per-type search sends its composition alone)
+SWEEP_ARGS = ["+sweep=synth_mutation", "backend=fake", "sweep.search=joint", "evaluator=deterministic_only", "planner=single_pass",
               "wiggum.max_rounds=1", "research.max_rounds=1", "research.compress=false", "research.enrich_urls=0",
               "search.provider=local", "sweep.operators=[add_constraint,drop_sentence,reorder]", "benchmark=smoke",
               "sweep.allow_underpowered=true", "sweep.n_trials=4", "sweep.baseline_repeats=2", "sweep.race_top=2",

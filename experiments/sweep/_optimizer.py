@@ -170,7 +170,8 @@ def race_block_for(n_tasks: int, block: int) -> int:
 
 def race_looks(n_tasks: int, block: int) -> tuple[int, ...]:
     """The numbers of finished tasks after which the race looks: race_block_for(n_tasks, block), twice it, ...
-    below n_tasks (none when block is 0 or covers the split; the last task completes the child instead)."""
+    below n_tasks, a remainder smaller than a block joining the last block (none when block is 0 or covers the
+    split; the last task completes the child instead)."""
     return interim_looks(n_tasks, block)
 
 
