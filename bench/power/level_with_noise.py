@@ -44,8 +44,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from scipy import stats as sps  # noqa: E402
 
-from experiments.stats import next_look, noise_floor  # noqa: E402
+from experiments.stats import noise_floor  # noqa: E402
 import experiments.stats._skew as skew  # noqa: E402
+from bench.power.skew_level import look_levels  # noqa: E402
 
 ALPHA = 0.05
 LOGNORMAL_SD = math.sqrt((math.e - 1) * math.e)
@@ -65,16 +66,6 @@ def draw(shape: str, rng: np.random.Generator, size: tuple[int, ...]) -> np.ndar
     if shape == "-(Gamma 0.5)":
         return (0.5 - rng.gamma(0.5, 1.0, size)) / math.sqrt(0.5)
     raise ValueError(shape)
-
-
-def look_levels(n_looks: int) -> list[float]:
-    stored: list[dict] = []
-    out = []
-    for k in range(n_looks):
-        look = next_look(stored, [f"cand{k}"], ALPHA)
-        out.append(look.level)
-        stored.append({"family": list(look.family), "level": look.level, "number": look.number, "alpha": look.alpha})
-    return out
 
 
 @functools.lru_cache(maxsize=8)

@@ -27,6 +27,7 @@ mean gain is 0 but its per-task spread is as in "gain": edits that help some tas
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import re
 from dataclasses import dataclass, field
@@ -140,7 +141,7 @@ class World:
 
     def expected(self, task_type: str, text: str, task_id: str) -> float:
         """A text's expected score on a task before run noise: difficulty, property gains, the rewrite's spread."""
-        value = 4.5 + 2.5 * (0.5 + 0.5 * math_tanh(z(self.seed, "difficulty", task_id)))
+        value = 4.5 + 2.5 * (0.5 + 0.5 * math.tanh(z(self.seed, "difficulty", task_id)))
         value += sum(self.task_gain(p, task_id) for p in self.present(task_type, text))
         if " ".join(text.split()) != " ".join(self.baseline.get(task_type, "").split()):
             value += NEUTRAL_SD * z(self.seed, "text", text_key(text), task_id)
@@ -152,21 +153,15 @@ class World:
         score = min(10.0, max(0.0, score))
         present = {p.key for p in self.present(task_type, text)}
         gains = [(self.task_gain(p, task_id), p) for p in self.props[task_type]]
-        hurt = [(g, p) for g, p in gains if p.key in present and g < -0.2]
-        missing = [(g, p) for g, p in gains if p.key not in present and g > 0.2]
-        if hurt and (not missing or -min(hurt, key=lambda x: x[0])[0] > max(missing, key=lambda x: x[0])[0]):
-            feedback = f"The rule '{min(hurt, key=lambda x: x[0])[1].constraint.text}' made this answer worse."
-        elif missing:
-            feedback = f"Weakness: {WEAKNESS[max(missing, key=lambda x: x[0])[1].key]}."
+        worst = min(((g, p) for g, p in gains if p.key in present and g < -0.2), default=None, key=lambda x: x[0])
+        best = max(((g, p) for g, p in gains if p.key not in present and g > 0.2), default=None, key=lambda x: x[0])
+        if worst and (not best or -worst[0] > best[0]):
+            feedback = f"The rule '{worst[1].constraint.text}' made this answer worse."
+        elif best:
+            feedback = f"Weakness: {WEAKNESS[best[1].key]}."
         else:
             feedback = "Solid answer; no major weakness."
         return score, feedback
-
-
-def math_tanh(x: float) -> float:
-    import math
-
-    return math.tanh(x)
 
 
 # -- the Runner seam ---------------------------------------------------------------------------------------------

@@ -221,8 +221,10 @@ class Objective:
         sw = self.exp.sweep
         state = self.state()
         rng = random.Random(f"{sw.seed}-{number}")
-        if sw.search in ("per_type", "round_robin") and number == sw.n_trials - 1 and number > 1 and state.composed() is not None:
-            return COMPOSE, state.composed()
+        if sw.search in ("per_type", "round_robin") and number == sw.n_trials - 1 and number > 1:
+            composition = state.composed()
+            if composition is not None:
+                return COMPOSE, composition
         if sw.max_merges > 0 and len(state.merged) < sw.max_merges and state.last_won:
             pair = state.merge_pair(rng)
             if pair is not None:
