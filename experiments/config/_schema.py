@@ -71,6 +71,10 @@ class SweepConfig:
     # what reflection reads: worst (the judge's words on the parent's 3 worst tasks) | all (every task of the type,
     # the same words counted, and the edits already tried from this parent that did not help)
     reflect_feedback: str = "worst"
+    # per_type and round_robin: how a type's text is chosen for the parent and the composition: pooled (the mean of
+    # every run of the text) | edits (experiments/sweep/_edit_model.py: each trial's mean read as the sum of its
+    # sentences' effects, fitted over every trial and shrunk, so a lucky edit falls back as its descendants run)
+    estimate: str = "pooled"
     operator_choice: str = "tpe"  # tpe (on the operator asked for) | bandit (Thompson on the operator used)
     gate_tasks: int = 0  # minibatch gate: train tasks a new candidate runs first (0 = off; off on a smaller train split)
     gate_z: float = 1.0  # gate out when mean(child - parent) + gate_z * sigma * sqrt(2 / gate_tasks) < 0
@@ -265,7 +269,8 @@ def results_dir_from_env(default: str = "results") -> str:
 
 PARENT_SELECTIONS = ("best", "pareto")
 SEARCHES = ("joint", "per_type", "round_robin")
-REFLECT_FEEDBACKS = ("worst", "all")
+ESTIMATES = ("pooled", "edits")
+REFLECT_FEEDBACKS = ("worst", "all", "counted")
 
 
 OPERATOR_CHOICES = ("tpe", "bandit")

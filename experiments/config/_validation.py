@@ -15,7 +15,7 @@ from harness.config import TASK_TYPES, ConfigError
 
 from ._benchmark import check_benchmark
 from ._design import check_calibrate_design, check_sweep_design
-from ._schema import (TASK_KINDS, HOLDOUT_TESTS, OPERATOR_CHOICES, PARENT_SELECTIONS, REFLECT_FEEDBACKS, SEARCHES, PRUNER_CORRECTIONS, PRUNERS, SAMPLERS,
+from ._schema import (TASK_KINDS, ESTIMATES, HOLDOUT_TESTS, OPERATOR_CHOICES, PARENT_SELECTIONS, REFLECT_FEEDBACKS, SEARCHES, PRUNER_CORRECTIONS, PRUNERS, SAMPLERS,
                       SPLITS, SWEEP_KINDS, TRAIN_FILTERS, ExperimentConfig)
 
 
@@ -121,6 +121,7 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
     check_choice("sweep.parent_selection", sw.parent_selection, PARENT_SELECTIONS)
     check_choice("sweep.search", sw.search, SEARCHES)
     check_choice("sweep.reflect_feedback", sw.reflect_feedback, REFLECT_FEEDBACKS)
+    check_choice("sweep.estimate", sw.estimate, ESTIMATES)
     check_choice("sweep.operator_choice", sw.operator_choice, OPERATOR_CHOICES)
     check_range("sweep.gate_tasks", sw.gate_tasks, 0)
     check_range("sweep.gate_z", sw.gate_z, -3.0, 5.0)

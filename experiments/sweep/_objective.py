@@ -222,7 +222,7 @@ class Objective:
         state = self.state()
         rng = random.Random(f"{sw.seed}-{number}")
         if sw.search in ("per_type", "round_robin") and number == sw.n_trials - 1 and number > 1:
-            composition = state.composed()
+            composition = state.composed(sw.estimate)
             if composition is not None:
                 return COMPOSE, composition
         if sw.max_merges > 0 and len(state.merged) < sw.max_merges and state.last_won:
@@ -234,7 +234,7 @@ class Objective:
             requested = thompson_choice(credit_from(state.outcomes, sw.operators), offered, rng)
         else:
             requested = trial.suggest_categorical("operator", list(sw.operators))
-        return requested, state.choose_parent(sw.parent_selection, rng, sw.search)
+        return requested, state.choose_parent(sw.parent_selection, rng, sw.search, sw.estimate)
 
     def _gate(self, trial: Any, number: int, parents: Sequence[Evaluated], outcome: dict):
         """The minibatch gate: sweep.gate_tasks train tasks (their indices), the checkpoint that compares the

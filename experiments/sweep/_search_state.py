@@ -60,7 +60,7 @@ class SearchState:
         """The candidate with the best train mean (the earliest of equals)."""
         return max(self.evaluated, key=lambda e: (e.value, -e.number), default=None)
 
-    def composed(self) -> Evaluated | None:
+    def composed(self, estimate: str = "pooled") -> Evaluated | None:
         """Per task type, the text with the best mean over that type's train tasks, composed into one candidate
         with those tasks' scores and feedback under that text.
 
@@ -70,7 +70,8 @@ class SearchState:
         type is edited is measured again by each such trial, so a text that led by luck falls back as its runs
         accumulate, and the best of many one-run means is not trusted over a text measured many times. Ties go to
         the earlier text. Task types are read from the stored feedback (task id, task type, ...). The composition
-        of one source is that source."""
+        of one source is that source. estimate "edits": a text's value is the edit model's (_edit_model: every
+        trial's mean read as the sum of its sentences' effects, shrunk), not its pooled mean."""
         full = [e for e in self.evaluated if e.scores]
         if not full:
             return self.parent()
@@ -87,7 +88,10 @@ class SearchState:
             def pooled(members: list[Evaluated]) -> float:
                 return sum(sum(e.scores[t] for e in members) / len(members) for t in ids) / len(ids)
 
-            text, members = max(groups.items(), key=lambda kv: (pooled(kv[1]), -kv[1][0].number))
+            value = pooled
+            if estimate == "edits":
+                value = _edit_values(full, tt, ids, self.baseline.get(tt, "")) or pooled
+            text, members = max(groups.items(), key=lambda kv: (value(kv[1]), -kv[1][0].number))
             chosen[tt] = (text, members)
         sources = {m[-1].hash for _, m in chosen.values()}
         if len(sources) == 1 and all(len(m) == 1 for _, m in chosen.values()):
@@ -115,13 +119,14 @@ class SearchState:
 
         return pareto_leads({e.hash: e.scores for e in self.evaluated if e.scores})
 
-    def choose_parent(self, selection: str, rng: random.Random, search: str = "joint") -> Evaluated | None:
+    def choose_parent(self, selection: str, rng: random.Random, search: str = "joint",
+                      estimate: str = "pooled") -> Evaluated | None:
         """best: the best train mean; pareto: a front member drawn by the number of tasks it leads; with search
-        per_type, the composition of each type's best text (composed)."""
+        per_type, the composition of each type's best text (composed, by `estimate`)."""
         from ._optimizer import sample_parent
 
         if search in ("per_type", "round_robin"):
-            return self.composed()
+            return self.composed(estimate)
         front = self.front() if selection == "pareto" else {}
         return self.by_hash(sample_parent(front, rng)) if front else self.parent()
 
@@ -153,6 +158,20 @@ class SearchState:
 
     def seen_for(self, task_type: str) -> frozenset[str]:
         return frozenset(self.seen.get(task_type, frozenset()))
+
+
+def _edit_values(full: Sequence[Evaluated], task_type: str, ids: Sequence[str], baseline: str):
+    """members -> the edit model's estimate of their text's mean on the type's tasks (_edit_model), or None when
+    the trials cannot give a noise (fewer than two, or fewer than two tasks)."""
+    from ._edit_model import edit_estimates, noise_of_mean
+
+    v = noise_of_mean([e.scores for e in full], ids)
+    if not v:
+        return None
+    texts = [e.instructions.get(task_type, baseline) for e in full]
+    est = edit_estimates(texts, [sum(e.scores[t] for t in ids) / len(ids) for e in full], v)
+    by_text = dict(zip(texts, est))
+    return lambda members: by_text[members[0].instructions.get(task_type, baseline)]
 
 
 def state_from_trials(trials: Sequence[Any], baseline: Mapping[str, str]) -> SearchState:
@@ -202,8 +221,9 @@ def mutation_context_args(state: SearchState, task_type: str, *, seed: int, max_
         if text and text not in seen_text:
             seen_text.add(text)
             history.append((text, round(e.value, 3)))
-    if parent and feedback == "all":
-        return {"base": base, "history": tuple(history), "feedback": type_feedback(state, parent, task_type),
+    if parent and feedback in ("all", "counted"):
+        return {"base": base, "history": tuple(history),
+                "feedback": type_feedback(state, parent, task_type, rejected=feedback == "all"),
                 "pool": tuple(t for t, _ in reversed(history))[:pool_size], "task_type": task_type, "seed": seed,
                 "max_chars": max_chars}
     feedback: list[str] = []
@@ -229,7 +249,8 @@ def holdout_pool(cands: Sequence[Any], trials: Sequence[Any], search: str) -> li
     return [c for c in cands if c.number in picked] or list(cands)
 
 
-def type_feedback(state: SearchState, parent: Evaluated, task_type: str, limit: int = 6) -> tuple[str, ...]:
+def type_feedback(state: SearchState, parent: Evaluated, task_type: str, limit: int = 6,
+                  rejected: bool = True) -> tuple[str, ...]:
     """What reflection reads for one task type: the judge's words over every one of the type's tasks, the same words
     counted once with the tasks they came from and their mean score (most tasks first, then the lowest mean), then
     the edits to this type's text already tried from this parent that did not beat it on the type's tasks (the
@@ -242,7 +263,7 @@ def type_feedback(state: SearchState, parent: Evaluated, task_type: str, limit: 
     ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), sum(s for _, s in kv[1]) / len(kv[1])))
     items = [f"[{len(v)} of {n} tasks ({', '.join(t for t, _ in v[:6])}{', ...' if len(v) > 6 else ''}), mean score "
              f"{sum(s for _, s in v) / len(v):.1f}] {text}" for text, v in ranked]
-    tried = rejected_edits(state, parent, task_type)
+    tried = rejected_edits(state, parent, task_type) if rejected else []
     keep = max(limit - min(len(tried), 2), 1)
     return tuple(items[:keep] + tried[: limit - min(len(items), keep)])
 
