@@ -1,6 +1,6 @@
-"""The edit model (experiments/sweep/_edit_model.py, sweep.estimate=edits) and what reflection reads without the
-rejected edits (sweep.reflect_feedback=counted): the levers of "Return what the search finds" that were measured
-and not shipped (docs/SENSITIVITY.md)."""
+"""The edit model (experiments/sweep/_edit_model.py, sweep.estimate=edits, shipped), and what reflection reads
+without the rejected edits (sweep.reflect_feedback=counted) or with only those turned down beyond noise
+(sweep.rejected_z): levers of "Return what the search finds", measured in bench/search (docs/SENSITIVITY.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from experiments.config import ConfigError, compose_config, to_experiment
 from experiments.sweep._edit_model import edit_estimates, noise_of_mean, sentence_keys
-from experiments.sweep._search_state import Evaluated, SearchState, candidate_hash, type_feedback
+from experiments.sweep._search_state import Evaluated, SearchState, candidate_hash, rejected_edits, type_feedback
 
 BASE = {"enumerated": "List the items. Number them.", "research": "Write prose. Cite sources."}
 IDS = [f"e{i}" for i in range(8)]
@@ -91,12 +91,35 @@ def test_reflection_reads_rejected_edits_only_under_all():
 
 
 def test_estimate_and_counted_feedback_are_config_choices():
-    exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", "sweep.estimate=edits",
-                                        "sweep.reflect_feedback=counted"]), environ={})
-    assert exp.sweep.estimate == "edits" and exp.sweep.reflect_feedback == "counted"
-    assert to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake"]), environ={}).sweep.estimate == "pooled"
+    exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", "sweep.estimate=pooled",
+                                        "sweep.reflect_feedback=counted", "sweep.rejected_z=1"]), environ={})
+    assert exp.sweep.estimate == "pooled" and exp.sweep.reflect_feedback == "counted" and exp.sweep.rejected_z == 1.0
+    shipped = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake"]), environ={}).sweep
+    assert shipped.estimate == "edits" and shipped.rejected_z == 0.0  # edits won in bench/search; rejected_z did not
     from experiments.config import validate
 
-    with pytest.raises(ConfigError, match="sweep.estimate"):
-        validate(to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", "sweep.estimate=max"]),
-                               environ={}))
+    for bad in ("sweep.estimate=max", "sweep.rejected_z=-1"):
+        with pytest.raises(ConfigError, match=bad.split("=")[0]):
+            validate(to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", bad]), environ={}))
+
+
+def test_rejected_z_lists_only_edits_turned_down_by_more_than_noise():
+    """With z > 0 an edit that fell short of its parent by less than z standard errors of a difference of means is
+    not listed as already tried (it may be proposed again from a later parent's feedback); one far below is."""
+    rng = random.Random(0)
+    parent = _ev(0, BASE["enumerated"], {t: 5.0 + rng.gauss(0, 0.5) for t in IDS})
+
+    def child(n, text, shift):
+        ins = {"enumerated": f"{BASE['enumerated']} {text}", "research": BASE["research"]}
+        scores = {t: parent.scores[t] + shift + rng.gauss(0, 0.5) for t in IDS}
+        return Evaluated(n, ins, f"h{n}", sum(scores.values()) / 8, parent.feedback, scores)
+
+    near, far = child(1, "Be brief.", -0.05), child(2, "Shout.", -2.0)
+    near = Evaluated(near.number, near.instructions, near.hash, near.value, near.feedback,
+                     {t: s - (sum(near.scores.values()) / 8 - parent.value) - 0.05 for t, s in near.scores.items()})
+    state = SearchState(dict(BASE), (parent, near, far), lineage={"h1": (parent.hash,), "h2": (parent.hash,)})
+    both = rejected_edits(state, parent, "enumerated")
+    assert any("Be brief." in x for x in both) and any("Shout." in x for x in both)
+    strict = rejected_edits(state, parent, "enumerated", 1.0)
+    assert any("Shout." in x for x in strict) and not any("Be brief." in x for x in strict)
+    assert type_feedback(state, parent, "enumerated", rejected_z=1.0) != type_feedback(state, parent, "enumerated")

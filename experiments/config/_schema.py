@@ -75,6 +75,9 @@ class SweepConfig:
     # every run of the text) | edits (experiments/sweep/_edit_model.py: each trial's mean read as the sum of its
     # sentences' effects, fitted over every trial and shrunk, so a lucky edit falls back as its descendants run)
     estimate: str = "pooled"
+    # reflect_feedback all: an edit already tried from the parent is listed as turned down only when its mean was
+    # below the parent's by more than rejected_z standard errors of a difference (0: any edit that did not beat it)
+    rejected_z: float = 0.0
     operator_choice: str = "tpe"  # tpe (on the operator asked for) | bandit (Thompson on the operator used)
     gate_tasks: int = 0  # minibatch gate: train tasks a new candidate runs first (0 = off; off on a smaller train split)
     gate_z: float = 1.0  # gate out when mean(child - parent) + gate_z * sigma * sqrt(2 / gate_tasks) < 0

@@ -122,6 +122,7 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
     check_choice("sweep.search", sw.search, SEARCHES)
     check_choice("sweep.reflect_feedback", sw.reflect_feedback, REFLECT_FEEDBACKS)
     check_choice("sweep.estimate", sw.estimate, ESTIMATES)
+    check_range("sweep.rejected_z", sw.rejected_z, 0.0, 5.0)
     check_choice("sweep.operator_choice", sw.operator_choice, OPERATOR_CHOICES)
     check_range("sweep.gate_tasks", sw.gate_tasks, 0)
     check_range("sweep.gate_z", sw.gate_z, -3.0, 5.0)

@@ -172,7 +172,7 @@ class Objective:
         for tt in types:
             args = mutation_context_args(state, tt, seed=self.exp.sweep.seed * 100003 + number,
                                          max_chars=self.exp.sweep.max_chars, parent=parent,
-                                         feedback=self.exp.sweep.reflect_feedback)
+                                         feedback=self.exp.sweep.reflect_feedback, rejected_z=self.exp.sweep.rejected_z)
             try:
                 cand = propose(operator, make_ctx(**args), self.mutation_llm, seen=state.seen_for(tt))
             except failed_type as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -209,7 +210,7 @@ def state_from_trials(trials: Sequence[Any], baseline: Mapping[str, str]) -> Sea
 
 def mutation_context_args(state: SearchState, task_type: str, *, seed: int, max_chars: int,
                           n_feedback: int = 3, pool_size: int = 5, parent: Evaluated | None = None,
-                          feedback: str = "worst") -> dict[str, Any]:
+                          feedback: str = "worst", rejected_z: float = 0.0) -> dict[str, Any]:
     """Keyword arguments for mutators.MutationContext for one task type; the parent is the best train mean unless
     one is given (SearchState.choose_parent). feedback: "worst", the judge's words on the parent's n_feedback worst
     tasks (this type's first); "all", type_feedback: every one of this type's tasks, the same words counted."""
@@ -223,7 +224,7 @@ def mutation_context_args(state: SearchState, task_type: str, *, seed: int, max_
             history.append((text, round(e.value, 3)))
     if parent and feedback in ("all", "counted"):
         return {"base": base, "history": tuple(history),
-                "feedback": type_feedback(state, parent, task_type, rejected=feedback == "all"),
+                "feedback": type_feedback(state, parent, task_type, rejected=feedback == "all", rejected_z=rejected_z),
                 "pool": tuple(t for t, _ in reversed(history))[:pool_size], "task_type": task_type, "seed": seed,
                 "max_chars": max_chars}
     feedback: list[str] = []
@@ -250,7 +251,7 @@ def holdout_pool(cands: Sequence[Any], trials: Sequence[Any], search: str) -> li
 
 
 def type_feedback(state: SearchState, parent: Evaluated, task_type: str, limit: int = 6,
-                  rejected: bool = True) -> tuple[str, ...]:
+                  rejected: bool = True, rejected_z: float = 0.0) -> tuple[str, ...]:
     """What reflection reads for one task type: the judge's words over every one of the type's tasks, the same words
     counted once with the tasks they came from and their mean score (most tasks first, then the lowest mean), then
     the edits to this type's text already tried from this parent that did not beat it on the type's tasks (the
@@ -263,14 +264,16 @@ def type_feedback(state: SearchState, parent: Evaluated, task_type: str, limit: 
     ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), sum(s for _, s in kv[1]) / len(kv[1])))
     items = [f"[{len(v)} of {n} tasks ({', '.join(t for t, _ in v[:6])}{', ...' if len(v) > 6 else ''}), mean score "
              f"{sum(s for _, s in v) / len(v):.1f}] {text}" for text, v in ranked]
-    tried = rejected_edits(state, parent, task_type) if rejected else []
+    tried = rejected_edits(state, parent, task_type, rejected_z) if rejected else []
     keep = max(limit - min(len(tried), 2), 1)
     return tuple(items[:keep] + tried[: limit - min(len(items), keep)])
 
 
-def rejected_edits(state: SearchState, parent: Evaluated, task_type: str) -> list[str]:
+def rejected_edits(state: SearchState, parent: Evaluated, task_type: str, z: float = 0.0) -> list[str]:
     """The edits to task_type's text already tried from `parent` whose text did not score above the parent's on the
-    type's tasks, newest first, each as the sentences it added and dropped."""
+    type's tasks, newest first, each as the sentences it added and dropped. z > 0: only those that scored below it by
+    more than z standard errors of a difference of two means (the noise read from the trials, _edit_model), so an
+    edit one noisy run turned down is not ruled out for good."""
     from mutators.base import split_sentences
 
     base = parent.instructions.get(task_type, "")
@@ -283,6 +286,11 @@ def rejected_edits(state: SearchState, parent: Evaluated, task_type: str) -> lis
         return sum(vals) / len(vals) if len(vals) == len(ids) else None
 
     bar = mean(parent)
+    if z > 0 and bar is not None:  # turned down by more than noise: z standard errors of a difference of two means
+        from ._edit_model import noise_of_mean
+
+        v = noise_of_mean([e.scores for e in state.evaluated if e.scores], ids)
+        bar = bar - z * math.sqrt(2 * v) if v else bar
     old = set(split_sentences(base))
     out = []
     for e in sorted(state.evaluated, key=lambda e: -e.number):
