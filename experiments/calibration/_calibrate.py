@@ -16,6 +16,9 @@ tests/scripted_harness.ScriptedRunner in tests), with the baseline instructions:
 - positive control: `calibrate.harmful_instruction` in place of every task type's instruction, `replications`
   runs per task on the same contexts, compared one-sided (control worse) with the per-task mean of the generator
   runs. It must lose significantly. A two-sided t p-value is halved in the predicted direction (1 - p/2 against it).
+- edits (calibrate.edits = k > 0, _edits.py): k edits the sweep's mutators propose from the baseline, each run once
+  per task at generator run 1's seed; per edit its mean difference and its spread across tasks beyond the run noise
+  (tau), and the largest tau, which sizes tasks.count=auto when it is the largest spread measured.
 - A check whose test cannot reach alpha with this many tasks (power.min_attainable_p) is "unreachable"; such a
   design is refused before anything runs unless calibrate.allow_underpowered (experiments.config).
 - minimum detectable effect and tasks needed for the sweep's and the A/B's decision rules: by simulation
@@ -53,6 +56,7 @@ from experiments.storage import (FAIL, PASS, UNREACHABLE, Calibration, Check, Co
 
 from ._arms import pairwise_arm, rewrite_of, runner_at
 from ._decompose import decompose, frozen_share, levers
+from ._edits import edits_arm
 from ._record import log_mlflow, safe_plots
 from ._summary import format_calibration
 
@@ -145,10 +149,11 @@ def _blind_labels(seed: int, r: int) -> tuple[tuple[str, str], list[int], list[i
 
 
 def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], None] = print,
-                    pool: RunPool | None = None) -> Calibration:
+                    pool: RunPool | None = None, propose: Callable[..., Any] | None = None) -> Calibration:
     """Run the calibration (see the module docstring); returns the stored Calibration (failed_out when a check
     failed). Raises CalibrationFailed (nothing stored) when a task run fails. Preparations, task runs and
-    re-scores run backend.concurrency at once (`pool` overrides it); the statistics do not depend on it."""
+    re-scores run backend.concurrency at once (`pool` overrides it); the statistics do not depend on it.
+    `propose`: the edits arm's mutators.propose (calibrate.edits; a test's own, as a sweep's)."""
     from experiments.config import task_types
     from experiments.runs import TrialFailed, baseline_instructions, evaluate_candidate
 
@@ -175,7 +180,7 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
     greedy_runner = runner_at(runner, "greedy") if "greedy" in decodings else None
     # per decoding: the A/A' run (1 per task); greedy adds its own r baseline runs
     extra = n * len(decodings) + (n * r if greedy_runner is not None else 0)
-    total_finish, total_rescore = n * (r + c.replications) + extra, n * k
+    total_finish, total_rescore = n * (r + c.replications + c.edits) + extra, n * k
     state = {"phase": "", "done": 0, "total": 0, "announced": False}
 
     def progress(kind: str, task_id: str, outcome: Any, seconds: float) -> None:
@@ -202,13 +207,16 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
         timers.append(timed_greedy)
     out(f"[{name}] calibration of fingerprint {key} ({identity_text(identity)}; benchmark {exp.benchmark.name}): "
         f"{n} task(s) ({', '.join(t.id for t in tasks)}): {n} context preparation(s), {n * r} generator task runs "
-        f"({r} seeds; also the A/A arms), {n * c.replications} positive-control task runs, {extra} A/A' task runs "
+        f"({r} seeds; also the A/A arms), {n * c.replications} positive-control task runs, "
+        + (f"up to {n * c.edits} edit task runs ({c.edits} edits the mutators propose), " if c.edits else "")
+        + f"{extra} A/A' task runs "
         f"({'/'.join(decodings)}; rewrite: {', '.join(sorted({v[1] for v in rewritten.values()}))}), {n * k} judge "
         f"re-scores; "
         f"wall time projected after the first task")
 
     replacing = Calibration.replacing_line(calibration_dir(exp) / f"{key}.json",
-                                           {"tasks": n, "repeats": r, "pairwise": c.pairwise, "decodings": decodings})
+                                           {"tasks": n, "repeats": r, "pairwise": c.pairwise, "decodings": decodings,
+                                            "edits": c.edits})
     if replacing:  # said before anything runs: a smaller rerun would otherwise replace a bigger one unseen
         out(f"[{name}] {replacing}")
 
@@ -244,6 +252,8 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
                      generator_seed(exp.seed, j), f"{name}-greedy{j}", via) for j in range(r)]
         arms[dec] = (base, evaluate(f"A/A' rewrite, {dec} (seed {generator_seed(exp.seed, 0)})", rewrite,
                                     generator_seed(exp.seed, 0), f"{name}-rewrite-{dec}", via))
+    edits = edits_arm(exp, runner, tasks, instructions, gens, evaluate, generator_seed(exp.seed, 0), propose=propose,
+                      say=out) if c.edits else None
     judged: dict[str, list[Any]] = {}
     state.update(phase="judge re-scores", done=0, total=n * k)
     by_id = {t.id: t for t in tasks}
@@ -388,7 +398,7 @@ def run_calibration(exp: ExperimentConfig, runner: Any, *, out: Callable[[str], 
               "judge": {t: [o.score for o in outs] for t, outs in judged.items()},
               "aa_diffs": aa_diffs, "control_diffs": ctl_diffs},
         elapsed_s=time.perf_counter() - t_start, path=str(path), judge_control=judge_control, heterogeneity=spread,
-        decomposition=decomposition, pairwise=pairwise)
+        decomposition=decomposition, pairwise=pairwise, edits=edits)
 
     # -- written last: JSON, plots, MLflow ----------------------------------------------------------------------
     folder.mkdir(parents=True, exist_ok=True)

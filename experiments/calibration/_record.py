@@ -60,6 +60,7 @@ def log_mlflow(exp: ExperimentConfig, cal: Calibration, text: str, plots: Mappin
         **{f"needed_{k}": v for k, v in cal.needed.items() if isinstance(v, (int, float))},
         **({"control_tau": cal.heterogeneity["tau"], "control_effect_cv": cal.heterogeneity["effect_cv"]}
            if cal.heterogeneity else {}),
+        **({"edits_k": cal.edits["k"], "edits_largest_tau": cal.edits["largest_tau"]} if cal.edits else {}),
     }
     now = int(time.time() * 1000)
     items = [Metric(k, float(v), now, 0) for k, v in metrics.items()

@@ -145,6 +145,11 @@ def format_calibration(cal: Any, *, smoke_line: str = "", plots: Mapping[str, Pa
         if dec.get("levers"):
             lines.append(lever_lines([(x["lever"], x["pays"], x["why"]) for x in dec["levers"]],
                                      dec.get("levers_from", "sampled")))
+    edits = getattr(cal, "edits", None)
+    if edits:  # calibrate.edits: the spread of edits the mutators proposed
+        from ._edits import edits_line
+
+        lines.append(edits_line(edits))
     co = cal.cost
     lines.append(f"cost per task run (median of {co.runs}): {co.llm_calls:g} LLM calls ({co.uncached_calls:g} "
                  f"uncached), {co.tokens:.0f} tokens, {co.wall_s:.1f}s; context preparation {co.prepare_calls:.1f} "

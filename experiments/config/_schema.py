@@ -179,6 +179,10 @@ class CalibrateConfig:
     rewrite_instruction: str = ""
     decodings: list[str] = field(default_factory=lambda: ["sampled"])
     pairwise: bool = False
+    # the edits arm (experiments/calibration/_edits.py): k proposals of the sweep's mutators (reflect on the generator
+    # runs' feedback) from the baseline, each run once per task; their spread across tasks beyond the run noise sizes
+    # tasks.count=auto when it is the largest measured. 0 = off; at most 8
+    edits: int = 0
 
 
 @dataclass

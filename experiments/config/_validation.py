@@ -43,6 +43,9 @@ MAX_NAME_BYTES, MAX_TASK_ID_BYTES = 100, 80
 # The most tasks one generation keeps (tasks.count): 200 generator calls at the default batch; the largest holdout
 # the shipped sizing asks for (+0.2 composite points on a noisy 1.5B model) is a few hundred tasks.
 MAX_GENERATED = 1000
+# The most edits the calibration's edits arm proposes (calibrate.edits): each is one task run per calibration task, and
+# the largest of a few spreads is what sizing reads
+MAX_CALIBRATION_EDITS = 8
 
 
 def check_store_paths(exp: ExperimentConfig) -> None:
@@ -205,6 +208,7 @@ def validate(exp: ExperimentConfig, *, warn: bool = True) -> ExperimentConfig:
             raise ConfigError("ab.hypothesis is empty; expected the hypothesis as a sentence, written before any data")
         if not ab.a_name or ab.a_name == ab.b_name or "/" in ab.a_name + ab.b_name:
             raise ConfigError(f"ab.a_name={ab.a_name!r}, ab.b_name={ab.b_name!r} are not allowed; expected two different non-empty names without '/'")
+    check_range("calibrate.edits", exp.calibrate.edits, 0, MAX_CALIBRATION_EDITS)
     if sw.kind == "calibrate":
         check_calibrate_design(exp)
     if warn:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ._calibration_find import find_calibration, label_for, nearest_calibration, same_models_calibration
 from ._calibration_store import (FAIL, PASS, UNREACHABLE, Calibration, Check, Cost, aa_tau, calibration_dir,
-                                 calibration_fingerprint, fingerprint_key, run_label)
+                                 calibration_fingerprint, edits_tau, fingerprint_key, run_label)
 from ._context_cache import ContextCache
 from ._ledger import Ledger
 from ._rdb import (RETRIES, StaleTrials, check_services, log_stale, mask_secrets, mask_url, requeued, shared_lock,
@@ -29,6 +29,7 @@ __all__ = [
     "calibration_fingerprint",
     "check_services",
     "created_whole",
+    "edits_tau",
     "find_calibration",
     "fingerprint_key",
     "guard_engines",

@@ -101,6 +101,9 @@ class Calibration:
     decomposition: dict[str, Any] | None = None
     # calibrate.pairwise: the A/A and the positive control judged side by side (position bias, g)
     pairwise: dict[str, Any] | None = None
+    # calibrate.edits: edits the mutators proposed, each one's mean difference and tau, the largest tau (None: the
+    # arm was off, or a record from before it)
+    edits: dict[str, Any] | None = None
 
     @property
     def effect_cv(self) -> float:
@@ -148,7 +151,7 @@ class Calibration:
 
     @staticmethod
     def replacing_line(path: Path, design: Mapping[str, Any]) -> str:
-        """What a calibration of `design` (tasks, repeats, pairwise, decodings) will replace at `path` ("":
+        """What a calibration of `design` (tasks, repeats, pairwise, decodings, edits) will replace at `path` ("":
         nothing stored there), said before it runs."""
         return _replacing_line(path, design)
 
@@ -202,6 +205,14 @@ def aa_tau(decomposition: Mapping[str, Any] | None) -> float | None:
     return float(tau) if tau is not None and math.isfinite(float(tau)) else None
 
 
+def edits_tau(edits: Mapping[str, Any] | None) -> float | None:
+    """The largest spread across tasks (tau) among the edits a calibration's edits arm ran, or None where it did
+    not run, ran no edit, or measured no tau (fewer than 3 tasks)."""
+    tau = edits.get("largest_tau") if isinstance(edits, Mapping) else None
+    ok = isinstance(tau, (int, float)) and not isinstance(tau, bool) and math.isfinite(tau) and tau >= 0
+    return float(tau) if ok else None
+
+
 def run_label(identity: Mapping[str, Mapping[str, Any]], calibration: "Calibration | None" = None) -> str | None:
     """The line every output, record and report of a run on an embedded model carries (None: no embedded role).
 
@@ -251,13 +262,16 @@ def measured_text(d: Mapping[str, Any]) -> str:
     if greedy:
         f = greedy.get("f")
         parts.append("the greedy decomposition" + (f" (f {f:.2f})" if isinstance(f, (int, float)) else ""))
+    if edits_tau(d.get("edits")) is not None:
+        parts.append(f"{d['edits'].get('k')} edits (largest tau {edits_tau(d['edits']):.3f})")
     parts.append("checks passed" if d.get("passed") else "checks failed")
     return f"{', '.join(parts)}; created {str(d.get('created', '?'))[:19]}"
 
 
 def measured_less(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[str]:
     """What the stored record `old` measured that `new` (either as a record or as a design: tasks, repeats,
-    pairwise, decodings) does not: more tasks or runs, g, the greedy decomposition, passed checks."""
+    pairwise, decodings, edits) does not: more tasks or runs, g, the greedy decomposition, the edits arm's spread,
+    passed checks."""
     def df(d: Mapping[str, Any]) -> int:
         return int(d.get("n_tasks") or 0) * (int(d.get("repeats") or 1) - 1)
 
@@ -270,6 +284,9 @@ def measured_less(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[str]:
         lost.append(f"g {old_g:.2f}")
     if (old.get("decomposition") or {}).get("greedy") and not (new.get("decomposition") or {}).get("greedy"):
         lost.append("the greedy decomposition")
+    if edits_tau(old.get("edits")) is not None and edits_tau(new.get("edits")) is None:
+        lost.append(f"the edits arm's spread (largest tau {edits_tau(old['edits']):.3f} over "
+                    f"{old['edits'].get('k')} edits)")
     if old.get("passed") and new.get("passed") is False:
         lost.append("passed checks")
     return lost
@@ -288,7 +305,7 @@ def stored_record(path: Path) -> dict[str, Any] | None:
 
 def _replacing_line(path: Path, design: Mapping[str, Any]) -> str:
     """Before a calibration runs: what it will replace at `path` ("" when nothing is stored there), and what the
-    stored one measured that this design will not (design: tasks, repeats, pairwise, decodings)."""
+    stored one measured that this design will not (design: tasks, repeats, pairwise, decodings, edits)."""
     old = stored_record(path)
     if old is None:
         return ""
@@ -298,7 +315,8 @@ def _replacing_line(path: Path, design: Mapping[str, Any]) -> str:
     # the design as the record it will make, taking what it asks for as measured (a g, a greedy arm)
     plan = {"n_tasks": design.get("tasks"), "repeats": design.get("repeats"),
             "pairwise": {"g": 0.0} if design.get("pairwise") else {},
-            "decomposition": {"greedy": True} if "greedy" in (design.get("decodings") or ()) else {}}
+            "decomposition": {"greedy": True} if "greedy" in (design.get("decodings") or ()) else {},
+            "edits": {"largest_tau": 0.0} if design.get("edits") else None}
     lost = measured_less(plan, old)
     return (f"a calibration of this fingerprint is stored ({measured_text(old)}): this one replaces it as the one "
             f"sweeps and A/Bs read and keeps it under {path.parent / REPLACED_DIR}/"

@@ -78,27 +78,37 @@ def stored_calibration(exp: ExperimentConfig) -> tuple[Any, str]:
 
 
 def spread(cal: Any) -> tuple[float, str]:
-    """tau, and where it came from: the larger of the spreads the calibration measured, the positive control's
-    across tasks (an edit that changes answers, as the edits a sweep confirms do) and the A/A' arm's (a
-    meaning-preserving rewrite: how differently two texts suit each task), else 0.
+    """tau, and where it came from: the largest of the spreads the calibration measured, the positive control's
+    across tasks (an edit that changes answers, as the edits a sweep confirms do), the A/A' arm's (a
+    meaning-preserving rewrite: how differently two texts suit each task) and its edits arm's (calibrate.edits: the
+    largest of the edits the project's mutators proposed, the kind of edit a sweep confirms), else 0.
 
     A sweep confirms edits that change answers, and such an edit helps some tasks far more than others: sized by a
     neutral rewrite's spread, the holdout is too small for the edits it has to confirm (bench/search/returns.py:
     a world whose A/A' spread is 0.1 and whose helpful edits spread 0.9 across tasks is sized 24 + 24 for +0.3, where
     90 + 90 would confirm it)."""
-    from experiments.storage import aa_tau
+    from experiments.storage import aa_tau, edits_tau
 
     aa = aa_tau(cal.decomposition)
     het = cal.heterogeneity or {}
     pc = float(het["tau"]) if het.get("tau") is not None and math.isfinite(float(het["tau"])) else None
+    rec = getattr(cal, "edits", None)
+    ed = edits_tau(rec)
+    if ed is not None and all(x is None or ed > x for x in (pc, aa)):
+        k, n = int(rec.get("k") or 0), rec.get("n")
+        also = "".join(f"; its {what} showed {x:.3f}" for what, x in (("positive control", pc), ("A/A' arm", aa))
+                       if x is not None)
+        return ed, (f"its edits arm's largest spread across tasks, from {k} edit{'s' if k != 1 else ''} the mutators "
+                    f"proposed{f' ({n} tasks)' if n else ''}{also}")
+    edited = f"; its edits arm's largest showed {ed:.3f}" if ed is not None else ""
     if pc is not None and (aa is None or pc >= aa):
         also = f"; its A/A' arm's neutral rewrite showed {aa:.3f}" if aa is not None else ""
         n = f", {het['n']} tasks" if het.get("n") else ""
-        return pc, f"its positive control's spread across tasks (an edit that changes answers{n}){also}"
+        return pc, f"its positive control's spread across tasks (an edit that changes answers{n}){also}{edited}"
     if aa is not None:
         also = f"; its positive control showed {pc:.3f}" if pc is not None else ""
-        return aa, f"its A/A' arm (sampled){also}"
-    return 0.0, "not measured (taken as 0: an optimistic size)"
+        return aa, f"its A/A' arm (sampled){also}{edited}"
+    return 0.0, "not measured (taken as 0: an optimistic size)" + edited
 
 
 def sigma_df(cal: Any) -> int | None:
