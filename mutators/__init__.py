@@ -8,7 +8,7 @@ candidate's `operator` names the one that wrote it), and never edits in place. T
 use; mutators.base, .library and .operators are public modules for everything else.
 """
 
-from mutators.base import MutationContext, MutationFailed, instruction_hash
+from mutators.base import MutationContext, MutationFailed, counted_feedback, instruction_hash
 from mutators.operators import LLM_OPERATORS, cannot_apply, operator_names, propose, propose_pair
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "MutationContext",
     "MutationFailed",
     "cannot_apply",
+    "counted_feedback",
     "instruction_hash",
     "operator_names",
     "propose",

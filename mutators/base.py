@@ -10,7 +10,7 @@ import hashlib
 import math
 import re
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Iterable, Protocol
 
 from harness.inference import LLM
 from harness.text import drop_lone_fence, unwrap_fence
@@ -152,6 +152,24 @@ def split_sentences(text: str) -> list[str]:
         parts.append(line[pos:].strip())
         out.extend(p for p in parts if p)
     return out
+
+
+def counted_feedback(items: Iterable[tuple[str, float, str]]) -> list[str]:
+    """The judge's words over many tasks as reflection reads them: (task id, score, words) per task, the same words
+    counted once with the tasks they came from (the first six named) and their mean score, most tasks first, then
+    the lowest mean. Tasks without words are left out."""
+    groups: dict[str, list[tuple[str, float]]] = {}
+    for task_id, score, words in items:
+        if str(words).strip():
+            groups.setdefault(str(words).strip(), []).append((str(task_id), float(score)))
+    n = sum(len(v) for v in groups.values())
+
+    def mean(v: list[tuple[str, float]]) -> float:
+        return sum(s for _, s in v) / len(v)
+
+    ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), mean(kv[1])))
+    return [f"[{len(v)} of {n} tasks ({', '.join(t for t, _ in v[:6])}{', ...' if len(v) > 6 else ''}), mean score "
+            f"{mean(v):.1f}] {words}" for words, v in ranked]
 
 
 def join_sentences(sentences: list[str] | tuple[str, ...], *, multiline: bool = False) -> str:

@@ -33,16 +33,12 @@ def judge_feedback(scores: Sequence[Any], task_type: str, limit: int = 6) -> tup
     """The judge's words on one task type's tasks in one run, the same words counted once with the tasks they came
     from and their mean score (most tasks first, then the lowest mean): what the shipped sweep's reflection
     (sweep.reflect_feedback all) reads from the baseline, before any edit was tried."""
-    groups: dict[str, list[tuple[str, float]]] = {}
-    for s in scores:
-        words = (s.feedback + (" Weaknesses: " + "; ".join(s.weaknesses) if s.weaknesses else ""))[:600].strip()
-        if s.task_type == task_type and words:
-            groups.setdefault(words, []).append((s.task_id, float(s.score)))
-    n = sum(len(v) for v in groups.values())
-    mean = lambda v: statistics.fmean(x for _, x in v)  # noqa: E731
-    ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), mean(kv[1])))
-    return tuple(f"[{len(v)} of {n} tasks ({', '.join(t for t, _ in v[:6])}{', ...' if len(v) > 6 else ''}), mean "
-                 f"score {mean(v):.1f}] {words}" for words, v in ranked[:limit])
+    from mutators import counted_feedback
+
+    def words(s: Any) -> str:
+        return (s.feedback + (" Weaknesses: " + "; ".join(s.weaknesses) if s.weaknesses else ""))[:600]
+
+    return tuple(counted_feedback((s.task_id, s.score, words(s)) for s in scores if s.task_type == task_type)[:limit])
 
 
 def propose_edits(exp: ExperimentConfig, baseline: Mapping[str, str], types: Sequence[str], first_run: Any, k: int,

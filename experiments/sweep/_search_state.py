@@ -213,7 +213,8 @@ def mutation_context_args(state: SearchState, task_type: str, *, seed: int, max_
                           feedback: str = "worst", rejected_z: float = 0.0) -> dict[str, Any]:
     """Keyword arguments for mutators.MutationContext for one task type; the parent is the best train mean unless
     one is given (SearchState.choose_parent). feedback: "worst", the judge's words on the parent's n_feedback worst
-    tasks (this type's first); "all", type_feedback: every one of this type's tasks, the same words counted."""
+    tasks (this type's first); "all", type_feedback: every one of this type's tasks, the same words counted, and the
+    edits already tried from this parent (rejected_edits at rejected_z); "counted", the same without those edits."""
     parent = parent if parent is not None else state.parent()
     base = (parent.instructions if parent else state.baseline).get(task_type) or state.baseline[task_type]
     history, seen_text = [], set()
@@ -256,14 +257,9 @@ def type_feedback(state: SearchState, parent: Evaluated, task_type: str, limit: 
     counted once with the tasks they came from and their mean score (most tasks first, then the lowest mean), then
     the edits to this type's text already tried from this parent that did not beat it on the type's tasks (the
     sentences a child added or dropped), so the proposer does not make them again. At most `limit` items."""
-    groups: dict[str, list[tuple[str, float]]] = {}
-    for task_id, tt, score, text in parent.feedback:
-        if tt == task_type and str(text).strip():
-            groups.setdefault(str(text).strip(), []).append((str(task_id), float(score)))
-    n = sum(len(v) for v in groups.values())
-    ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), sum(s for _, s in kv[1]) / len(kv[1])))
-    items = [f"[{len(v)} of {n} tasks ({', '.join(t for t, _ in v[:6])}{', ...' if len(v) > 6 else ''}), mean score "
-             f"{sum(s for _, s in v) / len(v):.1f}] {text}" for text, v in ranked]
+    from mutators import counted_feedback
+
+    items = counted_feedback((task_id, score, text) for task_id, tt, score, text in parent.feedback if tt == task_type)
     tried = rejected_edits(state, parent, task_type, rejected_z) if rejected else []
     keep = max(limit - min(len(tried), 2), 1)
     return tuple(items[:keep] + tried[: limit - min(len(items), keep)])
