@@ -20,20 +20,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import math
-import os
 import shutil
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.search.returns import REPORT_SIMS, task_specs  # noqa: E402
+from bench.search.returns import scratch, world_experiment  # noqa: E402
 from bench.search.world import NEUTRAL_SD, SIGMA, SPREAD, World, WorldLLM, WorldRunner  # noqa: E402
 
 
@@ -100,19 +97,10 @@ class PlantedLLM(WorldLLM):
 
 
 def run_one(seed: int, n: int, big: float, base: Path) -> dict:
-    from experiments.config import BenchmarkConfig, compose_config, to_experiment
     from experiments.sweep import run_sweep
 
     results = base / f"p-{seed}-{n}"
-    exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake"]), environ={})
-    exp.results_dir = str(results)
-    exp.benchmark = BenchmarkConfig(name=f"planted{seed}", tasks=task_specs(n, n))
-    sw = exp.sweep
-    sw.name, sw.n_trials, sw.seed = "planted", 2, seed
-    sw.storage = f"sqlite:///{results / 'optuna.db'}"
-    sw.plots = False
-    exp.calibrate.sims = REPORT_SIMS
-    exp.mlflow.enabled = False
+    exp = world_experiment(results, f"planted{seed}", "planted", n, n, 2, seed)
     world = World.make(10_000 + seed, exp.synth.instructions, "gain", big=big)
     texts = {tt: " ".join([exp.synth.instructions[tt]] + [p.constraint.text for p in props if p.gain >= world.big])
              for tt, props in world.props.items()}
@@ -132,13 +120,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--sims", type=int, default=2000)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
-    logging.disable(logging.WARNING)
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    shm = Path("/dev/shm")
-    base = Path(tempfile.mkdtemp(prefix="bench-power-line-", dir=shm if shm.is_dir() else None))
-    os.environ["HARNESS_RESULTS_DIR"] = str(base)
+    base = scratch("bench-power-line-")
     power = shipped().calibrate.power
     print(f"== the design power line's stated effect, detected? {args.seeds} worlds a size, stated power {power:g} ==")
     print(f"{'size':>8s} {'stated E':>9s} {'tau':>6s} {'planted':>8s} {'detected':>9s} {'MC se':>6s}")

@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -100,22 +100,46 @@ def task_specs(n_train: int, n_holdout: int) -> list[Any]:
     return out
 
 
+def world_experiment(results: Path, benchmark: str, sweep: str, n_train: int, n_holdout: int, trials: int, seed: int,
+                     overrides: Sequence[str] = ()) -> Any:
+    """The shipped synth_mutation experiment (with `overrides`) on n_train + n_holdout simulated tasks, its study and
+    results under `results`, `trials` trials at sweep seed `seed`, no plots and no MLflow (they decide nothing), the
+    summary's design power line from REPORT_SIMS simulations."""
+    from experiments.config import BenchmarkConfig, compose_config, to_experiment
+
+    exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", *overrides]), environ={})
+    exp.results_dir = str(results)
+    exp.benchmark = BenchmarkConfig(name=benchmark, tasks=task_specs(n_train, n_holdout))
+    sw = exp.sweep
+    sw.name, sw.n_trials, sw.seed = sweep, trials, seed
+    sw.storage = f"sqlite:///{results / 'optuna.db'}"
+    sw.plots = False
+    exp.calibrate.sims = REPORT_SIMS
+    exp.mlflow.enabled = False
+    return exp
+
+
+def scratch(prefix: str) -> Path:
+    """A quiet bench run's scratch folder (in /dev/shm where there is one), set as HARNESS_RESULTS_DIR; warnings and
+    Optuna's trial lines off."""
+    logging.disable(logging.WARNING)
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    shm = Path("/dev/shm")
+    base = Path(tempfile.mkdtemp(prefix=prefix, dir=shm if shm.is_dir() else None))
+    os.environ["HARNESS_RESULTS_DIR"] = str(base)
+    return base
+
+
 def run_seed(seed: int, kind: str, n_train: int, n_holdout: int, trials: int, overrides: list[str],
              base: Path) -> dict:
     """One sweep in one world: found, returned (shares of the available gain), calls, the promotion."""
-    from experiments.config import BenchmarkConfig, compose_config, to_experiment
     from experiments.sweep import run_sweep
 
     results = base / f"{kind}-{seed}-{n_train}-{n_holdout}"
-    exp = to_experiment(compose_config(["+sweep=synth_mutation", "backend=fake", *overrides]), environ={})
-    exp.results_dir = str(results)
-    exp.benchmark = BenchmarkConfig(name=f"world{seed}", tasks=task_specs(n_train, n_holdout))
+    exp = world_experiment(results, f"world{seed}", "world", n_train, n_holdout, trials, seed, overrides)
     sw = exp.sweep
-    sw.name, sw.n_trials, sw.seed = "world", trials, seed
-    sw.storage = f"sqlite:///{results / 'optuna.db'}"
-    sw.plots = False  # pictures decide nothing
-    exp.calibrate.sims = REPORT_SIMS
-    exp.mlflow.enabled = False
     world = World.make(seed, exp.synth.instructions, kind)
     runner = WorldRunner(world, exp.benchmark.tasks)
     summary = run_sweep(exp, runner, out=lambda s: None)
@@ -154,13 +178,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--quiet", action="store_true", help="print the summary table only")
     args = ap.parse_args(argv)
 
-    logging.disable(logging.WARNING)
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    shm = Path("/dev/shm")
-    base = Path(tempfile.mkdtemp(prefix="bench-search-", dir=shm if shm.is_dir() else None))
-    os.environ["HARNESS_RESULTS_DIR"] = str(base)
+    base = scratch("bench-search-")
     t0 = time.perf_counter()
     rows = []
     sizes = [(s, parse_size(s)) for s in args.sizes]
