@@ -1,6 +1,6 @@
 """The edit model (experiments/sweep/_edit_model.py, sweep.estimate=edits, shipped), and what reflection reads
 without the rejected edits (sweep.reflect_feedback=counted) or with only those turned down beyond noise
-(sweep.rejected_z): levers of "Return what the search finds", measured in bench/search (docs/SENSITIVITY.md)."""
+(sweep.rejected_z): search levers measured in bench/search (docs/SENSITIVITY.md)."""
 
 from __future__ import annotations
 

@@ -69,7 +69,8 @@ class SweepConfig:
     # texts run again with it, so each kept text is measured anew by the trials that edit the others
     search: str = "joint"
     # what reflection reads: worst (the judge's words on the parent's 3 worst tasks) | all (every task of the type,
-    # the same words counted, and the edits already tried from this parent that did not help)
+    # the same words counted, and the edits already tried from this parent that did not help) | counted (all
+    # without the edits already tried)
     reflect_feedback: str = "worst"
     # per_type and round_robin: how a type's text is chosen for the parent and the composition: pooled (the mean of
     # every run of the text) | edits (experiments/sweep/_edit_model.py: each trial's mean read as the sum of its

@@ -13,9 +13,10 @@ sentences it holds (sentences present in every text fold into the constant):
 and fitted by ridge regression (the posterior mean under that prior). A sentence kept through many trials is
 estimated from all of them, so a lucky text's edit is measured again by each of its descendants and falls back as
 they accumulate; an edit seen once is shrunk toward nothing by tau^2 / (tau^2 + v). v, the noise of one trial's mean,
-is read from the spread of the per-task differences between each child and its parent (run noise and the spread of
-the edit's gain over tasks: both are noise for a claim about new tasks); tau^2 from how far children's means move
-from their parents' beyond that noise. Both from the trials alone: no floor, no calibration needed.
+is read from the residuals of the two-way fit task + trial over the trials' per-task scores (run noise and how an
+edit's gain varies over tasks: both are noise for a claim about new tasks); tau^2 from how far each text's mean moves
+from that of the earlier text nearest it in sentences, beyond that noise. Both from the trials alone: no floor, no
+calibration needed.
 
 When texts are rewritten wholesale (every sentence new), no sentence is shared and the model is plain shrinkage of
 each text toward the mean of all of them: still not the maximum of noisy means.
