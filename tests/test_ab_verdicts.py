@@ -410,7 +410,7 @@ def test_the_ab_power_model_is_the_verdicts_rule_at_a_true_effect_equal_to_min_e
     predicted = detection_rate(design, min_effect)
     assert 0.4 < observed < 0.6 and abs(predicted - observed) < 0.08, (predicted, observed)
     significance_only = detection_rate(ab_design(sigma, n, alpha=0.05, replications=reps, test="wilcoxon"), min_effect)
-    assert significance_only > 0.99  # what the model said before: the min_effect condition left out
+    assert significance_only > 0.95  # what the model said before: the min_effect condition left out
     m = mde(design, power=0.8, sims=2000)
     assert min_effect < m < min_effect + 0.1 and "mean >= min_effect 0.3" in design.describe()
     # replications to detect a target effect: none can make min_effect itself a likely 'supported'
@@ -439,7 +439,8 @@ def test_ab_preflight_warns_that_a_true_effect_of_min_effect_is_a_coin_flip(make
     exp.ab.min_effect = 0.3
     lines = ab_preflight_lines(exp, runner.identity(), load_tasks(exp.benchmark), n_tasks=12, replications=2)
     detect = next(ln for ln in lines if "detectable effect" in ln)
-    assert "'supported': two-sided t p < 0.05 and mean diff >= min_effect 0.3" in detect  # the A/B default test
+    assert ("'supported': two-sided t p < 0.05, the skew-calibrated one-sided p < 0.025 and mean diff >= "
+            "min_effect 0.3") in detect  # the A/B default test
     assert f"from calibration {stored.key}" in detect
     warning = next(ln for ln in lines if "WARNING" in ln)
     p = float(warning.split("with probability ")[1].split(" ")[0])

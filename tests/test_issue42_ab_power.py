@@ -43,9 +43,9 @@ def test_the_ab_design_adds_the_spread_replications_do_not_shrink():
     # an effect the spread alone keeps out of reach over 12 tasks: no number of replications buys it (was: some)
     assert replications_for_effect(SIGMA, N, 0.3, alpha=0.05, test="t", sims=1000, tau=TAU) is None
     assert replications_for_effect(SIGMA, N, 0.3, alpha=0.05, test="t", sims=1000) is not None
-    r = replications_for_effect(SIGMA, N, 1.2, alpha=0.05, test="t", sims=2000, tau=TAU)
+    r = replications_for_effect(SIGMA, N, 1.7, alpha=0.05, test="t", sims=2000, tau=TAU)
     at = lambda k: detection_rate(ab_design(SIGMA, N, alpha=0.05, replications=k, test="t", tau=TAU),  # noqa: E731
-                                  1.2, sims=2000)
+                                  1.7, sims=2000)
     assert r is not None and at(r) >= 0.8 and (r == 1 or at(r - 1) < 0.8)
 
 

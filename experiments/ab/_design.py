@@ -245,7 +245,8 @@ def power_note(prereg: Preregistration, n_tasks: int) -> str | None:
 def observed_power_line(stats: Any, prereg: Preregistration, *, power: float, target: float, sims: int) -> str | None:
     """The summary's design power, from this A/B's own per-task differences (their sd holds run noise over the
     replications and the task x variant spread together): the mean effect its rule ('supported': two-sided test
-    at alpha in the right direction AND mean >= min_effect) detects with probability `power`, that sd taken as an
+    at alpha in the right direction, the skew-calibrated p on that side below alpha / 2 AND mean >= min_effect)
+    detects with probability `power`, that sd taken as an
     estimate on n - 1 df, and the tasks `target` would need at these replications. None below 3 pairs or with no
     spread measured. A sequential design is sized as one fixed-sample look (its last)."""
     n, sd = int(stats.n), float(stats.sd_diff)
@@ -255,7 +256,7 @@ def observed_power_line(stats: Any, prereg: Preregistration, *, power: float, ta
         return (f"design power: this A/B detects no effect ({n} tasks: no two-sided p can go below 2/2^{n} = "
                 f"{min_attainable_p(n):.4g} >= alpha {prereg.alpha:g})")
     design = Design("ab_observed", n, sd, prereg.alpha, "two-sided", prereg.test, 0.0, sigma_df=n - 1,
-                    min_mean=prereg.min_effect)
+                    min_mean=prereg.min_effect, skew_side=True)
     m = mde(design, power=power, sims=sims)
     need = tasks_for_effect(dataclasses.replace(design, sigma_df=None), target, power=power, sims=sims)
     size = (f"a mean effect of {m:.3f}" if math.isfinite(m) else
@@ -265,7 +266,7 @@ def observed_power_line(stats: Any, prereg: Preregistration, *, power: float, ta
                 f" (or cannot be called 'supported' with probability {power:g}: the mean must reach min_effect "
                 f"{prereg.min_effect:g})" if target <= prereg.min_effect else ""))
     return (f"design power: this A/B detects {size} with probability {power:g} ({n} tasks, two-sided "
-            f"{prereg.test} at {prereg.alpha:g} and mean >= min_effect {prereg.min_effect:g}; sd of the per-task "
+            f"{prereg.test} at {prereg.alpha:g}, skew-calibrated p below {prereg.alpha / 2:g} and mean >= min_effect {prereg.min_effect:g}; sd of the per-task "
             f"differences {sd:.3f}, this A/B's own, run noise and task x variant spread together); {more}")
 
 

@@ -51,7 +51,8 @@ def ab_preflight_lines(exp: ExperimentConfig, identity: Mapping[str, Any], tasks
                   tau=tau)
     m = mde(d, power=power, sims=exp.calibrate.sims)
     lines.append(f"preflight: detectable effect {num(m)} at power {power:g} ('supported': two-sided {ab.test} "
-                 f"p < {ab.alpha:g} and mean diff >= min_effect {ab.min_effect:g}; run noise sigma {cal.sigma:.3f} "
+                 f"p < {ab.alpha:g}, the skew-calibrated one-sided p < {ab.alpha / 2:g} and mean diff >= min_effect "
+                 f"{ab.min_effect:g}; run noise sigma {cal.sigma:.3f} "
                  f"from calibration {cal.key}, shrinking with replications; task x variant spread tau {tau:.3f} "
                  f"from {tau_source}, which replications do not shrink)")
     if cal.effect_cv > 0:

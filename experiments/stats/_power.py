@@ -138,6 +138,9 @@ class Design:
     tau_noise: float = 0.0
     effect_cv: float = 0.0  # task-to-task spread of the true effect, relative to it (module docstring)
     min_mean: float = 0.0  # the mean difference must reach this too (the A/B verdict's min_effect)
+    # the skew-calibrated one-sided p (skew_test_p) on the effect's side below alpha / 2 as well (alpha when
+    # one-sided): the A/B verdict's 'supported' (experiments.stats.explain_verdict)
+    skew_side: bool = False
     tau: float = 0.0  # task-to-task spread of the true effect in points, whatever its mean (a task x variant sd)
     # non-binding futility stop (sweep.holdout_futility_block, tests "t" and "t-skew"; experiments.promotion._futility.futility_stop's
     # rule): at the interim_looks of n tasks, a z so far below futility_bound (conditional power below futility_cp
@@ -165,6 +168,7 @@ class Design:
         side = "one-sided" if self.alternative == "greater" else "two-sided"
         floor = f" and mean > floor ({self.floor_se:g} SE)" if self.floor_se else ""
         floor += f" and mean >= min_effect {self.min_mean:g}" if self.min_mean else ""
+        floor += " and skew-calibrated p on its side" if self.skew_side else ""
         spread = f", effect spread {self.effect_cv:.2f}x across tasks" if self.effect_cv else ""
         return f"{self.n} tasks, {side} {self.test}{floor}, sd_diff {self.sd_diff:.3f}{spread}"
 
@@ -223,6 +227,8 @@ def detection_rate(design: Design, effect: float, *, sims: int = 4000, seed: int
         hit = skew_test_p(d) < design.alpha
     else:
         hit = wilcoxon_reject(d, design.alpha, alternative=design.alternative)
+    if design.skew_side:
+        hit &= skew_test_p(d) < (design.alpha / 2 if design.alternative == "two-sided" else design.alpha)
     for m in interim_looks(design.n, design.futility_block):  # the non-binding futility looks (futility_stop)
         hit &= ~(look_z(d[:, :m]) < futility_bound(m, design.n, level=design.futility_level or design.alpha,
                                                    power=design.futility_power, min_cp=design.futility_cp))
@@ -246,12 +252,13 @@ def _norm_cdf(x: float) -> float:
 
 @functools.lru_cache(maxsize=256)
 def _unit_mde(n: int, alpha: float, alternative: str, test: str, floor_se: float, power: float, sims: int,
-              sigma_df: int | None = None, effect_cv: float = 0.0, min_mean: float = 0.0) -> float:
+              sigma_df: int | None = None, effect_cv: float = 0.0, min_mean: float = 0.0,
+              skew_side: bool = False) -> float:
     """MDE in units of sd_diff (both tests are scale-free, so MDE = sd_diff * this; min_mean in the same units)."""
     if n < 1 or _floor_p(n, test, alternative) >= alpha:
         return float("inf")
     unit = Design("unit", n, 1.0, alpha, alternative, test, floor_se, sigma_df=sigma_df, effect_cv=effect_cv,
-                  min_mean=min_mean)
+                  min_mean=min_mean, skew_side=skew_side)
     if effect_cv and detection_rate(unit, 1e6, sims=sims) < power:  # the ceiling: noise negligible, spread not
         return float("inf")
     return _smallest(lambda e: detection_rate(unit, e, sims=sims) >= power,
@@ -288,10 +295,12 @@ def _smallest(ok: Callable[[float], bool], start: float, *, doublings: int) -> f
 def mde(design: Design, *, power: float = 0.8, sims: int = 4000) -> float:
     """The smallest effect detected with probability `power` (inf when the test cannot reach alpha)."""
     if design.min_mean and design.sd_diff <= 0:  # no noise: every effect that reaches min_mean is detected
-        u = _unit_mde(design.n, design.alpha, design.alternative, design.test, 0.0, power, sims)
+        u = _unit_mde(design.n, design.alpha, design.alternative, design.test, 0.0, power, sims,
+                      skew_side=design.skew_side)
         return design.min_mean if math.isfinite(u) else float("inf")
     u = _unit_mde(design.n, design.alpha, design.alternative, design.test, design.floor_se, power, sims,
-                  design.sigma_df, design.effect_cv, design.min_mean / design.sd_diff if design.min_mean else 0.0)
+                  design.sigma_df, design.effect_cv, design.min_mean / design.sd_diff if design.min_mean else 0.0,
+                  design.skew_side)
     return u * design.sd_diff if math.isfinite(u) else float("inf")
 
 
@@ -333,11 +342,12 @@ def sweep_design(sigma: float, n_train: int, *, alpha: float, baseline_runs: int
 def ab_design(sigma: float, n: int, *, alpha: float, replications: int, test: str, min_effect: float = 0.0,
               tau: float = 0.0) -> Design:
     """An A/B's verdict 'supported' (experiments.stats): per-task means of `replications` runs per arm, the
-    two-sided test significant in the right direction AND the mean difference reaching min_effect. A task's
+    two-sided test significant in the right direction, the skew-calibrated p on that side below alpha / 2, AND the
+    mean difference reaching min_effect. A task's
     difference has sd sqrt(tau^2 + 2 sigma^2 / replications): run noise sigma shrinks with replications, the task x
     variant spread tau (how differently the two texts suit each task; the calibration's A/A' arm) does not."""
     return Design("ab", n, math.sqrt(tau ** 2 + 2.0 * sigma ** 2 / max(replications, 1)), alpha, "two-sided", test,
-                  0.0, min_mean=min_effect)
+                  0.0, min_mean=min_effect, skew_side=True)
 
 
 def replications_for_effect(sigma: float, n: int, effect: float, *, alpha: float, test: str, power: float = 0.8,
@@ -346,7 +356,7 @@ def replications_for_effect(sigma: float, n: int, effect: float, *, alpha: float
     """The fewest replications per arm for an A/B over n tasks to detect `effect` (None: unreachable), the mean
     also reaching min_effect as the verdict requires. Replications shrink run noise only: where the task x variant
     spread tau alone keeps `effect` out of reach over n tasks, no number of replications reaches it (None)."""
-    u = _unit_mde(n, alpha, "two-sided", test, 0.0, power, sims)
+    u = _unit_mde(n, alpha, "two-sided", test, 0.0, power, sims, skew_side=True)
     if not math.isfinite(u):
         return None
     if not min_effect:

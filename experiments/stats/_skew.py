@@ -15,7 +15,7 @@ The test (skew_test): p = max(p_t, p_skew).
   a/6 + a T^2/3 + a^2 T^3/27, a = sample skewness / sqrt(n), read KAPPA = 2 times as strongly), Q = min(P(G >= g),
   P(T >= t) / T_SHARE) with both tails those of the heaviest reference spread (-(lognormal sigma 1) at mean 0), and
   p_skew the largest over the reference spreads (REFERENCE_SPREADS, each at mean 0: normal, -(Exp - 1), -(lognormal
-  sigma 1), and that lognormal scaled to sd 1 with normal run noise of sd 0.2, 0.41, 0.6 and 1 added) of the
+  sigma 1), that lognormal scaled to sd 1 with normal run noise of sd 0.2, 0.41, 0.6 and 1 added, and the loss tail) of the
   chance of a Q at least as small, from seeded simulation (reference: WORLDS samples of n per spread, cached per
   n; (1 + hits) / (1 + draws)). Both statistics are scale-free, so a spread's shape is all their null law depends
   on. For each reference spread
@@ -35,11 +35,12 @@ The test (skew_test): p = max(p_t, p_skew).
   drawn still lifts the mean: read against the noise-free references only, -(lognormal) plus noise 0.41 was
   confirmed 0.041 of the time over 24 tasks at 0.025 (0.031 over 12, 0.035 over 48), the worst noise ratio moving
   from about 0.2 at 12 tasks to 0.6-1 at 144. They cost power at 12-48 tasks (docs/VERDICTS.md).
-- Not a reference: LOSS_TAIL, a normal spread with a 10% chance of a loss of 5 sd (skewness -1.5). It is the harm
-  to 1 task in k below with a normal bulk: a sample without a loser is a normal sample of a gain of 0.56 sd, so
-  holding its level at 12 / 24 tasks caps the power at such a gain near 0.025 / 0.9^n (0.09 / 0.31); as a
-  reference it took the power at the t's 80% effect from 0.29 to 0.22 (12 tasks) and 0.53 to 0.35 (24). Confirmed
-  0.036 / 0.040 of the time at 12 / 24 tasks, 0.006 at 48 (bench/power/level_with_noise.py).
+- Why the loss tail (LOSS_TAIL, a normal spread with a 10% chance of a loss of 5 sd, skewness -1.5): a task that
+  an edit breaks outright is the common harm, and without it as a reference that shape was confirmed 0.036 / 0.040
+  of the time at 12 / 24 tasks at level 0.025 (bench/power/level_with_noise.py). A sample without a loser (0.9^n:
+  0.28 of samples at 12 tasks, 0.08 at 24) is a normal sample of a gain of 0.56 sd, so any rule that holds this
+  shape's level caps its power at such a gain near 0.025 / 0.9^n (0.09 at 12 tasks, 0.31 at 24): its price is power
+  at 12-24 tasks (docs/VERDICTS.md), none at 144.
 - Every difference equal (zero spread): T is undefined; p is the exact sign-flip p, 1/2^n when the value is
   positive, 1 otherwise (a permutation test holds its level whatever the spread's shape).
 
@@ -64,12 +65,12 @@ from ._tests import finite_array
 from ._verdict import _hall  # Hall's monotone transformation g(T, a), the A/B's skew-robust bound's
 
 KAPPA = 2.0
-# sd 1 around +5/9, a 10% chance of -5 instead (mean 0, skewness -1.5): measured, not a reference (docstring)
+# sd 1 around +5/9, a 10% chance of -5 instead (mean 0, skewness -1.5): the harm to 1 task in 10 (docstring)
 LOSS_TAIL = "normal, 1 in 10 loses 5"
 # the lognormal with normal run noise convolved in, at these ratios of the noise's sd to the lognormal's own
 NOISE_RATIOS = (0.2, 0.41, 0.6, 1.0)
 REFERENCE_SPREADS = ("normal", "-(Exp - 1)", "-(lognormal sigma 1)",
-                     *(f"-(lognormal sigma 1) + noise {r:g}" for r in NOISE_RATIOS))
+                     *(f"-(lognormal sigma 1) + noise {r:g}" for r in NOISE_RATIOS), LOSS_TAIL)
 HEAVIEST = "-(lognormal sigma 1)"  # the reference whose tails Q reads
 T_SHARE = 0.5  # the weight of the plain T's tail in Q against G's (module docstring)
 WORLDS = 200_000  # reference samples per spread (fewer above 50 tasks: WORLD_VALUES)
@@ -146,8 +147,11 @@ def reference(n: int) -> _Reference:
     tg = []
     for i, shape in enumerate(REFERENCE_SPREADS):
         rng = np.random.default_rng([SEED, n, i])
-        parts = [statistics_of(reference_sample(shape, rng, (min(_CHUNK, worlds - s), n))) for s in range(0, worlds, _CHUNK)]
-        tg.append((np.concatenate([p[0] for p in parts]), np.concatenate([p[2] for p in parts])))
+        with np.errstate(divide="ignore", invalid="ignore"):  # the loss tail's rare all-lose row has no spread
+            parts = [statistics_of(reference_sample(shape, rng, (min(_CHUNK, worlds - s), n)))
+                     for s in range(0, worlds, _CHUNK)]
+        # such a row shows no gain: T and G at -inf (its Q is 1), not NaN (which would sort as the largest)
+        tg.append(tuple(np.nan_to_num(np.concatenate([p[k] for p in parts]), nan=-np.inf) for k in (0, 2)))
     heaviest = tg[REFERENCE_SPREADS.index(HEAVIEST)]
     ref = _Reference(np.sort(heaviest[0]), np.sort(heaviest[1]), ())
     return _Reference(ref.t, ref.g, tuple(np.sort(ref.tail_q(t, g)) for t, g in tg))
