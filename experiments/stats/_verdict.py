@@ -38,6 +38,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from scipy import stats as sps
 
+from ._skew import _hall, skew_test
 from ._tests import DIRECTIONS, TESTS, PairedStats, finite_array, min_attainable_p, no_spread
 
 COMPARES = ("pointwise", "pairwise")  # how an A/B compares its arms (Preregistration.compare)
@@ -148,11 +149,6 @@ def look_level(look: int, n_looks: int, alpha: float) -> float:
 
 
 # -- the skew-robust bound on the mean ('not supported') -------------------------------------------------------------
-
-
-def _hall(t: np.ndarray, a: np.ndarray) -> np.ndarray:
-    """Hall's monotone skewness correction of the t statistic (a = sample skewness / sqrt(n))."""
-    return t + a / 6 + a * t**2 / 3 + a**2 * t**3 / 27
 
 
 def _parts(d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -379,8 +375,6 @@ def _skew_side(diffs: Sequence[float], side: float) -> Any:
     lower). 'supported' needs its p as well: on a left-skewed spread of zero mean (most tasks gain a little, a few
     lose a lot) a sample of 8-12 tasks often holds none of the losers and the paired t alone supported B 0.066-0.081
     of the time at 0.025 a side (bench/power/level_with_noise.py --ab, docs/VERDICTS.md)."""
-    from ._skew import skew_test  # _skew reads _hall from this module
-
     return skew_test(finite_array(diffs, "diffs") * (1.0 if side >= 0 else -1.0))
 
 
