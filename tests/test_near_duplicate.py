@@ -41,10 +41,14 @@ def test_the_labelled_set_is_large_varied_and_split_in_halves():
     assert len({p["domain"] for p in pairs}) >= 10 and len({p["form"] for p in pairs}) >= 20
     tune = {p["form"] for p in pairs if p["half"] == "tune"}
     held = {p["form"] for p in pairs if p["half"] == "heldout"}
+    fresh = {p["form"] for p in pairs if p["half"] == "fresh"}
     assert tune and held and not tune & held  # no form of the held-out half was seen while tuning
+    assert len(fresh) >= 20 and not fresh & (tune | held)  # written after the constants were chosen
+    for label in ("paraphrase", "sibling", "unrelated"):
+        assert sum(p["label"] == label and p["half"] == "fresh" for p in pairs) >= 200, label
 
 
-@pytest.mark.parametrize("half", ["tune", "heldout"])
+@pytest.mark.parametrize("half", ["tune", "heldout", "fresh"])
 def test_the_rule_meets_its_targets_on_each_half(verdicts, half):
     caught = verdicts[(half, "paraphrase")]
     kept = verdicts[(half, "sibling")]
@@ -54,12 +58,26 @@ def test_the_rule_meets_its_targets_on_each_half(verdicts, half):
     assert apart[0] / apart[1] >= 0.999, apart
 
 
-@pytest.mark.parametrize("half", ["tune", "heldout"])
+@pytest.mark.parametrize("half", ["tune", "heldout", "fresh"])
 def test_one_subject_under_two_requests_is_mostly_kept_apart(verdicts, half):
     """What MiniLM cannot separate well ("Give best practices for X" / "Explain how X works"): measured 0.80 and
-    0.63 kept; this guards against the rule getting worse there."""
+    0.63 kept (0.985 on the fresh half's other requests); this guards against the rule getting worse there."""
     kept = verdicts[(half, "other_request")]
     assert kept[0] / kept[1] >= 0.6, kept
+
+
+def test_a_count_in_words_is_the_same_count_in_digits():
+    """The fresh half's paraphrases that "forty-five-minute" / "45-minute" split: tens with a unit, and sixty to
+    ninety, were read as two counts (40 and 5) or none, so 0.940 of its paraphrases were caught, not 0.976."""
+    from experiments.config._near_duplicate import counts, same_task
+
+    assert counts("a forty-five-minute agenda") == counts("a 45-minute agenda") == ("45",)
+    assert counts("a sixty-minute lesson") == ("60",) and counts("ninety minutes") == ("90",)
+    assert counts("twenty one days") == ("21",) and counts("List twenty tips, each one short") == ("20",)
+    assert same_task("Draft an agenda for a 45-minute board meeting of a small charity.",
+                     "Draft a forty-five-minute agenda for a board meeting of a small charity.")
+    assert not same_task("Draft an agenda for a 45-minute board meeting of a small charity.",
+                         "Draft an agenda for a 40-minute board meeting of a small charity.")
 
 
 def test_the_examples_that_the_hashing_rule_got_wrong():
