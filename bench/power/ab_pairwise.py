@@ -6,8 +6,8 @@ both arms with the same seed, at the producer's own (sampled) temperature, so th
 `World.sampled()`: every replication a new answer with a fresh judge error. Designs:
 
 - pointwise t (today, conf/sweep/champion_ab.yaml): per-task mean difference of the composite over the
-  replications; 'supported' = two-sided paired t p < alpha (0.05), t > 0 (direction greater) and mean difference
-  >= min_effect (0.3).
+  replications; 'supported' = two-sided paired t p < alpha (0.05), t > 0 (direction greater), the skew-calibrated
+  one-sided p (experiments.stats.skew_test) below alpha / 2 and mean difference >= min_effect (0.3).
 - pointwise t at equal calls: the runs the pairwise judge calls would buy. Pairwise adds 2 judge calls x
   calls_judge per (task, replication) pair to the 2 runs x calls_run, so the pointwise A/B may run
   replications x (1 + calls_judge / calls_run) runs per (task, arm); fractional: the runs per arm are
@@ -122,7 +122,11 @@ def supported(d: ABDesign, stat: np.ndarray) -> np.ndarray:
     least min_effect (pointwise) or min_preference (pairwise)."""
     if d.test == "signflip":
         p = rules.signflip_p(stat, 0.5 / int(d.reps))
-    else:
+    elif d.compare == "pointwise":  # the verdict also needs the skew-calibrated one-sided p below alpha / 2
+        from experiments.stats._skew import skew_test_p
+
+        p = np.where(skew_test_p(stat) < ALPHA / 2, rules.t_p_two_sided(stat), 1.0)
+    else:  # the paired t on preferences, what the sign-flip replaces: the t alone
         p = rules.t_p_two_sided(stat)
     mean = stat.mean(axis=-1)
     floor = MIN_EFFECT if d.compare == "pointwise" else MIN_PREFERENCE
