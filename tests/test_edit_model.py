@@ -1,4 +1,4 @@
-"""The edit model (experiments/sweep/_edit_model.py, sweep.estimate=edits, shipped), and what reflection reads
+"""The edit model (experiments/search/_edit_model.py, sweep.estimate=edits, shipped), and what reflection reads
 without the rejected edits (sweep.reflect_feedback=counted) or with only those turned down beyond noise
 (sweep.rejected_z): search levers measured in bench/search (docs/SENSITIVITY.md)."""
 
@@ -9,8 +9,8 @@ import random
 import pytest
 
 from experiments.config import ConfigError, compose_config, to_experiment
-from experiments.sweep._edit_model import edit_estimates, noise_of_mean, sentence_keys
-from experiments.sweep._search_state import Evaluated, SearchState, candidate_hash, rejected_edits, type_feedback
+from experiments.search._edit_model import edit_estimates, noise_of_mean, sentence_keys
+from experiments.search._state import Evaluated, SearchState, candidate_hash, rejected_edits, type_feedback
 
 BASE = {"enumerated": "List the items. Number them.", "research": "Write prose. Cite sources."}
 IDS = [f"e{i}" for i in range(8)]

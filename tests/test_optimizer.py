@@ -13,13 +13,13 @@ from scripted_harness import BASE, BOOST, ScriptedRunner, scripted_propose
 
 from experiments.config import load_tasks
 from experiments.storage import Ledger
-from experiments.sweep._search_state import candidate_hash
-from experiments.sweep._optimizer import (credit_from, gate, merge_pair, pareto_leads, pruner_threshold, sample_parent,
+from experiments.search._state import candidate_hash
+from experiments.search._optimizer import (credit_from, gate, merge_pair, pareto_leads, pruner_threshold, sample_parent,
                                           thompson_choice)
 from experiments.sweep import run_sweep
 from experiments.sweep._objective import Objective
-from experiments.sweep._optimizer import Credit, pocock_p
-from experiments.sweep._search_state import Evaluated, SearchState, state_from_trials
+from experiments.search._optimizer import Credit, pocock_p
+from experiments.search._state import Evaluated, SearchState, state_from_trials
 from mutators.operators import three_way_merge
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -1,4 +1,4 @@
-"""Racing by blocks of train tasks (issue 42, lever e): experiments.sweep._optimizer.race_step's rule, and a sweep with
+"""Racing by blocks of train tasks (issue 42, lever e): experiments.search._optimizer.race_step's rule, and a sweep with
 sweep.race_block = 4 that races a clearly worse proposal out after its first block and lets a clearly better one
 run every train task, recorded as the gate's decisions are (Optuna, the ledger, MLflow, the summary).
 
@@ -45,7 +45,7 @@ LEADER = {"a": 5.0, "b": 6.0, "c": 5.5, "d": 7.0}
     ],
 )
 def test_race_step_drops_what_the_leader_dominates(child, z, passed, n, sd):
-    from experiments.sweep._optimizer import race_step
+    from experiments.search._optimizer import race_step
 
     d = race_step(child, LEADER, z)
     diffs = [child[t] - LEADER[t] for t in child]
@@ -64,7 +64,7 @@ def test_race_step_drops_what_the_leader_dominates(child, z, passed, n, sd):
 
 
 def test_race_step_uses_the_tasks_both_have_and_refuses_bad_input():
-    from experiments.sweep._optimizer import race_looks, race_step
+    from experiments.search._optimizer import race_looks, race_step
 
     d = race_step({"a": 4.0, "b": 5.0, "zz": 99.0}, LEADER, 1.0)  # zz: the leader has no score there
     assert d.n == 2 and d.tasks == ("a", "b") and d.diff == pytest.approx(-1.0)
@@ -159,7 +159,7 @@ def test_a_worse_proposal_is_raced_out_after_its_first_block_and_a_better_one_ru
 def test_racing_compares_with_the_leader_not_the_parent(make_exp):
     """Each look is race_step against the leader, the best complete train mean when the trial started (the
     baseline trial until a better proposal completes), on the tasks the trial had run."""
-    from experiments.sweep._optimizer import race_step
+    from experiments.search._optimizer import race_step
 
     exp = _race_exp(make_exp, "add_tool", "harm")
     runner = HarmRunner(load_tasks(exp.benchmark))

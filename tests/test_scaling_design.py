@@ -55,7 +55,7 @@ def test_the_futility_stop_still_stops_a_clear_loss_at_its_first_look_and_looks_
 
 
 def test_the_race_block_derives_from_the_train_size():
-    from experiments.sweep._optimizer import race_block_for, race_looks
+    from experiments.search._optimizer import race_block_for, race_looks
 
     assert race_block_for(12, 4) == 4 and race_block_for(48, 4) == 12 and race_block_for(144, 4) == 36
     assert race_block_for(48, 0) == 0 and race_looks(48, 0) == ()

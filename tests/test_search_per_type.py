@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.search.world import REFLECT_HIT, World, WorldLLM, WorldRunner  # noqa: E402
 from experiments.config import ConfigError, compose_config, to_experiment  # noqa: E402
-from experiments.sweep._search_state import (Evaluated, SearchState, candidate_hash, holdout_pool,  # noqa: E402
+from experiments.search._state import (Evaluated, SearchState, candidate_hash, holdout_pool,  # noqa: E402
                                              rejected_edits, type_feedback)
 from harness.config import TASK_TYPES  # noqa: E402
 

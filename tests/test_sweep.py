@@ -18,7 +18,7 @@ from experiments.runs import TrialFailed
 from experiments.stats import compare, noise_floor
 from experiments.storage import Ledger
 from experiments.promotion._confirmation import HoldoutScores, HoldoutTest
-from experiments.sweep._search_state import candidate_hash
+from experiments.search._state import candidate_hash
 from experiments.sweep._study import open_study
 from experiments.sweep import run_sweep
 from experiments.sweep._objective import make_objective

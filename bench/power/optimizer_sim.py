@@ -124,7 +124,7 @@ def run_one(world: int, pruner: str, args, base: Path) -> dict:
     from experiments.config import load_tasks
     from experiments.config import BenchmarkConfig, compose_config, to_experiment
     from experiments.config._schema import TaskSpec
-    from experiments.sweep._search_state import candidate_hash
+    from experiments.search._state import candidate_hash
     from experiments.sweep import run_sweep
 
     results = base / f"w{world}-{pruner}"
@@ -471,7 +471,7 @@ def loop_gepa(w: MutationWorld, args) -> dict:
     runs reused); merge after an iteration that found a new candidate (at most 5, 5-task subsample, kept when its
     sum reaches the better parent's); the result is the best train mean. One operator (reflect, with the
     product's fallbacks); no noise test and no holdout confirmation."""
-    from experiments.sweep._optimizer import merge_pair, pareto_leads, sample_parent
+    from experiments.search._optimizer import merge_pair, pareto_leads, sample_parent
 
     rng = random.Random(f"gepa-{w.world}")
     pool = {"0": {"cand": w.baseline, "scores": {t: w.score(w.baseline, t) for t in w.train}}}
@@ -537,12 +537,12 @@ def loop_gepa(w: MutationWorld, args) -> dict:
 def loop_new(w: MutationWorld, args) -> dict:
     """The new loop: the baseline and its repeats as today; a parent drawn from the per-task Pareto front by tasks
     led; the operator by Thompson sampling on the operator used; a gate on g tasks against the parent's stored
-    scores (experiments.sweep._optimizer.gate at the measured sigma); the rest of the train split with the pruner at its
+    scores (experiments.search._optimizer.gate at the measured sigma); the rest of the train split with the pruner at its
     Pocock-corrected p (when --new-pruner-p > 0); a merge of two front members after a trial that beat its
     parent; promotion by the shipped holdout rule (new_rule: repeats, one-sided bound, Holm)."""
     import optuna
 
-    from experiments.sweep._optimizer import (credit_from, gate, gate_tasks, merge_pair, pareto_leads, pruner_threshold,
+    from experiments.search._optimizer import (credit_from, gate, gate_tasks, merge_pair, pareto_leads, pruner_threshold,
                                               sample_parent, thompson_choice)
     from experiments.stats import noise_floor
 
@@ -672,7 +672,7 @@ def main_mutation(args) -> dict:
         for name in args.loops:
             w = MutationWorld(world, args.train, args.holdout, args.noise, args.llm_fail)
             arms[name].append(LOOPS[name](w, args))
-    from experiments.sweep._optimizer import pruner_threshold
+    from experiments.search._optimizer import pruner_threshold
 
     p_new = pruner_threshold(args.new_pruner_p, args.train, args.startup_steps, "pocock") if args.new_pruner_p > 0 else 0
     print("== optimizer search efficiency: mutation world, three loops on the same worlds and seeds ==")

@@ -150,7 +150,7 @@ def check_today(world: World, sims: int, seed: int = 5) -> tuple[int, int]:
     from experiments.stats import baseline_reference, noise_floor
     from experiments.promotion._confirmation import HoldoutScores, HoldoutTest
     from experiments.promotion._decide import Candidate, decide, race, ranked
-    from experiments.sweep._optimizer import gate
+    from experiments.search._optimizer import gate
 
     d = TODAY
     rng = np.random.default_rng([seed, 7])
@@ -197,7 +197,7 @@ RACING = next(d for d in LEVERS if d.search == "race")
 
 
 def check_race(world: World, sims: int, d: Design = RACING, seed: int = 5, null: bool = False) -> dict:
-    """A racing design's vectorised path against the real experiments.sweep._optimizer.race_step on the same scores: every
+    """A racing design's vectorised path against the real experiments.search._optimizer.race_step on the same scores: every
     proposal's race (kept or dropped, and after how many train tasks) replayed through race_step at the sweep's looks
     (race_looks) in the study's task order against the leader (the best complete train mean, the earliest of
     equals, as SearchState.parent); then the final race through the real `race` and the holdout through the real
@@ -209,7 +209,7 @@ def check_race(world: World, sims: int, d: Design = RACING, seed: int = 5, null:
     0, +0.5, +1 and -0.5."""
     from experiments.promotion._confirmation import HoldoutScores, HoldoutTest
     from experiments.promotion._decide import Candidate, decide, race, ranked
-    from experiments.sweep._optimizer import race_looks, race_step
+    from experiments.search._optimizer import race_looks, race_step
 
     rng = np.random.default_rng([seed, 7])
     n = d.n_train + d.n_hold

@@ -169,7 +169,7 @@ def confirm(exp: Any, runner: WorldRunner, baseline: Mapping[str, str], best: Ma
     from experiments.promotion import HoldoutBlocks, HoldoutScores, decide_look, kept_instructions, train_filtered
     from experiments.promotion._decide import Candidate
     from experiments.stats import baseline_reference, next_look, noise_floor
-    from experiments.sweep._search_state import candidate_hash
+    from experiments.search._state import candidate_hash
 
     sw = exp.sweep
     holdout = exp.tasks("holdout")

@@ -73,7 +73,7 @@ class SweepConfig:
     # without the edits already tried)
     reflect_feedback: str = "worst"
     # per_type and round_robin: how a type's text is chosen for the parent and the composition: pooled (the mean of
-    # every run of the text) | edits (experiments/sweep/_edit_model.py: each trial's mean read as the sum of its
+    # every run of the text) | edits (experiments/search/_edit_model.py: each trial's mean read as the sum of its
     # sentences' effects, fitted over every trial and shrunk, so a lucky edit falls back as its descendants run)
     estimate: str = "pooled"
     # reflect_feedback all: an edit already tried from the parent is listed as turned down only when its mean was

@@ -1,7 +1,8 @@
 """The Optuna objective of a synthesis-instruction sweep, with the harness injected.
 
-objective(trial) chooses an operator and a parent (experiments/sweep/_optimizer.py, _search_state.py), asks the
-mutators for a candidate, and scores it with experiments.runs.evaluate_candidate on the runner it was given
+objective(trial) asks the search (experiments.search: ProjectSearch unless another Search is given) which operator,
+parent and task types the trial tries, what reflection reads and what a child must show first, asks the mutators
+for a candidate, and scores it with experiments.runs.evaluate_candidate on the runner it was given
 (experiments.runs: HarnessRunner on the real harness, a scripted runner in tests; both return TaskOutcome).
 Only synthesis and evaluation depend on the instruction, so the objective reuses the prepared contexts it is
 given (or prepares afresh per trial).
@@ -26,7 +27,8 @@ from experiments.config import BASELINE, ExperimentConfig, Task
 from experiments.runs import (SERIAL, CandidateEval, FailedRun, Runner, RunPool, TrialFailed, baseline_instructions,
                               evaluate_candidate, llm_calls)
 
-from ._search_state import Evaluated, SearchState, candidate_hash, instruction_hashes, mutation_context_args
+from experiments.search import (COMPOSE, Acceptance, Evaluated, ProjectSearch, Search, SearchState, candidate_hash,
+                                instruction_hashes)
 
 
 @dataclass(frozen=True)
@@ -47,12 +49,11 @@ class TrialOutcome:
     elapsed_s: float = 0.0
     llm_calls: int = 0
     operator_requested: str = ""  # what the sampler asked for
-    gate: dict | None = None  # experiments/sweep/_optimizer.py's GateDecision.as_attr() when the minibatch gate ran
+    gate: dict | None = None  # experiments.search's GateDecision.as_attr() when the minibatch gate or race ran
     failed_run: FailedRun | None = None  # the harness run that failed the trial (TrialFailed.failed)
 
 
 # the last trial of a per-type search: the composition of each type's best text, run afresh on the train split
-COMPOSE = "compose"
 # per-type searches run trial k with seed cfg.seed + TRIAL_SEED_OFFSET + k: clear of the baseline repeats' and the
 # holdout's cfg.seed + small k
 TRIAL_SEED_OFFSET = 100_000
@@ -120,6 +121,7 @@ class Objective:
         mutate_types: Sequence[str] | None = None,
         pool: RunPool | None = None,
         sigma: Callable[[], float | None] | float | None = None,
+        search: Search | None = None,
     ) -> None:
         self.exp = exp
         self._sigma = sigma  # run-to-run sd of one task score, for the gate (repeats or a calibration)
@@ -129,6 +131,7 @@ class Objective:
         self.pool = pool or SERIAL
         self.types = tuple(mutate_types or sorted({t.task_type for t in self.tasks}))
         self.baseline = baseline_instructions(exp, self.types)
+        self.search = search if search is not None else ProjectSearch(exp.sweep, self.types)
         self._state = state
         self._propose = propose
         self.mutation_llm = mutation_llm
@@ -167,14 +170,11 @@ class Objective:
         base = dict(parent.instructions) if parent else dict(self.baseline)
         propose, make_ctx, failed_type = self._propose_fns()
         notes, used, failed = [], {}, 0
-        # round robin: one task type a trial, in turn; every other type keeps the parent's text
-        types = (self.types[number % len(self.types)],) if self.exp.sweep.search == "round_robin" else self.types
+        types = self.search.components(number)  # every other type keeps the parent's text
         for tt in types:
-            args = mutation_context_args(state, tt, seed=self.exp.sweep.seed * 100003 + number,
-                                         max_chars=self.exp.sweep.max_chars, parent=parent,
-                                         feedback=self.exp.sweep.reflect_feedback, rejected_z=self.exp.sweep.rejected_z)
             try:
-                cand = propose(operator, make_ctx(**args), self.mutation_llm, seen=state.seen_for(tt))
+                cand = propose(operator, make_ctx(**self.search.reflection(state, tt, parent, number)),
+                               self.mutation_llm, seen=state.seen_for(tt))
             except failed_type as exc:
                 notes.append(f"{tt}: {exc}")
                 failed += 1
@@ -213,75 +213,32 @@ class Objective:
                         label, used, (a.hash, b.hash))
 
     def _choose(self, trial: Any, number: int) -> tuple[str, Any]:
-        """(operator requested, pick) for a search trial: a merge when one is due (sweep.max_merges, after a trial
-        that beat its parent, a pair on the front), else the operator from TPE or the bandit on the credited
-        operator, and the parent by sweep.parent_selection. One seeded generator per trial number."""
-        from ._optimizer import credit_from, thompson_choice
+        """(operator requested, pick) for a search trial: the search's step (experiments.search), Optuna's TPE
+        suggesting the operator where the search asks for it."""
+        step = self.search.step(self.state(), number, lambda ops: trial.suggest_categorical("operator", ops))
+        return step.requested, step.pick
 
-        sw = self.exp.sweep
-        state = self.state()
-        rng = random.Random(f"{sw.seed}-{number}")
-        if sw.search in ("per_type", "round_robin") and number == sw.n_trials - 1 and number > 1:
-            composition = state.composed(sw.estimate)
-            if composition is not None:
-                return COMPOSE, composition
-        if sw.max_merges > 0 and len(state.merged) < sw.max_merges and state.last_won:
-            pair = state.merge_pair(rng)
-            if pair is not None:
-                return "merge", pair
-        if sw.operator_choice == "bandit":  # not an operator that cannot apply (it would fall back every time)
-            offered = state.offered(sw.operators, self.types, max_chars=sw.max_chars) or list(sw.operators)
-            requested = thompson_choice(credit_from(state.outcomes, sw.operators), offered, rng)
-        else:
-            requested = trial.suggest_categorical("operator", list(sw.operators))
-        return requested, state.choose_parent(sw.parent_selection, rng, sw.search, sw.estimate)
-
-    def _gate(self, trial: Any, number: int, parents: Sequence[Evaluated], outcome: dict):
-        """The minibatch gate: sweep.gate_tasks train tasks (their indices), the checkpoint that compares the
-        candidate's scores there with the better parent's stored ones (_optimizer.gate), records the
-        decision and says whether the rest of the train split runs, and the list it appends the decision to."""
-        from ._optimizer import gate, gate_tasks
-
-        ids = [t.id for t in self.tasks]
-        batch = gate_tasks(ids, self.exp.sweep.gate_tasks, random.Random(f"{self.exp.sweep.seed}-{number}-gate"))
-        ref = max(parents, key=lambda e: sum(e.scores.get(t, float("-inf")) for t in batch))
-
-        def go(scores: Sequence[Any]) -> bool:
-            decision = gate({s.task_id: s.score for s in scores}, {t: ref.scores[t] for t in batch if t in ref.scores},
-                            sigma=self.sigma(), z=self.exp.sweep.gate_z)
-            trial.set_user_attr("gate", {**decision.as_attr(), "parent": ref.hash, "reason": decision.reason})
-            outcome["gate"] = decision.as_attr()
-            decided.append(decision)
-            return decision.passed
-
-        decided: list[Any] = []
-        return [ids.index(t) for t in batch], go, decided
-
-    def _race(self, trial: Any, leader: Evaluated, outcome: dict):
-        """Racing (sweep.race_block > 0), in place of the gate: the train tasks in one order per study (seeded by
-        sweep.seed: every proposal races over the same blocks, as bench/power/sens/design.py does), the looks after
-        every race_block tasks but the last (_optimizer.race_looks), the checkpoint that compares the candidate's
-        scores so far with the leader's stored ones (_optimizer.race_step at sweep.race_z)
-        and records each look (user attr "gate": the last look, its leader and every look's figures), and the list
-        it appends the decisions to. The leader is read once, when the trial starts."""
-        from ._optimizer import race_looks, race_step
-
-        sw = self.exp.sweep
-        order = list(range(len(self.tasks)))
-        random.Random(f"{sw.seed}-race").shuffle(order)
+    def _accept(self, trial: Any, acc: Acceptance, outcome: dict):
+        """The checkpoint of the search's acceptance test: the decision on the child's scores so far, recorded in
+        the user attr "gate" (a race also its leader's trial and every look's figures) and the outcome, and whether
+        the rest of the train split runs; and the list it appends the decisions to."""
         decided: list[Any] = []
 
         def go(scores: Sequence[Any]) -> bool:
-            decision = race_step({s.task_id: s.score for s in scores}, leader.scores, sw.race_z)
+            decision = acc.decide({s.task_id: s.score for s in scores})
             decided.append(decision)
-            looks = [{"n": d.n, "diff": round(d.diff, 4), "bound": round(d.bound, 4), "passed": d.passed}
-                     for d in decided]
-            trial.set_user_attr("gate", {**decision.as_attr(), "parent": leader.hash, "leader_trial": leader.number,
-                                         "reason": decision.reason, "looks": looks})
+            attr = {**decision.as_attr(), "parent": acc.against.hash}
+            if acc.rule == "race":
+                attr["leader_trial"] = acc.against.number
+            attr["reason"] = decision.reason
+            if acc.rule == "race":
+                attr["looks"] = [{"n": d.n, "diff": round(d.diff, 4), "bound": round(d.bound, 4), "passed": d.passed}
+                                 for d in decided]
+            trial.set_user_attr("gate", attr)
             outcome["gate"] = decision.as_attr()
             return decision.passed
 
-        return order, go, decided, race_looks(len(order), sw.race_block)
+        return go, decided
 
     def __call__(self, trial: Any) -> float:
         t0 = time.perf_counter()
@@ -331,17 +288,11 @@ class Objective:
             state = self.state()
             parents = [e for e in map(state.by_hash, proposal.parent_hashes or (proposal.parent_hash,)) if e and e.scores]
             first, checkpoint, decided = [], None, []
-            leader = state.parent()
-            if self.exp.sweep.search in ("per_type", "round_robin"):  # a child runs every train task: each type is accepted on its own
-                pass
-            elif self.exp.sweep.race_block > 0:  # racing replaces the gate; the baseline trial and a first proposal
-                if not is_baseline and leader is not None and leader.scores:  # without a complete leader run all
-                    first, go, decided, looks = self._race(trial, leader, outcome)
-                    checkpoint = (looks, go) if looks else None
-            # the gate needs tasks left after it: on a train split of gate_tasks or fewer it is off
-            elif 0 < self.exp.sweep.gate_tasks < len(self.tasks) and not is_baseline and parents:
-                first, go, decided = self._gate(trial, slot, parents, outcome)
-                checkpoint = (len(first), go)
+            acc = None if is_baseline else self.search.acceptance(state, parents, slot, [t.id for t in self.tasks],
+                                                                   self.sigma)
+            if acc is not None:  # the baseline trial, and a first proposal without a complete leader, run all
+                go, decided = self._accept(trial, acc, outcome)
+                first, checkpoint = list(acc.first), ((acc.looks, go) if acc.looks else None)
             rest = [i for i in range(len(self.tasks)) if i not in first]
             if not is_baseline:
                 random.Random(slot).shuffle(rest)

@@ -110,7 +110,7 @@ def open_store(exp: ExperimentConfig, stale: StaleTrials | None = None) -> Study
     # a per-type search judges each type's text on its own tasks: a test on the whole candidate's running mean
     # would stop a child whose good edit to one type sits beside a bad one to another, so it runs every task
     if sw.pruner == "wilcoxon" and sw.search == "joint":
-        from ._optimizer import pruner_threshold
+        from experiments.search import pruner_threshold
 
         p = pruner_threshold(sw.pruner_p, len(split(load_tasks(exp.benchmark), "train")), sw.pruner_startup_steps,
                              sw.pruner_correction)

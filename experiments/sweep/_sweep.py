@@ -45,7 +45,7 @@ from ._preflight import mutation_calls, pin_noise_source, sweep_preflight
 from ._progress import SweepProgress
 from ._registry import SweepRegistry, pin_source, sweep_evidence
 from ._reruns import SplitRuns
-from ._search_state import candidate_hash, holdout_pool, state_from_trials
+from experiments.search import candidate_hash, holdout_pool, state_from_trials
 from ._study import (StudyStore, baseline_trial, ensure_baseline, finished_trials, frozen_trial, live_trials,
                      open_store, pin_fingerprint, requeue_model_failures, stored_holdout, train_reruns, trial_counts,
                      unanswered)

@@ -4,7 +4,7 @@ filter and the holdout confirmation, vectorised over studies.
 "today" follows 3306971's code path (experiments/sweep/_sweep.py and _promotion.py, conf/sweep/synth_mutation.yaml):
 the baseline trial (seed 0) and one repeat (seed 1) on the 16 train tasks give the reference (their mean) and
 sigma (experiments.stats.noise_floor); each proposal's parent is the best train mean so far; the 3-task gate
-against the parent's stored scores passes unless mean + 1.0 sigma sqrt(2/3) < 0 (experiments.sweep._optimizer.gate); a
+against the parent's stored scores passes unless mean + 1.0 sigma sqrt(2/3) < 0 (experiments.search._optimizer.gate); a
 passed proposal runs every train task with seed 0 (the baseline trial's seed: common random numbers where seeds
 couple); the final race re-runs the top 2 with seed 1 and ranks on the 2-run means (experiments.promotion.race); the
 top candidate must pass the train filter (experiments.stats.compare at alpha 0.05, floor 2 sigma sqrt(1.5 / 16))
