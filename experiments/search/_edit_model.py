@@ -24,7 +24,6 @@ each text toward the mean of all of them: still not the maximum of noisy means.
 
 from __future__ import annotations
 
-from statistics import median
 from typing import Mapping, Sequence
 
 import numpy as np
