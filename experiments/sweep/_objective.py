@@ -53,7 +53,6 @@ class TrialOutcome:
     failed_run: FailedRun | None = None  # the harness run that failed the trial (TrialFailed.failed)
 
 
-# the last trial of a per-type search: the composition of each type's best text, run afresh on the train split
 # per-type searches run trial k with seed cfg.seed + TRIAL_SEED_OFFSET + k: clear of the baseline repeats' and the
 # holdout's cfg.seed + small k
 TRIAL_SEED_OFFSET = 100_000
