@@ -246,9 +246,9 @@ def observed_power_line(stats: Any, prereg: Preregistration, *, power: float, ta
     """The summary's design power, from this A/B's own per-task differences (their sd holds run noise over the
     replications and the task x variant spread together): the mean effect its rule ('supported': two-sided test
     at alpha in the right direction, the skew-calibrated p on that side below alpha / 2 AND mean >= min_effect)
-    detects with probability `power`, that sd taken as an
-    estimate on n - 1 df, and the tasks `target` would need at these replications. None below 3 pairs or with no
-    spread measured. A sequential design is sized as one fixed-sample look (its last)."""
+    detects with probability `power`, that sd taken as an estimate on n - 1 df, and the tasks `target` would need
+    at these replications. None below 3 pairs or with no spread measured. A sequential design is sized as one
+    fixed-sample look (its last)."""
     n, sd = int(stats.n), float(stats.sd_diff)
     if n < 3 or not math.isfinite(sd) or sd <= 0:
         return None
@@ -266,8 +266,8 @@ def observed_power_line(stats: Any, prereg: Preregistration, *, power: float, ta
                 f" (or cannot be called 'supported' with probability {power:g}: the mean must reach min_effect "
                 f"{prereg.min_effect:g})" if target <= prereg.min_effect else ""))
     return (f"design power: this A/B detects {size} with probability {power:g} ({n} tasks, two-sided "
-            f"{prereg.test} at {prereg.alpha:g}, skew-calibrated p below {prereg.alpha / 2:g} and mean >= min_effect {prereg.min_effect:g}; sd of the per-task "
-            f"differences {sd:.3f}, this A/B's own, run noise and task x variant spread together); {more}")
+            f"{prereg.test} at {prereg.alpha:g}, skew-calibrated p below {prereg.alpha / 2:g} and mean >= min_effect "
+            f"{prereg.min_effect:g}; sd of the per-task differences {sd:.3f}, this A/B's own, run noise and task x variant spread together); {more}")
 
 
 def objective_of(exp: ExperimentConfig, arms: Mapping[str, ExperimentConfig], design: ABDesign) -> dict[str, Any]:

@@ -356,7 +356,7 @@ def replications_for_effect(sigma: float, n: int, effect: float, *, alpha: float
     """The fewest replications per arm for an A/B over n tasks to detect `effect` (None: unreachable), the mean
     also reaching min_effect as the verdict requires. Replications shrink run noise only: where the task x variant
     spread tau alone keeps `effect` out of reach over n tasks, no number of replications reaches it (None)."""
-    u = _unit_mde(n, alpha, "two-sided", test, 0.0, power, sims, skew_side=True)
+    u = mde(ab_design(1.0, n, alpha=alpha, replications=2, test=test), power=power, sims=sims)  # per-task sd 1
     if not math.isfinite(u):
         return None
     if not min_effect:

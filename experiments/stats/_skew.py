@@ -36,8 +36,8 @@ The test (skew_test): p = max(p_t, p_skew).
   confirmed 0.041 of the time over 24 tasks at 0.025 (0.031 over 12, 0.035 over 48), the worst noise ratio moving
   from about 0.2 at 12 tasks to 0.6-1 at 144. They cost power at 12-48 tasks (docs/VERDICTS.md).
 - Why the loss tail (LOSS_TAIL, a normal spread with a 10% chance of a loss of 5 sd, skewness -1.5): a task that
-  an edit breaks outright is the common harm, and without it as a reference that shape was confirmed 0.036 / 0.040
-  of the time at 12 / 24 tasks at level 0.025 (bench/power/level_with_noise.py). A sample without a loser (0.9^n:
+  an edit breaks outright is the common harm, and read against the other references only that shape is confirmed
+  0.036 / 0.040 of the time at 12 / 24 tasks at level 0.025 (bench/power/level_with_noise.py, column "no loss tail"). A sample without a loser (0.9^n:
   0.28 of samples at 12 tasks, 0.08 at 24) is a normal sample of a gain of 0.56 sd, so any rule that holds this
   shape's level caps its power at such a gain near 0.025 / 0.9^n (0.09 at 12 tasks, 0.31 at 24): its price is power
   at 12-24 tasks (docs/VERDICTS.md), none at 144.

@@ -38,7 +38,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from scipy import stats as sps
 
-from ._skew import _hall, skew_test
+from ._skew import SkewTest, _hall, skew_test
 from ._tests import DIRECTIONS, TESTS, PairedStats, finite_array, min_attainable_p, no_spread
 
 COMPARES = ("pointwise", "pairwise")  # how an A/B compares its arms (Preregistration.compare)
@@ -329,7 +329,8 @@ def explain_verdict(prereg: Preregistration, result: Any) -> tuple[str, str]:
     sign = -1.0 if prereg.direction == "less" else 1.0
     effect = abs(s.mean_diff) if prereg.direction == "two-sided" else sign * s.mean_diff
     mean_sign = float(np.sign(s.mean_diff))
-    if prereg.sequential > 1 and decision is not None:
+    looks = prereg.sequential > 1 and decision is not None  # a sequential design: its look decides
+    if looks:
         p_sig = decision.action == "stop_efficacy"
         alpha_txt = f"sequential look {decision.look}/{decision.n_looks}, nominal alpha {decision.nominal_alpha:.3g}"
         sig_sign, sig_txt = float(np.sign(decision.mean)), f"look mean {decision.mean:+.3g}"
@@ -341,7 +342,7 @@ def explain_verdict(prereg: Preregistration, result: Any) -> tuple[str, str]:
     right_way = prereg.direction == "two-sided" or sig_sign == sign
     agree = sig_sign == mean_sign
     if p_sig and right_way and agree and effect >= prereg.min_effect:
-        skewed = _skew_side(s.diffs, mean_sign) if decision is None or prereg.sequential <= 1 else None
+        skewed = None if looks else _skew_side(s.diffs, mean_sign)
         if skewed is None or skewed.p is None or skewed.p < prereg.alpha / 2:
             return "supported", (f"{alpha_txt}; mean diff {s.mean_diff:+.3g} meets the minimum effect "
                                  f"{prereg.min_effect:g}")
@@ -357,7 +358,7 @@ def explain_verdict(prereg: Preregistration, result: Any) -> tuple[str, str]:
                                 f"but the mean diff {s.mean_diff:+.3g} points the other way: no direction to claim")
     lo, hi = s.ci.low, s.ci.high
     tail = prereg.alpha / 2
-    if not (prereg.sequential > 1 and decision is not None):  # sequential: the looks' futility bound decides
+    if not looks:  # sequential: the looks' futility bound decides
         bound = excluding_bound(s.diffs, alpha=prereg.alpha, direction=prereg.direction, minimum=prereg.min_effect)
         if bound is not None:
             return "not supported", (
@@ -370,10 +371,10 @@ def explain_verdict(prereg: Preregistration, result: Any) -> tuple[str, str]:
     return "inconclusive", f"{alpha_txt}; CI [{lo:.3g}, {hi:.3g}] still includes the minimum effect"
 
 
-def _skew_side(diffs: Sequence[float], side: float) -> Any:
+def _skew_side(diffs: Sequence[float], side: float) -> SkewTest:
     """experiments.stats.skew_test (the sweep's confirmation over tasks) of a mean on `side` (+1: B higher, -1: B
     lower). 'supported' needs its p as well: on a left-skewed spread of zero mean (most tasks gain a little, a few
-    lose a lot) a sample of 8-12 tasks often holds none of the losers and the paired t alone supported B 0.066-0.081
+    lose a lot) a sample of 8-12 tasks often holds none of the losers and the paired t alone supports B 0.066-0.081
     of the time at 0.025 a side (bench/power/level_with_noise.py --ab, docs/VERDICTS.md)."""
     return skew_test(finite_array(diffs, "diffs") * (1.0 if side >= 0 else -1.0))
 

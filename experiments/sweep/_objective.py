@@ -228,11 +228,11 @@ class Objective:
             decided.append(decision)
             attr = {**decision.as_attr(), "parent": acc.against.hash}
             if acc.rule == "race":
-                attr["leader_trial"] = acc.against.number
-            attr["reason"] = decision.reason
-            if acc.rule == "race":
-                attr["looks"] = [{"n": d.n, "diff": round(d.diff, 4), "bound": round(d.bound, 4), "passed": d.passed}
-                                 for d in decided]
+                attr.update(leader_trial=acc.against.number, reason=decision.reason, looks=[
+                    {"n": d.n, "diff": round(d.diff, 4), "bound": round(d.bound, 4), "passed": d.passed}
+                    for d in decided])
+            else:
+                attr["reason"] = decision.reason
             trial.set_user_attr("gate", attr)
             outcome["gate"] = decision.as_attr()
             return decision.passed
